@@ -1,0 +1,3 @@
+from kvtui.cli import main
+
+raise SystemExit(main())

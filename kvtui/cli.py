@@ -1,0 +1,67 @@
+"""Command line: `kvtui [SCENARIO]`, `kvtui run`, `kvtui sim serve`, `kvtui estimate`, …
+
+Each command lives in `kvtui/commands/<name>.py` with `add_parser(subparsers)` and
+`run(args) -> int`. Exit codes: 0 ok, 2 usage or scenario error, 1 run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from kvtui import __version__
+from kvtui.errors import KvtuiError, ScenarioError
+
+COMMANDS = ("tui", "run", "sim", "estimate", "replay", "export", "diff", "web", "import")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit code 2 (as argparse does), without the usage dump."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"kvtui: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="kvtui",
+        description="Live capacity explorer for vLLM: max concurrency at your latency SLO, per precision mode.",
+        epilog="With no command: the TUI on a scenario (default: the built-in simulated demo).",
+    )
+    parser.add_argument("--version", action="version", version=f"kvtui {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        importlib.import_module(f"kvtui.commands.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `kvtui` and `kvtui SCENARIO.toml [options]` open the TUI.
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        argv = ["tui"] + argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ScenarioError as e:
+        for p in e.problems:
+            print(f"kvtui: {p}", file=sys.stderr)
+        return e.exit_code
+    except KvtuiError as e:
+        print(f"kvtui: {e}", file=sys.stderr)
+        tail = getattr(e, "log_tail", "")
+        if tail and os.environ.get("KVTUI_QUIET_TAIL") != "1":
+            print("--- server log (last lines) ---", file=sys.stderr)
+            print(tail, file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("kvtui: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1

@@ -1,0 +1,13 @@
+"""`kvtui diff` (not built yet)."""
+
+from kvtui.errors import UsageError
+
+
+def add_parser(sub):
+    p = sub.add_parser("diff", help="(not built yet)")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    raise UsageError("kvtui diff is not built yet")

@@ -1,0 +1,13 @@
+"""`kvtui export` (not built yet)."""
+
+from kvtui.errors import UsageError
+
+
+def add_parser(sub):
+    p = sub.add_parser("export", help="(not built yet)")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    raise UsageError("kvtui export is not built yet")

@@ -1,0 +1,439 @@
+"""Build a `Scenario` from TOML, naming the file, line and field of every problem.
+
+    load_scenario("scenarios/h200.toml", overrides=["ramp.max=64"])
+
+Every problem is collected (not just the first) and raised as one `ScenarioError`
+(exit code 2). Unknown keys get the nearest valid key as a suggestion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import ipaddress
+import re
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from kvtui.errors import ScenarioError
+from kvtui.scenario.locate import LineIndex
+from kvtui.scenario.schema import (
+    APIS,
+    ARRIVALS,
+    DISTS,
+    ENGINES,
+    LOAD_SHAPES,
+    SEARCHES,
+    SLO_KEY,
+    SLO_LATENCY_KEYS,
+    Cost,
+    Length,
+    Mode,
+    Ramp,
+    Scenario,
+    Server,
+    Slo,
+    Workload,
+)
+
+_STEP = re.compile(r"^(double|x\d+(\.\d+)?|\+\d+(\.\d+)?|\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*)$")
+KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
+_TOP_KEYS = ("name", "description", "seed", "server", "modes", "workload", "ramp", "slo", "cost")
+
+
+class _Problems:
+    def __init__(self, source: str, index: LineIndex | None):
+        self.source = source
+        self.index = index
+        self.items: list[str] = []
+
+    def add(self, path: tuple, message: str, line: int | None = None) -> None:
+        dotted = _dotted(path)
+        if line is None:
+            line = self.index.line(path) if self.index else 0
+        where = f"{self.source}:{line}" if line else self.source
+        self.items.append(f"{where}: {dotted}: {message}" if dotted else f"{where}: {message}")
+
+
+def _dotted(path: tuple) -> str:
+    out = ""
+    for p in path:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + str(p)
+    return out
+
+
+def _suggest(key: str, valid: typing.Iterable[str]) -> str:
+    near = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
+    return f" (did you mean '{near[0]}'?)" if near else ""
+
+
+def _type_name(v: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}.get(
+        type(v), type(v).__name__
+    )
+
+
+def _convert(value: Any, hint: Any, path: tuple, probs: _Problems) -> Any:
+    """Check `value` against a field's type hint; return the converted value or None."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and type(None) in args:
+        inner = [a for a in args if a is not type(None)][0]
+        return _convert(value, inner, path, probs)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        probs.add(path, f"must be true or false, got {_type_name(value)} {value!r}")
+        return None
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        probs.add(path, f"must be an integer, got {_type_name(value)} {value!r}")
+        return None
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        probs.add(path, f"must be a number, got {_type_name(value)} {value!r}")
+        return None
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        probs.add(path, f"must be a string, got {_type_name(value)} {value!r}")
+        return None
+    if origin is list:
+        if isinstance(value, str):  # "a b c" is a common way to write extra args
+            value = value.split()
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            probs.add(path, f"must be a list of strings, got {value!r}")
+            return None
+        return list(value)
+    if origin is dict:
+        if not isinstance(value, dict):
+            probs.add(path, f"must be a table of names to strings, got {_type_name(value)}")
+            return None
+        out = {}
+        for k, v in value.items():
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+                out[str(k)] = str(v)
+            else:
+                probs.add(path + (k,), f"must be a string, got {_type_name(v)}")
+        return out
+    if hint is Length:
+        return _length(value, path, probs)
+    raise TypeError(f"no converter for {hint}")  # a schema bug, not user input
+
+
+def _length(value: Any, path: tuple, probs: _Problems) -> Length | None:
+    if isinstance(value, bool):
+        probs.add(path, "must be a token count or a table like {dist = \"uniform\", min = 512, max = 2048}")
+        return None
+    if isinstance(value, int):
+        if value < 1:
+            probs.add(path, f"must be ≥ 1 token, got {value}")
+            return None
+        return Length(dist="fixed", value=value, min=value, max=value)
+    if not isinstance(value, dict):
+        probs.add(path, f"must be a token count or a distribution table, got {_type_name(value)} {value!r}")
+        return None
+    valid = {"dist", "value", "min", "max", "mean", "std"}
+    for k in value:
+        if k not in valid:
+            probs.add(path + (k,), "unknown key" + _suggest(k, valid))
+    dist = value.get("dist", "fixed")
+    if dist not in DISTS:
+        probs.add(path + ("dist",), f"must be one of {', '.join(DISTS)}, got {dist!r}" + _suggest(str(dist), DISTS))
+        return None
+    nums = {}
+    for k in ("value", "min", "max", "mean", "std"):
+        if k in value:
+            v = value[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                probs.add(path + (k,), f"must be a non-negative number, got {v!r}")
+                return None
+            nums[k] = v
+    ln = Length(dist=dist)
+    if dist == "fixed":
+        if "value" not in nums or int(nums["value"]) < 1:
+            probs.add(path + ("value",), "a fixed length needs value ≥ 1")
+            return None
+        ln.value = ln.min = ln.max = int(nums["value"])
+    elif dist == "uniform":
+        if "min" not in nums or "max" not in nums:
+            probs.add(path, "a uniform length needs min and max")
+            return None
+        ln.min, ln.max = int(nums["min"]), int(nums["max"])
+    else:
+        if "mean" not in nums or "std" not in nums:
+            probs.add(path, f"a {dist} length needs mean and std")
+            return None
+        ln.mean, ln.std = float(nums["mean"]), float(nums["std"])
+        ln.min = int(nums.get("min", 1))
+        ln.max = int(nums.get("max", 0))
+        if ln.mean <= 0:
+            probs.add(path + ("mean",), "must be > 0")
+            return None
+    if ln.min < 1:
+        probs.add(path + ("min",), "must be ≥ 1")
+        return None
+    if ln.max and ln.max < ln.min:
+        probs.add(path + ("max",), f"must be ≥ min ({ln.min}), got {ln.max}")
+        return None
+    return ln
+
+
+def _build(cls: type, table: Any, path: tuple, probs: _Problems, skip: tuple = ()) -> Any:
+    """Fill dataclass `cls` from `table`, reporting unknown keys and bad types."""
+    if not isinstance(table, dict):
+        probs.add(path, f"must be a table, got {_type_name(table)}")
+        return cls() if cls is not Mode else None
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in skip]
+    kwargs: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in names:
+            probs.add(path + (key,), "unknown key" + _suggest(key, names))
+            continue
+        conv = _convert(value, hints[key], path + (key,), probs)
+        if conv is not None:
+            kwargs[key] = conv
+    try:
+        return cls(**kwargs)
+    except TypeError as e:  # a required field is missing
+        probs.add(path, str(e).split(") ")[-1])
+        return None
+
+
+def _slo(table: Any, path: tuple, probs: _Problems) -> Slo:
+    slo = Slo()
+    if not isinstance(table, dict):
+        probs.add(path, f"must be a table, got {_type_name(table)}")
+        return slo
+    latency: dict[str, float] = {}
+    valid = SLO_LATENCY_KEYS + ("max_error_rate", "min_goodput")
+    for key, value in table.items():
+        p = path + (key,)
+        if key in ("max_error_rate", "min_goodput"):
+            v = _convert(value, float, p, probs)
+            if v is not None:
+                if not 0 <= v <= 1:
+                    probs.add(p, f"must be a share between 0 and 1, got {v:g}")
+                else:
+                    setattr(slo, key, v)
+        elif SLO_KEY.match(key):
+            v = _convert(value, float, p, probs)
+            if v is not None:
+                if v <= 0:
+                    probs.add(p, f"must be > 0 ms, got {v:g}")
+                else:
+                    latency[key] = v
+        else:
+            probs.add(p, "unknown key" + _suggest(key, valid))
+    if latency:
+        slo.latency = latency
+    return slo
+
+
+def _check(sc: Scenario, probs: _Problems) -> None:
+    s, w, r = sc.server, sc.workload, sc.ramp
+    if s.engine not in ENGINES:
+        probs.add(("server", "engine"), f"must be one of {', '.join(ENGINES)}, got {s.engine!r}" + _suggest(s.engine, ENGINES))
+    if s.engine == "external" and not s.url:
+        probs.add(("server", "url"), "the external engine needs the server's URL, e.g. url = \"http://127.0.0.1:8000\"")
+    if s.engine == "vllm" and not (s.model or all(m.model for m in sc.modes)):
+        probs.add(("server", "model"), "the vllm engine needs a model (a Hugging Face name or a local directory)")
+    if s.max_model_len < 16:
+        probs.add(("server", "max_model_len"), f"must be ≥ 16 tokens, got {s.max_model_len}")
+    if not 0 < s.gpu_memory_utilization <= 1:
+        probs.add(("server", "gpu_memory_utilization"), f"must be in (0, 1], got {s.gpu_memory_utilization:g}")
+    for key in ("kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens", "port"):
+        if getattr(s, key) < 0:
+            probs.add(("server", key), "must be ≥ 0")
+    if s.tensor_parallel_size < 1:
+        probs.add(("server", "tensor_parallel_size"), "must be ≥ 1")
+    if not 0 <= s.port <= 65535:
+        probs.add(("server", "port"), "must be a TCP port (0 for a free one)")
+    if s.startup_timeout_s <= 0:
+        probs.add(("server", "startup_timeout_s"), "must be > 0")
+    try:
+        if not ipaddress.ip_address(s.host).is_loopback:
+            sc.warnings.append(
+                f"server.host = {s.host!r} is not loopback: the server will be reachable from the network"
+            )
+    except ValueError:
+        if s.host != "localhost":
+            probs.add(("server", "host"), f"must be an IP address (default 127.0.0.1), got {s.host!r}")
+    names = set()
+    for i, m in enumerate(sc.modes):
+        if not m.name or not re.match(r"^[A-Za-z0-9_.+\-]+$", m.name):
+            probs.add(("modes", i, "name"), f"must be a short name of letters, digits, _ . + -, got {m.name!r}")
+        if m.name in names:
+            probs.add(("modes", i, "name"), f"duplicate mode name {m.name!r}")
+        names.add(m.name)
+        if m.kv_cache_dtype not in KV_DTYPES:
+            probs.add(("modes", i, "kv_cache_dtype"), f"must be one of {', '.join(KV_DTYPES)}, got {m.kv_cache_dtype!r}")
+    if w.api not in APIS:
+        probs.add(("workload", "api"), f"must be one of {', '.join(APIS)}, got {w.api!r}" + _suggest(w.api, APIS))
+    if not 0 <= w.shared_prefix < 1:
+        probs.add(("workload", "shared_prefix"), f"must be a share in [0, 1), got {w.shared_prefix:g}")
+    if w.temperature < 0:
+        probs.add(("workload", "temperature"), "must be ≥ 0")
+    if w.turns < 1:
+        probs.add(("workload", "turns"), "must be ≥ 1")
+    if not 0 <= w.jitter < 1:
+        probs.add(("workload", "jitter"), "must be a share in [0, 1)")
+    if w.dataset:
+        ds = Path(w.dataset)
+        if not ds.is_absolute() and sc.source:
+            ds = Path(sc.source).parent / ds
+        if not ds.is_file():
+            probs.add(("workload", "dataset"), f"no such file: {ds}")
+        else:
+            w.dataset = str(ds)
+    # ISL + OSL must fit in the context, for every turn of a conversation.
+    need = (w.prompt_tokens.upper + w.output_tokens.upper) * w.turns
+    if not w.dataset and need > s.max_model_len:
+        probs.add(
+            ("workload", "prompt_tokens"),
+            f"prompt + output tokens can reach {need} (× {w.turns} turns) > server.max_model_len {s.max_model_len}",
+        )
+    if r.load not in LOAD_SHAPES:
+        probs.add(("ramp", "load"), f"must be one of {', '.join(LOAD_SHAPES)}, got {r.load!r}" + _suggest(r.load, LOAD_SHAPES))
+    if r.search not in SEARCHES:
+        probs.add(("ramp", "search"), f"must be one of {', '.join(SEARCHES)}, got {r.search!r}")
+    if r.arrival not in ARRIVALS:
+        probs.add(("ramp", "arrival"), f"must be one of {', '.join(ARRIVALS)}, got {r.arrival!r}")
+    if r.start <= 0:
+        probs.add(("ramp", "start"), f"must be > 0, got {r.start:g}")
+    if r.max < r.start:
+        probs.add(("ramp", "max"), f"must be ≥ ramp.start ({r.start:g}), got {r.max:g}")
+    if r.load == "concurrency" and (r.start != int(r.start) or r.max != int(r.max)):
+        probs.add(("ramp", "start"), "concurrency steps are whole numbers of requests")
+    if not _STEP.match(r.step.strip()):
+        probs.add(("ramp", "step"), f"must be 'double', 'xN', '+N' or a list 'a,b,c', got {r.step!r}")
+    if r.window_s <= 0 and r.window_requests <= 0:
+        probs.add(("ramp", "window_s"), "a measurement window needs window_s > 0 or window_requests > 0")
+    for key in ("warmup_s", "request_timeout_s", "drain_timeout_s"):
+        if getattr(r, key) < 0:
+            probs.add(("ramp", key), "must be ≥ 0")
+    if r.processes < 1:
+        probs.add(("ramp", "processes"), "must be ≥ 1")
+    if r.min_samples < 1:
+        probs.add(("ramp", "min_samples"), "must be ≥ 1")
+    if sc.cost.gpu_hourly_usd < 0:
+        probs.add(("cost", "gpu_hourly_usd"), "must be ≥ 0")
+
+
+def parse_override(text: str) -> tuple[tuple, Any]:
+    """`section.key=value` → (path, value); value parsed as TOML, else taken as a string."""
+    if "=" not in text:
+        raise ScenarioError([f"--set {text}: expected section.key=value"])
+    key, raw = text.split("=", 1)
+    path = tuple(p.strip() for p in key.strip().split("."))
+    if not all(path):
+        raise ScenarioError([f"--set {text}: empty key"])
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return path, value
+
+
+def _apply_override(doc: dict, path: tuple, value: Any) -> None:
+    node: Any = doc
+    for i, part in enumerate(path[:-1]):
+        if isinstance(node, list):
+            try:
+                node = node[int(part)]
+            except (ValueError, IndexError):
+                raise ScenarioError([f"--set {_dotted(path)}: no list element {part!r}"])
+            continue
+        node = node.setdefault(part, {})
+        if not isinstance(node, (dict, list)):
+            raise ScenarioError([f"--set {_dotted(path)}: {_dotted(path[: i + 1])} is not a table"])
+    if not isinstance(node, dict):
+        raise ScenarioError([f"--set {_dotted(path)}: {_dotted(path[:-1])} is not a table"])
+    node[path[-1]] = value
+
+
+def scenario_from_dict(doc: dict, source: str = "<scenario>", index: LineIndex | None = None) -> Scenario:
+    probs = _Problems(source, index)
+    for key in doc:
+        if key not in _TOP_KEYS:
+            probs.add((key,), "unknown key" + _suggest(key, _TOP_KEYS))
+    sc = Scenario(source=source)
+    for key, kind in (("name", str), ("description", str), ("seed", int)):
+        if key in doc:
+            v = _convert(doc[key], kind, (key,), probs)
+            if v is not None:
+                setattr(sc, key, v)
+    if "server" in doc:
+        sc.server = _build(Server, doc["server"], ("server",), probs) or Server()
+    if "modes" in doc:
+        raw = doc["modes"]
+        if not isinstance(raw, list) or not raw:
+            probs.add(("modes",), "must be a non-empty list of [[modes]] tables")
+        else:
+            modes = []
+            for i, t in enumerate(raw):
+                if isinstance(t, dict) and "name" not in t:
+                    probs.add(("modes", i), "a mode needs a name")
+                    continue
+                m = _build(Mode, t, ("modes", i), probs)
+                if m is not None:
+                    modes.append(m)
+            sc.modes = modes or sc.modes
+    if "workload" in doc:
+        sc.workload = _build(Workload, doc["workload"], ("workload",), probs) or Workload()
+    if "ramp" in doc:
+        sc.ramp = _build(Ramp, doc["ramp"], ("ramp",), probs) or Ramp()
+    if "slo" in doc:
+        sc.slo = _slo(doc["slo"], ("slo",), probs)
+    if "cost" in doc:
+        sc.cost = _build(Cost, doc["cost"], ("cost",), probs) or Cost()
+    if not probs.items:
+        _check(sc, probs)
+    if probs.items:
+        raise ScenarioError(probs.items)
+    if sc.name == "scenario" and not source.startswith("<"):
+        sc.name = Path(source).stem
+    return sc
+
+
+def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = ()) -> Scenario:
+    """Read, override (`--set`) and validate a scenario file; None gives the defaults."""
+    if path is None:
+        doc: dict = {}
+        text = ""
+        source = "<defaults>"
+    else:
+        p = Path(path)
+        source = str(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ScenarioError([f"{source}: no such scenario file"])
+        except (OSError, UnicodeDecodeError) as e:
+            raise ScenarioError([f"{source}: cannot read: {e}"])
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            m = re.search(r"at line (\d+)", str(e))
+            line = m.group(1) if m else "?"
+            raise ScenarioError([f"{source}:{line}: TOML syntax: {str(e).split(' (at')[0]}"])
+    for item in overrides:
+        opath, value = parse_override(item)
+        _apply_override(doc, opath, value)
+    index = LineIndex(text) if text else None
+    return scenario_from_dict(doc, source, index)

@@ -1,0 +1,206 @@
+"""The scenario: what to serve, in which precision modes, under which load, against which SLO.
+
+Dataclasses hold the validated values; `kvtui.scenario.loader` builds them from TOML and
+names the file, line and field of every problem.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ENGINES = ("sim", "vllm", "external")
+APIS = ("completions", "chat")
+DISTS = ("fixed", "uniform", "normal", "lognormal")
+LOAD_SHAPES = ("concurrency", "rate")
+ARRIVALS = ("poisson", "bursty", "constant")
+SEARCHES = ("fast", "linear")
+SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
+SLO_PCTS = ("p50", "p90", "p95", "p99")
+SLO_KEY = re.compile(r"^(ttft|tpot|itl|e2e)_(p50|p90|p95|p99)_ms$")
+# Every SLO latency key a user may write, for "did you mean" suggestions.
+SLO_LATENCY_KEYS = tuple(f"{m}_{p}_ms" for m in SLO_METRICS for p in SLO_PCTS)
+
+
+@dataclass
+class Length:
+    """A token-length distribution; `sample` lives in kvtui.load.workload."""
+
+    dist: str = "fixed"
+    value: int = 0  # fixed
+    min: int = 1
+    max: int = 0  # 0 = no cap beyond max_model_len
+    mean: float = 0.0
+    std: float = 0.0
+
+    @property
+    def upper(self) -> int:
+        """Largest length this distribution can produce (for the ISL+OSL check)."""
+        if self.dist == "fixed":
+            return self.value
+        if self.max:
+            return self.max
+        if self.dist == "uniform":
+            return self.max
+        # Unbounded tails are clipped at mean + 4 std by the sampler.
+        return int(self.mean + 4 * self.std) + 1
+
+    def describe(self) -> str:
+        if self.dist == "fixed":
+            return str(self.value)
+        if self.dist == "uniform":
+            return f"uniform {self.min}-{self.max}"
+        cap = f" [{self.min}, {self.max}]" if self.max else ""
+        return f"{self.dist} {self.mean:g}±{self.std:g}{cap}"
+
+
+@dataclass
+class Server:
+    engine: str = "sim"
+    model: str = "llama-3.1-8b"
+    served_model_name: str = ""
+    max_model_len: int = 8192
+    gpu_memory_utilization: float = 0.9
+    kv_cache_memory_bytes: int = 0
+    max_num_seqs: int = 0
+    max_num_batched_tokens: int = 0
+    tensor_parallel_size: int = 1
+    load_format: str = ""
+    enable_prefix_caching: bool | None = None
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: a free port
+    extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    secret_env: list[str] = field(default_factory=list)
+    startup_timeout_s: float = 900.0
+    stop_timeout_s: float = 30.0
+    # external engine
+    url: str = ""
+    metrics_url: str = ""
+    api_key: str = ""
+    # sim engine
+    gpu: str = "H200"
+    time_scale: float = 0.0  # 0 = choose: real time when the box keeps up, else slow motion
+
+
+@dataclass
+class Mode:
+    name: str
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    quantization: str = ""
+    model: str = ""  # per-mode model override (e.g. an AWQ checkpoint)
+    extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def weights(self) -> str:
+        """The weight format the simulator and estimator reason about."""
+        q = (self.quantization or "").lower()
+        if q.startswith("awq") or q.startswith("gptq"):
+            return "int4"
+        if q in ("fp8", "modelopt", "fbgemm_fp8", "ptpc_fp8"):
+            return "fp8"
+        if q in ("int8", "w8a8", "bitblas", "experts_int8"):
+            return "int8"
+        return "bf16" if self.dtype in ("auto", "bfloat16", "bf16") else self.dtype
+
+    @property
+    def kv_bytes(self) -> int:
+        return 1 if self.kv_cache_dtype.startswith("fp8") else 2
+
+
+@dataclass
+class Workload:
+    api: str = "completions"
+    prompt_tokens: Length = field(default_factory=lambda: Length(value=1024))
+    output_tokens: Length = field(default_factory=lambda: Length(value=128))
+    dataset: str = ""
+    ignore_eos: bool = True
+    shared_prefix: float = 0.0  # share of each prompt that is common to all requests
+    temperature: float = 0.0
+    turns: int = 1  # multi-turn: each turn re-sends the history
+    jitter: float = 0.1  # ± share applied to fixed lengths so prefills do not march in lock-step
+    seed: int = 0
+
+
+@dataclass
+class Ramp:
+    load: str = "concurrency"  # or "rate" (open loop, req/s)
+    start: float = 1
+    max: float = 256
+    step: str = "double"  # "double", "xN" (geometric), "+N" (linear), or "a,b,c" (explicit list)
+    search: str = "fast"
+    arrival: str = "poisson"  # open loop only
+    burst_size: int = 8
+    warmup_s: float = 2.0
+    window_s: float = 20.0
+    window_requests: int = 0  # > 0: the window ends after this many requests started
+    min_samples: int = 20
+    confirm: bool = True
+    resolution: float = 0.0  # search stops when fail - pass <= resolution (0: 1 request or ~5 %)
+    request_timeout_s: float = 600.0
+    drain_timeout_s: float = 120.0
+    max_error_burst: int = 20  # stop a step early after this many consecutive errors
+    processes: int = 1  # load-generator processes
+
+
+@dataclass
+class Slo:
+    latency: dict[str, float] = field(default_factory=lambda: {"ttft_p95_ms": 2000.0, "tpot_p95_ms": 50.0})
+    max_error_rate: float = 0.01
+    min_goodput: float = 0.0  # share of requests meeting every per-request target
+
+    def targets(self) -> list[tuple[str, str, float]]:
+        """(metric, percentile, limit_ms) triples."""
+        out = []
+        for key, limit in self.latency.items():
+            m = SLO_KEY.match(key)
+            assert m, key
+            out.append((m.group(1), m.group(2), float(limit)))
+        return out
+
+    def describe(self) -> str:
+        parts = [f"{m.upper()} {p} ≤ {v:g} ms" for m, p, v in self.targets()]
+        parts.append(f"errors ≤ {self.max_error_rate:.0%}")
+        if self.min_goodput:
+            parts.append(f"goodput ≥ {self.min_goodput:.0%}")
+        return ", ".join(parts)
+
+
+@dataclass
+class Cost:
+    gpu_hourly_usd: float = 3.5
+    gpus: int = 0  # 0: the server's tensor_parallel_size
+    count_failed: bool = True  # failed requests' time still costs money
+
+
+@dataclass
+class Scenario:
+    name: str = "scenario"
+    description: str = ""
+    seed: int = 0
+    server: Server = field(default_factory=Server)
+    modes: list[Mode] = field(default_factory=lambda: [Mode(name="baseline")])
+    workload: Workload = field(default_factory=Workload)
+    ramp: Ramp = field(default_factory=Ramp)
+    slo: Slo = field(default_factory=Slo)
+    cost: Cost = field(default_factory=Cost)
+    source: str = ""  # the file it came from
+    warnings: list[str] = field(default_factory=list)
+
+    def mode(self, name: str) -> Mode:
+        for m in self.modes:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def to_dict(self, redact: bool = True) -> dict[str, Any]:
+        """The scenario as run, secrets removed (for snapshots and exports)."""
+        d = asdict(self)
+        if redact:
+            from kvtui.report.redact import redact_scenario
+
+            d = redact_scenario(d)
+        return d
