@@ -243,7 +243,14 @@ class MetricsScraper:
         headers = {"Accept": "text/plain"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), headers=headers)
+        # A loopback server (the one kvtui launched) never goes through an HTTP(S)_PROXY
+        # from the environment; a remote replica may need one.
+        try:
+            host = (httpx.URL(url).host or "").lower()
+        except Exception:  # a malformed URL fails at scrape time, as an ok=False sample
+            host = ""
+        loopback = host in ("localhost", "::1") or host.startswith("127.")
+        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), headers=headers, trust_env=not loopback)
         self.last_scrape_s: float | None = None  # wall time the last scrape took (HTTP + parse)
 
     def scrape(self) -> MetricsSample:
