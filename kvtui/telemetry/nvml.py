@@ -446,6 +446,8 @@ class NvmlSampler:
             _shutdown()
         self.available = False
         self.reason = reason
+        with self._lock:
+            self._latest = []  # no stale figures once telemetry is gone
         self._ready.set()
         log.info("%s", reason)
         if self._on_unavailable is not None:
