@@ -1,13 +1,169 @@
-"""`kvtui run` (not built yet)."""
+"""`kvtui run SCENARIO.toml [--headless] [--mode NAME]… [--out PATH] [--set KEY=VALUE]… [--resume SNAPSHOT]`."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
 
 from kvtui.errors import UsageError
 
 
-def add_parser(sub):
-    p = sub.add_parser("run", help="(not built yet)")
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "run", help="run a scenario (headless or in the TUI)",
+        description="Start the engine per precision mode, ramp the load, find the max concurrency at the SLO.",
+    )
+    p.add_argument("scenario", nargs="?", help="scenario file (default: the built-in simulated demo)")
+    p.add_argument("--headless", action="store_true", help="no TUI: a progress line per step and a summary")
+    p.add_argument("--mode", action="append", dest="modes", metavar="NAME", help="run only this mode (repeatable)")
+    p.add_argument("--out", help="snapshot path (default: runs/<scenario>-<time>.json)")
+    p.add_argument("--set", action="append", dest="overrides", default=[], metavar="KEY=VALUE",
+                   help="override a scenario value, e.g. --set ramp.max=64 --set slo.ttft_p95_ms=1500")
+    p.add_argument("--resume", metavar="SNAPSHOT", help="keep the finished modes of this snapshot (or journal) and run the rest")
+    p.add_argument("--engine", choices=["sim", "vllm", "external"], help="override server.engine")
+    p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline (seconds, no HTTP)")
+    p.add_argument("--verbose", "-v", action="store_true", help="headless: print the server's log too")
+    p.add_argument("--theme", help="TUI theme")
     p.set_defaults(func=run)
     return p
 
 
-def run(args) -> int:
-    raise UsageError("kvtui run is not built yet")
+def default_out(scenario_name: str) -> Path:
+    return Path("runs") / f"{scenario_name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+
+
+def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    return f"{x:,.{digits}f}{unit}"
+
+
+def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]]) -> str:
+    kind = "c" if step.get("load_kind", "concurrency") == "concurrency" else "rate"
+    verdict = {True: "PASS", False: "FAIL", None: "UNDECIDED"}[step["passed"]]
+    parts = [f"[{mode}] {kind}={step['load']:g}", f"n={step['requests']}", f"{_fmt(step['output_tok_s'])} tok/s"]
+    shown = {("ttft", "p95"), ("tpot", "p95")} | {(m, p) for m, p, _ in slo_targets}
+    for m, p in sorted(shown, key=lambda x: ("ttft", "tpot", "itl", "e2e").index(x[0])):
+        v = step[f"{m}_ms"].get(p)
+        parts.append(f"{m.upper()} {p} {_fmt(v, ' ms', 1)}")
+    if step["errors"]:
+        parts.append(f"errors {step['errors']}")
+    if step.get("kv_cache_usage_max") is not None:
+        parts.append(f"KV {step['kv_cache_usage_max']:.0%}")
+    if step.get("preemptions"):
+        parts.append(f"preempt {step['preemptions']:g}")
+    from kvtui.explore.evaluate import LIMIT_WORDS
+
+    lim = LIMIT_WORDS.get(step.get("limited_by") or "", step.get("limited_by"))
+    parts.append(verdict + (f" (limited by {lim})" if step.get("limited_by") else ""))
+    if step.get("why") == "confirm":
+        parts.append("[confirm]")
+    return "  ".join(parts)
+
+
+class HeadlessPrinter:
+    def __init__(self, scenario, out: TextIO = sys.stdout, verbose: bool = False):
+        self.scenario = scenario
+        self.out = out
+        self.verbose = verbose
+        self.label = ""
+
+    def __call__(self, ev) -> None:
+        k = ev.kind
+        w = self.out.write
+        if k == "run_started":
+            env = ev.data["environment"]
+            sim = " SIMULATED" if env.get("simulated") else ""
+            gpus = ", ".join(env.get("gpu_names") or []) or "no GPU seen"
+            w(f"kvtui: scenario {self.scenario.name} — engine {env['engine']}{sim} — GPU {gpus}\n")
+            w(f"kvtui: SLO {self.scenario.slo.describe()}\n")
+        elif k == "mode_starting":
+            m = ev.data["mode"]["settings"]
+            w(f"\n== mode {ev.mode} ({ev.data['index'] + 1}/{ev.data['of']}): dtype={m['dtype']} kv_cache_dtype={m['kv_cache_dtype']}"
+              f"{' quantization=' + m['quantization'] if m['quantization'] else ''} — starting the engine…\n")
+        elif k == "log" and self.verbose:
+            w(f"  | {ev.data}\n")
+        elif k == "engine_ready":
+            f, info = ev.data["facts"], ev.data["info"]
+            sim = " SIMULATED" if info.get("simulated") else ""
+            w(f"[{ev.mode}] ready in {_fmt(f.get('startup_s'), ' s', 1)} ({info.get('engine')}{sim} {info.get('version') or ''}): "
+              f"weights {_fmt(f.get('weights_gib'), ' GiB', 2)}, KV {_fmt(f.get('kv_cache_gib'), ' GiB', 2)} = "
+              f"{_fmt(f.get('kv_cache_tokens'))} tokens\n")
+            if info.get("time_scale", 1.0) != 1.0:
+                w(f"[{ev.mode}] simulator in slow motion ×{info['time_scale']:g}: figures scaled back to modelled time\n")
+        elif k == "step_finished":
+            w(step_line(ev.mode, ev.data, self.scenario.slo.targets()) + "\n")
+        elif k == "mode_finished":
+            s = ev.data.get("search", {})
+            pred = ev.data.get("predicted_kv_concurrency")
+            w(f"[{ev.mode}] max concurrency at SLO: {s.get('describe', '—')}"
+              f"{f'; KV-bound prediction {pred:g}' if pred else ''}; {s.get('steps', 0)} steps in {_fmt(s.get('wall_s'), ' s')}\n")
+        elif k == "warning":
+            w(f"kvtui: warning: {(ev.mode + ': ') if ev.mode else ''}{ev.data}\n")
+        elif k == "error":
+            w(f"kvtui: error: {ev.data}\n")
+        self.out.flush()
+
+
+def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
+    from kvtui.report.text import comparison_table
+
+    out.write("\n" + comparison_table(doc) + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kvtui.scenario import load_scenario
+    from kvtui.scenario.defaults import demo_scenario_path
+
+    path = args.scenario or str(demo_scenario_path())
+    overrides = list(args.overrides)
+    if args.engine:
+        overrides.append(f"server.engine=\"{args.engine}\"")
+    scenario = load_scenario(path, overrides)
+    if args.fast and scenario.server.engine != "sim":
+        raise UsageError("--fast simulates offline and needs the sim engine (server.engine = \"sim\")")
+    resume = None
+    if args.resume:
+        from kvtui.report.snapshot import load_snapshot
+
+        resume = load_snapshot(args.resume)
+    if not args.headless:
+        from kvtui.commands.tui import launch_tui
+
+        return launch_tui(scenario, out=args.out, modes=args.modes, resume=resume, theme=args.theme, autostart=True, fast=args.fast)
+    for w in scenario.warnings:
+        print(f"kvtui: warning: {w}", file=sys.stderr)
+    from kvtui.explore.run import Run
+
+    out = Path(args.out) if args.out else default_out(scenario.name)
+    printer = HeadlessPrinter(scenario, verbose=args.verbose)
+    run_ = Run(scenario, out, modes=args.modes, listener=printer, resume=resume, fast=args.fast)
+    interrupted = {"n": 0}
+
+    def on_signal(signum, frame):
+        name = signal.Signals(signum).name
+        interrupted["n"] += 1
+        if interrupted["n"] > 1 and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        run_.stop(f"stopped by {name}")
+        print(f"\nkvtui: {name}: stopping the load and the server, keeping what was measured…", file=sys.stderr)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        doc = run_.run()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    print_summary(doc)
+    print(f"\nkvtui: snapshot {out} (records: {out.with_name(out.stem + '.records.jsonl')})")
+    if doc["run"].get("stop_reason"):
+        return 130
+    failed = [m for m in doc["modes"] if m.get("error")]
+    return 1 if failed else 0

@@ -19,7 +19,8 @@ ERROR_CLASSES = (
     "http_5xx",
     "connect",  # connection refused / reset before a response
     "timeout",  # per-request timeout (a stream that never finishes)
-    "sse_malformed",  # a data: line that is not JSON, or an error object in the stream
+    "sse_malformed",  # a data: line that is not JSON
+    "stream_error",  # the server put an error object into the stream
     "truncated",  # the stream ended without [DONE] or without usage
     "no_tokens",  # finished without a single token-bearing chunk
     "cancelled",  # the step ended while it was in flight (not counted against the SLO)

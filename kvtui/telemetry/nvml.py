@@ -524,7 +524,7 @@ class NvmlSampler:
         for i, h, _ in devices:
             if i not in sampled:
                 continue
-            mem = _nvml.nvmlDeviceGetMemoryInfo(h)  # required: an error here ends telemetry
+            mem = self._memory(i, h)  # required: an error here ends telemetry
             s = GpuSample(t=t, index=i, name=names[i], mem_used_gib=mem.used / GIB, mem_total_gib=mem.total / GIB)
             util = self._opt(i, "util", lambda h=h: _nvml.nvmlDeviceGetUtilizationRates(h))
             s.util_pct = float(util.gpu) if util is not None else None
@@ -540,6 +540,21 @@ class NvmlSampler:
                 s.proc_mem_gib = self._proc_mem(i, procs.get(i), pids)
             out.append(s)
         return out
+
+    def _memory(self, index: int, handle: Any) -> Any:
+        """Memory info v2 (what nvidia-smi shows: `used` without the driver's reserved memory;
+        v1's `used` adds ~0.6 GiB on an idle H200), else v1 on drivers without it."""
+        if (index, "memory_v2") not in self._unsupported:
+            v2 = getattr(_nvml, "nvmlMemory_v2", None)
+            if v2 is not None:
+                try:
+                    return _nvml.nvmlDeviceGetMemoryInfo(handle, version=v2)
+                except (_nvml.NVMLError_NotSupported, _nvml.NVMLError_FunctionNotFound, TypeError):
+                    pass
+                except getattr(_nvml, "NVMLLibraryMismatchError", _nvml.NVMLError_FunctionNotFound):
+                    pass
+            self._unsupported.add((index, "memory_v2"))
+        return _nvml.nvmlDeviceGetMemoryInfo(handle)
 
     def _proc_mem(self, index: int, procs: dict[int, int | None] | None, pids: set[int]) -> float | None:
         if procs is None:

@@ -1,0 +1,381 @@
+"""Offline fast mode: whole load steps (and ramps) in virtual time, no HTTP, no wall clock.
+
+`simulate_step()` wraps a `SchedulerSim` in a virtual client that behaves like kvtui's real
+one: closed loop (exactly N in flight, staggered starts, a finished request's slot sends
+the next at once) or open loop (Poisson arrivals at R req/s, seeded; latency from the
+intended send time). Phases as the real client marks them:
+
+- "warmup" until warmup_s has passed *and* (closed loop) every slot completed a request;
+- "window" for window_s seconds (or until window_requests requests have started);
+- "tail" for requests sent after the window closed; load is held until every window
+  request has finished, then the step ends and tail requests still in flight are cancelled
+  (error "cancelled", aborted in the scheduler, so it is drained for the next step).
+
+Token timing: a token is "received" at the end of the engine step that produced it;
+ITL = gaps between a request's token-bearing steps; TPOT = (E2E − TTFT)/(out − 1).
+
+`bench_serve()` replays `vllm bench serve --max-concurrency C --num-prompts P` (all
+requests issued at t=0, a semaphore of C) and returns its summary figures; the calibration
+fit and the tests compare those with the real bench JSONs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest, SimStats
+from kvtui.load.records import Record
+
+SampleFn = Callable[[int], tuple]  # counter -> (prompt_tokens, output_tokens[, block_hashes])
+
+
+@dataclass
+class SeriesPoint:
+    t: float
+    running: int
+    waiting: int
+    kv_usage: float
+    preemptions_total: int
+    generation_tokens_total: int
+    prompt_tokens_total: int
+    prefix_cache_queries_total: int
+    prefix_cache_hits_total: int
+
+
+@dataclass
+class FastStepResult:
+    records: list[Record]
+    series: list[SeriesPoint]
+    stats_before: SimStats
+    stats_after: SimStats
+    t_start: float = 0.0
+    window_start: float | None = None
+    window_end: float | None = None
+    t_end: float = 0.0
+    steps: int = 0  # engine iterations simulated
+    limited_by: dict[str, int] = field(default_factory=dict)  # step-time term -> steps it dominated
+
+    def window_records(self) -> list[Record]:
+        return [r for r in self.records if r.phase == "window"]
+
+
+def _point(s: SchedulerSim) -> SeriesPoint:
+    return SeriesPoint(
+        t=s.now,
+        running=len(s.running),
+        waiting=len(s.waiting),
+        kv_usage=s.kv_usage(),
+        preemptions_total=s.preemptions_total,
+        generation_tokens_total=s.generation_tokens_total,
+        prompt_tokens_total=s.prompt_tokens_total,
+        prefix_cache_queries_total=s.pc_queries,
+        prefix_cache_hits_total=s.pc_hits,
+    )
+
+
+def _unique_hashes(rng: random.Random, prompt: int, block_size: int) -> list[int]:
+    base = rng.getrandbits(62) << 1  # ranges of consecutive ints from random bases never meet in practice
+    return list(range(base, base + prompt // block_size))
+
+
+def simulate_step(
+    sched_factory: SchedulerSim | Callable[[], SchedulerSim],
+    sample_request: SampleFn,
+    load: float,
+    closed: bool,
+    warmup_s: float,
+    window_s: float,
+    window_requests: int = 0,
+    seed: int = 0,
+    mode_name: str = "",
+    step_index: int = 0,
+    *,
+    stagger_s: float | None = None,
+    id_prefix: str = "",
+    counter_start: int = 0,
+    request_timeout_s: float = 600.0,
+    series_dt: float = 0.5,
+    unique_prompts: bool = True,
+    cancel_tail: bool = True,
+) -> FastStepResult:
+    """Simulate one load step. `load` = concurrency (closed) or req/s (open).
+
+    sample_request(counter) -> (prompt_tokens, output_tokens) or (…, block_hashes).
+    Without hashes, prompts are unique (as kvtui's workload makes them)."""
+    s = sched_factory if isinstance(sched_factory, SchedulerSim) else sched_factory()
+    rng = random.Random((seed * 1_000_003 + step_index) & 0xFFFFFFFF)
+    hrng = random.Random(rng.getrandbits(64))
+    bs = s.block_size
+    t0 = s.now
+    before = s.stats()
+    series: list[SeriesPoint] = [_point(s)]
+    next_series = t0 + series_dt
+    records: list[Record] = []
+    live: dict[str, list] = {}  # rid -> [record, last_token_time, slot]
+    counter = counter_start
+    n = max(1, int(round(load))) if closed else 0
+    if closed and stagger_s is None:
+        stagger_s = min(1.0, warmup_s / 2) if warmup_s > 0 else 0.0
+    sends: list[tuple[float, int]] = []  # heap of (send time, slot)
+    if closed:
+        for i in range(n):
+            heapq.heappush(sends, (t0 + (stagger_s or 0.0) * i / n, i))
+    else:
+        if load <= 0:
+            raise ValueError("open loop needs a rate > 0")
+        heapq.heappush(sends, (t0 + rng.expovariate(load), -1))
+    slot_done = [False] * n
+    slots_pending = n
+    warm_at = t0 + warmup_s
+    window_start: float | None = None
+    window_end: float | None = None
+    window_closed = False
+    window_started = 0
+    window_live = 0
+    limits: dict[str, int] = {}
+    steps = 0
+
+    def phase_at(t: float) -> str:
+        nonlocal window_start, window_end, window_closed
+        if window_start is None:
+            if t >= warm_at and slots_pending == 0:
+                window_start = t
+                if window_requests <= 0:
+                    window_end = t + window_s
+            else:
+                return "warmup"
+        if not window_closed and window_end is not None and t >= window_end:
+            window_closed = True
+        return "tail" if window_closed else "window"
+
+    def send(t: float, slot: int) -> None:
+        nonlocal counter, window_started, window_live, window_end, window_closed
+        sample = sample_request(counter)
+        p, o = int(sample[0]), int(sample[1])
+        hashes = sample[2] if len(sample) > 2 else (_unique_hashes(hrng, p, bs) if (unique_prompts and s.caching) else None)
+        rid = f"{id_prefix}{counter}"
+        counter += 1
+        ph = phase_at(t)
+        rec = Record(id=rid, mode=mode_name, step=step_index, load=load, phase=ph, t_intended=t, t_sent=t,
+                     expected_prompt_tokens=p, expected_output_tokens=o)
+        records.append(rec)
+        if ph == "window":
+            window_started += 1
+            window_live += 1
+            if window_requests > 0 and window_started >= window_requests:
+                window_closed, window_end = True, t  # the next send is tail
+        try:
+            s.add(SimRequest(rid, p, o, hashes))
+        except ValueError as e:  # too long for max_model_len: what vLLM answers with HTTP 400
+            rec.status, rec.error, rec.http_status, rec.detail = "error", "http_4xx", 400, str(e)[:200]
+            if ph == "window":
+                window_live -= 1
+            if closed:
+                heapq.heappush(sends, (t + 0.01, slot))  # the client moves on to its next request
+            return
+        live[rid] = [rec, None, slot]
+
+    while True:
+        # dispatch every send due by now (a request sent mid-step joins at the next step)
+        while sends and sends[0][0] <= s.now:
+            t, slot = heapq.heappop(sends)
+            if not closed:
+                heapq.heappush(sends, (t + rng.expovariate(load), -1))
+            send(t, slot)
+        if window_start is not None:
+            phase_at(s.now)  # closes a timed window
+            if window_closed and window_live == 0:
+                break
+        if not s.has_work():
+            if not sends:
+                break
+            s.idle_until(sends[0][0])
+            if window_start is None and s.now >= warm_at and slots_pending == 0:
+                phase_at(s.now)
+            continue
+        out = s.step()
+        steps += 1
+        limits[out.limited_by] = limits.get(out.limited_by, 0) + 1
+        t = s.now
+        for rid in out.tokens:
+            ent = live[rid]
+            rec = ent[0]
+            last = ent[1]
+            if last is None:
+                rec.t_first = t
+            else:
+                rec.itl.append(t - last)
+            ent[1] = t
+        for rid in out.finished:
+            rec, last, slot = live.pop(rid)
+            rec.t_last = last
+            rec.prompt_tokens = rec.expected_prompt_tokens
+            rec.output_tokens = len(rec.itl) + 1
+            if rec.phase == "window":
+                window_live -= 1
+            if closed:
+                if not slot_done[slot]:
+                    slot_done[slot] = True
+                    slots_pending -= 1
+                heapq.heappush(sends, (t, slot))
+        if window_start is None and t >= warm_at and slots_pending == 0:
+            phase_at(t)
+        # timeouts: oldest first (dict order = send order)
+        if live:
+            for rid in list(live)[:8]:
+                rec = live[rid][0]
+                if t - rec.t_intended <= request_timeout_s:
+                    break
+                rec, last, slot = live.pop(rid)
+                rec.status, rec.error, rec.detail = "error", "timeout", f"no end of stream within {request_timeout_s:g} s"
+                s.abort(rid)
+                if rec.phase == "window":
+                    window_live -= 1
+                if closed:
+                    heapq.heappush(sends, (t, slot))
+        if t >= next_series:
+            series.append(_point(s))
+            next_series = t + series_dt
+    # end of step: cancel what is still in flight (tail, or warm-up stragglers)
+    t_end = s.now
+    for rid, (rec, last, slot) in list(live.items()):
+        if cancel_tail:
+            rec.status, rec.error, rec.detail = "error", "cancelled", "the step ended while in flight"
+            s.abort(rid)
+    if not cancel_tail:
+        while s.has_work():
+            out = s.step()
+            for rid in out.tokens:
+                ent = live[rid]
+                if ent[1] is None:
+                    ent[0].t_first = s.now
+                else:
+                    ent[0].itl.append(s.now - ent[1])
+                ent[1] = s.now
+            for rid in out.finished:
+                rec, last, _ = live.pop(rid)
+                rec.t_last, rec.prompt_tokens, rec.output_tokens = last, rec.expected_prompt_tokens, len(rec.itl) + 1
+    series.append(_point(s))
+    return FastStepResult(records, series, before, s.stats(), t0, window_start, window_end, t_end, steps, limits)
+
+
+def simulate_ramp(
+    sched_factory: SchedulerSim | Callable[[], SchedulerSim],
+    sample_request: SampleFn,
+    loads: Sequence[float],
+    closed: bool = True,
+    warmup_s: float = 2.0,
+    window_s: float = 20.0,
+    window_requests: int = 0,
+    seed: int = 0,
+    mode_name: str = "",
+    **kw,
+) -> list[FastStepResult]:
+    """One scheduler per mode, steps in order, drained between steps (as the real server is)."""
+    s = sched_factory if isinstance(sched_factory, SchedulerSim) else sched_factory()
+    out: list[FastStepResult] = []
+    counter = 0
+    for i, load in enumerate(loads):
+        r = simulate_step(s, sample_request, load, closed, warmup_s, window_s, window_requests, seed, mode_name, i,
+                          counter_start=counter, **kw)
+        counter += len(r.records)
+        out.append(r)
+    return out
+
+
+# --- summaries ---------------------------------------------------------------------------------
+def percentile(xs: Sequence[float], q: float) -> float:
+    """numpy's default (linear) percentile, as vllm bench serve computes it."""
+    if not xs:
+        return float("nan")
+    v = sorted(xs)
+    k = (len(v) - 1) * q / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def summarize(records: Sequence[Record], duration_s: float) -> dict[str, float]:
+    """vllm-bench-style figures (ms) over ok records; throughput over `duration_s`."""
+    ok = [r for r in records if r.ok and r.t_first is not None]
+    ttft = [r.ttft * 1e3 for r in ok]
+    tpot = [r.tpot * 1e3 for r in ok if r.tpot is not None]
+    itl = [g * 1e3 for r in ok for g in r.itl]
+    e2e = [r.e2e * 1e3 for r in ok]
+    out_tok = sum(r.output_tokens or 0 for r in ok)
+    in_tok = sum(r.prompt_tokens or 0 for r in ok)
+    d = max(duration_s, 1e-9)
+    res = {
+        "completed": len(ok),
+        "duration": duration_s,
+        "output_throughput": out_tok / d,
+        "total_token_throughput": (out_tok + in_tok) / d,
+        "request_throughput": len(ok) / d,
+    }
+    for name, xs in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", e2e)):
+        res[f"mean_{name}_ms"] = _mean(xs)
+        for q in (50, 90, 99):
+            res[f"p{q}_{name}_ms"] = percentile(xs, q)
+        res[f"median_{name}_ms"] = res[f"p50_{name}_ms"]
+    return res
+
+
+def bench_serve(
+    sched: SchedulerSim,
+    num_prompts: int,
+    concurrency: int,
+    input_len: int,
+    output_len: int,
+    hashes: Callable[[int], list[int] | None] | None = None,
+    id_prefix: str = "b",
+) -> tuple[dict[str, float], list[Record]]:
+    """`vllm bench serve --max-concurrency C --num-prompts P --request-rate inf --ignore-eos`.
+
+    `hashes(i)` gives prompt i's block hashes (to replay which prompts the prefix cache had
+    seen); None: unique prompts. Returns (summary like the bench JSON, records).
+    """
+    t0 = sched.now
+    rng = random.Random(12345)
+    records: list[Record] = []
+    live: dict[str, list] = {}
+    nxt = 0
+
+    def launch(t: float) -> None:
+        nonlocal nxt
+        i = nxt
+        nxt += 1
+        rid = f"{id_prefix}{i}"
+        h = hashes(i) if hashes else (_unique_hashes(rng, input_len, sched.block_size) if sched.caching else None)
+        rec = Record(id=rid, mode="", step=0, load=concurrency, phase="window", t_intended=t, t_sent=t,
+                     expected_prompt_tokens=input_len, expected_output_tokens=output_len)
+        records.append(rec)
+        sched.add(SimRequest(rid, input_len, output_len, h))
+        live[rid] = [rec, None]
+
+    for _ in range(min(concurrency, num_prompts)):
+        launch(t0)
+    while sched.has_work():
+        out = sched.step()
+        t = sched.now
+        for rid in out.tokens:
+            ent = live[rid]
+            if ent[1] is None:
+                ent[0].t_first = t
+            else:
+                ent[0].itl.append(t - ent[1])
+            ent[1] = t
+        for rid in out.finished:
+            rec, last = live.pop(rid)
+            rec.t_last = last
+            rec.prompt_tokens = input_len
+            rec.output_tokens = len(rec.itl) + 1
+            if nxt < num_prompts:
+                launch(t)
+    return summarize(records, sched.now - t0), records

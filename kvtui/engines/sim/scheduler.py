@@ -1,0 +1,507 @@
+"""A vLLM-like continuous-batching scheduler with a modelled clock (the simulator's engine core).
+
+What it does per `step()`, as vLLM's V1 scheduler does:
+- token budget = max_num_batched_tokens; RUNNING requests first, in admission order: a
+  decoding request takes 1 token, a partly prefilled one takes the rest of its prompt up to
+  the budget (chunked prefill);
+- each scheduled request needs KV blocks for its new tokens (block_size tokens per block);
+  when none are free, the *last* running request is preempted (recompute: its blocks are
+  freed, it goes back to the front of the waiting queue and later recomputes prompt +
+  output so far), repeatedly, until the allocation fits or the request preempted itself;
+- if nobody was preempted this step, WAITING requests are admitted in FCFS order while the
+  budget, max_num_seqs and free blocks allow; with prefix caching, the leading full blocks
+  whose chained hashes are cached are reused (at most (tokens − 1) // block_size blocks);
+- a request that has computed all its tokens samples one token; it finishes at max_tokens.
+Free blocks form one LRU queue (vLLM's free block queue): freed blocks keep their hash and
+can be hit until they are reallocated, oldest-freed first.
+
+The step's duration comes from `roofline.Roofline`; `now` advances by it. Pure model: no
+I/O, no threads, no wall clock. Deterministic (the only randomness is optional step-time
+jitter, seeded).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from itertools import count
+
+from kvtui.engines.base import StartupFacts
+from kvtui.engines.sim.catalog import GIB, GpuSpec, ModelSpec
+from kvtui.engines.sim.estimator import EngineSettings, MemoryEstimate, estimate_memory, resolve_settings
+from kvtui.engines.sim.roofline import Calibration, Roofline, as_calibration
+
+_HASH_MASK = (1 << 63) - 1
+
+
+class SimConfigError(ValueError):
+    """The configuration cannot start (vLLM would refuse at startup). `str()` is vLLM-like."""
+
+
+@dataclass
+class SimRequest:
+    rid: str
+    prompt_tokens: int
+    max_tokens: int
+    block_hashes: list[int] | None = None  # chained hashes of the prompt's full blocks (None: no caching)
+
+
+@dataclass
+class StepOutcome:
+    duration_s: float  # modelled time of this engine step (prefill chunk + decode batch)
+    tokens: dict[str, int]  # rid -> output tokens emitted by this step (first token included)
+    finished: list[str]
+    preempted: list[str]
+    prefill_tokens: int
+    decode_seqs: int
+    scheduled_tokens: int = 0
+    limited_by: str = ""  # the largest term of the step time: weights|compute|kv|attention|overhead|idle
+    # the step-time model's inputs (for traces and explanations)
+    seqs: int = 0  # scheduled sequences
+    sampled: int = 0  # sequences that sampled a token
+    ctx_read: int = 0  # tokens of KV cache the scheduled sequences read
+    attn_pairs: int = 0  # causal (query, key) pairs computed
+
+
+@dataclass
+class SimStats:  # what /metrics shows
+    running: int
+    waiting: int
+    kv_usage: float
+    preemptions_total: int
+    prompt_tokens_total: int
+    generation_tokens_total: int
+    prefix_cache_queries_total: int
+    prefix_cache_hits_total: int
+    num_gpu_blocks: int
+    block_size: int
+    requests_finished_total: int = 0
+    requests_aborted_total: int = 0
+    steps_total: int = 0
+    now: float = 0.0
+
+
+@dataclass
+class MemorySplit:
+    weights_gib: float
+    activation_gib: float
+    cuda_graph_gib: float
+    kv_cache_gib: float
+    kv_tokens: int
+    gpu_total_gib: float  # what NVML reports as total
+    used_gib: float  # what NVML would show (vLLM pre-allocates: nearly flat)
+    non_torch_gib: float = 0.0
+    kv_in_use_gib: float = 0.0  # kv_usage x pool
+
+
+class _Req:
+    __slots__ = (
+        "rid", "prompt", "max_tokens", "hashes", "uid", "out", "num_tokens", "computed",
+        "nblocks", "keys", "arrival", "caching", "done",
+    )
+
+    def __init__(self, req: SimRequest, uid: int, now: float, caching: bool):
+        self.rid = req.rid
+        self.prompt = int(req.prompt_tokens)
+        self.max_tokens = int(req.max_tokens)
+        self.hashes = [h & _HASH_MASK for h in req.block_hashes] if (caching and req.block_hashes is not None) else None
+        self.caching = self.hashes is not None
+        self.uid = uid
+        self.out = 0
+        self.num_tokens = self.prompt  # tokens known (prompt + sampled)
+        self.computed = 0  # tokens whose KV is in the cache
+        self.nblocks = 0
+        self.keys: list = []  # cache keys of the blocks this request holds as registered
+        self.arrival = now
+        self.done = False
+
+    def key(self, j: int):
+        """Cache key of full block j: the client's prompt hash, else a per-request synthetic key."""
+        h = self.hashes
+        if j < len(h):
+            return h[j]
+        return (self.uid, j)
+
+
+class _Pool:
+    """KV blocks: a count of never-used blocks plus vLLM's LRU free queue of freed blocks.
+
+    The LRU holds hashed blocks one by one (they can still be hit) and runs of anonymous
+    blocks (negative keys -> count). `cached` maps every registered key to its ref count
+    (0 = free but still cached, i.e. in the LRU).
+    """
+
+    __slots__ = ("total", "never_used", "lru", "lru_blocks", "cached", "_anon")
+
+    def __init__(self, usable_blocks: int):
+        self.total = usable_blocks
+        self.never_used = usable_blocks
+        self.lru: OrderedDict = OrderedDict()
+        self.lru_blocks = 0
+        self.cached: dict = {}
+        self._anon = count(1)
+
+    @property
+    def free(self) -> int:
+        return self.never_used + self.lru_blocks
+
+    def alloc(self, n: int) -> None:
+        take = n if n <= self.never_used else self.never_used
+        self.never_used -= take
+        n -= take
+        lru = self.lru
+        while n > 0:
+            key = next(iter(lru))
+            cnt = lru[key]
+            if cnt > n:  # an anonymous run, partly used
+                lru[key] = cnt - n
+                self.lru_blocks -= n
+                return
+            del lru[key]
+            self.lru_blocks -= cnt
+            n -= cnt
+            if cnt == 1 and not (type(key) is int and key < 0):
+                del self.cached[key]  # evicted: its hash is gone
+
+    def release(self, r: _Req) -> None:
+        anon = r.nblocks - len(r.keys)
+        lru = self.lru
+        if anon > 0:  # vLLM frees a request's blocks tail-first: evicted before its prefix
+            lru[-next(self._anon)] = anon
+            self.lru_blocks += anon
+        cached = self.cached
+        for key in reversed(r.keys):
+            rc = cached[key] - 1
+            cached[key] = rc
+            if rc == 0:
+                lru[key] = 1
+                self.lru_blocks += 1
+        r.keys = []
+        r.nblocks = 0
+
+
+class SchedulerSim:
+    """The simulated engine core. See the module docstring; the HTTP server drives `step()`."""
+
+    def __init__(self, model: ModelSpec, gpu: GpuSpec, mode, server=None, calibration: Calibration | str | None = None,
+                 seed: int = 0, settings: EngineSettings | None = None):
+        self.model = model
+        self.gpu = gpu
+        self.mode = mode
+        self.cal = as_calibration(calibration)
+        self.settings = settings or resolve_settings(model, gpu, server)
+        s = self.settings
+        self.weights_fmt = getattr(mode, "weights", "bf16") if mode is not None else "bf16"
+        if self.weights_fmt not in ("bf16", "fp8", "int8", "int4"):
+            self.weights_fmt = "bf16"
+        kv_dtype = getattr(mode, "kv_cache_dtype", "auto") if mode is not None else "auto"
+        self.kv_bytes = 1 if str(kv_dtype).startswith("fp8") else 2
+        self.est: MemoryEstimate = estimate_memory(model, gpu, self.weights_fmt, "fp8" if self.kv_bytes == 1 else "auto", s, self.cal)
+        if not self.est.fits:
+            raise SimConfigError(self.est.problem)
+        self.block_size = s.block_size
+        self.num_gpu_blocks = self.est.num_gpu_blocks
+        self.caching = s.prefix_caching
+        self.max_num_seqs = s.max_num_seqs
+        self.max_batched = s.max_num_batched_tokens
+        self.max_model_len = s.max_model_len
+        self.roof = Roofline(model, gpu, self.weights_fmt, self.kv_bytes, self.cal, s.tp)
+        self.rng = random.Random(seed)
+        self.jitter = self.cal.step_jitter
+        self.now = 0.0
+        # vLLM keeps one "null" block out of the free queue
+        self.pool = _Pool(max(0, self.num_gpu_blocks - 1))
+        self.waiting: deque[_Req] = deque()
+        self.running: list[_Req] = []
+        self.reqs: dict[str, _Req] = {}
+        self._uid = count(1)
+        # counters
+        self.preemptions_total = 0
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.pc_queries = 0
+        self.pc_hits = 0
+        self.finished_total = 0
+        self.aborted_total = 0
+        self.steps_total = 0
+
+    # --- requests ----------------------------------------------------------------------
+    def add(self, req: SimRequest) -> None:
+        if req.rid in self.reqs:
+            raise ValueError(f"duplicate request id {req.rid!r}")
+        if req.prompt_tokens < 1 or req.max_tokens < 1:
+            raise ValueError("prompt_tokens and max_tokens must be >= 1")
+        if req.prompt_tokens + req.max_tokens > self.max_model_len:
+            raise ValueError(
+                f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
+                f"{req.prompt_tokens + req.max_tokens} tokens ({req.prompt_tokens} in the messages, {req.max_tokens} in the completion)."
+            )
+        r = _Req(req, next(self._uid), self.now, self.caching)
+        self.reqs[req.rid] = r
+        self.waiting.append(r)
+
+    def abort(self, rid: str) -> None:
+        r = self.reqs.pop(rid, None)
+        if r is None or r.done:
+            return
+        r.done = True
+        self.aborted_total += 1
+        try:
+            self.running.remove(r)
+        except ValueError:
+            try:
+                self.waiting.remove(r)
+            except ValueError:
+                pass
+        self.pool.release(r)
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    def idle_until(self, t: float) -> None:
+        """Advance the clock with nothing to do (the engine waits for requests)."""
+        if t > self.now:
+            self.now = t
+
+    # --- the engine iteration ------------------------------------------------------------
+    def _preempt(self, v: _Req) -> None:
+        self.pool.release(v)
+        v.computed = 0
+        self.waiting.appendleft(v)
+        self.preemptions_total += 1
+
+    def step(self) -> StepOutcome:
+        bs = self.block_size
+        pool = self.pool
+        budget = self.max_batched
+        running = self.running
+        tokens: dict[str, int] = {}
+        finished: list[str] = []
+        preempted: list[str] = []
+        n_tok = n_seqs = sampled = ctx_read = prefill_tok = decode_seqs = 0
+        pairs = 0
+        any_done = False
+        caching = self.caching
+        gen = 0
+        prompt_done = 0
+
+        # 1) running requests, in order
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            c = r.computed
+            n = r.num_tokens - c
+            if n > budget:
+                n = budget
+            need = (c + n + bs - 1) // bs - r.nblocks
+            if need > 0:
+                if need > pool.never_used + pool.lru_blocks:
+                    victim = None
+                    while need > pool.never_used + pool.lru_blocks:
+                        victim = running.pop()
+                        self._preempt(victim)
+                        preempted.append(victim.rid)
+                        if victim is r:
+                            break
+                    if victim is r:
+                        break
+                pool.alloc(need)
+                r.nblocks += need
+            # account the scheduled work and apply it
+            n_tok += n
+            n_seqs += 1
+            ctx_read += c
+            pairs += n * c + (n * (n + 1) >> 1)
+            budget -= n
+            nc = c + n
+            r.computed = nc
+            if n == 1 and r.out and nc == r.num_tokens:
+                decode_seqs += 1
+            else:
+                prefill_tok += n
+            if r.caching and nc // bs > c // bs:
+                self._register(r, c, nc)
+            if nc == r.num_tokens:
+                if not r.out:
+                    prompt_done += r.prompt
+                r.out += 1
+                r.num_tokens = nc + 1
+                sampled += 1
+                gen += 1
+                tokens[r.rid] = 1
+                if r.out >= r.max_tokens:
+                    r.done = True
+                    any_done = True
+                    finished.append(r.rid)
+            i += 1
+
+        # 2) waiting requests, FCFS, only when nobody was preempted this step
+        if not preempted:
+            waiting = self.waiting
+            max_seqs = self.max_num_seqs
+            while waiting and budget > 0 and len(running) < max_seqs:
+                r = waiting[0]
+                hit = 0
+                evictable = 0
+                if caching:
+                    self.pc_queries += r.num_tokens
+                    if r.caching:
+                        cached = pool.cached
+                        limit = (r.num_tokens - 1) // bs
+                        while hit < limit:
+                            k = r.key(hit)
+                            rc = cached.get(k)
+                            if rc is None:
+                                break
+                            if rc == 0:
+                                evictable += 1
+                            hit += 1
+                c = hit * bs
+                n = r.num_tokens - c
+                if n > budget:
+                    n = budget
+                need = (c + n + bs - 1) // bs - hit
+                if need + evictable > pool.never_used + pool.lru_blocks:
+                    if caching:
+                        self.pc_queries -= r.num_tokens  # not admitted: vLLM counts the query when it schedules
+                    break
+                waiting.popleft()
+                if hit:
+                    self.pc_hits += c
+                    cached = pool.cached
+                    lru = pool.lru
+                    keys = r.keys
+                    for j in range(hit):
+                        k = r.key(j)
+                        rc = cached[k]
+                        if rc == 0:
+                            del lru[k]
+                            pool.lru_blocks -= 1
+                        cached[k] = rc + 1
+                        keys.append(k)
+                pool.alloc(need)
+                r.nblocks = hit + need
+                running.append(r)
+                n_tok += n
+                n_seqs += 1
+                ctx_read += c
+                pairs += n * c + (n * (n + 1) >> 1)
+                budget -= n
+                nc = c + n
+                r.computed = nc
+                prefill_tok += n
+                if r.caching and nc // bs > c // bs:
+                    self._register(r, c, nc)
+                if nc == r.num_tokens:
+                    if not r.out:
+                        prompt_done += r.prompt
+                    r.out += 1
+                    r.num_tokens = nc + 1
+                    sampled += 1
+                    gen += 1
+                    tokens[r.rid] = 1
+                    if r.out >= r.max_tokens:
+                        r.done = True
+                        any_done = True
+                        finished.append(r.rid)
+
+        # prompt tokens are counted once per request, when its prefill completes the prompt
+        # (vLLM counts them per scheduled prompt; recomputation after preemption is not recounted)
+        if any_done:
+            for rid in finished:
+                r = self.reqs.pop(rid)
+                pool.release(r)
+            self.running = [r for r in running if not r.done]
+            self.finished_total += len(finished)
+
+        if n_tok:
+            dur, limit = self.roof.time_limit(n_tok, n_seqs, sampled, ctx_read, pairs, prefill_tok > 0)
+            if self.jitter:
+                dur *= math.exp(self.rng.gauss(0.0, self.jitter))
+        else:  # nothing schedulable (or nothing to do): the engine still spins once
+            dur, limit = (self.roof.o_step, "idle") if self.has_work() else (0.0, "idle")
+        self.now += dur
+        self.steps_total += 1
+        self.generation_tokens_total += gen
+        self.prompt_tokens_total += prompt_done
+        return StepOutcome(dur, tokens, finished, preempted, prefill_tok, decode_seqs, n_tok, limit, n_seqs, sampled, ctx_read, pairs)
+
+    def _register(self, r: _Req, c: int, nc: int) -> None:
+        """Blocks [c//bs, nc//bs) became full: register their keys (first writer wins)."""
+        bs = self.block_size
+        cached = self.pool.cached
+        keys = r.keys
+        for j in range(c // bs, nc // bs):
+            k = r.key(j)
+            if k not in cached:
+                cached[k] = 1
+                keys.append(k)
+
+    # --- reporting -----------------------------------------------------------------------
+    def kv_usage(self) -> float:
+        total = self.pool.total
+        return 1.0 - self.pool.free / total if total else 0.0
+
+    def stats(self) -> SimStats:
+        return SimStats(
+            running=len(self.running),
+            waiting=len(self.waiting),
+            kv_usage=self.kv_usage(),
+            preemptions_total=self.preemptions_total,
+            prompt_tokens_total=self.prompt_tokens_total,
+            generation_tokens_total=self.generation_tokens_total,
+            prefix_cache_queries_total=self.pc_queries,
+            prefix_cache_hits_total=self.pc_hits,
+            num_gpu_blocks=self.num_gpu_blocks,
+            block_size=self.block_size,
+            requests_finished_total=self.finished_total,
+            requests_aborted_total=self.aborted_total,
+            steps_total=self.steps_total,
+            now=self.now,
+        )
+
+    def memory(self) -> MemorySplit:
+        e = self.est
+        nvml_total = self.gpu.usable_gib + 0.6 if self.gpu.measured else self.gpu.usable_gib + 0.5
+        return MemorySplit(
+            weights_gib=e.weights_gib,
+            activation_gib=e.activation_gib,
+            cuda_graph_gib=e.cuda_graph_gib,
+            kv_cache_gib=e.kv_cache_gib,
+            kv_tokens=e.kv_tokens,
+            gpu_total_gib=nvml_total,
+            used_gib=e.used_gib,
+            non_torch_gib=e.non_torch_gib,
+            kv_in_use_gib=self.kv_usage() * e.kv_cache_gib,
+        )
+
+    def facts(self) -> StartupFacts:
+        e = self.est
+        s = self.settings
+        warnings = []
+        if self.kv_bytes == 1:
+            warnings.append("fp8 KV cache without calibrated scales (scale 1.0)")
+        if not self.gpu.measured:
+            warnings.append(f"{self.gpu.name}: simulated from datasheet figures, efficiencies fitted on an H200")
+        return StartupFacts(
+            weights_gib=round(e.weights_gib, 2),
+            kv_cache_gib=round(e.kv_cache_gib, 2),
+            kv_cache_tokens=e.kv_tokens,
+            max_concurrency_reported=round(e.max_concurrency_reported, 2),
+            max_concurrency_len=s.max_model_len,
+            cuda_graph_gib=round(e.cuda_graph_gib, 2),
+            activation_peak_gib=round(e.activation_gib, 2),
+            num_gpu_blocks=e.num_gpu_blocks,
+            block_size=s.block_size,
+            kv_cache_dtype="fp8" if self.kv_bytes == 1 else "auto",
+            device="GPU",
+            attention_backend="FLASH_ATTN (simulated)",
+            max_num_seqs=s.max_num_seqs,
+            max_num_batched_tokens=s.max_num_batched_tokens,
+            prefix_caching=s.prefix_caching,
+            gpu_total_gib=self.gpu.usable_gib,
+            gpu_memory_utilization=s.gpu_memory_utilization,
+            warnings=warnings,
+        )

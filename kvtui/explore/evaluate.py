@@ -1,0 +1,229 @@
+"""Turn one step's records and telemetry into the step's figures, its SLO verdict and its limit.
+
+Everything here is a pure function of stored data, so a changed SLO re-evaluates a saved
+run without re-running it (`evaluate_step` on the records from the JSON Lines sidecar).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from kvtui.explore.stats import PCTS, min_samples_for, summarize
+from kvtui.load.records import Record
+from kvtui.scenario.schema import Slo
+
+LIMITS = ("errors", "client", "kv_wall", "prefill", "decode")
+LIMIT_WORDS = {
+    "errors": "errors",
+    "client": "client",
+    "kv_wall": "KV wall",
+    "prefill": "prefill",
+    "decode": "decode",
+    "": "—",
+}
+
+
+@dataclass
+class StepContext:
+    """What the controller knew about the step besides the records."""
+
+    load: float
+    closed: bool = True
+    t_window_start: float = 0.0
+    t_window_end: float = 0.0
+    time_scale: float = 1.0  # simulator slow motion: measured times / scale = modelled times
+    metrics: dict[str, Any] = field(default_factory=dict)  # window deltas and maxima from /metrics
+    client: dict[str, Any] = field(default_factory=dict)  # ClientStats.to_dict()
+    gpu_mem_used_gib_max: float | None = None
+    max_num_seqs: int | None = None
+    error_burst: bool = False
+    aborted: str | None = None
+
+
+def _window_tokens(records: Iterable[Record], t0: float, t1: float) -> tuple[float, float]:
+    """(output tokens, prompt tokens) emitted inside [t0, t1]: usage tokens spread over each request's chunks."""
+    out_tok = 0.0
+    in_tok = 0.0
+    for r in records:
+        if r.t_first is None or not r.output_tokens:
+            continue
+        times = r.token_times()
+        inside = sum(1 for t in times if t0 <= t <= t1)
+        if inside:
+            out_tok += r.output_tokens * inside / len(times)
+        if r.prompt_tokens and t0 <= r.t_first <= t1:
+            in_tok += r.prompt_tokens  # the prompt counts when its prefill finished
+    return out_tok, in_tok
+
+
+def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str, Any]:
+    """The step's figures (snapshot keys), pass/fail against `slo`, and what limited it."""
+    s = 1.0 / ctx.time_scale if ctx.time_scale else 1.0
+    counted = [r for r in records if r.counted]
+    ok = [r for r in counted if r.ok]
+    failed = [r for r in counted if not r.ok]
+    nf = len(failed)
+    ttft = summarize((r.ttft * s for r in ok if r.ttft is not None), failures=nf)
+    tpot = summarize((r.tpot * s for r in ok if r.tpot is not None), failures=nf)
+    e2e = summarize((r.e2e * s for r in ok if r.e2e is not None), failures=nf)
+    itl = summarize((g * s for r in ok for g in r.itl))
+    dur = max(1e-9, ctx.t_window_end - ctx.t_window_start)
+    out_tok, in_tok = _window_tokens(records, ctx.t_window_start, ctx.t_window_end)
+    done_in_window = sum(1 for r in records if r.ok and r.t_last is not None and ctx.t_window_start <= r.t_last <= ctx.t_window_end)
+    error_rate = nf / len(counted) if counted else 0.0
+    errors_by_class: dict[str, int] = {}
+    for r in failed:
+        errors_by_class[r.error or "error"] = errors_by_class.get(r.error or "error", 0) + 1
+
+    # Goodput: share of counted requests meeting every per-request target at once.
+    per_req = {m: lim / 1000.0 for m, p, lim in slo.targets() if m in ("ttft", "tpot", "e2e")}
+    good = 0
+    for r in ok:
+        vals = {"ttft": r.ttft, "tpot": r.tpot, "e2e": r.e2e}
+        if all(vals[m] is not None and vals[m] * s <= lim for m, lim in per_req.items()):
+            good += 1
+    goodput = good / len(counted) if counted else 0.0
+
+    dists = {"ttft": ttft, "tpot": tpot, "itl": itl, "e2e": e2e}
+    checks = []
+    verdict: bool | None = True
+    for metric, pct, limit in slo.targets():
+        value = dists[metric].get(pct)
+        n = dists[metric]["n"]
+        need = min_samples_for(PCTS[pct])
+        if value is None:
+            checks.append({"target": f"{metric}_{pct}_ms", "limit": limit, "value": None, "n": n, "ok": None,
+                           "why": f"{n} samples < {need} needed for {pct}"})
+            if verdict is True:
+                verdict = None  # undecided: too few samples
+            continue
+        passed = value <= limit
+        checks.append({"target": f"{metric}_{pct}_ms", "limit": limit, "value": value, "n": n, "ok": passed})
+        if not passed:
+            verdict = False
+    if error_rate > slo.max_error_rate:
+        checks.append({"target": "error_rate", "limit": slo.max_error_rate, "value": round(error_rate, 4), "n": len(counted), "ok": False})
+        verdict = False
+    if slo.min_goodput:
+        g_ok = goodput >= slo.min_goodput
+        checks.append({"target": "goodput", "limit": slo.min_goodput, "value": round(goodput, 4), "n": len(counted), "ok": g_ok})
+        if not g_ok:
+            verdict = False
+    if not counted:
+        verdict = False if (ctx.error_burst or ctx.aborted) else None
+    if ctx.error_burst:
+        verdict = False
+
+    m = ctx.metrics
+    step: dict[str, Any] = {
+        "concurrency" if ctx.closed else "rate": ctx.load,
+        "load": ctx.load,
+        "load_kind": "concurrency" if ctx.closed else "rate",
+        "requests": len(counted),
+        "errors": nf,
+        "error_rate": round(error_rate, 4),
+        "errors_by_class": errors_by_class,
+        "samples": {"ttft": ttft["n"], "tpot": tpot["n"], "itl": itl["n"], "e2e": e2e["n"]},
+        "output_tok_s": round(out_tok / dur / s, 2),
+        "input_tok_s": round(in_tok / dur / s, 2),
+        "total_tok_s": round((out_tok + in_tok) / dur / s, 2),
+        "request_s": round(done_in_window / dur / s, 3),
+        "ttft_ms": ttft,
+        "tpot_ms": tpot,
+        "itl_ms": itl,
+        "e2e_ms": e2e,
+        "goodput": round(goodput, 4),
+        "goodput_req_s": round(goodput * done_in_window / dur / s, 3),
+        "passed": verdict,
+        "checks": checks,
+        "prefix_cache_hit_rate": m.get("prefix_cache_hit_rate"),
+        "kv_cache_usage_max": m.get("kv_usage_max"),
+        "kv_cache_usage_mean": m.get("kv_usage_mean"),
+        "preemptions": m.get("preemptions"),
+        "running_max": m.get("running_max"),
+        "waiting_max": m.get("waiting_max"),
+        "server_means_ms": m.get("server_means_ms"),
+        "server_tokens": m.get("server_tokens"),
+        "gpu_mem_used_gib_max": ctx.gpu_mem_used_gib_max,
+        "window_s": round(dur * s, 3),
+        "time_scale": ctx.time_scale,
+        "client": ctx.client,
+        "client_limited": client_limited(ctx.client, ttft),
+        "error_burst": ctx.error_burst,
+        "aborted": ctx.aborted,
+    }
+    if ctx.max_num_seqs and ctx.closed and ctx.load > ctx.max_num_seqs:
+        step["note"] = f"concurrency {ctx.load:g} > max_num_seqs {ctx.max_num_seqs}: the rest queue in the server"
+    step["limited_by"] = limited_by(step, slo)
+    return step
+
+
+def client_limited(client: dict[str, Any], ttft: dict[str, Any]) -> bool:
+    """The client, not the server, may have shaped this step's numbers."""
+    if not client:
+        return False
+    if client.get("cpu_share", 0) > 0.9:
+        return True
+    if client.get("loop_lag_ms_p99", 0) > 50:
+        return True
+    ttft50 = ttft.get("p50") or ttft.get("mean") or 0
+    disp = client.get("dispatch_ms_p95", 0)
+    return bool(disp > max(10.0, 0.1 * ttft50))
+
+
+def limited_by(step: dict[str, Any], slo: Slo) -> str:
+    """What limited the step: errors, client, KV wall, prefill, decode ("" when nothing bound)."""
+    failed_targets = {c["target"].split("_")[0] for c in step["checks"] if c.get("ok") is False}
+    if step["error_rate"] > slo.max_error_rate or step["error_burst"]:
+        return "errors"
+    if step["client_limited"] and (failed_targets or step["passed"] is False):
+        return "client"
+    kv_max = step.get("kv_cache_usage_max")
+    kv_full = (kv_max is not None and kv_max >= 0.95) or bool(step.get("preemptions"))
+    if step["passed"] is not False:
+        return "kv_wall" if kv_full and step.get("waiting_max") else ""
+    if kv_full:
+        return "kv_wall"
+    if "ttft" in failed_targets and not failed_targets & {"tpot", "itl"}:
+        return "prefill"
+    if failed_targets & {"tpot", "itl"}:
+        return "decode"
+    if "e2e" in failed_targets:
+        return "decode"
+    return "errors" if step["errors"] else ""
+
+
+def reevaluate(step: dict[str, Any], records: list[Record], slo: Slo) -> dict[str, Any]:
+    """Recompute a stored step under another SLO, keeping its telemetry."""
+    ctx = StepContext(
+        load=step["load"],
+        closed=step.get("load_kind", "concurrency") == "concurrency",
+        t_window_start=step["t_window_start"],
+        t_window_end=step["t_window_end"],
+        time_scale=step.get("time_scale") or 1.0,
+        metrics={
+            "prefix_cache_hit_rate": step.get("prefix_cache_hit_rate"),
+            "kv_usage_max": step.get("kv_cache_usage_max"),
+            "kv_usage_mean": step.get("kv_cache_usage_mean"),
+            "preemptions": step.get("preemptions"),
+            "running_max": step.get("running_max"),
+            "waiting_max": step.get("waiting_max"),
+            "server_means_ms": step.get("server_means_ms"),
+            "server_tokens": step.get("server_tokens"),
+        },
+        client=step.get("client") or {},
+        gpu_mem_used_gib_max=step.get("gpu_mem_used_gib_max"),
+        error_burst=bool(step.get("error_burst")),
+        aborted=step.get("aborted"),
+    )
+    new = evaluate_step(records, ctx, slo)
+    for k in ("index", "t_window_start", "t_window_end", "started_at", "duration_s", "repeat_of", "search_phase", "note"):
+        if k in step:
+            new[k] = step[k]
+    return new
+
+
+def is_inf(x: Any) -> bool:
+    return isinstance(x, float) and math.isinf(x)

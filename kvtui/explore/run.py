@@ -1,0 +1,670 @@
+"""The run: for each precision mode, start the engine, search for the max load at SLO, stop it.
+
+The same `Run` serves the headless command and the TUI (which runs it in a worker
+thread). It knows nothing of the screen: it reports through `listener(Event)`, called
+from the run thread and from the telemetry thread — a UI must marshal to its own thread.
+
+Controls (thread-safe): stop, skip_mode, pause/resume, hold, nudge(±1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import platform
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kvtui import __version__
+from kvtui.engines.base import Endpoint, StartupFacts
+from kvtui.errors import EngineError, KvtuiError, UsageError
+from kvtui.explore.evaluate import StepContext, evaluate_step
+from kvtui.explore.search import make_search, ramp_levels
+from kvtui.load.generator import LoadGenerator, WorkerConfig
+from kvtui.load.records import Record, write_records
+from kvtui.report.redact import Redactor
+from kvtui.report.snapshot import SCHEMA, SnapshotWriter
+from kvtui.scenario.schema import Mode, Scenario
+
+SERIES_MAX = 7200  # rows per mode before the series is thinned 2:1
+
+
+@dataclass
+class Event:
+    kind: str  # run_started, mode_starting, log, engine_ready, telemetry, step_started, step_progress,
+    #            records, step_finished, mode_finished, run_finished, warning, error
+    mode: str | None = None
+    data: Any = None
+
+
+Listener = Callable[[Event], None]
+
+
+def make_engine(name: str):
+    if name == "external":
+        from kvtui.engines.external import ExternalEngine
+
+        return ExternalEngine()
+    if name == "sim":
+        from kvtui.engines.sim.engine import SimEngine
+
+        return SimEngine()
+    if name == "vllm":
+        from kvtui.engines.vllm.launcher import VllmEngine
+
+        return VllmEngine()
+    raise UsageError(f"unknown engine {name!r}")
+
+
+def _mean_request_tokens(scenario: Scenario) -> float:
+    w = scenario.workload
+    def mean(ln) -> float:
+        if ln.dist == "fixed":
+            return ln.value
+        if ln.dist == "uniform":
+            return (ln.min + ln.max) / 2
+        return ln.mean
+    return (mean(w.prompt_tokens) + mean(w.output_tokens)) * w.turns
+
+
+class _Telemetry(threading.Thread):
+    """Scrapes /metrics (≤ 1 Hz), reads NVML (through its own sampler thread), checks liveness."""
+
+    def __init__(self, run: "Run", engine: Any, endpoint: Endpoint, facts: StartupFacts, mode: str, interval_s: float = 1.0):
+        super().__init__(name="kvtui-telemetry", daemon=True)
+        from kvtui.telemetry.prom import MetricsScraper
+
+        self.run_ = run
+        self.engine = engine
+        self.mode = mode
+        self.facts = facts
+        self.interval_s = interval_s
+        self.scraper = MetricsScraper(endpoint.metrics_url, endpoint.api_key) if endpoint.metrics_url else None
+        self.samples: list[Any] = []  # MetricsSample, bounded
+        self.rows: list[dict[str, Any]] = []
+        self.dead: str | None = None
+        self.metrics_error: str | None = None
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+        self.nvml = None
+        self.gpu_latest: list[Any] = []
+        pids = getattr(engine, "pids", None)
+        if not getattr(engine, "simulated", False):
+            from kvtui.telemetry.nvml import NvmlSampler, process_tree
+
+            def provider() -> set[int]:
+                out: set[int] = set()
+                for p in (pids() if pids else set()):
+                    out |= process_tree(p)
+                return out
+
+            self.nvml = NvmlSampler(interval_s=interval_s, pids_provider=provider, on_unavailable=self._nvml_gone)
+        self.load = 0.0
+        self.phase = "startup"
+
+    def _nvml_gone(self, reason: str) -> None:
+        self.run_._emit("warning", self.mode, reason)
+
+    def scrape_now(self):
+        if self.scraper is None:
+            return None
+        with self._lock:
+            s = self.scraper.scrape()
+        if not s.ok:
+            if s.error != self.metrics_error:
+                self.metrics_error = s.error
+                self.run_._emit("warning", self.mode, s.error)
+        else:
+            self.metrics_error = None
+        return s
+
+    def run(self) -> None:
+        if self.nvml is not None:
+            self.nvml.start()
+        last_alive = 0.0
+        prev = None
+        while not self._halt.wait(self.interval_s):
+            now = time.monotonic()
+            s = self.scrape_now()
+            if s is not None and s.ok:
+                self.samples.append(s)
+                if len(self.samples) > 4000:
+                    del self.samples[: len(self.samples) // 2]
+            row = self._row(s, prev)
+            if s is not None and s.ok:
+                prev = s
+            self.rows.append(row)
+            if len(self.rows) > SERIES_MAX:
+                self.rows = self.rows[::2]
+            self.run_._emit("telemetry", self.mode, row)
+            if now - last_alive >= 1.0:
+                last_alive = now
+                reason = self.engine.check_alive()
+                if reason and not self.dead:
+                    self.dead = reason
+                    self.run_._emit("error", self.mode, f"engine died: {reason}")
+
+    def _row(self, s, prev) -> dict[str, Any]:
+        t = time.monotonic() - self.run_.t0
+        row: dict[str, Any] = {"t": round(t, 2), "load": self.load, "phase": self.phase}
+        if s is not None and s.ok:
+            row.update(kv_usage=s.kv_usage, running=s.running, waiting=s.waiting, preemptions=s.preemptions)
+            if prev is not None and s.generation_tokens is not None and prev.generation_tokens is not None and s.t > prev.t:
+                row["gen_tok_s"] = round((s.generation_tokens - prev.generation_tokens) / (s.t - prev.t), 1)
+                if s.prompt_tokens is not None and prev.prompt_tokens is not None:
+                    row["prompt_tok_s"] = round((s.prompt_tokens - prev.prompt_tokens) / (s.t - prev.t), 1)
+            if s.kv_usage is not None and self.facts.kv_cache_gib:
+                row["kv_in_use_gib"] = round(s.kv_usage * self.facts.kv_cache_gib, 3)
+        sim_mem = getattr(self.engine, "gpu_memory", None)
+        if sim_mem is not None:
+            m = sim_mem()
+            if m:
+                row["gpu_mem_used_gib"] = m.get("used_gib")
+                row["gpu_mem_total_gib"] = m.get("gpu_total_gib")
+                row["gpus"] = [{"index": 0, "mem_used_gib": m.get("used_gib"), "simulated": True}]
+        elif self.nvml is not None and self.nvml.available:
+            g = self.nvml.latest()
+            if g:
+                self.gpu_latest = g
+                row["gpus"] = [
+                    {"index": x.index, "mem_used_gib": round(x.mem_used_gib, 3), "mem_total_gib": round(x.mem_total_gib, 2),
+                     "util_pct": x.util_pct, "power_w": x.power_w, "sm_clock_mhz": x.sm_clock_mhz,
+                     "proc_mem_gib": x.proc_mem_gib, "throttle": x.throttle}
+                    for x in g
+                ]
+                used = [x for x in g if x.proc_mem_gib] or g
+                row["gpu_mem_used_gib"] = round(sum(x.mem_used_gib for x in used), 3)
+                row["gpu_mem_total_gib"] = round(sum(x.mem_total_gib for x in used), 2)
+        return row
+
+    def window(self, t0: float, t1: float) -> dict[str, Any]:
+        """Gauge maxima/means over [t0, t1] (monotonic) from the scrapes."""
+        inside = [s for s in self.samples if t0 <= s.t <= t1 + self.interval_s]
+        out: dict[str, Any] = {}
+        kv = [s.kv_usage for s in inside if s.kv_usage is not None]
+        if kv:
+            out["kv_usage_max"] = round(max(kv), 4)
+            out["kv_usage_mean"] = round(sum(kv) / len(kv), 4)
+        for key in ("running", "waiting"):
+            vals = [getattr(s, key) for s in inside if getattr(s, key) is not None]
+            if vals:
+                out[f"{key}_max"] = max(vals)
+        return out
+
+    def gpu_mem_max(self, t0: float, t1: float) -> float | None:
+        rows = [r for r in self.rows if t0 - self.run_.t0 <= r["t"] <= t1 - self.run_.t0 + self.interval_s]
+        vals = [r["gpu_mem_used_gib"] for r in rows if r.get("gpu_mem_used_gib") is not None]
+        return round(max(vals), 3) if vals else None
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(5)
+        if self.nvml is not None:
+            self.nvml.stop()
+        if self.scraper is not None:
+            self.scraper.close()
+
+
+class Run:
+    def __init__(
+        self,
+        scenario: Scenario,
+        out: str | Path,
+        modes: list[str] | None = None,
+        listener: Listener | None = None,
+        resume: dict[str, Any] | None = None,
+        fast: bool = False,
+    ):
+        self.scenario = scenario
+        self.out = Path(out)
+        self.listener = listener
+        self.fast = fast
+        names = modes or [m.name for m in scenario.modes]
+        unknown = [n for n in names if n not in {m.name for m in scenario.modes}]
+        if unknown:
+            valid = ", ".join(m.name for m in scenario.modes)
+            raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: {valid})")
+        self.modes: list[Mode] = [scenario.mode(n) for n in names]
+        self.resume = resume
+        self.closed = scenario.ramp.load == "concurrency"
+        self.salt = secrets.randbits(32)
+        self.t0 = time.monotonic()
+        self.redactor = Redactor([scenario.server.api_key] + [v for k, v in scenario.server.env.items() if k in scenario.server.secret_env])
+        # controls
+        self._stop_reason: str | None = None
+        self._skip = threading.Event()
+        self._paused = threading.Event()
+        self._hold = False
+        self._nudge = 0
+        self._lock = threading.Lock()
+        self.engine = None
+        self.loadgen: LoadGenerator | None = None
+        self.telemetry: _Telemetry | None = None
+        self.writer: SnapshotWriter | None = None
+        self.doc: dict[str, Any] = {}
+        self.current_mode: dict[str, Any] | None = None
+        self.records_written = 0
+
+    # -- controls (any thread) --------------------------------------------------------------
+    def stop(self, reason: str = "stopped by the user") -> None:
+        self._stop_reason = self._stop_reason or reason
+        self._paused.clear()
+
+    def skip_mode(self) -> None:
+        self._skip.set()
+
+    def pause(self) -> None:
+        self._paused.set()
+
+    def unpause(self) -> None:
+        self._paused.clear()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused.is_set()
+
+    def hold(self, on: bool | None = None) -> bool:
+        self._hold = (not self._hold) if on is None else on
+        return self._hold
+
+    def nudge(self, delta: int) -> None:
+        with self._lock:
+            self._nudge += delta
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_reason is not None
+
+    # -- events ------------------------------------------------------------------------------
+    def _emit(self, kind: str, mode: str | None = None, data: Any = None) -> None:
+        if self.listener is not None:
+            try:
+                self.listener(Event(kind, mode, data))
+            except Exception as e:  # a listener bug must not kill the measurement
+                if kind != "warning":
+                    self._emit("warning", mode, f"listener failed on {kind}: {type(e).__name__}: {e}")
+
+    # -- the document ------------------------------------------------------------------------
+    def _environment(self) -> dict[str, Any]:
+        from kvtui.telemetry.nvml import gpu_inventory
+
+        env: dict[str, Any] = {
+            "host": platform.node(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "kvtui_version": __version__,
+            "engine": self.scenario.server.engine,
+            "simulated": self.scenario.server.engine == "sim",
+            "started_at": time.time(),
+            "t0_epoch": time.time(),
+        }
+        if self.scenario.server.engine == "sim":
+            env["gpu_names"] = [f"{self.scenario.server.gpu} (SIMULATED)"]
+            env["gpu_count"] = self.scenario.server.tensor_parallel_size
+        else:
+            inv = gpu_inventory()
+            env["gpu_names"] = [g["name"] for g in inv.gpus]
+            env["gpu_memory_gib"] = [round(g["mem_total_gib"], 2) for g in inv.gpus]
+            env["driver"] = inv.driver_version
+            env["cuda"] = inv.cuda_version
+            env["gpu_count"] = len(inv.gpus)
+            if not inv.available:
+                env["gpu_telemetry"] = inv.reason
+        return env
+
+    def _new_doc(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "kvtui_version": __version__,
+            "scenario": self.scenario.to_dict(),
+            "environment": self._environment(),
+            "run": {"salt": f"{self.salt:08x}", "fast": self.fast, "modes_requested": [m.name for m in self.modes],
+                    "t0_monotonic": self.t0},
+            "modes": [],
+        }
+
+    # -- main --------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        self.doc = self._new_doc()
+        kept: list[dict[str, Any]] = []
+        if self.resume:
+            kept = self._take_resumed()
+        self.doc["modes"] = list(kept)
+        self.writer = SnapshotWriter(self.out, self.doc)
+        for m in kept:
+            self.writer.mode_finished(m)
+        self._emit("run_started", None, self.doc)
+        done = {m["name"] for m in kept}
+        failure: BaseException | None = None
+        try:
+            for i, mode in enumerate(self.modes):
+                if self.stopping:
+                    break
+                if mode.name in done:
+                    self._emit("warning", mode.name, f"mode {mode.name} kept from the resumed snapshot")
+                    continue
+                self._skip.clear()
+                self._run_mode(mode, i)
+        except KeyboardInterrupt as e:
+            self.stop("interrupted (Ctrl-C)")
+            failure = e
+        except BaseException as e:
+            failure = e
+            self.stop(f"kvtui failed: {type(e).__name__}: {e}")
+            raise
+        finally:
+            self._teardown_mode()
+            self._finalize(failure)
+        return self.doc
+
+    def _take_resumed(self) -> list[dict[str, Any]]:
+        prev = self.resume or {}
+        kept = [m for m in prev.get("modes", []) if m.get("complete")]
+        old = prev.get("scenario") or {}
+        new = self.scenario.to_dict()
+        for key in ("server", "workload", "ramp", "slo"):
+            a = {k: v for k, v in (old.get(key) or {}).items() if k not in ("port", "startup_timeout_s")}
+            b = {k: v for k, v in (new.get(key) or {}).items() if k not in ("port", "startup_timeout_s")}
+            if a and a != b:
+                self._emit("warning", None, f"resumed snapshot's [{key}] differs from this scenario: modes are not under identical settings")
+                self.doc.setdefault("warnings", []).append(f"resumed across a changed [{key}]")
+        # Keep the earlier run's environment beside this one (the GPU may differ).
+        self.doc["resumed_from"] = {"path": prev.get("_path"), "environment": prev.get("environment"), "modes": [m["name"] for m in kept]}
+        prev_records = prev.get("records")
+        if prev_records and prev.get("_path"):
+            src = Path(prev["_path"]).with_name(prev_records) if not Path(prev_records).is_absolute() else Path(prev_records)
+            for m in kept:
+                m.setdefault("records_file", str(src))
+        return kept
+
+    def _mode_doc(self, mode: Mode, index: int) -> dict[str, Any]:
+        md = dataclasses.asdict(mode)
+        md["extra_args"] = self.redactor_args(md["extra_args"])
+        from kvtui.report.redact import is_secret_env
+
+        md["env"] = {k: ("<redacted>" if is_secret_env(k, self.scenario.server.secret_env) else v) for k, v in md["env"].items()}
+        return {
+            "name": mode.name,
+            "index": index,
+            "settings": md,
+            "engine": self.scenario.server.engine,
+            "simulated": self.scenario.server.engine == "sim",
+            "server": {},
+            "engine_info": {},
+            "best_concurrency": None,
+            "search": {},
+            "steps": [],
+            "series": [],
+            "complete": False,
+            "started_at": time.time(),
+        }
+
+    def redactor_args(self, args: list[str]) -> list[str]:
+        from kvtui.report.redact import redact_args
+
+        return redact_args(args)
+
+    def _run_mode(self, mode: Mode, index: int) -> None:
+        md = self._mode_doc(mode, index)
+        self.current_mode = md
+        self.doc["modes"].append(md)
+        self._emit("mode_starting", mode.name, {"index": index, "of": len(self.modes), "mode": md})
+        if self.fast:
+            return self._run_mode_fast(mode, md)
+        self.engine = make_engine(self.scenario.server.engine)
+        t_start = time.monotonic()
+        try:
+            endpoint = self.engine.start(self.scenario, mode, lambda line: self._emit("log", mode.name, self.redactor(line)))
+        except EngineError as e:
+            md["error"] = {"kind": e.kind, "message": str(e), "log_tail": self.redactor(e.log_tail)}
+            md["server"] = self.engine.facts().to_dict()
+            md["engine_info"] = self._info_dict()
+            self._emit("error", mode.name, f"mode {mode.name}: {e}")
+            self.writer.mode_started(md)
+            md["complete"] = True
+            self.writer.mode_finished(md)
+            self._teardown_mode()
+            return
+        facts = self.engine.facts()
+        if facts.startup_s is None:
+            facts.startup_s = round(time.monotonic() - t_start, 2)
+        md["server"] = facts.to_dict()
+        md["engine_info"] = self._info_dict()
+        md["endpoint"] = {"base_url": endpoint.base_url, "model": endpoint.model, "max_model_len": endpoint.max_model_len}
+        self.writer.mode_started(md)
+        self._emit("engine_ready", mode.name, {"facts": md["server"], "info": md["engine_info"]})
+        self.telemetry = _Telemetry(self, self.engine, endpoint, facts, mode.name)
+        self.telemetry.start()
+        try:
+            self._search_mode(mode, md, endpoint, facts)
+        finally:
+            md["series"] = list(self.telemetry.rows) if self.telemetry else []
+            self._teardown_mode()
+        md["complete"] = not self.stopping or md["search"].get("done", False)
+        md["finished_at"] = time.time()
+        self.writer.mode_finished(md)
+        self._emit("mode_finished", mode.name, md)
+
+    def _info_dict(self) -> dict[str, Any]:
+        info = self.engine.info() if self.engine else None
+        return dataclasses.asdict(info) if info else {}
+
+    def _time_scale(self) -> float:
+        return getattr(self.engine, "time_scale", 1.0) or 1.0
+
+    def _search_mode(self, mode: Mode, md: dict[str, Any], endpoint: Endpoint, facts: StartupFacts) -> None:
+        from kvtui.load.workload import TokenSpace, discover_token_space
+
+        sc = self.scenario
+        space = discover_token_space(endpoint.base_url, endpoint.model, endpoint.headers())
+        md["token_space"] = space.to_dict()
+        if not space.verified:
+            self._emit("warning", mode.name, space.source)
+        max_len = endpoint.max_model_len or sc.server.max_model_len
+        cfg = WorkerConfig(
+            base_url=endpoint.base_url, model=endpoint.model, headers=endpoint.headers(),
+            workload=dataclasses.asdict(sc.workload), space=dataclasses.asdict(space), max_model_len=max_len,
+            salt=self.salt, seed=sc.seed + sc.workload.seed, request_timeout_s=sc.ramp.request_timeout_s,
+        )
+        self.loadgen = LoadGenerator(cfg, sc.ramp.processes)
+        self.loadgen.counter = 1_000_000 * (md["index"] + 1)  # disjoint counters per mode
+        self.loadgen.start()
+        req_tokens = _mean_request_tokens(sc)
+        kv_guess = facts.kv_bound_concurrency(int(req_tokens)) if self.closed else None
+        md["predicted_kv_concurrency"] = round(kv_guess, 1) if kv_guess else None
+        search = make_search(sc.ramp, self.closed, guess=kv_guess)
+        md["search"] = {"strategy": search.name, "guess": kv_guess}
+        levels = ramp_levels(sc.ramp, self.closed)
+        t_search = time.monotonic()
+        last_load: float | None = None
+        step_index = 0
+        while not self.stopping and not self._skip.is_set():
+            while self._paused.is_set() and not self.stopping:
+                time.sleep(0.1)
+            load, why = self._next_load(search, last_load, levels)
+            if load is None:
+                break
+            step = self._one_step(mode, md, load, step_index, why)
+            step_index += 1
+            last_load = load
+            if step is None:
+                break
+            if why in ("search", "confirm"):
+                search.record(load, step["passed"])
+            if self.telemetry and self.telemetry.dead:
+                break
+        res = search.result()
+        md["best_concurrency"] = res.best
+        md["search"].update(
+            best=res.best, first_fail=res.first_fail, confirmed=res.confirmed, flips=res.flips, noisy=res.noisy,
+            reached_max=res.reached_max, steps=len(md["steps"]), wall_s=round(time.monotonic() - t_search, 1),
+            describe=res.describe(), done=search.s.done,
+        )
+        knee = next((s for s in md["steps"] if res.first_fail is not None and s["load"] == res.first_fail and s["passed"] is False), None)
+        md["knee_limited_by"] = knee["limited_by"] if knee else None
+        if self._skip.is_set():
+            md["search"]["skipped"] = True
+
+    def _next_load(self, search, last: float | None, levels: list[float]) -> tuple[float | None, str]:
+        with self._lock:
+            nudge, self._nudge = self._nudge, 0
+        if nudge and last is not None:
+            higher = [x for x in levels if x > last]
+            lower = [x for x in levels if x < last]
+            if nudge > 0:
+                return (higher[0] if higher else last), "manual"
+            return (lower[-1] if lower else last), "manual"
+        if self._hold and last is not None:
+            return last, "hold"
+        phase = "confirm" if getattr(search.s, "confirming", False) else "search"
+        nxt = search.next()
+        if getattr(search.s, "confirming", False):
+            phase = "confirm"
+        return nxt, phase
+
+    def _one_step(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str) -> dict[str, Any] | None:
+        sc, r = self.scenario, self.scenario.ramp
+        tel = self.telemetry
+        assert self.loadgen is not None and tel is not None
+        tel.load, tel.phase = load, "warmup"
+        self._emit("step_started", mode.name, {"load": load, "index": index, "why": why, "closed": self.closed})
+        before = tel.scrape_now()
+        started_at = time.time()
+        # Enough window samples for every SLO percentile (p99 needs hundreds).
+        from kvtui.explore.stats import PCTS, min_samples_for
+
+        need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [r.min_samples])
+        window_requests = r.window_requests
+
+        def on_status(st: dict[str, Any]) -> None:
+            tel.phase = st.get("phase", tel.phase)
+            self._emit("step_progress", mode.name, {"load": load, **st})
+
+        def on_records(recs: list[Record]) -> None:
+            self._emit("records", mode.name, recs)
+
+        def should_stop() -> str | None:
+            if self._stop_reason:
+                return self._stop_reason
+            if self._skip.is_set():
+                return "mode skipped by the user"
+            if tel.dead:
+                return f"engine died: {tel.dead}"
+            return None
+
+        run = self.loadgen.run_step(
+            mode.name, index, load, self.closed, r.warmup_s, r.window_s, window_requests, r.arrival, r.burst_size,
+            r.max_error_burst, on_records=on_records, on_status=on_status, should_stop=should_stop,
+            min_window_requests=need,
+        )
+        tel.phase = "drain"
+        self._drain(tel)
+        after = tel.scrape_now()
+        recs = run.records
+        try:
+            self.records_written += write_records(self.writer.records_path, recs)
+        except OSError as e:
+            self._emit("error", mode.name, f"cannot append records to {self.writer.records_path}: {e.strerror or e}")
+            self.stop(f"records file unwritable: {e.strerror or e}")
+        metrics = tel.window(run.t_window_start, run.t_window_end)
+        if before is not None and after is not None and before.ok and after.ok:
+            from kvtui.telemetry.prom import window_delta
+
+            d = window_delta(before, after)
+            metrics["preemptions"] = d.get("preemptions")
+            metrics["prefix_cache_hit_rate"] = d.get("prefix_cache_hit_rate")
+            metrics["server_tokens"] = {"prompt": d.get("prompt_tokens"), "generation": d.get("generation_tokens")}
+            scale = self._time_scale()
+            metrics["server_means_ms"] = {
+                k: (round(d[f"{k}_mean_s"] * 1000, 3) if d.get(f"{k}_mean_s") is not None else None) for k in ("ttft", "itl", "tpot", "e2e", "queue")
+            }
+            del scale  # the simulator already reports modelled seconds
+        ctx = StepContext(
+            load=load, closed=self.closed, t_window_start=run.t_window_start, t_window_end=run.t_window_end,
+            time_scale=self._time_scale(), metrics=metrics, client=run.stats.to_dict(),
+            gpu_mem_used_gib_max=tel.gpu_mem_max(run.t_start, run.t_end), max_num_seqs=md["server"].get("max_num_seqs"),
+            error_burst=run.error_burst, aborted=run.aborted,
+        )
+        step = evaluate_step(recs, ctx, sc.slo)
+        all_ok = [x for x in recs if x.ok]
+        step["client_tokens"] = {"prompt": sum(x.prompt_tokens or 0 for x in all_ok), "generation": sum(x.output_tokens or 0 for x in all_ok),
+                                 "requests": len(recs), "cancelled": sum(1 for x in recs if x.error == "cancelled")}
+        step.update(
+            index=index, why=why, started_at=started_at, duration_s=round(run.t_end - run.t_start, 2),
+            t_window_start=run.t_window_start, t_window_end=run.t_window_end,
+            t_rel_start=round(run.t_start - self.t0, 3), t_rel_end=round(run.t_end - self.t0, 3),
+        )
+        if step["samples"]["ttft"] < need and step["passed"] is not None:
+            step.setdefault("notes", []).append(f"{step['requests']} window requests; the SLO's percentiles want {need}")
+        md["steps"].append(step)
+        self.writer.step_finished(mode.name, step)
+        self._emit("step_finished", mode.name, step)
+        if run.aborted and (self.stopping or self._skip.is_set() or tel.dead):
+            if tel.dead:
+                md["error"] = {"kind": "crashed", "message": f"engine died during the run: {tel.dead}"}
+            return None
+        return step
+
+    def _drain(self, tel: _Telemetry) -> None:
+        """Between steps: wait until the server reports running = waiting = 0."""
+        deadline = time.monotonic() + self.scenario.ramp.drain_timeout_s
+        if tel.scraper is None:
+            time.sleep(0.5)
+            return
+        while time.monotonic() < deadline and not tel.dead:
+            s = tel.scrape_now()
+            if s is None or not s.ok:
+                time.sleep(0.5)
+                return
+            if not (s.running or 0) and not (s.waiting or 0):
+                return
+            time.sleep(0.25)
+        if not tel.dead:
+            self._emit("warning", None, f"server still busy after {self.scenario.ramp.drain_timeout_s:g} s of drain")
+
+    def _teardown_mode(self) -> None:
+        if self.loadgen is not None:
+            try:
+                self.loadgen.close()
+            finally:
+                self.loadgen = None
+        if self.telemetry is not None:
+            self.telemetry.stop()
+            if self.current_mode is not None and not self.current_mode.get("series"):
+                self.current_mode["series"] = list(self.telemetry.rows)
+            self.telemetry = None
+        if self.engine is not None:
+            try:
+                self.engine.stop()
+            finally:
+                self.engine = None
+
+    def _run_mode_fast(self, mode: Mode, md: dict[str, Any]) -> None:
+        from kvtui.engines.sim.fastrun import run_mode_fast
+
+        run_mode_fast(self, mode, md)
+        md["complete"] = True
+        md["finished_at"] = time.time()
+        self.writer.mode_finished(md)
+        self._emit("mode_finished", mode.name, md)
+
+    def _finalize(self, failure: BaseException | None) -> None:
+        from kvtui.report.compare import compare_modes
+
+        self.doc["comparison"] = compare_modes(self.doc, self.scenario)
+        self.doc["run"]["finished"] = failure is None and not self.stopping
+        self.doc["run"]["stop_reason"] = self._stop_reason
+        self.doc["run"]["records_written"] = self.records_written
+        self.doc["run"]["wall_s"] = round(time.monotonic() - self.t0, 1)
+        if self.writer is not None:
+            try:
+                self.writer.finalize(self.doc)
+            except OSError as e:
+                self._emit("error", None, f"cannot write {self.out}: {e.strerror or e}; the journal {self.writer.journal} keeps every finished step")
+                raise KvtuiError(f"cannot write {self.out}: {e.strerror or e}; finished steps are in {self.writer.journal}")
+        self._emit("run_finished", None, self.doc)

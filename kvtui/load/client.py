@@ -1,0 +1,132 @@
+"""One streaming request, timed the way `vllm bench serve` times it (DESIGN.md, "Token timing").
+
+TTFT: first chunk carrying a generated token (a `choices` entry, even with empty text),
+not the chat role-only delta, not the usage chunk. ITL: every gap between token-bearing
+chunks. Output tokens: from `usage` (stream_options.include_usage), never counted chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+
+from kvtui.load.records import Record
+
+_DATA = "data:"
+
+
+def make_client(concurrency: int, request_timeout_s: float, headers: dict[str, str]) -> httpx.AsyncClient:
+    """A pool that never caps the ramp: httpx's defaults (100 connections, 5 s) silently would."""
+    limits = httpx.Limits(max_connections=max(concurrency + 16, 64), max_keepalive_connections=max(concurrency + 16, 64))
+    timeout = httpx.Timeout(connect=10.0, read=request_timeout_s, write=30.0, pool=request_timeout_s)
+    # trust_env=False: an HTTP(S)_PROXY in the environment must not sit between the client and the server.
+    return httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers, trust_env=False)
+
+
+def _token_bearing(choice: dict[str, Any], chat: bool) -> tuple[bool, str]:
+    if not chat:
+        return ("text" in choice, choice.get("text") or "")
+    delta = choice.get("delta") or {}
+    if "content" not in delta or delta["content"] is None:
+        return (False, "")
+    content = delta["content"]
+    if "role" in delta and content == "":
+        return (False, "")  # the role-only opening delta
+    return (True, content)
+
+
+async def stream_request(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    rec: Record,
+    timeout_s: float,
+    collect_text: bool = False,
+) -> str:
+    """Send one streaming request and fill `rec` in place. Returns the output text when asked."""
+    chat = "messages" in body
+    text_parts: list[str] = []
+    last: float | None = None
+    done = False
+    got_usage = False
+    rec.t_sent = time.monotonic()
+    rec.dispatch_delay = max(0.0, rec.t_sent - rec.t_intended)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with client.stream("POST", url, json=body) as resp:
+                rec.http_status = resp.status_code
+                if resp.status_code != 200:
+                    raw = (await resp.aread())[:300].decode("utf-8", "replace")
+                    rec.status = "error"
+                    rec.error = "http_429" if resp.status_code == 429 else ("http_5xx" if resp.status_code >= 500 else "http_4xx")
+                    rec.detail = f"HTTP {resp.status_code}: {raw.strip()}"
+                    return ""
+                async for line in resp.aiter_lines():
+                    if not line.startswith(_DATA):
+                        continue
+                    now = time.monotonic()
+                    payload = line[len(_DATA):].strip()
+                    if payload == "[DONE]":
+                        done = True
+                        break
+                    try:
+                        data = json.loads(payload)
+                    except json.JSONDecodeError:
+                        rec.status, rec.error = "error", "sse_malformed"
+                        rec.detail = f"not JSON: {payload[:80]!r}"
+                        return ""
+                    if not isinstance(data, dict):
+                        rec.status, rec.error, rec.detail = "error", "sse_malformed", f"not an object: {payload[:80]!r}"
+                        return ""
+                    if "error" in data and not data.get("choices"):
+                        err = data["error"]
+                        rec.status, rec.error = "error", "stream_error"
+                        rec.detail = str(err.get("message") if isinstance(err, dict) else err)[:200]
+                        return ""
+                    choices = data.get("choices")
+                    if choices:
+                        bearing, text = _token_bearing(choices[0], chat)
+                        if bearing:
+                            if last is None:
+                                rec.t_first = now
+                            else:
+                                rec.itl.append(now - last)
+                            last = now
+                            if collect_text and text:
+                                text_parts.append(text)
+                    usage = data.get("usage")
+                    if usage:
+                        got_usage = True
+                        rec.prompt_tokens = usage.get("prompt_tokens")
+                        rec.output_tokens = usage.get("completion_tokens")
+    except TimeoutError:
+        rec.status, rec.error, rec.detail = "error", "timeout", f"no end of stream within {timeout_s:g} s"
+        return ""
+    except asyncio.CancelledError:
+        rec.status, rec.error, rec.detail = "error", "cancelled", "the step ended while in flight"
+        raise
+    except httpx.ConnectError as e:
+        rec.status, rec.error, rec.detail = "error", "connect", str(e)[:200] or "connection refused"
+        return ""
+    except httpx.TimeoutException as e:
+        rec.status, rec.error, rec.detail = "error", "timeout", f"{type(e).__name__}"
+        return ""
+    except (httpx.RemoteProtocolError, httpx.ReadError) as e:
+        rec.status, rec.error = "error", "truncated"
+        rec.detail = f"stream broke off: {type(e).__name__}: {str(e)[:120]}"
+        return ""
+    except httpx.HTTPError as e:
+        rec.status, rec.error, rec.detail = "error", "connect", f"{type(e).__name__}: {str(e)[:160]}"
+        return ""
+    rec.t_last = last
+    if rec.t_first is None:
+        rec.status, rec.error, rec.detail = "error", "no_tokens", "the stream carried no token"
+    elif not done:
+        rec.status, rec.error, rec.detail = "error", "truncated", "the stream ended without [DONE]"
+    elif not got_usage:
+        rec.status, rec.error, rec.detail = "error", "truncated", "no usage chunk (include_usage unsupported?)"
+    return "".join(text_parts)

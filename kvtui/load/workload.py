@@ -1,0 +1,353 @@
+"""Workload synthesis: prompts of exact token lengths, unique per request unless shared.
+
+A prompt is built from a *token space*: words the server's tokenizer maps to exactly one
+ordinary (non-special) token each, found by probing `/tokenize` once per run. Then
+- completions send token ids (exact length, no tokenizer on the client), and
+- chat sends those words joined by spaces (one token each; the chat template's own
+  tokens are measured once and subtracted), checked against `/tokenize` on a sample.
+
+Every request's prompt starts with a marker that encodes the run salt and a counter, so
+no two requests share a prefix block across steps, warm-up, modes or resumed runs —
+unless the scenario asks for a shared prefix, which then comes first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvtui.errors import UsageError
+from kvtui.scenario.schema import Length, Workload
+
+MARKER_TOKENS = 4  # base-|space| digits of (salt, counter): 200^4 = 1.6e9 distinct prefixes
+
+# Candidate words for probing a tokenizer: the synthetic "tN" words (the dummy models'
+# and the simulator's vocabulary) and common English words that most BPE vocabularies
+# hold as one token with a leading space.
+_ENGLISH = (
+    "the of and to in is was for that on with as by at from his her are this have which be or had "
+    "not but what all were when we there can an your their one has more if no out so said up its "
+    "about into than them only other new some could time these two may then do first any my now "
+    "such like our over man me even most made after also did many before must through back years "
+    "where much way well down should because each just those people how too little state good very "
+    "make world still own see men work long get here between both life being under never day same "
+    "another know while last might us great old year off come since against go came right used take "
+    "three small large next early young important few public bad able open case number point group "
+    "problem fact hand part place week company system program question government night home water "
+    "room mother area money story month lot study book eye job word business issue side kind head "
+    "house service friend father power hour game line end member law car city community name team "
+    "minute idea kid body information school face others level office door health person art war "
+    "history party result change morning reason research girl guy moment air teacher force education"
+).split()
+
+
+@dataclass
+class TokenSpace:
+    """Words that are one ordinary token each, with their ids, and the chat template overhead."""
+
+    words: list[str]
+    ids: list[int]
+    chat_overhead: int = 0  # tokens the chat template adds around one user message
+    verified: bool = True  # False when the server has no /tokenize (lengths approximate)
+    source: str = ""
+
+    @classmethod
+    def synthetic(cls, vocab_size: int = 128256, n: int = 4096) -> "TokenSpace":
+        """The "tN" vocabulary of the simulator and the dummy-weight models: tN is id N."""
+        n = min(n, vocab_size)
+        step = max(1, vocab_size // n)
+        ids = list(range(0, step * n, step))[:n]
+        return cls(words=[f"t{i}" for i in ids], ids=ids, source="synthetic tN vocabulary")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"size": len(self.ids), "chat_overhead": self.chat_overhead, "verified": self.verified, "source": self.source}
+
+
+@dataclass
+class Prompt:
+    """One request's payload. Exactly one of ids / text / messages is set."""
+
+    ids: list[int] | None = None
+    text: str | None = None
+    messages: list[dict[str, str]] | None = None
+    prompt_tokens: int = 0  # expected (exact when the token space is verified)
+    max_tokens: int = 0
+
+
+def sample_length(ln: Length, rng: random.Random, jitter: float = 0.0, cap: int = 0) -> int:
+    """Draw one length. Fixed lengths get ±jitter so prefills do not march in lock-step."""
+    if ln.dist == "fixed":
+        v = float(ln.value)
+        if jitter:
+            v *= 1 + rng.uniform(-jitter, jitter)
+    elif ln.dist == "uniform":
+        v = rng.uniform(ln.min, ln.max + 1)
+    elif ln.dist == "normal":
+        v = rng.normalvariate(ln.mean, ln.std)
+    else:  # lognormal with the given mean and std of the *result*
+        sigma2 = math.log(1 + (ln.std / ln.mean) ** 2)
+        mu = math.log(ln.mean) - sigma2 / 2
+        v = rng.lognormvariate(mu, math.sqrt(sigma2))
+    hi = ln.max if ln.max else (ln.upper if ln.dist != "fixed" else 1 << 30)
+    if ln.dist == "fixed" and jitter:
+        hi = 1 << 30
+    n = int(round(v))
+    n = max(ln.min if ln.dist != "fixed" else 1, min(n, hi))
+    if cap:
+        n = min(n, cap)
+    return max(1, n)
+
+
+def _digest(*parts: Any) -> int:
+    h = hashlib.blake2b(repr(parts).encode(), digest_size=8)
+    return int.from_bytes(h.digest(), "little")
+
+
+class Dataset:
+    """JSON Lines prompts: {"prompt": str} | {"messages": [...]} | {"prompt_ids": [int]}, optional "output_tokens"."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.rows: list[dict[str, Any]] = []
+        with open(path, encoding="utf-8") as f:
+            for no, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise UsageError(f"{path}:{no}: not JSON: {e.msg}")
+                if not isinstance(row, dict) or not any(k in row for k in ("prompt", "messages", "prompt_ids")):
+                    raise UsageError(f"{path}:{no}: each line needs \"prompt\", \"messages\" or \"prompt_ids\"")
+                ot = row.get("output_tokens")
+                if ot is not None and (not isinstance(ot, int) or ot < 1):
+                    raise UsageError(f"{path}:{no}: output_tokens must be a positive integer")
+                self.rows.append(row)
+        if not self.rows:
+            raise UsageError(f"{path}: dataset is empty")
+
+
+@dataclass
+class Conversation:
+    """Multi-turn state: each turn re-sends the whole history."""
+
+    cid: str
+    turn: int = 0
+    ids: list[int] = field(default_factory=list)
+    messages: list[dict[str, str]] = field(default_factory=list)
+
+
+class PromptFactory:
+    """Deterministic prompts: request number `counter` always gets the same prompt for a seed and salt."""
+
+    def __init__(self, workload: Workload, space: TokenSpace, max_model_len: int, salt: int, seed: int = 0):
+        self.w = workload
+        self.space = space
+        self.max_model_len = max_model_len
+        self.salt = salt
+        self.seed = seed
+        self.dataset = Dataset(workload.dataset) if workload.dataset else None
+        n = len(space.ids)
+        if n < 16:
+            raise UsageError(f"token space too small ({n} single-token words found); cannot build unique prompts")
+        # The shared prefix is the same for every request of the run (and across runs with the same seed).
+        self._shared_cache: dict[int, list[int]] = {}
+
+    # -- lengths ---------------------------------------------------------------------
+    def lengths(self, counter: int) -> tuple[int, int]:
+        rng = random.Random(_digest(self.seed, "len", counter))
+        isl = sample_length(self.w.prompt_tokens, rng, self.w.jitter)
+        osl = sample_length(self.w.output_tokens, rng, self.w.jitter)
+        # Never exceed the context (jitter can push a fixed length a little over).
+        per_turn = max(1, self.max_model_len // max(1, self.w.turns))
+        if isl + osl > per_turn:
+            isl = max(MARKER_TOKENS + 1, per_turn - osl)
+        return isl, osl
+
+    # -- token-level building blocks ------------------------------------------------------
+    def _marker(self, counter: int) -> list[int]:
+        n = len(self.space.ids)
+        # Mix salt and counter so consecutive requests differ in the first token too.
+        x = _digest(self.salt, counter) % (n**MARKER_TOKENS)
+        out = []
+        for _ in range(MARKER_TOKENS):
+            out.append(x % n)
+            x //= n
+        return out  # indices into the space
+
+    def _shared(self, length: int) -> list[int]:
+        if length not in self._shared_cache:
+            rng = random.Random(_digest(self.seed, "shared"))
+            self._shared_cache[length] = [rng.randrange(len(self.space.ids)) for _ in range(length)]
+        return self._shared_cache[length]
+
+    def _body_indices(self, counter: int, length: int) -> list[int]:
+        """`length` token indices: shared prefix (if any), the unique marker, then random tokens."""
+        shared_len = int(self.w.shared_prefix * length)
+        shared = self._shared(shared_len) if shared_len else []
+        marker = self._marker(counter)
+        rest = max(0, length - len(shared) - len(marker))
+        rng = random.Random(_digest(self.seed, self.salt, "body", counter))
+        n = len(self.space.ids)
+        body = [rng.randrange(n) for _ in range(rest)]
+        return (shared + marker + body)[:length]
+
+    # -- prompts -------------------------------------------------------------------------
+    def build(self, counter: int, conversation: Conversation | None = None) -> Prompt:
+        if self.dataset is not None:
+            return self._from_dataset(counter)
+        isl, osl = self.lengths(counter)
+        api = self.w.api
+        if api == "chat":
+            overhead = self.space.chat_overhead
+            idx = self._body_indices(counter, max(MARKER_TOKENS + 1, isl - overhead))
+            text = " ".join(self.space.words[i] for i in idx)
+            if conversation is not None:
+                msgs = conversation.messages + [{"role": "user", "content": text}]
+                # Approximate: the assistant's real text need not be one token per word; usage has the truth.
+                hist = sum(len(m["content"].split()) for m in conversation.messages)
+                return Prompt(messages=msgs, prompt_tokens=hist + len(idx) + overhead, max_tokens=osl)
+            return Prompt(messages=[{"role": "user", "content": text}], prompt_tokens=len(idx) + overhead, max_tokens=osl)
+        ids = [self.space.ids[i] for i in self._body_indices(counter, isl)]
+        if conversation is not None:
+            ids = conversation.ids + ids
+        return Prompt(ids=ids, prompt_tokens=len(ids), max_tokens=osl)
+
+    def extend_conversation(self, conv: Conversation, prompt: Prompt, output_text: str, output_tokens: int) -> None:
+        """After a turn: the history is the prompt plus the answer (chat: the real text; ids: synthetic ids)."""
+        conv.turn += 1
+        if prompt.messages is not None:
+            conv.messages = prompt.messages + [{"role": "assistant", "content": output_text or "ok"}]
+        elif prompt.ids is not None:
+            rng = random.Random(_digest(self.salt, conv.cid, conv.turn))
+            n = len(self.space.ids)
+            conv.ids = prompt.ids + [self.space.ids[rng.randrange(n)] for _ in range(max(1, output_tokens))]
+
+    def _from_dataset(self, counter: int) -> Prompt:
+        assert self.dataset is not None
+        row = self.dataset.rows[counter % len(self.dataset.rows)]
+        rng = random.Random(_digest(self.seed, "len", counter))
+        osl = int(row.get("output_tokens") or sample_length(self.w.output_tokens, rng, self.w.jitter))
+        marker = [] if self.w.shared_prefix else self._marker(counter)
+        mwords = " ".join(self.space.words[i] for i in marker)
+        if "prompt_ids" in row:
+            ids = [self.space.ids[i] for i in marker] + list(row["prompt_ids"])
+            return Prompt(ids=ids, prompt_tokens=len(ids), max_tokens=osl)
+        if "messages" in row:
+            msgs = [dict(m) for m in row["messages"]]
+            if msgs and mwords:
+                msgs[0]["content"] = mwords + " " + msgs[0]["content"]
+            return Prompt(messages=msgs, prompt_tokens=0, max_tokens=osl)
+        text = (mwords + " " + row["prompt"]) if mwords else row["prompt"]
+        if self.w.api == "chat":
+            return Prompt(messages=[{"role": "user", "content": text}], prompt_tokens=0, max_tokens=osl)
+        return Prompt(text=text, prompt_tokens=0, max_tokens=osl)
+
+
+def request_body(prompt: Prompt, model: str, workload: Workload, stream: bool = True) -> dict[str, Any]:
+    """The OpenAI-compatible JSON body (vLLM extras: ignore_eos)."""
+    body: dict[str, Any] = {"model": model, "max_tokens": prompt.max_tokens, "temperature": workload.temperature}
+    if prompt.messages is not None:
+        body["messages"] = prompt.messages
+    elif prompt.ids is not None:
+        body["prompt"] = prompt.ids
+    else:
+        body["prompt"] = prompt.text
+    if workload.ignore_eos:
+        body["ignore_eos"] = True
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+# -- token-space discovery over HTTP ------------------------------------------------------
+
+
+def discover_token_space(base_url: str, model: str, headers: dict[str, str], timeout_s: float = 10.0) -> TokenSpace:
+    """Probe `/tokenize` for single-token words; fall back to the synthetic vocabulary.
+
+    The "tN" words come first: on the simulator and on dummy-weight models each is
+    exactly token N, which gives a large space. Real BPE vocabularies keep common
+    English words as one token (with the leading space the join adds).
+    """
+    import httpx
+
+    with httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s, trust_env=False) as client:
+
+        def tok(payload: dict[str, Any]) -> list[int] | None:
+            try:
+                r = client.post("/tokenize", json={"model": model, **payload})
+            except httpx.HTTPError:
+                return None
+            if r.status_code != 200:
+                return None
+            try:
+                return list(r.json()["tokens"])
+            except (ValueError, KeyError, TypeError):
+                return None
+
+        probe = " ".join(f"t{i}" for i in range(0, 4096))
+        ids = tok({"prompt": probe, "add_special_tokens": False})
+        if ids is None:
+            space = TokenSpace.synthetic()
+            space.verified = False
+            space.source = "no /tokenize on the server: synthetic ids, prompt lengths unverified"
+            return space
+        if len(ids) == 4096 and ids == list(range(4096)):
+            # The tN vocabulary (simulator, dummy models): ask how large it is.
+            space = TokenSpace.synthetic(vocab_size=max(4096, _vocab_hint(client, model)))
+            space.source = "tN vocabulary (verified with /tokenize)"
+        else:
+            words, wids = [], []
+            seen: set[int] = set()
+            candidates = [f"t{i}" for i in range(0, 2000, 7)] + _ENGLISH
+            # Tokenize each candidate with a leading word so the "space + word" form is measured.
+            for w in candidates:
+                got = tok({"prompt": f"the {w}", "add_special_tokens": False})
+                base = tok({"prompt": "the", "add_special_tokens": False})
+                if got is None or base is None:
+                    continue
+                if len(got) == len(base) + 1 and got[: len(base)] == base:
+                    tid = got[-1]
+                    if tid not in seen:
+                        seen.add(tid)
+                        words.append(w)
+                        wids.append(tid)
+            if len(words) < 16:
+                raise UsageError(f"/tokenize found only {len(words)} single-token words: cannot build exact prompts")
+            space = TokenSpace(words=words, ids=wids, source=f"{len(words)} single-token words (verified with /tokenize)")
+        # Chat template overhead around one user message.
+        text = " ".join(space.words[:10])
+        chat = tok({"messages": [{"role": "user", "content": text}]})
+        plain = tok({"prompt": text, "add_special_tokens": False})
+        if chat is not None and plain is not None:
+            space.chat_overhead = max(0, len(chat) - len(plain))
+        return space
+
+
+def _vocab_hint(client: Any, model: str) -> int:
+    """Largest tN id the server accepts (bisect with /tokenize on one word)."""
+    lo, hi = 4096, 1 << 20
+    # Find an upper bound that fails, then bisect. Unknown words map to <unk> or several tokens.
+    def single(i: int) -> bool:
+        try:
+            r = client.post("/tokenize", json={"model": model, "prompt": f"t{i}", "add_special_tokens": False})
+            return r.status_code == 200 and r.json().get("tokens") == [i]
+        except Exception:
+            return False
+
+    if not single(lo - 1):
+        return lo
+    while lo < hi - 1:
+        mid = (lo + hi) // 2
+        if single(mid - 1):
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -1,0 +1,231 @@
+"""The snapshot: one versioned JSON file per run, journaled while the run goes, finalised atomically.
+
+Files for `--out run.json`:
+    run.json            the snapshot (written atomically: temp file, fsync, rename)
+    run.json.journal    JSON Lines of finished steps and modes while the run goes;
+                        survives a crash, removed when the snapshot is final
+    run.records.jsonl   every per-request record (sidecar, referenced from the snapshot)
+
+All three are created with user-only permissions (0600). Infinite latencies (failed
+requests count as +inf) are written as the string "inf" so the JSON stays standard.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kvtui.errors import UsageError
+
+SCHEMA = "kvtui.snapshot/1"
+SUPPORTED = ("kvtui.snapshot/1",)
+
+
+def _encode(x: Any) -> Any:
+    if isinstance(x, float):
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        if math.isnan(x):
+            return None
+        return x
+    if isinstance(x, dict):
+        return {k: _encode(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_encode(v) for v in x]
+    return x
+
+
+def _decode(x: Any) -> Any:
+    if x == "inf":
+        return math.inf
+    if x == "-inf":
+        return -math.inf
+    if isinstance(x, dict):
+        return {k: _decode(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_decode(v) for v in x]
+    return x
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(_encode(doc), indent=1, allow_nan=False, ensure_ascii=False)
+
+
+def _open_private(path: Path, mode: str):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC), 0o600)
+    return os.fdopen(fd, mode, encoding="utf-8")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write via a private temp file in the same directory, fsync, rename: never half a file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def paths_for(out: str | Path) -> tuple[Path, Path, Path]:
+    out = Path(out)
+    return out, out.with_name(out.name + ".journal"), out.with_name(out.stem + ".records.jsonl")
+
+
+class SnapshotWriter:
+    """Keeps the run's document in memory, journals every finished step/mode, finalises atomically."""
+
+    def __init__(self, out: str | Path, doc: dict[str, Any]):
+        self.path, self.journal, self.records_path = paths_for(out)
+        self.doc = doc
+        self.doc.setdefault("schema", SCHEMA)
+        self.doc["records"] = self.records_path.name
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not os.access(self.path.parent, os.W_OK):
+                raise PermissionError(f"directory not writable: {self.path.parent}")
+            self._journal_f = _open_private(self.journal, "a")
+            # Touch the sidecar with private permissions before anyone appends to it.
+            _open_private(self.records_path, "a").close()
+        except OSError as e:
+            raise UsageError(f"{self.path}: cannot write the snapshot: {e.strerror or e}")
+        self._event("header", {k: v for k, v in doc.items() if k != "modes"})
+
+    def _event(self, kind: str, data: Any) -> None:
+        line = json.dumps(_encode({"event": kind, "t": time.time(), "data": data}), allow_nan=False, ensure_ascii=False)
+        self._journal_f.write(line + "\n")
+        self._journal_f.flush()
+        os.fsync(self._journal_f.fileno())
+
+    def mode_started(self, mode: dict[str, Any]) -> None:
+        self._event("mode", mode)
+
+    def step_finished(self, mode_name: str, step: dict[str, Any]) -> None:
+        self._event("step", {"mode": mode_name, "step": step})
+
+    def mode_finished(self, mode: dict[str, Any]) -> None:
+        self._event("mode_done", mode)
+
+    def finalize(self, doc: dict[str, Any] | None = None) -> Path:
+        if doc is not None:
+            self.doc = doc
+        self.doc["finalized_at"] = time.time()
+        atomic_write(self.path, dumps(self.doc))
+        try:
+            self._journal_f.close()
+            self.journal.unlink()
+        except OSError:
+            pass
+        return self.path
+
+    def close(self) -> None:
+        try:
+            self._journal_f.close()
+        except OSError:
+            pass
+
+
+def load_snapshot(path: str | Path) -> dict[str, Any]:
+    """Read a snapshot, or rebuild one from its journal; clear one-line errors for bad files.
+
+    A snapshot from an unknown schema version is read as far as its keys allow, with a
+    warning in `doc["load_warnings"]`.
+    """
+    p = Path(path)
+    journal = p.with_name(p.name + ".journal") if p.suffix != ".journal" else p
+    if p.suffix == ".journal" or (not p.exists() and journal.exists()):
+        return load_journal(journal)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such snapshot file")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{p}: cannot read: {e}")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        if journal.exists():
+            doc = load_journal(journal)
+            doc.setdefault("load_warnings", []).append(f"{p} is damaged (line {e.lineno}); rebuilt from its journal")
+            return doc
+        raise UsageError(f"{p}:{e.lineno}: not a complete JSON snapshot ({e.msg}); truncated? no journal beside it to rebuild from")
+    if not isinstance(doc, dict):
+        raise UsageError(f"{p}: not a kvtui snapshot (top level is not an object)")
+    schema = doc.get("schema")
+    if schema is None:
+        raise UsageError(f"{p}: not a kvtui snapshot (no \"schema\" key)")
+    doc = _decode(doc)
+    if schema not in SUPPORTED:
+        doc.setdefault("load_warnings", []).append(
+            f"{p}: schema {schema!r} is not one this kvtui knows ({', '.join(SUPPORTED)}); showing what is readable"
+        )
+    if not isinstance(doc.get("modes"), list):
+        raise UsageError(f"{p}: field \"modes\" missing or not a list")
+    for i, m in enumerate(doc["modes"]):
+        if not isinstance(m, dict) or not isinstance(m.get("steps", []), list):
+            raise UsageError(f"{p}: modes[{i}] is not a mode object with a steps list")
+        m.setdefault("steps", [])
+    doc["_path"] = str(p)
+    return doc
+
+
+def load_journal(path: Path) -> dict[str, Any]:
+    """Rebuild a snapshot from the journal of an unfinished run (crash, kill, lost SSH)."""
+    doc: dict[str, Any] | None = None
+    modes: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    bad = 0
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such journal")
+    for line in lines:
+        try:
+            ev = _decode(json.loads(line))
+        except json.JSONDecodeError:
+            bad += 1  # a line cut by a crash mid-write
+            continue
+        kind, data = ev.get("event"), ev.get("data")
+        if kind == "header":
+            doc = dict(data)
+        elif kind == "mode":
+            name = data["name"]
+            modes[name] = copy.deepcopy(data)
+            modes[name].setdefault("steps", [])
+            if name not in order:
+                order.append(name)
+        elif kind == "step" and data.get("mode") in modes:
+            modes[data["mode"]]["steps"].append(data["step"])
+        elif kind == "mode_done":
+            name = data["name"]
+            steps = modes.get(name, {}).get("steps", [])
+            modes[name] = copy.deepcopy(data)
+            if not modes[name].get("steps"):
+                modes[name]["steps"] = steps
+            modes[name]["complete"] = True
+            if name not in order:
+                order.append(name)
+    if doc is None:
+        raise UsageError(f"{path}: journal has no header line; nothing to rebuild")
+    doc["modes"] = [modes[n] for n in order]
+    for m in doc["modes"]:
+        m.setdefault("complete", False)
+    doc.setdefault("load_warnings", []).append(
+        f"rebuilt from the journal {Path(path).name}: the run did not finish" + (f"; {bad} damaged line(s) skipped" if bad else "")
+    )
+    doc["_path"] = str(path)
+    return doc
