@@ -192,11 +192,17 @@ class FakeNvml:
         if self.init_error is not None:
             raise self.init_error
 
-    def memory(self, h):
+    def memory(self, h, version=None):
         self._count("memory")
         if self.fail_memory_at is not None and self.calls["memory"] >= self.fail_memory_at:
             raise self.error
-        return SimpleNamespace(total=141 * GIB, used=self.used[h], free=141 * GIB - self.used[h])
+        if version is not None:
+            self._count("memory_v2")
+            if "memory_v2" in self.unsupported:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+            return SimpleNamespace(total=141 * GIB, used=self.used[h], reserved=GIB // 2, free=141 * GIB - self.used[h])
+        # v1: `used` includes the driver's reserved memory
+        return SimpleNamespace(total=141 * GIB, used=self.used[h] + GIB // 2, free=141 * GIB - self.used[h])
 
     def _opt(self, what, value):
         self._count(what)
@@ -242,6 +248,7 @@ def test_mocked_sampler_fields_visible_and_server_gpus(monkeypatch):
     assert [g.index for g in batch] == [0, 1]  # 2 is neither visible nor used by the server
     g0, g1 = batch
     assert g1.name == "NVIDIA H200"
+    # memory info v2, as nvidia-smi shows it (v1 would add the driver's reserved 0.5 GiB)
     assert g1.mem_used_gib == pytest.approx(11.0) and g1.mem_total_gib == pytest.approx(141.0)
     assert g1.util_pct == 97 and g1.power_w == pytest.approx(612.345)
     assert g1.sm_clock_mhz == 1980 and g1.temperature_c == 61
@@ -257,16 +264,19 @@ def test_mocked_sampler_fields_visible_and_server_gpus(monkeypatch):
 def test_mocked_unsupported_figures_are_none_and_not_asked_again(monkeypatch):
     """Mocked: a GPU that supports no power/clock/temperature/throttle/process queries (seen on
     some boards and vGPUs) cannot be produced here."""
-    fake = FakeNvml(monkeypatch, n=1, unsupported={"power", "clock", "temp", "throttle", "compute", "graphics"})
+    fake = FakeNvml(
+        monkeypatch, n=1, unsupported={"power", "clock", "temp", "throttle", "compute", "graphics", "memory_v2"}
+    )
     out = Collector(4)
     with NvmlSampler(0.01, on_sample=out, pids_provider=lambda: {os.getpid()}) as s:
         assert out.done.wait(30)
     g = out.batches[-1][0]
     assert g.power_w is None and g.sm_clock_mhz is None and g.temperature_c is None
     assert g.throttle == [] and g.util_pct == 97
+    assert g.mem_used_gib == pytest.approx(10.5)  # memory info v1 (reserved included) as the fallback
     assert g.proc_mem_gib is None  # not 0: NVML could not say
     assert any("per-process memory not available" in n for n in s.notes)
-    for what in ("power", "clock", "temp", "throttle", "compute"):
+    for what in ("power", "clock", "temp", "throttle", "compute", "memory_v2"):
         assert fake.calls[what] == 1, what
     assert fake.calls["util"] >= 4
     assert s.available is True
