@@ -9,6 +9,7 @@ from kvtui.telemetry.nvml import (
     NvmlSampler,
     gpu_inventory,
     process_tree,
+    process_tree_provider,
     throttle_names,
     wait_for_release,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "merge_samples",
     "parse_metrics",
     "process_tree",
+    "process_tree_provider",
     "throttle_names",
     "wait_for_release",
     "window_delta",

@@ -22,7 +22,14 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from kvtui.telemetry import NvmlSampler, gpu_inventory, process_tree, throttle_names, wait_for_release
+from kvtui.telemetry import (
+    NvmlSampler,
+    gpu_inventory,
+    process_tree,
+    process_tree_provider,
+    throttle_names,
+    wait_for_release,
+)
 from kvtui.telemetry import nvml as nv
 
 GIB = 2**30
@@ -111,6 +118,20 @@ def test_process_tree_finds_children_and_grandchildren():
         parent.wait(30)
     assert process_tree(parent.pid) == set()  # gone
     assert process_tree(_dead_pid()) == set()
+
+
+def test_process_tree_provider_caches():
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        fresh = process_tree_provider(os.getpid(), max_age_s=0)
+        cached = process_tree_provider(os.getpid(), max_age_s=3600)
+        assert child.pid in fresh() and child.pid in cached()
+    finally:
+        child.stdin.close()
+        child.wait(30)
+    assert child.pid not in fresh()  # rescanned
+    assert child.pid in cached()  # not rescanned yet
+    assert process_tree_provider(_dead_pid())() == set()
 
 
 # --- pure helpers -----------------------------------------------------------------------------
@@ -441,7 +462,7 @@ def test_real_gpu_inventory_and_sampler():
     batch = out.batches[-1]
     assert [g.index for g in batch] == [g["index"] for g in inv.gpus]
     for g in batch:
-        assert 0 < g.mem_used_gib <= g.mem_total_gib
+        assert 0 <= g.mem_used_gib <= g.mem_total_gib  # v2 "used" is 0 on an idle GPU
         assert g.mem_total_gib == pytest.approx(next(x for x in inv.gpus if x["index"] == g.index)["mem_total_gib"])
 
 
