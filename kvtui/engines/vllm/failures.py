@@ -71,6 +71,7 @@ _RULES: list[tuple[str, re.Pattern[str], bool, str]] = [
         BAD_MODEL,
         re.compile(
             r"Invalid repository ID or local directory specified.*|"
+            r"Repo id must be in the form .*|"
             r"is not a (?:local folder and is not a )?valid model identifier.*|"
             r"does not appear to have a file named config\.json.*|"
             r"Can't load (?:the )?(?:configuration|config|tokenizer) (?:of|for) .*|"
@@ -98,7 +99,10 @@ _RULES: list[tuple[str, re.Pattern[str], bool, str]] = [
             r".*(?:does not|doesn't) support .*|"
             r".*requires (?:a )?(?:GPU|CUDA|compute capability|capability) .*|"
             r".*[Mm]inimum capability.*|"
-            r".*is not (?:a )?supported (?:quantization|dtype).*"
+            r".*is not (?:a )?supported (?:quantization|dtype).*|"
+            r"NotImplementedError.*|"
+            r"_C\w*::\w+\(\) expected at most 0 argument.*|"  # a kernel this build does not have (fp8 GEMM on CPU)
+            r"Could not run '[\w:.]+' with arguments from the '\w+' backend.*|no kernel image is available.*"
         ),
         True,
         "pick a dtype / quantization / KV cache dtype this build and device support",
@@ -127,10 +131,22 @@ def strip_prefix(line: str) -> str:
     return _LEVEL.sub("", line).strip()
 
 
-def _lines(tail: str | Iterable[str]) -> list[str]:
+_LEVEL_OF = re.compile(r"^(?:\([^)]*\)\s*)*(INFO|WARNING|DEBUG|ERROR|CRITICAL)\s+\d\d-\d\d ")
+
+
+def _lines(tail: str | Iterable[str], with_level: bool = False) -> list:
     if isinstance(tail, str):
         tail = tail.splitlines()
-    return [strip_prefix(x) for x in tail if x and x.strip()]
+    out = []
+    for x in tail:
+        if not x or not x.strip():
+            continue
+        if with_level:
+            m = _LEVEL_OF.match(x.strip())
+            out.append((m.group(1) if m else "", strip_prefix(x)))
+        else:
+            out.append(strip_prefix(x))
+    return out
 
 
 def _shorten(text: str, n: int = 300) -> str:
@@ -140,10 +156,12 @@ def _shorten(text: str, n: int = 300) -> str:
 
 def find_cause(tail: str | Iterable[str]) -> Failure | None:
     """The first specific cause (oom_kv, bad_flag, bad_model, unsupported, port_taken) in the tail."""
-    lines = _lines(tail)
+    lines = _lines(tail, with_level=True)
     for kind, rx, needs_error, hint in _RULES:
-        for line in lines:
+        for level, line in lines:
             if _DEPRECATED.search(line) or _TRACE_NOISE.search(line):
+                continue
+            if needs_error and level in ("INFO", "WARNING", "DEBUG"):
                 continue
             m = rx.search(line)
             if not m:
@@ -155,14 +173,24 @@ def find_cause(tail: str | Iterable[str]) -> Failure | None:
     return None
 
 
+_EXC_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b:?|Engine core initialization failed|EngineDeadError")
+_GENERIC = re.compile(
+    r"Engine core initialization failed|WorkerProc initialization failed|See (?:root cause|stack trace)|"
+    r"EngineDeadError|EngineCore encountered an issue|^SystemExit|^KeyboardInterrupt"
+)
+
+
 def _last_error_line(tail: str | Iterable[str]) -> str | None:
-    lines = _lines(tail)
-    for line in reversed(lines):
-        if _DEPRECATED.search(line) or _TRACE_NOISE.search(line):
+    """The root cause: the first specific exception line, else the last generic one."""
+    generic = None
+    for line in _lines(tail):
+        if _DEPRECATED.search(line) or _TRACE_NOISE.search(line) or not _EXC_LINE.search(line):
             continue
-        if re.search(r"^\w*(?:Error|Exception)\b|^RuntimeError|^ValueError|Engine core initialization failed|EngineDeadError", line):
-            return _shorten(line)
-    return None
+        if _GENERIC.search(line):
+            generic = line
+            continue
+        return _shorten(line)
+    return _shorten(generic) if generic else None
 
 
 def describe_exit(returncode: int | None) -> str:

