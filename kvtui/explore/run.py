@@ -95,15 +95,19 @@ class _Telemetry(threading.Thread):
         self.gpu_latest: list[Any] = []
         pids = getattr(engine, "pids", None)
         if not getattr(engine, "simulated", False):
-            from kvtui.telemetry.nvml import NvmlSampler, process_tree
+            from kvtui.telemetry.nvml import NvmlSampler, process_tree_provider
+
+            roots = sorted(pids()) if pids else []
+            providers = [process_tree_provider(p) for p in roots]
 
             def provider() -> set[int]:
                 out: set[int] = set()
-                for p in (pids() if pids else set()):
-                    out |= process_tree(p)
+                for prov in providers:
+                    out |= prov()
                 return out
 
-            self.nvml = NvmlSampler(interval_s=interval_s, pids_provider=provider, on_unavailable=self._nvml_gone)
+            self.nvml = NvmlSampler(interval_s=interval_s, pids_provider=provider if providers else None,
+                                    on_unavailable=self._nvml_gone)
         self.load = 0.0
         self.phase = "startup"
 

@@ -1,0 +1,118 @@
+"""End to end against a real HTTP server whose knee is known: concurrency 6 passes, 7 fails.
+
+The simulator's knee model makes each engine step take 20 ms up to 6 running requests and
+40 ms above, so TPOT p95 ≤ 30 ms holds exactly up to 6. Both searches must find 6.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kvtui.explore.run import Run
+from kvtui.load.records import read_records
+from kvtui.report.snapshot import load_snapshot
+from kvtui.scenario import load_scenario
+
+KNEE = """
+name = "knee"
+[server]
+engine = "sim"
+max_model_len = 2048
+extra_args = ["--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "2"]
+[workload]
+prompt_tokens = 64
+output_tokens = 16
+[ramp]
+start = 1
+max = 16
+step = "{step}"
+search = "{search}"
+warmup_s = 0.3
+window_s = 2
+[slo]
+tpot_p95_ms = 30
+"""
+
+
+def scenario(tmp_path, search="fast", step="double"):
+    p = tmp_path / "knee.toml"
+    p.write_text(KNEE.format(search=search, step=step))
+    return load_scenario(p)
+
+
+@pytest.mark.parametrize("search,step", [("fast", "double"), ("linear", "+1")])
+def test_search_finds_the_known_knee(tmp_path, search, step):
+    events = []
+    sc = scenario(tmp_path, search, step)
+    doc = Run(sc, tmp_path / "out.json", listener=events.append).run()
+    mode = doc["modes"][0]
+    assert mode["best_concurrency"] == 6
+    assert mode["search"]["first_fail"] == 7 and mode["search"]["confirmed"]
+    by_load = {}
+    for s in mode["steps"]:
+        by_load.setdefault(s["load"], []).append(s)
+    assert all(s["passed"] for s in by_load[6]) and not any(s["passed"] for s in by_load[7])
+    for s in by_load[7]:
+        assert s["limited_by"] == "decode" and s["tpot_ms"]["p95"] > 30
+    for s in by_load[6]:
+        assert 18 < s["tpot_ms"]["p50"] < 30 and s["samples"]["tpot"] >= 40
+    kinds = {e.kind for e in events}
+    assert {"run_started", "mode_starting", "engine_ready", "step_started", "step_finished", "mode_finished", "run_finished"} <= kinds
+    if search == "linear":
+        assert [s["load"] for s in mode["steps"]][:7] == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_snapshot_contract_and_records(tmp_path):
+    sc = scenario(tmp_path)
+    out = tmp_path / "run.json"
+    Run(sc, out).run()
+    doc = load_snapshot(out)
+    assert doc["schema"] == "kvtui.snapshot/1"
+    for key in ("scenario", "environment", "modes", "records", "comparison"):
+        assert key in doc
+    assert doc["environment"]["simulated"] is True
+    m = doc["modes"][0]
+    for key in ("name", "engine", "server", "best_concurrency", "steps", "series"):
+        assert key in m
+    for key in ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "max_concurrency_reported", "startup_s"):
+        assert key in m["server"]
+    step = m["steps"][0]
+    for key in ("concurrency", "requests", "errors", "output_tok_s", "request_s", "samples", "ttft_ms", "itl_ms", "tpot_ms",
+                "e2e_ms", "goodput", "limited_by", "prefix_cache_hit_rate", "kv_cache_usage_max", "preemptions",
+                "gpu_mem_used_gib_max", "passed", "started_at", "duration_s"):
+        assert key in step, key
+    # The sidecar holds every request; the window's ones reproduce the step's sample count.
+    recs = list(read_records(out.with_name("run.records.jsonl")))
+    for s in m["steps"]:
+        window = [r for r in recs if r.step == s["index"] and r.counted]
+        assert len(window) == s["requests"]
+    # Prefix-cache hygiene: unique prompts → no two requests share a prefix.
+    heads = [r.id for r in recs]
+    assert len(heads) == len(set(heads))
+    # Client and server agree on tokens exactly, step by step (the server's counters).
+    for s in m["steps"]:
+        if s["client_tokens"]["cancelled"] == 0:
+            assert s["server_tokens"]["generation"] == s["client_tokens"]["generation"]
+            assert s["server_tokens"]["prompt"] == s["client_tokens"]["prompt"]
+    # Permissions: user-only.
+    for p in (out, out.with_name("run.records.jsonl")):
+        assert oct(os.stat(p).st_mode & 0o777) == "0o600"
+    assert not out.with_name("run.json.journal").exists()
+
+
+def test_headless_cli_progress_lines_and_summary(tmp_path):
+    p = tmp_path / "knee.toml"
+    p.write_text(KNEE.format(search="fast", step="double"))
+    out = tmp_path / "cli.json"
+    r = subprocess.run([sys.executable, "-m", "kvtui", "run", str(p), "--headless", "--out", str(out), "--set", "ramp.max=8"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stdout.splitlines() if l.startswith("[baseline] c=")]
+    assert lines and all(("PASS" in l) != ("FAIL" in l) for l in lines)
+    assert "max concurrency at SLO: 6 (next 7 fails), confirmed" in r.stdout
+    assert "SIMULATED" in r.stdout
+    doc = json.loads(out.read_text())
+    assert doc["scenario"]["ramp"]["max"] == 8

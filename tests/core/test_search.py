@@ -1,0 +1,92 @@
+"""Search strategies on known latency curves: the fast search must find the linear ramp's knee."""
+
+import math
+import random
+
+from hypothesis import given, settings, strategies as st
+
+from kvtui.explore.search import FastSearch, LinearSearch, make_search, ramp_levels
+from kvtui.scenario.schema import Ramp
+
+
+def drive(search, passes):
+    loads = []
+    while (x := search.next()) is not None:
+        loads.append(x)
+        search.record(x, passes(x))
+        assert len(loads) < 2000
+    return search.result(), loads
+
+
+@settings(max_examples=200, deadline=None)
+@given(knee=st.integers(min_value=0, max_value=300), guess=st.one_of(st.none(), st.integers(1, 600)),
+       hi=st.integers(min_value=8, max_value=256))
+def test_fast_finds_the_same_knee_as_linear_ramp(knee, guess, hi):
+    ramp = Ramp(start=1, max=hi, step="+1", resolution=1)
+    lin, lin_loads = drive(LinearSearch(ramp), lambda x: x <= knee)
+    fast, fast_loads = drive(FastSearch(ramp, guess=guess), lambda x: x <= knee)
+    assert fast.best == lin.best
+    assert fast.first_fail == lin.first_fail
+    assert fast.reached_max == lin.reached_max
+    expected = None if knee < 1 else min(knee, hi)
+    assert fast.best == expected
+    assert fast.flips == 0 and not fast.noisy
+    assert len(fast_loads) <= 2 * math.ceil(math.log2(hi)) + 8  # logarithmic, whatever the guess
+    if 64 <= knee < hi:
+        assert len(fast_loads) * 3 < len(lin_loads)  # "far fewer steps"
+
+
+def test_confirmation_repeats_pass_and_fail():
+    ramp = Ramp(start=1, max=64, resolution=1)
+    res, loads = drive(FastSearch(ramp, guess=10), lambda x: x <= 13)
+    assert res.best == 13 and res.first_fail == 14 and res.confirmed
+    assert loads[-2:] == [13, 14]
+
+
+def test_a_flip_on_confirmation_moves_the_bracket_and_is_counted():
+    ramp = Ramp(start=1, max=64, resolution=1)
+    seen = {}
+
+    def noisy(x):  # 13 passes the first time, fails on its repeat
+        seen[x] = seen.get(x, 0) + 1
+        return x <= 12 or (x == 13 and seen[x] == 1)
+
+    res, loads = drive(FastSearch(ramp, guess=10), noisy)
+    assert res.best == 12 and res.first_fail == 13
+    assert res.flips == 1 and not res.noisy
+
+
+def test_noise_that_flips_twice_is_called_noisy():
+    ramp = Ramp(start=1, max=64, resolution=1)
+    rng = random.Random(4)
+    res, _ = drive(FastSearch(ramp, guess=10), lambda x: x <= 10 or (x < 20 and rng.random() < 0.5))
+    assert res.best is not None
+    if res.flips > 1:
+        assert res.noisy and "noisy" in res.describe()
+
+
+def test_no_load_passes():
+    res, loads = drive(make_search(Ramp(start=1, max=64), True, guess=32), lambda x: False)
+    assert res.best is None and res.first_fail == 1
+    assert "no load met the SLO" in res.describe()
+
+
+def test_everything_passes_reports_max_reached():
+    res, _ = drive(make_search(Ramp(start=1, max=64), True, guess=5), lambda x: True)
+    assert res.best == 64 and res.reached_max
+
+
+def test_ramp_levels():
+    assert ramp_levels(Ramp(start=1, max=40, step="double")) == [1, 2, 4, 8, 16, 32, 40]
+    assert ramp_levels(Ramp(start=4, max=20, step="+8")) == [4, 12, 20]
+    assert ramp_levels(Ramp(start=1, max=100, step="8, 16,64")) == [8, 16, 64]
+    assert ramp_levels(Ramp(start=1, max=10, step="x3")) == [1, 3, 9, 10]
+    assert ramp_levels(Ramp(load="rate", start=0.5, max=2, step="double"), closed=False) == [0.5, 1.0, 2.0]
+
+
+def test_resolution_is_relative_and_the_same_rule_for_every_mode():
+    ramp = Ramp(start=1, max=1024)
+    res, loads = drive(FastSearch(ramp, guess=100), lambda x: x <= 300)
+    assert res.best is not None and res.first_fail is not None
+    assert res.first_fail - res.best <= max(1, res.best // 16)
+    assert res.best <= 300 < res.first_fail
