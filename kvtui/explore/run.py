@@ -469,6 +469,10 @@ class Run:
         md["token_space"] = space.to_dict()
         if not space.verified:
             self._emit("warning", mode.name, space.source)
+        if sc.quality.enabled:
+            from kvtui.explore.quality import collect_outputs
+
+            md["quality"] = collect_outputs(endpoint, sc, space, dummy_weights=bool(self._info_dict().get("dummy_weights")))
         max_len = endpoint.max_model_len or sc.server.max_model_len
         cfg = WorkerConfig(
             base_url=endpoint.base_url, model=endpoint.model, headers=endpoint.headers(),

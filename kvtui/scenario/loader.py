@@ -36,6 +36,7 @@ from kvtui.scenario.schema import (
     Cost,
     Length,
     Mode,
+    Quality,
     Ramp,
     Scenario,
     Server,
@@ -45,7 +46,7 @@ from kvtui.scenario.schema import (
 
 _STEP = re.compile(r"^(double|x\d+(\.\d+)?|\+\d+(\.\d+)?|\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*)$")
 KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
-_TOP_KEYS = ("name", "description", "seed", "server", "modes", "workload", "ramp", "slo", "cost")
+_TOP_KEYS = ("name", "description", "seed", "server", "modes", "workload", "ramp", "slo", "cost", "quality")
 
 
 class _Problems:
@@ -402,6 +403,8 @@ def scenario_from_dict(doc: dict, source: str = "<scenario>", index: LineIndex |
         sc.slo = _slo(doc["slo"], ("slo",), probs)
     if "cost" in doc:
         sc.cost = _build(Cost, doc["cost"], ("cost",), probs) or Cost()
+    if "quality" in doc:
+        sc.quality = _build(Quality, doc["quality"], ("quality",), probs) or Quality()
     if not probs.items:
         _check(sc, probs)
     if probs.items:

@@ -177,6 +177,17 @@ class Cost:
 
 
 @dataclass
+class Quality:
+    """Optional per-mode check against the baseline on fixed prompts at temperature 0."""
+
+    enabled: bool = False
+    prompts: int = 8
+    prompt_tokens: int = 128
+    max_tokens: int = 32
+    logprobs: bool = True
+
+
+@dataclass
 class Scenario:
     name: str = "scenario"
     description: str = ""
@@ -187,6 +198,7 @@ class Scenario:
     ramp: Ramp = field(default_factory=Ramp)
     slo: Slo = field(default_factory=Slo)
     cost: Cost = field(default_factory=Cost)
+    quality: Quality = field(default_factory=Quality)
     source: str = ""  # the file it came from
     warnings: list[str] = field(default_factory=list)
 
