@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -66,7 +67,7 @@ def _point(s: SchedulerSim) -> SeriesPoint:
     return SeriesPoint(
         t=s.now,
         running=len(s.running),
-        waiting=len(s.waiting),
+        waiting=len(s.waiting) + len(s.incoming),
         kv_usage=s.kv_usage(),
         preemptions_total=s.preemptions_total,
         generation_tokens_total=s.generation_tokens_total,
@@ -127,6 +128,9 @@ def simulate_step(
         if load <= 0:
             raise ValueError("open loop needs a rate > 0")
         heapq.heappush(sends, (t0 + rng.expovariate(load), -1))
+    fe = s.cal.frontend_s_per_request
+    ingest: deque = deque()  # (time it reaches the engine, SimRequest, record, slot), in order
+    fe_free = t0
     slot_done = [False] * n
     slots_pending = n
     warm_at = t0 + warmup_s
@@ -167,16 +171,25 @@ def simulate_step(
             window_live += 1
             if window_requests > 0 and window_started >= window_requests:
                 window_closed, window_end = True, t  # the next send is tail
-        try:
-            s.add(SimRequest(rid, p, o, hashes))
-        except ValueError as e:  # too long for max_model_len: what vLLM answers with HTTP 400
-            rec.status, rec.error, rec.http_status, rec.detail = "error", "http_4xx", 400, str(e)[:200]
-            if ph == "window":
-                window_live -= 1
-            if closed:
-                heapq.heappush(sends, (t + 0.01, slot))  # the client moves on to its next request
-            return
-        live[rid] = [rec, None, slot]
+        nonlocal fe_free
+        t_in = (t if t > fe_free else fe_free) + fe
+        fe_free = t_in
+        ingest.append((t_in, SimRequest(rid, p, o, hashes), rec, slot))
+
+    def admit(t_now: float) -> None:
+        nonlocal window_live
+        while ingest and ingest[0][0] <= t_now:
+            _t, req, rec, slot = ingest.popleft()
+            try:
+                s.add(req)
+            except ValueError as e:  # too long for max_model_len: what vLLM answers with HTTP 400
+                rec.status, rec.error, rec.http_status, rec.detail = "error", "http_4xx", 400, str(e)[:200]
+                if rec.phase == "window":
+                    window_live -= 1
+                if closed:
+                    heapq.heappush(sends, (t_now + 0.01, slot))  # the client moves on to its next request
+                continue
+            live[req.rid] = [rec, None, slot]
 
     while True:
         # dispatch every send due by now (a request sent mid-step joins at the next step)
@@ -185,11 +198,15 @@ def simulate_step(
             if not closed:
                 heapq.heappush(sends, (t + rng.expovariate(load), -1))
             send(t, slot)
+        admit(s.now)
         if window_start is not None:
             phase_at(s.now)  # closes a timed window
             if window_closed and window_live == 0:
                 break
         if not s.has_work():
+            if ingest:
+                s.idle_until(ingest[0][0])
+                continue
             if not sends:
                 break
             s.idle_until(sends[0][0])
@@ -241,6 +258,9 @@ def simulate_step(
             next_series = t + series_dt
     # end of step: cancel what is still in flight (tail, or warm-up stragglers)
     t_end = s.now
+    for _t, _req, rec, _slot in ingest:
+        rec.status, rec.error, rec.detail = "error", "cancelled", "the step ended while in flight"
+    ingest.clear()
     for rid, (rec, last, slot) in list(live.items()):
         if cancel_tail:
             rec.status, rec.error, rec.detail = "error", "cancelled", "the step ended while in flight"
@@ -346,9 +366,12 @@ def bench_serve(
     records: list[Record] = []
     live: dict[str, list] = {}
     nxt = 0
+    fe = sched.cal.frontend_s_per_request
+    fe_free = t0
+    ingest: deque = deque()
 
     def launch(t: float) -> None:
-        nonlocal nxt
+        nonlocal nxt, fe_free
         i = nxt
         nxt += 1
         rid = f"{id_prefix}{i}"
@@ -356,12 +379,18 @@ def bench_serve(
         rec = Record(id=rid, mode="", step=0, load=concurrency, phase="window", t_intended=t, t_sent=t,
                      expected_prompt_tokens=input_len, expected_output_tokens=output_len)
         records.append(rec)
-        sched.add(SimRequest(rid, input_len, output_len, h))
         live[rid] = [rec, None]
+        fe_free = (t if t > fe_free else fe_free) + fe
+        ingest.append((fe_free, SimRequest(rid, input_len, output_len, h)))
 
     for _ in range(min(concurrency, num_prompts)):
         launch(t0)
-    while sched.has_work():
+    while sched.has_work() or ingest:
+        while ingest and ingest[0][0] <= sched.now:
+            sched.add(ingest.popleft()[1])
+        if not sched.has_work():
+            sched.idle_until(ingest[0][0])
+            continue
         out = sched.step()
         t = sched.now
         for rid in out.tokens:

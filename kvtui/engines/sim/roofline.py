@@ -58,6 +58,10 @@ class Calibration:
     seq_overhead_s: float = 5e-6
     mixed_overhead_s: float = 0.0  # extra for steps that carry prefill (piecewise graphs)
     step_jitter: float = 0.0  # lognormal sigma of step time noise (seeded); 0 = none
+    # vLLM's API server takes each request in turn (parse, tokenize, hand to the engine):
+    # the offline clients (fast.py) serialise arrivals through it. The real-time server's own
+    # HTTP handling is real, so it may leave this out or add it as a delay.
+    frontend_s_per_request: float = 0.0
     fit: dict[str, Any] = field(default_factory=dict)  # fit summary, for provenance
 
     @classmethod

@@ -215,6 +215,12 @@ class SchedulerSim:
         self.pool = _Pool(max(0, self.num_gpu_blocks - 1))
         self.waiting: deque[_Req] = deque()
         self.running: list[_Req] = []
+        # Asynchronous scheduling (vLLM 0.26 default: "Asynchronous scheduling is enabled"): step
+        # k+1 is scheduled while step k runs, so a request that arrives while the engine is busy
+        # joins the step after next. `incoming` holds (step count at arrival, request).
+        self.async_scheduling = True
+        self.incoming: deque[tuple[int, _Req]] = deque()
+        self._busy = False
         self.reqs: dict[str, _Req] = {}
         self._uid = count(1)
         # counters
@@ -240,7 +246,10 @@ class SchedulerSim:
             )
         r = _Req(req, next(self._uid), self.now, self.caching)
         self.reqs[req.rid] = r
-        self.waiting.append(r)
+        if self.async_scheduling:
+            self.incoming.append((self.steps_total, r))
+        else:
+            self.waiting.append(r)
 
     def abort(self, rid: str) -> None:
         r = self.reqs.pop(rid, None)
@@ -248,17 +257,16 @@ class SchedulerSim:
             return
         r.done = True
         self.aborted_total += 1
-        try:
+        if r in self.running:
             self.running.remove(r)
-        except ValueError:
-            try:
-                self.waiting.remove(r)
-            except ValueError:
-                pass
+        elif r in self.waiting:
+            self.waiting.remove(r)
+        else:
+            self.incoming = deque(x for x in self.incoming if x[1] is not r)
         self.pool.release(r)
 
     def has_work(self) -> bool:
-        return bool(self.running or self.waiting)
+        return bool(self.running or self.waiting or self.incoming)
 
     def idle_until(self, t: float) -> None:
         """Advance the clock with nothing to do (the engine waits for requests)."""
@@ -273,6 +281,15 @@ class SchedulerSim:
         self.preemptions_total += 1
 
     def step(self) -> StepOutcome:
+        if self.incoming:
+            inc = self.incoming
+            if not self._busy:  # the engine was idle: it schedules new arrivals at once
+                while inc:
+                    self.waiting.append(inc.popleft()[1])
+            else:
+                k = self.steps_total
+                while inc and inc[0][0] < k:
+                    self.waiting.append(inc.popleft()[1])
         bs = self.block_size
         pool = self.pool
         budget = self.max_batched
@@ -424,6 +441,7 @@ class SchedulerSim:
             dur, limit = (self.roof.o_step, "idle") if self.has_work() else (0.0, "idle")
         self.now += dur
         self.steps_total += 1
+        self._busy = n_tok > 0
         self.generation_tokens_total += gen
         self.prompt_tokens_total += prompt_done
         return StepOutcome(dur, tokens, finished, preempted, prefill_tok, decode_seqs, n_tok, limit, n_seqs, sampled, ctx_read, pairs)
@@ -447,7 +465,7 @@ class SchedulerSim:
     def stats(self) -> SimStats:
         return SimStats(
             running=len(self.running),
-            waiting=len(self.waiting),
+            waiting=len(self.waiting) + len(self.incoming),
             kv_usage=self.kv_usage(),
             preemptions_total=self.preemptions_total,
             prompt_tokens_total=self.prompt_tokens_total,
