@@ -117,7 +117,7 @@ RE_ACTUAL_USAGE = re.compile(
 )
 RE_ATTN = [
     re.compile(r"Using (?P<b>[A-Z][A-Z0-9_]+) attention backend"),  # v1: "Using FLASH_ATTN attention backend out of …"
-    re.compile(r"Using (?P<b>[A-Za-z][\w ]*?) backend\.\s*$"),  # v0: "Using Flash Attention backend."
+    re.compile(r"Using (?P<b>[A-Za-z][\w ]*?) backend(?: on V1 engine)?\.\s*$"),  # "Using Flash Attention backend."
     re.compile(r"Using (?P<b>[A-Za-z][\w]*) (?:attention )?backend for"),
 ]
 RE_FA_VERSION = re.compile(r"Using FlashAttention version (?P<v>\d+)")

