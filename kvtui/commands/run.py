@@ -103,7 +103,8 @@ class HeadlessPrinter:
         elif k == "mode_finished":
             s = ev.data.get("search", {})
             pred = ev.data.get("predicted_kv_concurrency")
-            w(f"[{ev.mode}] max concurrency at SLO: {s.get('describe', '—')}"
+            what = "max concurrency" if self.scenario.ramp.load == "concurrency" else "max request rate (req/s)"
+            w(f"[{ev.mode}] {what} at SLO: {s.get('describe', '—')}"
               f"{f'; KV-bound prediction {pred:g}' if pred else ''}; {s.get('steps', 0)} steps in {_fmt(s.get('wall_s'), ' s')}\n")
         elif k == "warning":
             w(f"kvtui: warning: {(ev.mode + ': ') if ev.mode else ''}{ev.data}\n")
