@@ -1,13 +1,42 @@
-"""`kvtui diff` (not built yet)."""
+"""`kvtui diff A.json B.json [--format text|md] [--out PATH]`: two runs in one comparison table."""
 
-from kvtui.errors import UsageError
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
 
 
 def add_parser(sub):
-    p = sub.add_parser("diff", help="(not built yet)")
+    p = sub.add_parser(
+        "diff", help="compare two snapshots (GPUs, vLLM versions, settings)",
+        description="Pair the modes of two snapshots by name and show B against A in the comparison table, "
+                    "with what differs between the runs (GPU, versions, scenario values).",
+    )
+    p.add_argument("a", metavar="A.json", help="the reference snapshot")
+    p.add_argument("b", metavar="B.json", help="the snapshot compared against it")
+    p.add_argument("--format", "-f", dest="format", default="text", metavar="FORMAT", help="text (default) or md")
+    p.add_argument("--out", "-o", help="write to this file instead of standard output")
     p.set_defaults(func=run)
     return p
 
 
-def run(args) -> int:
-    raise UsageError("kvtui diff is not built yet")
+def run(args: argparse.Namespace) -> int:
+    from kvtui.errors import UsageError
+    from kvtui.report.diff import display_name, render_diff
+    from kvtui.report.export import scrub, scrub_text, write_text_private
+    from kvtui.report.snapshot import load_snapshot
+
+    fmt = (args.format or "").lower()
+    if fmt not in ("text", "md", "markdown"):
+        raise UsageError(f"--format {args.format}: diff writes text or md")
+    a = scrub(load_snapshot(args.a))
+    b = scrub(load_snapshot(args.b))
+    na, nb = display_name(args.a), display_name(args.b)
+    text = scrub_text(render_diff(a, b, "A", "B", markdown=fmt != "text", title_a=na, title_b=nb))
+    if args.out and args.out != "-":
+        write_text_private(Path(args.out), text)
+        print(f"kvtui: wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

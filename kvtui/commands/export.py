@@ -1,13 +1,51 @@
-"""`kvtui export` (not built yet)."""
+"""`kvtui export SNAPSHOT --format md|csv|svg|json [--out PATH|-]`: a snapshot as a report, a table or a picture."""
 
-from kvtui.errors import UsageError
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
 
 
 def add_parser(sub):
-    p = sub.add_parser("export", help="(not built yet)")
+    from kvtui.report.export import FORMATS
+
+    p = sub.add_parser(
+        "export", help="export a snapshot as Markdown, CSV, SVG or portable JSON",
+        description="Export a snapshot (or the journal of an unfinished run): md = report for people, csv = one row per "
+                    "step, svg = the dashboard as a picture, json = the portable snapshot. Secrets are never written.",
+    )
+    p.add_argument("snapshot", help="snapshot JSON (or its .journal)")
+    p.add_argument("--format", "-f", dest="format", required=True, metavar="FORMAT",
+                   help=f"one of {', '.join(FORMATS)}")
+    p.add_argument("--out", "-o", help="output file, or - for standard output (default: beside the snapshot)")
+    p.add_argument("--width", type=int, default=160, help="svg: terminal columns (default 160)")
+    p.add_argument("--height", type=int, default=48, help="svg: terminal rows (default 48)")
+    p.add_argument("--theme", help="svg: theme name")
     p.set_defaults(func=run)
     return p
 
 
-def run(args) -> int:
-    raise UsageError("kvtui export is not built yet")
+def run(args: argparse.Namespace) -> int:
+    from kvtui.errors import UsageError
+    from kvtui.report.export import FORMATS, default_out, render, write_text_private
+    from kvtui.report.snapshot import load_snapshot
+
+    fmt = (args.format or "").lower().lstrip(".")
+    if fmt == "markdown":
+        fmt = "md"
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {args.format}: not an export format (choose from {', '.join(FORMATS)})")
+    if args.width < 40 or args.height < 10:
+        raise UsageError("--width must be ≥ 40 and --height ≥ 10")
+    doc = load_snapshot(args.snapshot)
+    text = render(doc, fmt, width=args.width, height=args.height, theme=args.theme)
+    if args.out == "-":
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.out) if args.out else default_out(args.snapshot, fmt)
+    if out.resolve() == Path(args.snapshot).resolve():
+        raise UsageError(f"{out}: the export would overwrite its own snapshot; pick another --out")
+    write_text_private(out, text)
+    print(f"kvtui: wrote {out}", file=sys.stderr)
+    return 0

@@ -1,13 +1,56 @@
-"""`kvtui import` (not built yet)."""
+"""`kvtui import RESULT.json… --out SNAPSHOT.json`: `vllm bench serve` results as a kvtui snapshot."""
 
-from kvtui.errors import UsageError
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
 
 
 def add_parser(sub):
-    p = sub.add_parser("import", help="(not built yet)")
+    p = sub.add_parser(
+        "import", help="turn `vllm bench serve` result JSON files into a snapshot",
+        description="Each `vllm bench serve --save-result` file becomes one step; files group into modes by --mode, "
+                    "the result's label, or the file name without its _c<N> suffix (a_c32.json → mode a). "
+                    "Steps are judged against the SLO of --scenario/--set. Figures the bench does not report stay empty.",
+    )
+    p.add_argument("files", nargs="+", metavar="RESULT.json", help="vllm bench serve result files")
+    p.add_argument("--out", "-o", required=True, help="snapshot to write")
+    p.add_argument("--mode", help="put every file into this one mode")
+    p.add_argument("--log", action="append", default=[], metavar="MODE=PATH",
+                   help="that mode's vLLM startup log: weights, KV cache, version and warnings from it (repeatable)")
+    p.add_argument("--scenario", help="scenario file whose SLO and cost judge the steps (default: kvtui's defaults)")
+    p.add_argument("--set", action="append", dest="overrides", default=[], metavar="KEY=VALUE",
+                   help="override a scenario value, e.g. --set slo.ttft_p99_ms=2000 --set cost.gpu_hourly_usd=3.2")
+    p.add_argument("--gpu", help="label: the GPU the results came from (not in the bench file)")
+    p.add_argument("--vllm-version", help="label: the vLLM version (not in the bench file; a --log gives it too)")
     p.set_defaults(func=run)
     return p
 
 
-def run(args) -> int:
-    raise UsageError("kvtui import is not built yet")
+def run(args: argparse.Namespace) -> int:
+    from kvtui.errors import UsageError
+    from kvtui.report.importers import import_vllm_bench
+    from kvtui.report.snapshot import dumps
+    from kvtui.report.export import scrub, write_text_private
+    from kvtui.report.compare import compare_modes
+    from kvtui.report.text import comparison_table
+    from kvtui.scenario import load_scenario
+
+    logs = {}
+    for item in args.log:
+        if "=" not in item:
+            raise UsageError(f"--log {item}: expected MODE=PATH")
+        k, v = item.split("=", 1)
+        logs[k] = v
+    scenario = load_scenario(args.scenario, args.overrides) if (args.scenario or args.overrides) else None
+    doc = import_vllm_bench(args.files, scenario=scenario, mode=args.mode, logs=logs, gpu=args.gpu, version=args.vllm_version)
+    doc["comparison"] = compare_modes(doc)
+    doc = scrub(doc)
+    out = Path(args.out)
+    if any(out.resolve() == Path(f).resolve() for f in args.files):
+        raise UsageError(f"{out}: would overwrite an input file; pick another --out")
+    write_text_private(out, dumps(doc) + "\n")
+    sys.stdout.write(comparison_table(doc) + "\n")
+    print(f"kvtui: wrote {out} ({len(doc['modes'])} mode(s), {sum(len(m['steps']) for m in doc['modes'])} step(s))", file=sys.stderr)
+    return 0

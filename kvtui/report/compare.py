@@ -1,9 +1,33 @@
-"""Modes side by side against the baseline (the first mode with a result).
+"""Modes side by side against the baseline: the comparative answer a run exists for.
 
-Cost: all GPU time is attributed to the tokens counted, so $/Mtok output and $/Mtok input
-are each "what a million of them cost if they carried the whole bill" — the usual way to
-quote serving cost. Failed requests still burn GPU time: with cost.count_failed the cost is
-spread over successful requests only.
+Everything here is a pure function of a snapshot document (`doc["modes"]` and
+`doc["scenario"]`), so a replayed, imported or diffed snapshot gets exactly the numbers
+the live run printed. The arithmetic, per mode:
+
+- **best**: the mode's max load at the SLO (`best_concurrency`, from the search).
+- **at the knee**: the figures of the *passing* steps at the best load (the search step
+  and its confirmation repeat), averaged: output / input / total tok/s, error rate.
+  Preemptions and prefix-cache hit rate at the knee are the maximum over those steps.
+- **next step**: the first failing load above the best (`search.first_fail`): what
+  limited it (`limited_by`) and its preemptions — why the mode could not go higher.
+- **peak GPU GiB**: the largest `gpu_mem_used_gib_max` over all the mode's steps.
+- **×**: mode ÷ baseline (max load, output tok/s at the knee, KV tokens).
+- **$/Mtok**: GPU cost per million tokens at the knee, output and input separately:
+
+      usd_per_mtok_out = gpu_hourly_usd × gpus / 3600 / output_tok_s × 10⁶ × billed_share
+
+  All GPU time is attributed to the tokens counted (the usual way to quote serving cost),
+  so $/Mtok out and $/Mtok in are each "what a million of them cost if they carried the
+  whole bill". The step's token rates count only tokens of requests that delivered them
+  (failed requests add none), so with `cost.count_failed = true` (the default) the GPU
+  time burnt by failed requests — and by the retries a client would send — is billed to
+  the successful tokens: billed_share = 1. With `count_failed = false` that time is left
+  out: billed_share = 1 − error rate at the knee.
+  `gpus` is `cost.gpus`, or the server's tensor_parallel_size when 0.
+- **Δ cost**: mode's $/Mtok ÷ baseline's − 1.
+
+The baseline is the first mode in the scenario's order (else the snapshot's) that has a
+result; when the first mode has none the note says which mode stood in.
 """
 
 from __future__ import annotations
@@ -13,59 +37,107 @@ from typing import Any
 from kvtui.scenario.schema import Scenario
 
 
-def _at(mode: dict[str, Any], load: float | None) -> list[dict[str, Any]]:
+def _passing_at(mode: dict[str, Any], load: float | None) -> list[dict[str, Any]]:
     if load is None:
         return []
     return [s for s in mode.get("steps", []) if s.get("load") == load and s.get("passed")]
 
 
+def knee_steps(mode: dict[str, Any]) -> list[dict[str, Any]]:
+    """The passing steps at the mode's best load (what every "at the knee" figure averages)."""
+    return _passing_at(mode, mode.get("best_concurrency"))
+
+
+def next_steps(mode: dict[str, Any]) -> list[dict[str, Any]]:
+    """The failing steps at the first failing load above the best."""
+    fail = (mode.get("search") or {}).get("first_fail")
+    if fail is None:
+        return []
+    return [s for s in mode.get("steps", []) if s.get("load") == fail and s.get("passed") is False]
+
+
+def _vals(steps: list[dict[str, Any]], key: str) -> list[float]:
+    out = []
+    for s in steps:
+        v = s.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(float(v))
+    return out
+
+
 def _mean(xs: list[float]) -> float | None:
-    xs = [x for x in xs if x is not None]
     return sum(xs) / len(xs) if xs else None
 
 
-def usd_per_mtok(tok_s: float | None, gpu_hourly: float, gpus: int, success_share: float = 1.0) -> float | None:
-    if not tok_s or tok_s <= 0 or gpu_hourly <= 0:
-        return None
-    return gpu_hourly * gpus / (tok_s * success_share * 3600) * 1e6
-
-
-def mode_summary(mode: dict[str, Any], scenario: dict[str, Any] | Scenario) -> dict[str, Any]:
-    sc = scenario if isinstance(scenario, dict) else scenario.to_dict()
-    cost = sc.get("cost", {})
-    gpus = cost.get("gpus") or sc.get("server", {}).get("tensor_parallel_size") or 1
-    hourly = cost.get("gpu_hourly_usd", 0.0)
-    best = mode.get("best_concurrency")
-    at = _at(mode, best)
-    out_tok = _mean([s.get("output_tok_s") for s in at])
-    in_tok = _mean([s.get("input_tok_s") for s in at])
-    err = _mean([s.get("error_rate") for s in at]) or 0.0
-    share = (1 - err) if cost.get("count_failed", True) else 1.0
-    server = mode.get("server") or {}
-    steps = mode.get("steps", [])
-    fail = mode.get("search", {}).get("first_fail")
-    knee = [s for s in steps if fail is not None and s.get("load") == fail and s.get("passed") is False]
-    mems = [s.get("gpu_mem_used_gib_max") for s in steps if s.get("gpu_mem_used_gib_max") is not None]
-    return {
-        "mode": mode.get("name"),
-        "best": best,
-        "search": mode.get("search", {}).get("describe"),
-        "output_tok_s": round(out_tok, 1) if out_tok else None,
-        "input_tok_s": round(in_tok, 1) if in_tok else None,
-        "peak_gpu_mem_gib": round(max(mems), 2) if mems else None,
-        "weights_gib": server.get("weights_gib"),
-        "kv_cache_gib": server.get("kv_cache_gib"),
-        "kv_tokens": server.get("kv_cache_tokens"),
-        "preemptions_at_knee": knee[0].get("preemptions") if knee else None,
-        "knee_limited_by": knee[0].get("limited_by") if knee else None,
-        "usd_per_mtok_out": _round(usd_per_mtok(out_tok, hourly, gpus, share)),
-        "usd_per_mtok_in": _round(usd_per_mtok(in_tok, hourly, gpus, share)),
-        "error": (mode.get("error") or {}).get("message"),
-    }
+def _max(xs: list[float]) -> float | None:
+    return max(xs) if xs else None
 
 
 def _round(x: float | None, n: int = 4) -> float | None:
     return None if x is None else round(x, n)
+
+
+def usd_per_mtok(tok_s: float | None, gpu_hourly: float, gpus: int, billed_share: float = 1.0) -> float | None:
+    """GPU dollars per million tokens at `tok_s` tokens/s (None when there is no rate or no price)."""
+    if not tok_s or tok_s <= 0 or not gpu_hourly or gpu_hourly <= 0:
+        return None
+    return gpu_hourly * gpus / 3600.0 / tok_s * 1e6 * billed_share
+
+
+def cost_settings(scenario: dict[str, Any] | Scenario) -> dict[str, Any]:
+    sc = scenario if isinstance(scenario, dict) else scenario.to_dict()
+    cost = sc.get("cost") or {}
+    gpus = cost.get("gpus") or (sc.get("server") or {}).get("tensor_parallel_size") or 1
+    return {"gpu_hourly_usd": cost.get("gpu_hourly_usd") or 0.0, "gpus": int(gpus), "count_failed": cost.get("count_failed", True)}
+
+
+def mode_summary(mode: dict[str, Any], scenario: dict[str, Any] | Scenario) -> dict[str, Any]:
+    """One mode's comparison figures (absolute; the ratios are added by `compare_modes`)."""
+    cs = cost_settings(scenario)
+    best = mode.get("best_concurrency")
+    at = knee_steps(mode)
+    nxt = next_steps(mode)
+    steps = mode.get("steps", [])
+    out_tok = _mean(_vals(at, "output_tok_s"))
+    in_tok = _mean(_vals(at, "input_tok_s"))
+    total_tok = _mean(_vals(at, "total_tok_s"))
+    err = _mean(_vals(at, "error_rate"))
+    billed = 1.0 if cs["count_failed"] else 1.0 - (err or 0.0)
+    server = mode.get("server") or {}
+    info = mode.get("engine_info") or {}
+    load_kind = next((s.get("load_kind") for s in steps if s.get("load_kind")), None) or "concurrency"
+    mems = _vals(steps, "gpu_mem_used_gib_max")
+    return {
+        "mode": mode.get("name"),
+        "engine": info.get("engine") or mode.get("engine"),
+        "version": info.get("version"),
+        "simulated": bool(mode.get("simulated") or info.get("simulated")),
+        "dummy_weights": bool(info.get("dummy_weights")),
+        "load_kind": load_kind,
+        "best": best,
+        "search": (mode.get("search") or {}).get("describe"),
+        "knee_steps": len(at),
+        "output_tok_s": _round(out_tok, 1),
+        "input_tok_s": _round(in_tok, 1),
+        "total_tok_s": _round(total_tok, 1),
+        "error_rate_at_knee": _round(err, 4),
+        "preemptions_at_knee": _max(_vals(at, "preemptions")),
+        "prefix_cache_hit_rate_at_knee": _round(_max(_vals(at, "prefix_cache_hit_rate")), 4),
+        "kv_cache_usage_at_knee": _round(_max(_vals(at, "kv_cache_usage_max")), 4),
+        "next_load": (mode.get("search") or {}).get("first_fail"),
+        "knee_limited_by": nxt[0].get("limited_by") if nxt else None,
+        "preemptions_next": _max(_vals(nxt, "preemptions")),
+        "peak_gpu_mem_gib": _round(max(mems), 2) if mems else None,
+        "weights_gib": server.get("weights_gib"),
+        "kv_cache_gib": server.get("kv_cache_gib"),
+        "kv_tokens": server.get("kv_cache_tokens"),
+        "billed_share": round(billed, 4),
+        "usd_per_mtok_out": _round(usd_per_mtok(out_tok, cs["gpu_hourly_usd"], cs["gpus"], billed)),
+        "usd_per_mtok_in": _round(usd_per_mtok(in_tok, cs["gpu_hourly_usd"], cs["gpus"], billed)),
+        "warnings": list(server.get("warnings") or []),
+        "error": (mode.get("error") or {}).get("message"),
+        "complete": mode.get("complete"),
+    }
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -74,25 +146,74 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3)
 
 
+def _change(a: float | None, b: float | None) -> float | None:
+    return round(a / b - 1, 4) if a is not None and b else None
+
+
+def add_ratios(r: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any]:
+    """× and Δ of row `r` against row `base` (in place; None where either side lacks the figure)."""
+    if base is None:
+        r.update(best_x=None, tok_s_x=None, kv_tokens_x=None, cost_out_change=None, cost_in_change=None)
+        return r
+    r["best_x"] = _ratio(r["best"], base["best"])
+    r["tok_s_x"] = _ratio(r["output_tok_s"], base["output_tok_s"])
+    r["kv_tokens_x"] = _ratio(r["kv_tokens"], base["kv_tokens"])
+    r["cost_out_change"] = _change(r["usd_per_mtok_out"], base["usd_per_mtok_out"])
+    r["cost_in_change"] = _change(r["usd_per_mtok_in"], base["usd_per_mtok_in"])
+    return r
+
+
+def _quality(doc: dict[str, Any], rows: list[dict[str, Any]]) -> str | None:
+    """Quality guard: each mode's fixed-prompt outputs against the first mode that collected some."""
+    from kvtui.explore.quality import compare_quality, thresholds
+
+    modes = doc.get("modes", [])
+    if not any(m.get("quality") for m in modes):
+        for r in rows:
+            r["quality"] = None
+        return None
+    th = thresholds(doc.get("scenario") or {})
+    ref = next((m for m in modes if (m.get("quality") or {}).get("outputs")), None)
+    for m, r in zip(modes, rows):
+        q = m.get("quality")
+        if not q:
+            r["quality"] = None
+        elif q.get("skipped"):
+            r["quality"] = {"skipped": q["skipped"]}
+        elif ref is None:
+            r["quality"] = {"skipped": "no mode collected outputs to compare against"}
+        elif m is ref:
+            r["quality"] = {"reference": True, "prompts": len(q.get("outputs") or [])}
+        else:
+            r["quality"] = compare_quality(ref["quality"], q, th)
+    return ref.get("name") if ref else None
+
+
 def compare_modes(doc: dict[str, Any], scenario: dict[str, Any] | Scenario | None = None) -> dict[str, Any]:
+    """{"baseline", "note", "load_kind", "cost", "quality_reference", "rows"}: one row per mode, in the doc's order."""
     sc = scenario if scenario is not None else doc.get("scenario", {})
     rows = [mode_summary(m, sc) for m in doc.get("modes", [])]
-    base = next((r for r in rows if r["best"] is not None), None)
+    # The scenario's order decides the baseline (a journal rebuilt mid-resume lists kept modes first).
+    sdict = sc if isinstance(sc, dict) else sc.to_dict()
+    order = {m.get("name"): i for i, m in enumerate(sdict.get("modes") or []) if isinstance(m, dict)}
+    ordered = sorted(rows, key=lambda r: order.get(r["mode"], len(order)))
+    base = next((r for r in ordered if r["best"] is not None), None)
     note = None
     if not rows:
         note = "no mode ran"
     elif base is None:
         note = "no mode met the SLO: nothing to compare against"
-    elif base is not rows[0]:
-        note = f"the first mode ({rows[0]['mode']}) has no result; {base['mode']} is the baseline"
+    elif base is not ordered[0]:
+        note = f"the first mode ({ordered[0]['mode']}) has no result; {base['mode']} is the baseline"
     for r in rows:
-        if base is None:
-            r.update(best_x=None, tok_s_x=None, kv_tokens_x=None, cost_out_change=None, cost_in_change=None)
-            continue
-        r["best_x"] = _ratio(r["best"], base["best"])
-        r["tok_s_x"] = _ratio(r["output_tok_s"], base["output_tok_s"])
-        r["kv_tokens_x"] = _ratio(r["kv_tokens"], base["kv_tokens"])
-        for k, key in (("cost_out_change", "usd_per_mtok_out"), ("cost_in_change", "usd_per_mtok_in")):
-            a, b = r[key], base[key]
-            r[k] = round(a / b - 1, 4) if a is not None and b else None
-    return {"baseline": base["mode"] if base else None, "note": note, "rows": rows}
+        add_ratios(r, base)
+    kinds = {r["load_kind"] for r in rows}
+    qref = _quality(doc, rows)
+    return {
+        "baseline": base["mode"] if base else None,
+        "note": note,
+        "load_kind": kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "concurrency"),
+        "cost": cost_settings(sc),
+        "quality_reference": qref,
+        "rows": rows,
+    }

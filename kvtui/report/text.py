@@ -1,4 +1,13 @@
-"""Plain-text tables for terminals and Markdown (one formatter, two borders)."""
+"""Plain-text tables for terminals and Markdown (one formatter, two borders).
+
+Stable API for the TUI and the exports:
+    comparison_headers(doc) -> list[str]      the comparison table's column titles
+    comparison_rows(doc)    -> list[list[str]] one row of cells per mode (same length)
+    labels(doc)             -> str             engine · GPU · version · SIMULATED · dummy weights
+    caveats(doc)            -> list[str]       what must travel with every figure
+`doc` is a snapshot document (live, replayed, imported or diffed). When it has no
+"comparison" yet (a run still going) the rows are computed from its modes.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +27,15 @@ def fmt(x: Any, digits: int = 0, unit: str = "") -> str:
     return str(x)
 
 
+def fmt_load(x: Any) -> str:
+    """A concurrency or rate: no decimals when whole."""
+    if x is None:
+        return "—"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    return f"{x:g}" if isinstance(x, (int, float)) else str(x)
+
+
 def fmt_x(r: float | None) -> str:
     return "—" if r is None else f"{r:.2f}×"
 
@@ -26,55 +44,216 @@ def fmt_pct(r: float | None) -> str:
     return "—" if r is None else f"{r:+.1%}"
 
 
+def fmt_share(r: float | None, digits: int = 0) -> str:
+    return "—" if r is None else f"{r:.{digits}%}"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool = False) -> str:
     if markdown:
-        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        out += ["| " + " | ".join(r) + " |" for r in rows]
+        esc = lambda c: str(c).replace("|", "\\|")  # noqa: E731
+        out = ["| " + " | ".join(esc(h) for h in headers) + " |",
+               "|" + "|".join(":---" if i == 0 else "---:" for i in range(len(headers))) + "|"]
+        out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
         return "\n".join(out)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()
     out = [line, "  ".join("─" * w for w in widths)]
-    out += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    out += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
     return "\n".join(out)
 
 
+# -- the comparison --------------------------------------------------------------------------
+
 COMPARISON_HEADERS = (
     "mode", "max conc @SLO", "×", "out tok/s @SLO", "×", "peak GPU GiB", "weights GiB", "KV tokens", "×",
-    "preempt @knee", "knee limit", "$/Mtok out", "Δ", "$/Mtok in", "Δ",
+    "preempt @knee", "next step limit", "$/Mtok out", "Δ", "$/Mtok in", "Δ", "quality",
 )
 
 
-def comparison_rows(doc: dict[str, Any]) -> list[list[str]]:
+def comparison(doc: dict[str, Any]) -> dict[str, Any]:
+    """The doc's comparison, computed from its modes when it has none yet."""
+    comp = doc.get("comparison")
+    if comp and comp.get("rows") is not None and len(comp["rows"]) == len(doc.get("modes", [])):
+        return comp
+    from kvtui.report.compare import compare_modes
+
+    return compare_modes(doc)
+
+
+def comparison_headers(doc: dict[str, Any] | None = None, load_kind: str | None = None) -> list[str]:
+    h = list(COMPARISON_HEADERS)
+    kind = load_kind or (comparison(doc).get("load_kind") if doc is not None else "concurrency")
+    if kind == "rate":
+        h[1], h[3] = "max req/s @SLO", "out tok/s @SLO"
+    elif kind == "mixed":
+        h[1] = "max load @SLO"
+    return h
+
+
+def quality_cell(q: dict[str, Any] | None) -> str:
+    if not q:
+        return "—"
+    if q.get("skipped"):
+        return "skipped"
+    if q.get("reference"):
+        return "reference"
+    em = fmt_share(q.get("exact_match_rate"))
+    lp = q.get("logprob_agreement")
+    body = f"{em} exact" + (f" · lp {lp:.3f}" if lp is not None else "")
+    return ("FLAG " if q.get("flagged") else "ok ") + body
+
+
+def comparison_row(r: dict[str, Any]) -> list[str]:
+    """One mode's cells (a row of `compare_modes`)."""
     from kvtui.explore.evaluate import LIMIT_WORDS
 
-    comp = doc.get("comparison") or {}
-    rows = []
-    for r in comp.get("rows", []):
-        rows.append([
-            r["mode"], fmt(r["best"]), fmt_x(r.get("best_x")), fmt(r["output_tok_s"]), fmt_x(r.get("tok_s_x")),
-            fmt(r["peak_gpu_mem_gib"], 1), fmt(r["weights_gib"], 2), fmt(r["kv_tokens"]), fmt_x(r.get("kv_tokens_x")),
-            fmt(r["preemptions_at_knee"]), LIMIT_WORDS.get(r.get("knee_limited_by") or "", r.get("knee_limited_by") or "—"),
-            fmt(r["usd_per_mtok_out"], 3), fmt_pct(r.get("cost_out_change")),
-            fmt(r["usd_per_mtok_in"], 4), fmt_pct(r.get("cost_in_change")),
-        ])
-    return rows
+    lim = r.get("knee_limited_by")
+    return [
+        r["mode"], fmt_load(r["best"]), fmt_x(r.get("best_x")), fmt(r["output_tok_s"]), fmt_x(r.get("tok_s_x")),
+        fmt(r["peak_gpu_mem_gib"], 1), fmt(r["weights_gib"], 2), fmt(r["kv_tokens"]), fmt_x(r.get("kv_tokens_x")),
+        fmt(r["preemptions_at_knee"]), LIMIT_WORDS.get(lim or "", lim or "—"),
+        fmt(r["usd_per_mtok_out"], 3), fmt_pct(r.get("cost_out_change")),
+        fmt(r["usd_per_mtok_in"], 4), fmt_pct(r.get("cost_in_change")),
+        quality_cell(r.get("quality")),
+    ]
+
+
+def comparison_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """The comparison table's rows, one per mode, cells as shown (stable signature for the TUI)."""
+    return [comparison_row(r) for r in comparison(doc).get("rows", [])]
+
+
+# -- labels and caveats ------------------------------------------------------------------------
 
 
 def labels(doc: dict[str, Any]) -> str:
     """The caveats that travel with every figure: engine, GPU, version, SIMULATED."""
     env = doc.get("environment", {})
-    versions = sorted({(m.get("engine_info") or {}).get("version") or "?" for m in doc.get("modes", [])})
+    versions = sorted({(m.get("engine_info") or {}).get("version") or "?" for m in doc.get("modes", [])}) or ["?"]
     parts = [f"engine {env.get('engine', '?')}", f"GPU {', '.join(env.get('gpu_names') or ['?'])}", f"version {', '.join(versions)}"]
-    if env.get("simulated"):
+    if env.get("simulated") or any(m.get("simulated") for m in doc.get("modes", [])):
         parts.append("SIMULATED")
     if any((m.get("engine_info") or {}).get("dummy_weights") for m in doc.get("modes", [])):
         parts.append("dummy weights")
     return " · ".join(parts)
 
 
+def mode_label(doc: dict[str, Any], mode: dict[str, Any]) -> str:
+    """mode · engine · GPU · version (· SIMULATED · dummy weights) for one mode's figures."""
+    env = doc.get("environment", {})
+    info = mode.get("engine_info") or {}
+    gpus = info.get("gpu_names") or env.get("gpu_names") or ["?"]
+    parts = [f"mode {mode.get('name')}", f"engine {info.get('engine') or mode.get('engine') or env.get('engine', '?')}",
+             f"GPU {', '.join(gpus)}", f"version {info.get('version') or '?'}"]
+    if mode.get("simulated") or info.get("simulated"):
+        parts.append("SIMULATED")
+    if info.get("dummy_weights"):
+        parts.append("dummy weights")
+    return " · ".join(parts)
+
+
+def caveats(doc: dict[str, Any]) -> list[str]:
+    """Everything a reader must know before quoting a figure of this snapshot."""
+    out: list[str] = []
+    env = doc.get("environment", {})
+    modes = doc.get("modes", [])
+    comp = comparison(doc)
+    rows = {r["mode"]: r for r in comp.get("rows", [])}
+    if env.get("simulated") or any(m.get("simulated") for m in modes):
+        out.append("SIMULATED: figures come from kvtui's simulated vLLM, not from a GPU")
+    dummy = [m["name"] for m in modes if (m.get("engine_info") or {}).get("dummy_weights")]
+    if dummy:
+        out.append(f"dummy weights ({', '.join(dummy)}): speed and memory only, outputs carry no accuracy")
+    for m in modes:
+        for w in (m.get("server") or {}).get("warnings") or []:
+            out.append(f"{m['name']}: {w}")
+    slow = [f"{m['name']} ×{(m.get('engine_info') or {}).get('time_scale'):g}" for m in modes
+            if ((m.get("engine_info") or {}).get("time_scale") or 1.0) != 1.0]
+    if slow:
+        out.append(f"simulator in slow motion ({', '.join(slow)}): figures scaled back to modelled time")
+    hits = [(n, r.get("prefix_cache_hit_rate_at_knee")) for n, r in rows.items()]
+    known = [(n, h) for n, h in hits if h is not None]
+    if known:
+        out.append("prefix-cache hit rate at the knee: " + ", ".join(f"{n} {h:.0%}" for n, h in known)
+                   + ("  (above 5 %: prompt throughput and TTFT are flattered)" if any(h > 0.05 for _, h in known) else ""))
+    elif modes:
+        out.append("prefix-cache hit rate at the knee: not reported by the server")
+    for m in modes:
+        s = m.get("search") or {}
+        if s.get("noisy"):
+            out.append(f"{m['name']}: pass/fail did not flip once at the knee (noise): {s.get('describe')}")
+        if s.get("reached_max"):
+            out.append(f"{m['name']}: passed up to the ramp's max; the real limit is higher")
+        if m.get("error"):
+            out.append(f"{m['name']}: failed: {(m.get('error') or {}).get('message')}")
+        elif not m.get("complete", True):
+            out.append(f"{m['name']}: did not finish (stopped or interrupted)")
+        lagged = [s_.get("load") for s_ in m.get("steps", []) if s_.get("client_limited")]
+        if lagged:
+            out.append(f"{m['name']}: the client lagged at load {', '.join(fmt_load(x) for x in lagged)}")
+    rf = doc.get("resumed_from") or {}
+    if rf.get("modes"):
+        prev = (rf.get("environment") or {}).get("gpu_names")
+        cur = env.get("gpu_names")
+        out.append(f"modes {', '.join(rf['modes'])} kept from an earlier run" + (f" on {', '.join(prev)}" if prev and prev != cur else ""))
+    for w in doc.get("warnings") or []:
+        out.append(w)
+    for w in doc.get("load_warnings") or []:
+        out.append(w)
+    if doc.get("imported"):
+        out.append(f"imported from {doc['imported'].get('tool')}: figures it does not report are shown as —, never estimated")
+    cost = comp.get("cost") or {}
+    if cost:
+        out.append(f"cost: ${cost.get('gpu_hourly_usd', 0):g}/GPU-hour × {cost.get('gpus', 1)} GPU(s); "
+                   + ("failed requests' GPU time billed to the successful tokens" if cost.get("count_failed", True)
+                      else "failed requests' GPU time left out"))
+    return out
+
+
 def comparison_table(doc: dict[str, Any], markdown: bool = False) -> str:
-    comp = doc.get("comparison") or {}
+    comp = comparison(doc)
     head = f"Modes vs baseline {comp.get('baseline') or '—'} ({labels(doc)})"
-    body = table(COMPARISON_HEADERS, comparison_rows(doc), markdown)
+    body = table(comparison_headers(doc), comparison_rows(doc), markdown)
     note = f"\nnote: {comp['note']}" if comp.get("note") else ""
     return f"{head}\n{body}{note}"
+
+
+# -- steps -------------------------------------------------------------------------------------
+
+STEP_HEADERS = (
+    "#", "load", "why", "n", "err", "out tok/s", "in tok/s", "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p50", "TPOT p95",
+    "TPOT p99", "ITL p99", "E2E p95", "goodput", "KV max", "preempt", "prefix hit", "GPU GiB", "result", "limited by",
+)
+
+
+def step_headers(mode: dict[str, Any]) -> list[str]:
+    h = list(STEP_HEADERS)
+    kind = next((s.get("load_kind") for s in mode.get("steps", []) if s.get("load_kind")), "concurrency")
+    h[1] = "c" if kind == "concurrency" else "req/s"
+    return h
+
+
+def _pct(step: dict[str, Any], metric: str, p: str) -> str:
+    d = step.get(f"{metric}_ms") or {}
+    return fmt(d.get(p), 1)
+
+
+def step_row(step: dict[str, Any]) -> list[str]:
+    from kvtui.explore.evaluate import LIMIT_WORDS
+
+    verdict = {True: "PASS", False: "FAIL", None: "undecided"}.get(step.get("passed"), "—")
+    lim = step.get("limited_by")
+    return [
+        fmt(step.get("index")), fmt_load(step.get("load")), step.get("why") or "—", fmt(step.get("requests")),
+        fmt(step.get("errors")), fmt(step.get("output_tok_s")), fmt(step.get("input_tok_s")),
+        _pct(step, "ttft", "p50"), _pct(step, "ttft", "p95"), _pct(step, "ttft", "p99"),
+        _pct(step, "tpot", "p50"), _pct(step, "tpot", "p95"), _pct(step, "tpot", "p99"),
+        _pct(step, "itl", "p99"), _pct(step, "e2e", "p95"),
+        fmt_share(step.get("goodput")), fmt_share(step.get("kv_cache_usage_max")), fmt(step.get("preemptions")),
+        fmt_share(step.get("prefix_cache_hit_rate")), fmt(step.get("gpu_mem_used_gib_max"), 2),
+        verdict, LIMIT_WORDS.get(lim or "", lim or "—") if lim else "—",
+    ]
+
+
+def step_rows(mode: dict[str, Any]) -> list[list[str]]:
+    return [step_row(s) for s in mode.get("steps", [])]

@@ -1,0 +1,128 @@
+"""Two snapshots side by side (two GPUs, two vLLM versions, two settings) in the comparison table.
+
+Modes are paired by name (by position when the two runs share no name and have as many
+modes). For each pair the table shows A's row (the reference, 1.00×) and B's row with its
+× and Δ against A's same mode. What differs between the runs — GPU, versions, scenario
+values — is listed above the table, so a reader knows whether it is like for like.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kvtui.report.compare import add_ratios, compare_modes
+from kvtui.report.text import caveats, comparison_headers, comparison_row, labels, table
+
+_IGNORED = {("server", "port"), ("server", "startup_timeout_s"), ("server", "stop_timeout_s")}
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    else:
+        out[prefix] = d
+    return out
+
+
+def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    sa, sb = a.get("scenario") or {}, b.get("scenario") or {}
+    out = []
+    for section in ("server", "workload", "ramp", "slo", "cost", "quality"):
+        fa, fb = _flat(sa.get(section) or {}), _flat(sb.get(section) or {})
+        for k in sorted(set(fa) | set(fb)):
+            if (section, k.split(".")[0]) in _IGNORED:
+                continue
+            if fa.get(k) != fb.get(k):
+                out.append(f"{section}.{k}: {fa.get(k)!r} → {fb.get(k)!r}")
+    return out
+
+
+def environment_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    ea, eb = a.get("environment") or {}, b.get("environment") or {}
+    out = []
+    for key, title in (("engine", "engine"), ("gpu_names", "GPU"), ("gpu_count", "GPU count"), ("driver", "driver"),
+                       ("cuda", "CUDA"), ("simulated", "simulated")):
+        if ea.get(key) != eb.get(key):
+            out.append(f"{title}: {ea.get(key)!r} → {eb.get(key)!r}")
+    va = sorted({(m.get("engine_info") or {}).get("version") or "?" for m in a.get("modes", [])})
+    vb = sorted({(m.get("engine_info") or {}).get("version") or "?" for m in b.get("modes", [])})
+    if va != vb:
+        out.append(f"server version: {', '.join(va)} → {', '.join(vb)}")
+    return out
+
+
+def pair_modes(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[tuple[int | None, int | None]], str | None]:
+    na = [m.get("name") for m in a.get("modes", [])]
+    nb = [m.get("name") for m in b.get("modes", [])]
+    common = [n for n in na if n in nb]
+    if not common and na and len(na) == len(nb):
+        return [(i, i) for i in range(len(na))], "no mode names in common: modes paired by position"
+    pairs: list[tuple[int | None, int | None]] = [(i, nb.index(n) if n in nb else None) for i, n in enumerate(na)]
+    pairs += [(None, j) for j, n in enumerate(nb) if n not in na]
+    return pairs, None
+
+
+def compare_docs(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b: str = "B") -> dict[str, Any]:
+    """{"rows", "note", "differences", "load_kind"}: rows shaped like compare_modes' rows, B's ratios against A."""
+    ca, cb = compare_modes(a), compare_modes(b)
+    pairs, note = pair_modes(a, b)
+    rows = []
+    unmatched = []
+    for i, j in pairs:
+        ra = dict(ca["rows"][i]) if i is not None else None
+        rb = dict(cb["rows"][j]) if j is not None else None
+        if ra is not None:
+            add_ratios(ra, ra if rb is not None else None)
+            ra["mode"] = f"{ra['mode']} [{name_a}]"
+            rows.append(ra)
+        if rb is not None:
+            add_ratios(rb, ca["rows"][i] if i is not None else None)
+            rb["mode"] = f"{rb['mode']} [{name_b}]"
+            rows.append(rb)
+        if ra is None or rb is None:
+            unmatched.append((ra or rb)["mode"])
+    notes = [n for n in (note,) if n]
+    if unmatched:
+        notes.append(f"only in one run (no ratio): {', '.join(unmatched)}")
+    kinds = {ca.get("load_kind"), cb.get("load_kind")}
+    return {
+        "rows": rows,
+        "note": "; ".join(notes) or None,
+        "load_kind": kinds.pop() if len(kinds) == 1 else "mixed",
+        "differences": environment_differences(a, b) + scenario_differences(a, b),
+    }
+
+
+def render_diff(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b: str = "B", markdown: bool = False,
+                title_a: str = "", title_b: str = "") -> str:
+    comp = compare_docs(a, b, name_a, name_b)
+    heads = comparison_headers(load_kind=comp["load_kind"])
+    rows = [comparison_row(r) for r in comp["rows"]]
+    em = (lambda s: f"*{s}*") if markdown else (lambda s: s)  # noqa: E731
+    lines = []
+    if markdown:
+        lines += ["# kvtui diff", ""]
+    lines += [f"{name_a} = {title_a or 'first snapshot'}: " + em(labels(a)),
+              f"{name_b} = {title_b or 'second snapshot'}: " + em(labels(b)), ""]
+    if comp["differences"]:
+        lines.append("What differs between the runs:" if not markdown else "**What differs between the runs:**")
+        lines += [f"- {d}" for d in comp["differences"]] + [""]
+    else:
+        lines += ["Same environment and scenario settings.", ""]
+    lines += [f"Each {name_b} row against the same mode of {name_a} (× and Δ); {name_a} rows are the reference.", ""]
+    lines.append(table(heads, rows, markdown))
+    if comp["note"]:
+        lines += ["", f"note: {comp['note']}"]
+    for nm, doc in ((name_a, a), (name_b, b)):
+        cv = caveats(doc)
+        if cv:
+            lines += ["", f"Caveats of {nm}:"] + [f"- {c}" for c in cv]
+    text = "\n".join(lines)
+    return text.rstrip("\n") + "\n"
+
+
+def display_name(path: str | Path) -> str:
+    return Path(path).name

@@ -1,0 +1,150 @@
+"""Exports of a snapshot: JSON (the portable snapshot), CSV of steps, Markdown report, SVG dashboard.
+
+Every export goes through `portable_doc`: a deep copy without in-process keys, with the
+comparison recomputed from the modes (so a replayed snapshot prints exactly what the run
+printed), and scrubbed of secrets — a second net behind the run's own redaction:
+- values under secret-looking keys (api_key, *_token, secret, password, authorization…),
+- env values whose names are secret (the scenario's `secret_env` and the usual patterns),
+- the value after --api-key / --hf-token / --token in command lines,
+- bearer tokens, "api_key=…"-style pairs and URL passwords in free text (error tails),
+- the values of secret-named variables of the exporting process's own environment,
+  wherever they appear.
+The rendered text is scrubbed again before it is returned.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from kvtui.errors import KvtuiError, UsageError
+from kvtui.report.redact import REDACTED, _SECRET_NAME, is_secret_env, redact_args, redact_scenario
+
+FORMATS = ("json", "md", "csv", "svg")
+SUFFIX = {"json": ".export.json", "md": ".md", "csv": ".csv", "svg": ".svg"}
+
+_SECRET_KEY = re.compile(r"^(?:.*[_-])?(?:api_?key|apikey|token|secret|secrets|password|passwd|credentials?|authorization|auth)$", re.I)
+_TEXT_PATTERNS = (
+    re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/=-]{6,})"),
+    re.compile(r"(?i)((?:api[_-]?key|apikey|hf[_-]?token|access[_-]?token|auth[_-]?token|secret|password|passwd)[\"']?\s*[:=]\s*[\"']?)"
+               r"(?!<redacted>)([^\s\"',;&]{4,})"),
+    re.compile(r"(?i)(--(?:api-key|hf-token|token)(?:=|\s+))(?!<redacted>)(\S+)"),
+    re.compile(r"(://[^/\s:@]+:)([^@\s/]+)(@)"),
+)
+_ARG_KEYS = ("extra_args", "command", "argv", "cmd")
+
+
+def process_secrets() -> list[str]:
+    """Values of this process's secret-named environment variables (never written anywhere)."""
+    return sorted({v for k, v in os.environ.items() if _SECRET_NAME.search(k) and v and len(v) >= 8}, key=len, reverse=True)
+
+
+def scrub_text(text: str, secrets: list[str] | None = None) -> str:
+    for s in secrets if secrets is not None else process_secrets():
+        if s in text:
+            text = text.replace(s, REDACTED)
+    for pat in _TEXT_PATTERNS:
+        if pat.groups == 3:
+            text = pat.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
+        else:
+            text = pat.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+def _scrub(x: Any, declared: list[str], secrets: list[str], key: str = "") -> Any:
+    if isinstance(x, dict):
+        out = {}
+        for k, v in x.items():
+            if k == "env" and isinstance(v, dict):
+                out[k] = {ek: (REDACTED if is_secret_env(ek, declared) and ev not in ("", None) else _scrub(ev, declared, secrets, ek))
+                          for ek, ev in v.items()}
+            elif isinstance(v, str) and v and v != REDACTED and _SECRET_KEY.match(str(k)):
+                out[k] = REDACTED
+            else:
+                out[k] = _scrub(v, declared, secrets, str(k))
+        return out
+    if isinstance(x, list):
+        if key in _ARG_KEYS and all(isinstance(a, str) for a in x):
+            x = redact_args(x)
+        return [_scrub(v, declared, secrets, key) for v in x]
+    if isinstance(x, str):
+        return scrub_text(x, secrets)
+    return x
+
+
+def scrub(doc: dict[str, Any], extra_secrets: list[str] | None = None) -> dict[str, Any]:
+    """A copy of `doc` with every secret this module can recognise replaced by <redacted>."""
+    d = copy.deepcopy(doc)
+    if isinstance(d.get("scenario"), dict):
+        d["scenario"] = redact_scenario(d["scenario"])
+    declared = list(((d.get("scenario") or {}).get("server") or {}).get("secret_env") or [])
+    secrets = sorted(set(process_secrets()) | {s for s in (extra_secrets or []) if s and len(s) >= 4}, key=len, reverse=True)
+    for name in declared:
+        v = os.environ.get(name)
+        if v and len(v) >= 4 and v not in secrets:
+            secrets.append(v)
+    return _scrub(d, declared, secrets)
+
+
+def portable_doc(doc: dict[str, Any], extra_secrets: list[str] | None = None) -> dict[str, Any]:
+    """What every export starts from: no in-process keys, comparison recomputed, secrets scrubbed."""
+    from kvtui.report.compare import compare_modes
+
+    d = {k: v for k, v in doc.items() if not k.startswith("_")}
+    d = copy.deepcopy(d)
+    d["comparison"] = compare_modes(d)
+    return scrub(d, extra_secrets)
+
+
+def render_svg(doc: dict[str, Any], width: int = 160, height: int = 48, theme: str | None = None) -> str:
+    try:
+        from kvtui.tui.svg import render_dashboard_svg
+    except ImportError as e:
+        missing = getattr(e, "name", None) or str(e)
+        if missing and str(missing).startswith("kvtui.tui"):
+            raise KvtuiError("--format svg: this kvtui has no dashboard SVG renderer yet (kvtui.tui.svg); use --format md or csv")
+        raise KvtuiError(f"--format svg needs {missing}, which is not installed: {e}")
+    return render_dashboard_svg(doc, width, height, theme)
+
+
+def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, theme: str | None = None,
+           extra_secrets: list[str] | None = None) -> str:
+    """The export of `doc` in format `fmt` as text (already portable and scrubbed)."""
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt}: not a format kvtui exports (choose from {', '.join(FORMATS)})")
+    d = portable_doc(doc, extra_secrets)
+    if fmt == "json":
+        from kvtui.report.snapshot import dumps
+
+        text = dumps(d) + "\n"
+    elif fmt == "md":
+        from kvtui.report.markdown import render_markdown
+
+        text = render_markdown(d)
+    elif fmt == "csv":
+        from kvtui.report.csv_export import render_csv
+
+        text = render_csv(d)
+    else:
+        text = render_svg(d, width, height, theme)
+    return scrub_text(text, sorted(set(process_secrets()) | set(s for s in (extra_secrets or []) if s and len(s) >= 4), key=len, reverse=True))
+
+
+def default_out(snapshot: str | Path, fmt: str) -> Path:
+    p = Path(snapshot)
+    stem = p.name[: -len(".journal")] if p.name.endswith(".journal") else p.name
+    stem = stem[:-5] if stem.endswith(".json") else Path(stem).stem
+    return p.with_name(stem + SUFFIX[fmt])
+
+
+def write_text_private(path: Path, text: str) -> None:
+    """Atomic, user-only (0600) like the snapshot itself."""
+    from kvtui.report.snapshot import atomic_write
+
+    try:
+        atomic_write(path, text)
+    except OSError as e:
+        raise KvtuiError(f"{path}: cannot write the export: {e.strerror or e}")
