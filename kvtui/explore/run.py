@@ -214,6 +214,15 @@ class _Telemetry(threading.Thread):
             self.scraper.close()
 
 
+def _record_mode(line: str) -> str | None:
+    import json
+
+    try:
+        return json.loads(line).get("mode")
+    except (ValueError, AttributeError):
+        return None  # a line cut by a crash mid-write
+
+
 class Run:
     def __init__(
         self,
@@ -340,6 +349,8 @@ class Run:
             kept = self._take_resumed()
         self.doc["modes"] = list(kept)
         self.writer = SnapshotWriter(self.out, self.doc)
+        if kept:
+            self._carry_records(kept)
         for m in kept:
             self.writer.mode_finished(m)
         self._emit("run_started", None, self.doc)
@@ -379,12 +390,35 @@ class Run:
                 self.doc.setdefault("warnings", []).append(f"resumed across a changed [{key}]")
         # Keep the earlier run's environment beside this one (the GPU may differ).
         self.doc["resumed_from"] = {"path": prev.get("_path"), "environment": prev.get("environment"), "modes": [m["name"] for m in kept]}
-        prev_records = prev.get("records")
-        if prev_records and prev.get("_path"):
-            src = Path(prev["_path"]).with_name(prev_records) if not Path(prev_records).is_absolute() else Path(prev_records)
-            for m in kept:
-                m.setdefault("records_file", str(src))
         return kept
+
+    def _carry_records(self, kept: list[dict[str, Any]]) -> None:
+        """Copy the kept modes' per-request records into this run's sidecar, so the snapshot stays self-contained.
+
+        Resuming into the same sidecar rewrites it with the kept modes' records only: the
+        records of a mode cut short are dropped, as the mode is measured again.
+        """
+        prev = self.resume or {}
+        name, path = prev.get("records"), prev.get("_path")
+        if not name or not path or self.writer is None:
+            return
+        src = Path(name) if Path(name).is_absolute() else Path(path).with_name(name)
+        names = {m["name"] for m in kept}
+        try:
+            with open(src, encoding="utf-8") as f:
+                lines = [ln for ln in f if ln.strip() and _record_mode(ln) in names]
+        except OSError as e:
+            self.doc.setdefault("warnings", []).append(f"per-request records of the kept modes not carried over ({src}: {e.strerror or e})")
+            return
+        dst = self.writer.records_path
+        if src.resolve() == dst.resolve():
+            from kvtui.report.snapshot import atomic_write
+
+            atomic_write(dst, "".join(ln if ln.endswith("\n") else ln + "\n" for ln in lines))
+        else:
+            with open(dst, "a", encoding="utf-8") as f:
+                f.writelines(ln if ln.endswith("\n") else ln + "\n" for ln in lines)
+        self.records_written += len(lines)
 
     def _mode_doc(self, mode: Mode, index: int) -> dict[str, Any]:
         md = dataclasses.asdict(mode)
@@ -664,6 +698,9 @@ class Run:
     def _finalize(self, failure: BaseException | None) -> None:
         from kvtui.report.compare import compare_modes
 
+        # The scenario's order (baseline first), also for modes kept from a resumed snapshot.
+        order = {m.name: i for i, m in enumerate(self.scenario.modes)}
+        self.doc["modes"].sort(key=lambda m: order.get(m.get("name"), len(order)))
         self.doc["comparison"] = compare_modes(self.doc, self.scenario)
         self.doc["run"]["finished"] = failure is None and not self.stopping
         self.doc["run"]["stop_reason"] = self._stop_reason

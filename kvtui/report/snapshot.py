@@ -216,7 +216,7 @@ def load_journal(path: Path) -> dict[str, Any]:
             modes[name] = copy.deepcopy(data)
             if not modes[name].get("steps"):
                 modes[name]["steps"] = steps
-            modes[name]["complete"] = True
+            modes[name]["complete"] = data.get("complete", True)  # a mode stopped mid-search stays incomplete
             if name not in order:
                 order.append(name)
     if doc is None:
