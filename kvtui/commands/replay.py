@@ -1,13 +1,37 @@
-"""`kvtui replay` (not built yet)."""
+"""`kvtui replay SNAPSHOT.json`: the dashboard on a saved run, with a step slider. No GPU needed."""
 
-from kvtui.errors import UsageError
+from __future__ import annotations
+
+import argparse
 
 
-def add_parser(sub):
-    p = sub.add_parser("replay", help="(not built yet)")
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "replay", help="view a saved run in the dashboard (no GPU needed)",
+        description="Open the dashboard on a snapshot (or the journal of an unfinished run). "
+                    "←/→ or [ ] move through the steps; e changes the SLO (recomputed from the records).",
+    )
+    p.add_argument("snapshot", help="snapshot JSON (or its .journal)")
+    p.add_argument("--mode", help="show this mode first")
+    p.add_argument("--step", type=int, help="start at this step (1-based; default: the last)")
+    p.add_argument("--theme", help="theme name")
     p.set_defaults(func=run)
     return p
 
 
-def run(args) -> int:
-    raise UsageError("kvtui replay is not built yet")
+def run(args: argparse.Namespace) -> int:
+    from kvtui.commands.tui import check_theme
+    from kvtui.errors import UsageError
+    from kvtui.report.snapshot import load_snapshot
+    from kvtui.tui.app import create_app
+
+    check_theme(args.theme)
+    doc = load_snapshot(args.snapshot)
+    names = [m.get("name") for m in doc.get("modes") or []]
+    if args.mode and args.mode not in names:
+        raise UsageError(f"--mode {args.mode}: not in this snapshot (modes: {', '.join(map(str, names)) or 'none'})")
+    app = create_app(snapshot=doc, theme=args.theme, replay_mode=args.mode, replay_step=args.step)
+    rc = app.run()
+    for p in app.exports:
+        print(f"kvtui: exported {p}")
+    return int(rc or 0)

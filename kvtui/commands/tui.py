@@ -1,13 +1,101 @@
-"""`kvtui tui` (not built yet)."""
+"""`kvtui [SCENARIO.toml]` / `kvtui tui [SCENARIO.toml]`: the dashboard.
+
+With no scenario: the built-in simulated demo (scenarios/sim-demo.toml), started at once.
+With a scenario: the setup screen, prefilled (`--start` skips it). `kvtui run X.toml`
+without `--headless` comes here too, through `launch_tui(..., autostart=True)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
 
 from kvtui.errors import UsageError
 
 
-def add_parser(sub):
-    p = sub.add_parser("tui", help="(not built yet)")
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "tui", help="the live dashboard (default: the simulated demo)",
+        description="The dashboard: start a scenario's run and watch it; `kvtui SCENARIO.toml` is the same.",
+    )
+    p.add_argument("scenario", nargs="?", help="scenario file (default: the built-in simulated demo, started at once)")
+    p.add_argument("--start", action="store_true", help="start the run at once instead of showing the setup screen")
+    p.add_argument("--mode", action="append", dest="modes", metavar="NAME", help="run only this mode (repeatable)")
+    p.add_argument("--out", help="snapshot path (default: runs/<scenario>-<time>.json)")
+    p.add_argument("--set", action="append", dest="overrides", default=[], metavar="KEY=VALUE",
+                   help="override a scenario value, e.g. --set ramp.max=64")
+    p.add_argument("--resume", metavar="SNAPSHOT", help="keep the finished modes of this snapshot and run the rest")
+    p.add_argument("--engine", choices=["sim", "vllm", "external"], help="override server.engine")
+    p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline")
+    p.add_argument("--theme", help="theme name (themes/*.toml: kvtui-dark, kvtui-light, kvtui-high-contrast, …)")
     p.set_defaults(func=run)
     return p
 
 
-def run(args) -> int:
-    raise UsageError("kvtui tui is not built yet")
+def check_theme(theme: str | None) -> None:
+    if not theme:
+        return
+    from textual.theme import BUILTIN_THEMES
+
+    from kvtui.tui.themes import load_themes
+
+    ours, _ = load_themes()
+    if theme not in ours and theme not in BUILTIN_THEMES:
+        names = ", ".join(list(ours) + sorted(BUILTIN_THEMES))
+        raise UsageError(f"--theme {theme}: no such theme (themes: {names})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kvtui.scenario import load_scenario
+    from kvtui.scenario.defaults import demo_scenario_path
+
+    overrides = list(args.overrides)
+    if args.engine:
+        overrides.append(f"server.engine=\"{args.engine}\"")
+    resume = None
+    if args.resume:
+        from kvtui.report.snapshot import load_snapshot
+
+        resume = load_snapshot(args.resume)
+    if args.scenario is None:
+        demo = demo_scenario_path()
+        if not demo.exists():
+            # No demo yet: the setup screen on the built-in defaults, saying why.
+            scenario = load_scenario(None, overrides)
+            return launch_tui(scenario, out=args.out, modes=args.modes, resume=resume, theme=args.theme,
+                              autostart=False, fast=args.fast,
+                              notice=f"the demo scenario {demo} is missing: showing the defaults")
+        scenario = load_scenario(demo, overrides)
+        autostart = True
+    else:
+        scenario = load_scenario(args.scenario, overrides)
+        autostart = args.start
+    if args.fast and scenario.server.engine != "sim":
+        raise UsageError("--fast simulates offline and needs the sim engine (server.engine = \"sim\")")
+    return launch_tui(scenario, out=args.out, modes=args.modes, resume=resume, theme=args.theme, autostart=autostart,
+                      fast=args.fast)
+
+
+def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | None = None,
+               resume: dict[str, Any] | None = None, theme: str | None = None, autostart: bool = False,
+               fast: bool = False, notice: str | None = None) -> int:
+    """Run the dashboard on `scenario`; returns the exit code (0, or 1 when the run failed)."""
+    check_theme(theme)
+    if modes:
+        unknown = [m for m in modes if m not in {x.name for x in scenario.modes}]
+        if unknown:
+            valid = ", ".join(m.name for m in scenario.modes)
+            raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: {valid})")
+    from kvtui.tui.app import create_app
+
+    app = create_app(scenario, out=out, modes=modes, resume=resume, theme=theme, autostart=autostart, fast=fast,
+                     setup_notice=notice, handle_signals=True)
+    rc = app.run()
+    for p in app.exports:
+        print(f"kvtui: exported {p}")
+    if app.run_obj is not None:
+        print(f"kvtui: snapshot {app.run_obj.out}")
+    if app.run_error:
+        print(f"kvtui: the run failed: {app.run_error}")
+    return int(rc or 0)

@@ -1,0 +1,440 @@
+"""The dashboard's charts: textual-plotext plots that redraw only when their data changed.
+
+A `Chart` is a `PlotextPlot` whose `render()` draws from the `RunState` at the widget's
+own width (series downsampled to it) and caches the result by (data key, size, theme):
+Textual asks for a render on every repaint of the region, the plot is rebuilt only when
+the dashboard's timer saw its data change (`update_if_changed`). The plot's character
+matrix is turned into Rich text directly (no ANSI round trip: ~2× cheaper than
+`Text.from_ansi(plt.build())`).
+
+Compact layouts use `Spark`: one line, label + sparkline + value.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from rich.color import Color as RichColor
+from rich.style import Style
+from rich.text import Text
+from textual.widget import Widget
+from textual_plotext import PlotextPlot
+
+from kvtui.tui.state import ModeView, RunState, downsample
+from kvtui.tui.themes import ChartPalette
+
+if TYPE_CHECKING:
+    from textual_plotext.plot import Plot
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def _finite(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def fmt_num(x: Any, unit: str = "") -> str:
+    v = _finite(x)
+    if v is None:
+        return "∞" if isinstance(x, float) and math.isinf(x) else "—"
+    if abs(v) >= 10000:
+        return f"{v / 1000:.0f}k{unit}"
+    if abs(v) >= 100:
+        return f"{v:.0f}{unit}"
+    if abs(v) >= 10:
+        return f"{v:.1f}{unit}"
+    return f"{v:.2f}{unit}"
+
+
+def hexrgb(rgb: tuple[int, int, int]) -> str:
+    return "#%02x%02x%02x" % rgb
+
+
+# -- plotext matrix → Rich Text ---------------------------------------------------------------
+_STYLE_CACHE: dict[tuple, Style] = {}
+
+
+def _pcolor(c: Any) -> RichColor | None:
+    from plotext import _utility as ut
+
+    if c is None or c == ut.no_color:
+        return None
+    if isinstance(c, tuple) and len(c) == 3:
+        return RichColor.from_rgb(*c)
+    if isinstance(c, int):
+        return RichColor.from_ansi(c)
+    if ut.is_string_color(c):
+        code = ut.get_color_code(c)
+        return RichColor.from_ansi(code) if isinstance(code, int) and code >= 0 else None
+    return None
+
+
+def _style(fg: Any, st: Any, bg: Any) -> Style:
+    key = (fg, st, bg)
+    s = _STYLE_CACHE.get(key)
+    if s is None:
+        from plotext import _utility as ut
+
+        bold = isinstance(st, str) and "bold" in st
+        try:
+            s = Style(color=_pcolor(fg), bgcolor=_pcolor(bg), bold=bold or None)
+        except Exception:
+            s = Style()
+        if st not in (None, ut.no_color) and not bold:
+            s = s + Style(dim="dim" in str(st), italic="italic" in str(st))
+        _STYLE_CACHE[key] = s
+    return s
+
+
+def matrix_text(plt: "Plot") -> Text:
+    """The built plot as Text, straight from plotext's marker/colour matrices."""
+    plt._set_sizes()
+    plt._build_matrix()
+    m = plt.monitor.matrix
+    text = Text(no_wrap=True, overflow="crop", end="")
+    for r in range(m.rows - 1, -1, -1):
+        markers, fgs, sts, bgs = m.marker[r], m.fullground[r], m.style[r], m.background[r]
+        start = 0
+        key = (fgs[0], sts[0], bgs[0]) if m.cols else None
+        for c in range(1, m.cols + 1):
+            k = (fgs[c], sts[c], bgs[c]) if c < m.cols else None
+            if k != key:
+                text.append("".join(markers[start:c]), _style(*key))
+                start, key = c, k
+        if r:
+            text.append("\n")
+    return text
+
+
+# -- charts ------------------------------------------------------------------------------------
+class Chart(PlotextPlot):
+    """A plot that reads the RunState; redrawn only when `data_key()` changes."""
+
+    DEFAULT_CSS = """
+    Chart {
+        width: 1fr;
+        height: 1fr;
+        min-height: 5;
+        border-top: solid $panel-lighten-2;
+        border-bottom: blank;
+        border-title-color: $text;
+        border-title-style: bold;
+        border-subtitle-align: left;
+        border-subtitle-color: $text-muted;
+    }
+    """
+    TITLE = ""
+
+    def __init__(self, state: RunState, palette: Any, *, id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        self.state = state
+        self._palette_getter = palette  # () -> ChartPalette
+        self._key: Any = None
+        self._cache_key: Any = None
+        self._cache: Text | None = None
+        self.builds = 0  # how often the plot was rebuilt (bench and tests)
+        self.border_title = self.TITLE
+
+    @property
+    def palette(self) -> ChartPalette:
+        return self._palette_getter()
+
+    def data_key(self) -> Any:
+        raise NotImplementedError
+
+    def update_if_changed(self) -> bool:
+        key = self.data_key()
+        if key != self._key:
+            self._key = key
+            self.refresh()
+            return True
+        return False
+
+    def render(self):
+        w, h = self.content_size.width, self.content_size.height
+        ck = (self._key, w, h, self.app.theme)
+        if ck == self._cache_key and self._cache is not None:
+            return self._cache
+        plt = self._plot
+        plt.clear_figure()
+        plt.plotsize(w, h)
+        plt._set_size(w, h)
+        plt.theme(self._get_plotext_theme_name(self.app.theme))
+        plt.xfrequency(max(2, min(5, w // 12)))
+        plt.yfrequency(max(2, min(5, h // 3)))
+        if w < 8 or h < 3:
+            self._cache, self._cache_key = Text(""), ck
+            return self._cache
+        legend = self.draw(plt, self.viewed(), w, h, self.palette)
+        self.border_subtitle = legend or ""
+        self._cache = matrix_text(plt)
+        self._cache_key = ck
+        self.builds += 1
+        return self._cache
+
+    def viewed(self) -> ModeView | None:
+        return self.state.viewed
+
+    def draw(self, plt: "Plot", mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
+        raise NotImplementedError
+
+    @staticmethod
+    def legend(items: list[tuple[str, tuple[int, int, int]]]) -> str:
+        return " ".join(f"[{hexrgb(c)}]━[/] {label}" for label, c in items)
+
+    @staticmethod
+    def empty(plt: "Plot", msg: str) -> None:
+        plt.xticks([])
+        plt.yticks([])
+        plt.text(msg, 0.5, 0.5, alignment="center")
+        plt.xlim(0, 1)
+        plt.ylim(0, 1)
+
+
+class TimeChart(Chart):
+    """A telemetry series over the run's time (s)."""
+
+    def data_key(self) -> Any:
+        mv = self.viewed()
+        return (mv.name if mv else None, mv.series.version if mv else 0, self.state.t_max())
+
+    def buckets(self, w: int) -> int:
+        return max(8, w - 8)
+
+
+class MemoryChart(TimeChart):
+    TITLE = "GPU memory GiB"
+
+    def data_key(self) -> Any:
+        mv = self.viewed()
+        return super().data_key() + (tuple(sorted((mv.server or {}).items(), key=str)) if mv else (),)
+
+    def draw(self, plt, mv, w, h, pal):
+        if mv is None or not len(mv.series):
+            self.empty(plt, "waiting for the server…")
+            return ""
+        s, t_max, b = mv.series, self.state.t_max(), self.buckets(w)
+        f = mv.server or {}
+        xs, used = s.view("gpu_mem_used_gib", b, t_max)
+        kx, kv = s.view("kv_in_use_gib", b, t_max)
+        total = s.last("gpu_mem_total_gib") or f.get("gpu_total_gib")
+        weights = _finite(f.get("weights_gib")) or 0.0
+        static = weights + (_finite(f.get("activation_peak_gib")) or 0.0) + (_finite(f.get("cuda_graph_gib")) or 0.0)
+        pool = _finite(f.get("kv_cache_gib"))
+        items = []
+        if xs:
+            plt.plot(xs, used, color=pal.line(0), marker="hd")
+            items.append(("NVML", pal.line(0)))
+        if kx:
+            plt.plot(kx, [static + v for v in kv], color=pal.line(1), marker="hd")
+            items.append(("KV in use", pal.line(1)))
+        if weights:
+            plt.horizontal_line(weights, color=pal.line(3))
+            items.append(("weights", pal.line(3)))
+        if pool:
+            plt.horizontal_line(static + pool, color=pal.line(2))
+            items.append(("KV pool", pal.line(2)))
+        top = _finite(total) or max(used + [static + (pool or 0)] or [1.0])
+        if total:
+            plt.horizontal_line(top, color=pal.slo)
+            items.append(("total", pal.slo))
+        plt.ylim(0, top * 1.02 if top else 1)
+        return self.legend(items)
+
+
+class KvChart(TimeChart):
+    TITLE = "KV cache usage %"
+
+    def draw(self, plt, mv, w, h, pal):
+        if mv is None or not len(mv.series):
+            self.empty(plt, "no /metrics yet")
+            return ""
+        xs, ys = mv.series.view("kv_usage", self.buckets(w), self.state.t_max())
+        if xs:
+            plt.plot(xs, [y * 100 for y in ys], color=pal.line(2), marker="hd", fillx=False)
+        plt.horizontal_line(95, color=pal.slo)
+        plt.ylim(0, 100)
+        last = mv.series.last("kv_usage")
+        return f"now {last * 100:.1f}% · [{hexrgb(pal.slo)}]━[/] KV wall" if last is not None else ""
+
+
+class TokChart(TimeChart):
+    TITLE = "output tokens/s"
+
+    def draw(self, plt, mv, w, h, pal):
+        if mv is None or not len(mv.series):
+            self.empty(plt, "no /metrics yet")
+            return ""
+        xs, ys = mv.series.view("gen_tok_s", self.buckets(w), self.state.t_max(), how="mean")
+        if xs:
+            plt.plot(xs, ys, color=pal.line(0), marker="hd")
+            plt.ylim(0, max(ys) * 1.1 if max(ys) > 0 else 1)
+        last = mv.series.last("gen_tok_s")
+        return f"now {fmt_num(last)}" if last is not None else ""
+
+
+class QueueChart(TimeChart):
+    TITLE = "requests: running / waiting / preempted"
+
+    def draw(self, plt, mv, w, h, pal):
+        if mv is None or not len(mv.series):
+            self.empty(plt, "no /metrics yet")
+            return ""
+        b, t_max, s = self.buckets(w), self.state.t_max(), mv.series
+        items = []
+        for i, (key, label) in enumerate((("running", "run"), ("waiting", "wait"), ("load", "target"))):
+            xs, ys = s.view(key, b, t_max)
+            if xs:
+                c = pal.line(i if key != "load" else 5)
+                plt.plot(xs, ys, color=c, marker="hd")
+                items.append((label, c))
+        px, py = s.view("preempt", b, t_max)
+        pts = [(x, y) for x, y in zip(px, py) if y and y > 0]
+        if pts:
+            plt.scatter([p[0] for p in pts], [p[1] for p in pts], color=pal.slo, marker="x")
+            items.append(("preempt", pal.slo))
+        return self.legend(items)
+
+
+class LatencyChart(Chart):
+    """A latency metric's p50/p95 per step against the load, the SLO as a line, the best load marked."""
+
+    METRIC = "ttft"
+    STALLS = False
+
+    def data_key(self) -> Any:
+        st = self.state
+        mv = self.viewed()
+        return (mv.name if mv else None, st.steps_version, st.slo_version, st.cursor, st.best(mv) if mv else None)
+
+    def draw(self, plt, mv, w, h, pal):
+        st = self.state
+        steps = st.steps_of(mv) if mv else []
+        if not steps:
+            self.empty(plt, "no step finished yet")
+            return ""
+        m = self.METRIC
+        pts = sorted(steps, key=lambda s: s.get("load") or 0)
+        items = []
+        ymax = 0.0
+        series = [("p50", pal.line(0)), ("p95", pal.line(1))]
+        for pct, color in series:
+            xy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in pts]
+            xy = [(x, y) for x, y in xy if y is not None]
+            if xy:
+                plt.plot([p[0] for p in xy], [p[1] for p in xy], color=color, marker="hd")
+                items.append((pct, color))
+                ymax = max(ymax, max(p[1] for p in xy))
+        if self.STALLS:
+            xy = [(s["load"], _finite((s.get("itl_ms") or {}).get("p99"))) for s in pts]
+            xy = [(x, y) for x, y in xy if y is not None]
+            if xy:
+                plt.scatter([p[0] for p in xy], [p[1] for p in xy], color=pal.line(4), marker="x")
+                items.append(("ITL p99", pal.line(4)))
+                ymax = max(ymax, max(p[1] for p in xy))
+        metrics = (m, "itl") if self.STALLS else (m,)
+        for metric, pct, limit in st.shown_slo.targets():
+            if metric in metrics:
+                plt.horizontal_line(limit, color=pal.slo)
+                items.append((f"SLO {limit:g}", pal.slo))
+                ymax = max(ymax, limit)
+        best = st.best(mv)
+        loads = [s["load"] for s in pts if s.get("load") is not None]
+        lo, hi = min(loads), max(loads)
+        if lo == hi:
+            lo, hi = lo - 1, hi + 1
+        plt.xlim(lo, hi)
+        plt.ylim(0, ymax * 1.15 if ymax > 0 else 1)
+        if best is not None:
+            plt.vertical_line(best, color=pal.best)
+            plt.text(f"★{best:g}", best, ymax * 1.1 if ymax else 1, color=pal.best, alignment="center")
+        return self.legend(items)
+
+
+class TtftChart(LatencyChart):
+    TITLE = "TTFT ms vs load"
+    METRIC = "ttft"
+
+
+class TpotChart(LatencyChart):
+    TITLE = "TPOT ms vs load · ITL p99 = stalls"
+    METRIC = "tpot"
+    STALLS = True
+
+
+# -- compact: sparklines ----------------------------------------------------------------------
+class Spark(Widget):
+    """One line: label, sparkline of the series (downsampled to the width), last value."""
+
+    DEFAULT_CSS = """
+    Spark { height: 1; width: 1fr; }
+    """
+
+    def __init__(self, state: RunState, label: str, source: str, palette: Any, *, how: str = "max",
+                 scale: float = 1.0, unit: str = "", fixed_max: float | None = None, color: int = 0,
+                 id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        self.state = state
+        self.label = label
+        self.source = source  # a series column, or "step:<metric>:<pct>" for per-step values
+        self.how = how
+        self.scale = scale
+        self.unit = unit
+        self.fixed_max = fixed_max
+        self._palette_getter = palette
+        self.color = color
+        self._key: Any = None
+
+    def data_key(self) -> Any:
+        st = self.state
+        mv = st.viewed
+        return (mv.name if mv else None, mv.series.version if mv else 0, st.steps_version, st.slo_version, st.cursor)
+
+    def update_if_changed(self) -> bool:
+        key = self.data_key()
+        if key != self._key:
+            self._key = key
+            self.refresh()
+            return True
+        return False
+
+    def _values(self, width: int) -> list[float]:
+        st = self.state
+        mv = st.viewed
+        if mv is None:
+            return []
+        if self.source.startswith("step:"):
+            _, metric, pct = self.source.split(":")
+            vals = [_finite((s.get(f"{metric}_ms") or {}).get(pct)) for s in st.steps_of(mv)]
+            return [v for v in vals if v is not None][-width:]
+        pairs = list(zip(mv.series.t, mv.series.cols.get(self.source) or []))
+        t_max = st.t_max()
+        pairs = [(t, v) for t, v in pairs if v is not None and (t_max is None or t <= t_max)]
+        _, ys = downsample(pairs, width, self.how)
+        return [y * self.scale for y in ys]
+
+    def render(self):
+        w = self.content_size.width
+        label_w = 9
+        val_w = 8
+        spark_w = max(4, w - label_w - val_w - 2)
+        vals = self._values(spark_w)
+        pal: ChartPalette = self._palette_getter()
+        t = Text(no_wrap=True, overflow="crop", end="")
+        t.append(f"{self.label:<{label_w}}", style="bold")
+        if vals:
+            top = self.fixed_max if self.fixed_max else max(vals)
+            top = top if top and top > 0 else 1.0
+            chars = "".join(SPARK[min(7, max(0, int(v / top * 7.999)))] for v in vals)
+            t.append(f"{chars:<{spark_w}}", style=hexrgb(pal.line(self.color)))
+            t.append(f" {fmt_num(vals[-1], self.unit):>{val_w}}")
+        else:
+            t.append(f"{'·' * spark_w} {'—':>{val_w}}", style="dim")
+        return t
+
+
+__all__ = ["Chart", "MemoryChart", "KvChart", "TokChart", "QueueChart", "TtftChart", "TpotChart", "Spark", "matrix_text",
+           "fmt_num"]

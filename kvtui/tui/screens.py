@@ -1,0 +1,497 @@
+"""Screens: the dashboard (live and replay), the setup form, the SLO editor, the mode comparison."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Collapsible, Footer, Input, Label, Select, SelectionList, Static
+
+from kvtui.errors import KvtuiError, ScenarioError
+from kvtui.scenario.schema import Length, Scenario, Slo
+from kvtui.tui.charts import KvChart, MemoryChart, QueueChart, Spark, TokChart, TpotChart, TtftChart
+from kvtui.tui.state import RunState, slo_from_table
+from kvtui.tui.widgets import InfoHeader, LogPane, MemoryBar, StatusBar, StepSlider, StepTable
+
+if TYPE_CHECKING:
+    from kvtui.tui.app import KvtuiApp
+
+COMPACT_WIDTH = 100
+COMPACT_HEIGHT = 30
+
+
+class DashboardScreen(Screen):
+    """The live dashboard; with a snapshot loaded, the same dashboard replays it."""
+
+    BINDINGS = [
+        Binding("space", "app.toggle_pause", "pause/resume"),
+        Binding("x", "app.stop_run", "stop"),
+        Binding("n", "app.skip_mode", "next mode"),
+        Binding("h", "app.hold", "hold"),
+        Binding("plus,equals_sign", "app.nudge(1)", "step +", key_display="+"),
+        Binding("minus", "app.nudge(-1)", "step −", key_display="-"),
+        Binding("e", "app.edit_slo", "SLO"),
+        Binding("ctrl+s", "app.export", "export"),
+        Binding("s", "app.start", "start", show=False),
+        Binding("m", "app.cycle_mode", "mode", show=False),
+        Binding("c", "app.compare", "compare", show=False),
+        Binding("l", "toggle_log", "log", show=False),
+        Binding("left_square_bracket", "app.replay_step(-1)", "◀ step", show=False),
+        Binding("right_square_bracket", "app.replay_step(1)", "step ▶", show=False),
+    ]
+
+    def __init__(self, state: RunState, replay: bool = False):
+        super().__init__()
+        self.state = state
+        self.replay = replay
+        self.compact = False
+
+    @property
+    def kapp(self) -> "KvtuiApp":
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        st = self.state
+        pal = lambda: self.kapp.palette  # noqa: E731
+        yield InfoHeader(st, id="header")
+        yield StatusBar(st, id="status")
+        yield MemoryBar(st, pal, id="membar")
+        with Grid(id="charts"):
+            yield MemoryChart(st, pal, id="chart-mem")
+            yield KvChart(st, pal, id="chart-kv")
+            yield TokChart(st, pal, id="chart-tok")
+            yield TtftChart(st, pal, id="chart-ttft")
+            yield TpotChart(st, pal, id="chart-tpot")
+            yield QueueChart(st, pal, id="chart-queue")
+        with Vertical(id="sparks"):
+            yield Spark(st, "KV %", "kv_usage", pal, scale=100, unit="%", fixed_max=100, color=2, id="spark-kv")
+            yield Spark(st, "tok/s", "gen_tok_s", pal, how="mean", color=0, id="spark-tok")
+            yield Spark(st, "running", "running", pal, color=1, id="spark-run")
+            yield Spark(st, "TTFT p95", "step:ttft:p95", pal, unit="ms", color=3, id="spark-ttft")
+            yield Spark(st, "TPOT p95", "step:tpot:p95", pal, unit="ms", color=4, id="spark-tpot")
+        if self.replay:
+            yield StepSlider(st, id="slider")
+        yield StepTable(st, id="steps")
+        with Collapsible(title="server log  (l)", collapsed=True, id="logbox"):
+            yield LogPane(st, id="log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._apply_layout()
+        self.query_one(StepTable).focus()
+        self.sync()
+
+    def on_resize(self) -> None:
+        self._apply_layout()
+        self.sync()
+
+    def _apply_layout(self) -> None:
+        w, h = self.size.width, self.size.height
+        compact = w < COMPACT_WIDTH or h < COMPACT_HEIGHT
+        self.compact = compact
+        self.set_class(compact, "-compact")
+        self.set_class(h >= 44 and not compact, "-tall")
+
+    def action_toggle_log(self) -> None:
+        box = self.query_one("#logbox", Collapsible)
+        box.collapsed = not box.collapsed
+        self.sync()
+
+    def sync(self) -> None:
+        """Bring every visible view up to date with the state (called from the app's timer)."""
+        if not self.is_mounted:
+            return
+        st = self.state
+        with self.app.batch_update():
+            self.query_one(InfoHeader).sync()
+            self.query_one(StatusBar).sync(self.kapp.control_flags())
+            self.query_one(MemoryBar).sync()
+            if self.compact:
+                for sp in self.query(Spark):
+                    sp.update_if_changed()
+            else:
+                for ch in self.query("#charts > *"):
+                    ch.update_if_changed()  # type: ignore[attr-defined]
+            self.query_one(StepTable).sync(self.compact)
+            if self.replay:
+                self.query_one(StepSlider).sync()
+            if not self.query_one("#logbox", Collapsible).collapsed:
+                self.query_one(LogPane).sync()
+
+    @on(StepSlider.Moved)
+    def _slider_moved(self, event: StepSlider.Moved) -> None:
+        self.state.move_cursor(to=event.index)
+        self.sync()
+
+    @on(StepTable.RowHighlighted)
+    def _row_highlighted(self, event: StepTable.RowHighlighted) -> None:
+        table = self.query_one(StepTable)
+        if self.replay and not table._suppress and event.cursor_row >= 0:
+            if event.cursor_row != self.state.cursor:
+                self.state.move_cursor(to=event.cursor_row)
+                self.sync()
+
+
+# -- setup ------------------------------------------------------------------------------------
+DEFAULT_SLO_KEYS = ("ttft_p95_ms", "tpot_p95_ms", "itl_p99_ms", "e2e_p95_ms")
+
+
+def length_text(ln: Length) -> str:
+    if ln.dist == "fixed":
+        return str(ln.value)
+    if ln.dist == "uniform":
+        return f'{{dist = "uniform", min = {ln.min}, max = {ln.max}}}'
+    cap = f", max = {ln.max}" if ln.max else ""
+    return f'{{dist = "{ln.dist}", mean = {ln.mean:g}, std = {ln.std:g}, min = {ln.min}{cap}}}'
+
+
+def parse_value(text: str) -> Any:
+    """A form value as TOML (number, string, inline table); blank → None."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+class SloForm(Vertical):
+    """Inputs for the SLO's latency targets (ms; blank = no target), error rate and goodput."""
+
+    DEFAULT_CSS = """
+    SloForm { height: auto; }
+    SloForm Grid { grid-size: 4; grid-columns: 14 12 14 12; grid-rows: 3; height: auto; }
+    SloForm Label { padding: 1 0 0 1; }
+    """
+
+    def __init__(self, slo: Slo, **kw: Any):
+        super().__init__(**kw)
+        self.slo = slo
+
+    def compose(self) -> ComposeResult:
+        keys = list(dict.fromkeys(list(self.slo.latency) + list(DEFAULT_SLO_KEYS)))
+        with Grid():
+            for k in keys:
+                m, p, _ = k.split("_")
+                yield Label(f"{m.upper()} {p} ms")
+                v = self.slo.latency.get(k)
+                yield Input(f"{v:g}" if v is not None else "", placeholder="—", type="number", id=f"slo-{k}",
+                            classes="slo-input")
+            yield Label("max errors")
+            yield Input(f"{self.slo.max_error_rate:g}", type="number", id="slo-max_error_rate", classes="slo-input")
+            yield Label("min goodput")
+            yield Input(f"{self.slo.min_goodput:g}" if self.slo.min_goodput else "", placeholder="—", type="number",
+                        id="slo-min_goodput", classes="slo-input")
+
+    def table(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for inp in self.query(".slo-input").results(Input):
+            key = (inp.id or "")[4:]
+            v = parse_value(inp.value)
+            if v is not None:
+                out[key] = v
+        return out
+
+
+class SetupScreen(Screen):
+    """Pick or open a scenario, change what people change on the spot, start."""
+
+    BINDINGS = [
+        Binding("ctrl+r", "start", "start", priority=True),
+        Binding("escape", "app.quit", "quit"),
+    ]
+
+    DEFAULT_CSS = """
+    SetupScreen { align: center top; }
+    SetupScreen #form { width: 100%; max-width: 110; height: 1fr; padding: 0 1; }
+    SetupScreen .section { text-style: bold; color: $primary; margin-top: 1; }
+    SetupScreen #pick { height: 3; }
+    SetupScreen #pick Select { width: 1fr; }
+    SetupScreen #pick Input { width: 2fr; }
+    SetupScreen #pick Button { width: 10; min-width: 8; }
+    SetupScreen #modes { height: auto; max-height: 8; }
+    SetupScreen .row { height: 3; }
+    SetupScreen .row Label { padding: 1 1 0 1; width: auto; }
+    SetupScreen .row Input { width: 1fr; }
+    SetupScreen #problems { color: $error; height: auto; margin-top: 1; }
+    SetupScreen #buttons { height: 3; margin-top: 1; }
+    SetupScreen #desc { color: $text-muted; height: auto; }
+    """
+
+    def __init__(self, scenario: Scenario | None, modes: list[str] | None = None, notice: str | None = None):
+        super().__init__()
+        self.scenario = scenario
+        self.path = scenario.source if scenario and scenario.source and not scenario.source.startswith("<") else None
+        self.wanted_modes = modes
+        self.notice = notice
+        self.problems: list[str] = []
+        self._built: Scenario | None = None
+
+    @property
+    def kapp(self) -> "KvtuiApp":
+        return self.app  # type: ignore[return-value]
+
+    def _options(self) -> list[tuple[str, str]]:
+        from kvtui.scenario.defaults import bundled_scenarios
+
+        opts = [(p.stem, str(p)) for p in bundled_scenarios()]
+        if self.path and all(v != str(self.path) for _, v in opts):
+            opts.insert(0, (Path(self.path).name, str(self.path)))
+        return opts
+
+    def compose(self) -> ComposeResult:
+        sc = self.scenario or Scenario()
+        with VerticalScroll(id="form"):
+            yield Static("kvtui — set up a run", classes="section")
+            with Horizontal(id="pick"):
+                opts = self._options()
+                yield Select(opts, prompt="scenarios/…", allow_blank=True, id="pick-select",
+                             value=str(self.path) if self.path and any(v == str(self.path) for _, v in opts) else Select.BLANK)
+                yield Input(str(self.path or ""), placeholder="or a path to a scenario .toml", id="pick-path")
+                yield Button("Open", id="open")
+            yield Static(self._describe(sc), id="desc")
+            yield Static("Modes", classes="section")
+            yield SelectionList[str](*[(m.name + self._mode_note(m), m.name, self._mode_on(m.name)) for m in sc.modes], id="modes")
+            yield Static("SLO", classes="section")
+            yield SloForm(sc.slo, id="slo")
+            yield Static(f"Ramp ({sc.ramp.load})", classes="section")
+            with Horizontal(classes="row"):
+                yield Label("start")
+                yield Input(f"{sc.ramp.start:g}", type="number", id="ramp-start")
+                yield Label("max")
+                yield Input(f"{sc.ramp.max:g}", type="number", id="ramp-max")
+                yield Label("step")
+                yield Input(sc.ramp.step, id="ramp-step", placeholder="double, x1.5, +8 or 1,2,4")
+                yield Label("search")
+                yield Select([("fast", "fast"), ("linear", "linear")], value=sc.ramp.search, allow_blank=False, id="ramp-search")
+            yield Static("Workload (tokens: a number or {dist = \"uniform\", min = …, max = …})", classes="section")
+            with Horizontal(classes="row"):
+                yield Label("prompt")
+                yield Input(length_text(sc.workload.prompt_tokens), id="wl-prompt")
+                yield Label("output")
+                yield Input(length_text(sc.workload.output_tokens), id="wl-output")
+            yield Static("", id="problems")
+            with Horizontal(id="buttons"):
+                yield Button("Start  (ctrl+r)", variant="primary", id="start")
+                yield Button("Quit", id="quit")
+        yield Footer()
+
+    def _mode_on(self, name: str) -> bool:
+        return not self.wanted_modes or name in self.wanted_modes
+
+    @staticmethod
+    def _mode_note(m: Any) -> str:
+        bits = []
+        if m.quantization:
+            bits.append(f"--quantization {m.quantization}")
+        if m.kv_cache_dtype != "auto":
+            bits.append(f"--kv-cache-dtype {m.kv_cache_dtype}")
+        return f"  ({', '.join(bits)})" if bits else ""
+
+    @staticmethod
+    def _describe(sc: Scenario) -> str:
+        s = sc.server
+        where = sc.source or "defaults"
+        return (f"{sc.name} — {where}\n{sc.description.strip()}\n"
+                f"engine {s.engine}{' (SIMULATED)' if s.engine == 'sim' else ''} · model {s.model} · GPU {s.gpu if s.engine == 'sim' else '(this machine)'} "
+                f"· max_model_len {s.max_model_len}").strip()
+
+    def on_mount(self) -> None:
+        if self.notice:
+            self.notify(self.notice, severity="warning", timeout=8)
+        self.validate()
+
+    # -- loading another scenario -----------------------------------------------------------
+    @on(Select.Changed, "#pick-select")
+    def _picked(self, event: Select.Changed) -> None:
+        if event.value is not Select.BLANK and str(event.value) != str(self.path or ""):
+            self.load(str(event.value))
+
+    @on(Button.Pressed, "#open")
+    @on(Input.Submitted, "#pick-path")
+    def _open(self, _event: Any) -> None:
+        p = self.query_one("#pick-path", Input).value.strip()
+        if p:
+            self.load(p)
+
+    def load(self, path: str) -> None:
+        from kvtui.scenario import load_scenario
+
+        try:
+            sc = load_scenario(path)
+        except ScenarioError as e:
+            self.show_problems(e.problems)
+            return
+        except KvtuiError as e:
+            self.show_problems([str(e)])
+            return
+        self.scenario, self.path, self.wanted_modes = sc, path, None
+        self.refresh(recompose=True)
+        self.call_after_refresh(self.validate)
+
+    # -- validation and start -----------------------------------------------------------------
+    def build(self) -> Scenario | None:
+        """The scenario with the form's edits, validated by the scenario loader; None on problems."""
+        from kvtui.scenario import scenario_from_dict
+        from kvtui.scenario.locate import LineIndex
+
+        text = ""
+        source = "<defaults>"
+        doc: dict[str, Any] = {}
+        if self.path:
+            source = str(self.path)
+            try:
+                text = Path(self.path).read_text(encoding="utf-8")
+                doc = tomllib.loads(text)
+            except (OSError, tomllib.TOMLDecodeError) as e:
+                self.show_problems([f"{source}: {e}"])
+                return None
+        problems: list[str] = []
+        slo = self.query_one(SloForm).table()
+        doc["slo"] = slo
+        ramp = doc.setdefault("ramp", {})
+        for key, wid in (("start", "#ramp-start"), ("max", "#ramp-max"), ("step", "#ramp-step")):
+            v = parse_value(self.query_one(wid, Input).value)
+            if v is None:
+                problems.append(f"ramp.{key}: needs a value")
+            else:
+                ramp[key] = str(v) if key == "step" else v
+        ramp["search"] = self.query_one("#ramp-search", Select).value
+        wl = doc.setdefault("workload", {})
+        for key, wid in (("prompt_tokens", "#wl-prompt"), ("output_tokens", "#wl-output")):
+            v = parse_value(self.query_one(wid, Input).value)
+            if v is None:
+                problems.append(f"workload.{key}: needs a value")
+            else:
+                wl[key] = v
+        if not self.query_one("#modes", SelectionList).selected:
+            problems.append("modes: pick at least one mode")
+        if problems:
+            self.show_problems(problems)
+            return None
+        try:
+            sc = scenario_from_dict(doc, source, LineIndex(text) if text else None)
+        except ScenarioError as e:
+            self.show_problems(e.problems)
+            return None
+        self.show_problems([])
+        return sc
+
+    def show_problems(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        try:
+            self.query_one("#problems", Static).update(Text("\n".join(problems)))
+            self.query_one("#start", Button).disabled = bool(problems)
+        except Exception:
+            return
+        for inp in self.query(Input):
+            key = (inp.id or "").replace("slo-", "slo.").replace("ramp-", "ramp.").replace("wl-prompt", "workload.prompt_tokens").replace("wl-output", "workload.output_tokens")
+            inp.set_class(any(key and key in p for p in problems), "-invalid")
+
+    def validate(self) -> Scenario | None:
+        self._built = self.build()
+        return self._built
+
+    @on(Input.Changed)
+    @on(SelectionList.SelectedChanged)
+    @on(Select.Changed, "#ramp-search")
+    def _changed(self, _event: Any) -> None:
+        if self.is_mounted:
+            self.validate()
+
+    @on(Button.Pressed, "#start")
+    def action_start(self) -> None:
+        sc = self.validate()
+        if sc is None:
+            self.notify("fix the problems shown first", severity="error")
+            return
+        modes = list(self.query_one("#modes", SelectionList).selected)
+        self.kapp.start_run(sc, modes=modes)
+
+    @on(Button.Pressed, "#quit")
+    def _quit(self) -> None:
+        self.app.exit(0)
+
+
+# -- SLO editor -------------------------------------------------------------------------------
+class SloScreen(ModalScreen[Any]):
+    """Change the SLO; the app re-evaluates every step from the stored per-request records."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "cancel"), Binding("ctrl+r", "apply", "apply", priority=True)]
+
+    DEFAULT_CSS = """
+    SloScreen { align: center middle; }
+    SloScreen #box { width: 64; height: auto; max-height: 90%; background: $surface; border: round $primary; padding: 0 1; }
+    SloScreen #problems { color: $error; height: auto; }
+    SloScreen #buttons { height: 3; }
+    SloScreen #note { color: $text-muted; height: auto; }
+    """
+
+    def __init__(self, current: Slo, run_slo: Slo):
+        super().__init__()
+        self.current = current
+        self.run_slo = run_slo
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="box"):
+            yield Static("Change the SLO", classes="section")
+            yield Static(f"the run's SLO: {self.run_slo.describe()}\nPass/fail and the best load are recomputed from "
+                         "the stored per-request records; the search itself is not re-run.", id="note")
+            yield SloForm(self.current, id="slo")
+            yield Static("", id="problems")
+            with Horizontal(id="buttons"):
+                yield Button("Apply", variant="primary", id="apply")
+                yield Button("Run's SLO", id="reset")
+                yield Button("Cancel", id="cancel")
+
+    @on(Button.Pressed, "#apply")
+    def action_apply(self) -> None:
+        try:
+            slo = slo_from_table(self.query_one(SloForm).table())
+        except ScenarioError as e:
+            self.query_one("#problems", Static).update(Text("\n".join(p.replace("SLO: ", "") for p in e.problems)))
+            return
+        self.dismiss(slo)
+
+    @on(Button.Pressed, "#reset")
+    def _reset(self) -> None:
+        self.dismiss("reset")
+
+    @on(Button.Pressed, "#cancel")
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
+class CompareScreen(ModalScreen[None]):
+    """The modes side by side against the baseline (the same table as the headless summary)."""
+
+    BINDINGS = [Binding("escape,c,q", "dismiss_none", "close")]
+
+    DEFAULT_CSS = """
+    CompareScreen { align: center middle; }
+    CompareScreen #box { width: 95%; height: auto; max-height: 90%; background: $surface; border: round $primary; padding: 0 1; }
+    """
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="box"):
+            yield Static(Text(self.text, no_wrap=True), id="compare")
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,47 @@
+"""The replay dashboard of a snapshot as an SVG, rendered headlessly (for `kvtui export --format svg`).
+
+    svg = render_dashboard_svg(load_snapshot("run.json"), width=160, height=48, theme="kvtui-light")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+
+async def _render(doc: dict[str, Any], width: int, height: int, theme: str, mode: str | None, step: int | None) -> str:
+    from kvtui.tui.app import create_app
+
+    app = create_app(snapshot=doc, theme=theme, replay_mode=mode, replay_step=step)
+    async with app.run_test(size=(width, height), notifications=False) as pilot:
+        await pilot.pause()
+        if app.dashboard is not None:
+            app.dashboard.sync()
+        await pilot.pause()
+        return app.export_screenshot(title=f"kvtui — {(doc.get('scenario') or {}).get('name', 'snapshot')}")
+
+
+def render_dashboard_svg(doc: dict[str, Any], width: int = 160, height: int = 48, theme: str = "kvtui-dark",
+                         mode: str | None = None, step: int | None = None) -> str:
+    """SVG of the dashboard replaying `doc` (a loaded snapshot) at width×height cells."""
+    coro = _render(doc, width, height, theme, mode, step)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    # Called from inside an event loop: render in a thread of its own.
+    out: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            out["svg"] = asyncio.run(coro)
+        except BaseException as e:  # noqa: BLE001 - handed back to the caller
+            out["error"] = e
+
+    t = threading.Thread(target=target, name="kvtui-svg")
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["svg"]

@@ -1,0 +1,531 @@
+"""Dashboard widgets other than the charts: header, status line, memory split, step table, log, slider.
+
+Each reads the `RunState` when the dashboard's timer asks it to (`sync()`), on the UI
+thread, and redraws only when the part of the state it shows changed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.events import Click
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import DataTable, RichLog, Static
+
+from kvtui.tui.charts import fmt_num, hexrgb
+from kvtui.tui.state import ModeView, RunState, limit_word
+
+STATUS_WORDS = {
+    "idle": "READY",
+    "starting": "STARTING",
+    "running": "RUNNING",
+    "paused": "PAUSED",
+    "stopping": "STOPPING",
+    "finished": "FINISHED",
+    "stopped": "STOPPED",
+    "failed": "FAILED",
+    "replay": "REPLAY",
+}
+
+
+def _f(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x)
+
+
+def fmt_ms(x: Any) -> str:
+    v = _f(x)
+    if v is None:
+        return "—"
+    if math.isinf(v):
+        return "∞"
+    return f"{v:.1f}" if v < 100 else f"{v:,.0f}"
+
+
+def fmt_load(x: Any) -> str:
+    v = _f(x)
+    return "—" if v is None else f"{v:g}"
+
+
+def fmt_share(x: Any) -> str:
+    v = _f(x)
+    return "—" if v is None else f"{v:.0%}"
+
+
+class InfoHeader(Static):
+    """Scenario, mode, engine, GPU, vLLM version and the SIMULATED badge: always on screen."""
+
+    DEFAULT_CSS = """
+    InfoHeader { height: 1; width: 1fr; background: $panel; color: $foreground; }
+    """
+
+    def __init__(self, state: RunState, **kw: Any):
+        super().__init__("", **kw)
+        self.state = state
+        self._key: Any = None
+
+    def sync(self) -> None:
+        key = (self.state.header_version, self.size.width, self.app.theme)
+        if key == self._key:
+            return
+        self._key = key
+        self.update(self.build())
+
+    def build(self) -> Text:
+        st = self.state
+        lab = st.labels()
+        th = self.app.current_theme
+        badge = Text()
+        if lab["simulated"]:
+            badge.append(" SIMULATED ", style=f"bold reverse {th.warning or 'yellow'}")
+        if st.replay:
+            badge.append(" REPLAY ", style=f"bold reverse {th.primary}")
+        if lab["dummy_weights"]:
+            badge.append(" dummy weights ", style="bold reverse")
+        if lab["time_scale"] and lab["time_scale"] != 1.0:
+            badge.append(f" slow-motion ×{lab['time_scale']:g} ", style="reverse")
+        width = max(20, self.size.width or 80)
+        room = width - badge.cell_len
+        gpu = lab["gpu"]
+        version_word = "vLLM " if lab["engine"] == "vllm" else "version "
+        mode = f"{lab['mode']} {lab['mode_pos']}".strip()
+        full = [("", lab["scenario"]), ("mode ", mode), ("engine ", lab["engine"]), ("GPU ", gpu), (version_word, lab["version"])]
+        short_gpu = gpu.replace(" (SIMULATED)", "") if lab["simulated"] else gpu
+        short = [("", lab["scenario"]), ("", mode), ("", lab["engine"]), ("", short_gpu), ("", lab["version"])]
+        t = Text()
+        for variant, prefix in ((full, True), (short, True), (short, False)):
+            t = Text(no_wrap=True, end="")
+            if prefix:
+                t.append(" kvtui ", style=f"bold {th.primary}")
+            else:
+                t.append(" ")
+            for i, (k, v) in enumerate(variant):
+                t.append("│ " if i else "", style="dim")
+                t.append(k, style="dim")
+                t.append(f"{v} ", style="bold" if v == mode else "")
+            if t.cell_len <= room:
+                break
+        if t.cell_len > room:
+            t.truncate(max(1, room), overflow="ellipsis")
+        t.pad_right(max(0, room - t.cell_len))
+        t.append_text(badge)
+        return t
+
+
+class StatusBar(Static):
+    """Run state, the step in progress, the SLO, the best load so far and the KV-bound prediction."""
+
+    DEFAULT_CSS = """
+    StatusBar { height: auto; max-height: 3; width: 1fr; padding: 0 1; }
+    """
+
+    def __init__(self, state: RunState, **kw: Any):
+        super().__init__("", **kw)
+        self.state = state
+        self._key: Any = None
+        self.controls: dict[str, Any] = {}  # paused, hold, stopping flags from the app
+
+    def sync(self, controls: dict[str, Any] | None = None) -> None:
+        st = self.state
+        if controls is not None:
+            self.controls = controls
+        prog = st.progress or {}
+        key = (st.header_version, st.steps_version, st.slo_version, st.status, tuple(sorted(self.controls.items())),
+               prog.get("phase"), prog.get("window_started"), prog.get("completed"), int(prog.get("elapsed_s") or 0),
+               self.app.theme, st.cursor)
+        if key == self._key:
+            return
+        self._key = key
+        self.update(self.build())
+
+    def build(self) -> Text:
+        st = self.state
+        th = self.app.current_theme
+        mv = st.viewed
+        t = Text(end="")
+        word = STATUS_WORDS.get(st.status, st.status.upper())
+        if self.controls.get("stopping"):
+            word = "STOPPING"
+        elif self.controls.get("paused") and st.status == "running":
+            word = "PAUSED"
+        color = {"RUNNING": th.success, "PAUSED": th.warning, "STOPPING": th.warning, "FAILED": th.error,
+                 "STOPPED": th.warning, "FINISHED": th.primary, "REPLAY": th.primary}.get(word, th.secondary)
+        t.append(f" {word} ", style=f"bold reverse {color or ''}")
+        if self.controls.get("hold"):
+            t.append(" HOLD ", style=f"bold reverse {th.accent}")
+        t.append(" ")
+        lw = st.load_word
+        if mv is not None and mv.status == "starting":
+            t.append(f"{mv.name}: starting the engine — {mv.phase or 'starting'}", style="bold")
+        elif st.step and not st.replay:
+            p = st.progress or {}
+            phase = p.get("phase") or "warmup"
+            t.append(f"{st.step.get('mode')}: step {st.step.get('index', 0) + 1} {lw}={fmt_load(st.step.get('load'))}", style="bold")
+            why = st.step.get("why")
+            if why and why != "search":
+                t.append(f" [{why}]")
+            t.append(f" {phase} {p.get('elapsed_s', 0):.0f}s · {p.get('window_started', 0)} in window · {p.get('completed', 0)} done")
+        elif st.replay and mv is not None:
+            steps = mv.steps
+            if steps and st.cursor is not None:
+                s = mv.shown_steps(st.edited)[st.cursor]
+                t.append(f"{st.source_name} · {mv.name} step {st.cursor + 1}/{len(steps)} {lw}={fmt_load(s.get('load'))}", style="bold")
+            else:
+                t.append(f"{st.source_name} · {mv.name}: no steps", style="bold")
+        elif st.status in ("finished", "stopped"):
+            t.append(f"run {st.status}" + (f" ({st.stop_reason})" if st.stop_reason else ""), style="bold")
+        elif st.status == "idle":
+            t.append("press s to start", style="bold")
+        t.append("  │ ", style="dim")
+        t.append("SLO ", style="dim")
+        t.append(st.shown_slo.describe(), style=f"bold {th.accent}" if st.edited else "")
+        if st.edited:
+            t.append(" (edited; verdicts recomputed)", style=th.accent or "")
+        t.append("  │ ", style="dim")
+        best = st.best(mv)
+        t.append("best ", style="dim")
+        if best is not None:
+            t.append(f"★ {lw}={best:g}", style=f"bold {th.success}")
+        else:
+            t.append("—")
+        if mv is not None and mv.predicted_kv:
+            t.append(f" · KV-bound ≈{mv.predicted_kv:,.0f}", style="dim")
+        if mv is not None and mv.knee_limited_by:
+            t.append(f" · knee: {limit_word({'limited_by': mv.knee_limited_by})}", style="dim")
+        others = [m for m in st.modes.values() if m is not mv]
+        if others:
+            t.append("  │ ", style="dim")
+            t.append("modes ", style="dim")
+            for m in st.modes.values():
+                b = st.best(m, upto_cursor=False)
+                mark = {"done": "✓", "running": "▶", "starting": "…", "failed": "✗", "skipped": "↷",
+                        "stopped": "■", "kept": "✓"}.get(m.status, "·")
+                style = "bold underline" if m is mv else ""
+                t.append(f"{m.name}", style=style)
+                t.append(f" {mark}{'' if b is None else f'{b:g}'} ")
+        return t
+
+
+class MemoryBar(Static):
+    """The GPU memory split from the startup facts, KV in use inside the pool, NVML's used/total."""
+
+    DEFAULT_CSS = """
+    MemoryBar { height: 1; width: 1fr; padding: 0 1; }
+    """
+
+    def __init__(self, state: RunState, palette: Any, **kw: Any):
+        super().__init__("", **kw)
+        self.state = state
+        self._palette = palette
+        self._key: Any = None
+
+    def sync(self) -> None:
+        mv = self.state.viewed
+        key = (mv.name if mv else None, mv.series.version if mv else 0, self.state.header_version,
+               self.state.cursor, self.size.width, self.app.theme)
+        if key == self._key:
+            return
+        self._key = key
+        self.update(self.build())
+
+    def build(self) -> Text:
+        st = self.state
+        mv = st.viewed
+        pal = self._palette()
+        t = Text(no_wrap=True, overflow="ellipsis", end="")
+        t.append("GPU mem ", style="bold")
+        if mv is None or not mv.server:
+            t.append("— (startup facts come when the server is ready)", style="dim")
+            return t
+        f = mv.server
+        w = _f(f.get("weights_gib")) or 0.0
+        a = _f(f.get("activation_peak_gib")) or 0.0
+        g = _f(f.get("cuda_graph_gib")) or 0.0
+        kv = _f(f.get("kv_cache_gib")) or 0.0
+        t_max = st.t_max()
+        usage = None
+        total = None
+        used = None
+        if len(mv.series):
+            vals = mv.series.values("kv_usage", t_max)
+            usage = vals[-1] if vals else None
+            tv = mv.series.values("gpu_mem_total_gib", t_max)
+            total = tv[-1] if tv else None
+            uv = mv.series.values("gpu_mem_used_gib", t_max)
+            used = uv[-1] if uv else None
+        total = total or _f(f.get("gpu_total_gib"))
+        denom = total or (w + a + g + kv) or 1.0
+        width = max(10, min(40, (self.size.width or 80) - 62))
+        cells = []
+
+        def add(n_gib: float, ch: str, color: tuple[int, int, int]) -> None:
+            n = int(round(n_gib / denom * width))
+            cells.append((ch * n, hexrgb(color)))
+
+        add(w, "█", pal.line(3))
+        add(a, "▓", pal.line(4))
+        add(g, "▒", pal.line(5))
+        in_use = kv * (usage or 0.0)
+        add(in_use, "█", pal.line(1))
+        add(max(0.0, kv - in_use), "░", pal.line(2))
+        drawn = sum(len(c[0]) for c in cells)
+        t.append("▕", style="dim")
+        for s, c in cells:
+            t.append(s, style=c)
+        t.append(" " * max(0, width - drawn))
+        t.append("▏ ", style="dim")
+        t.append("weights ", style=hexrgb(pal.line(3)))
+        t.append(f"{w:.2f}")
+        if a:
+            t.append(" act ", style=hexrgb(pal.line(4)))
+            t.append(f"{a:.2f}")
+        if g:
+            t.append(" graphs ", style=hexrgb(pal.line(5)))
+            t.append(f"{g:.2f}")
+        t.append(" KV pool ", style=hexrgb(pal.line(2)))
+        t.append(f"{kv:.2f}")
+        t.append(" in use ", style=hexrgb(pal.line(1)))
+        t.append(f"{in_use:.2f}" + (f" ({usage:.0%})" if usage is not None else ""))
+        t.append(" │ NVML ", style="dim")
+        t.append(f"{fmt_num(used)}/{fmt_num(total)} GiB")
+        tokens = f.get("kv_cache_tokens")
+        if tokens:
+            t.append(f" │ {tokens:,} KV tokens", style="dim")
+        return t
+
+
+# -- the step table ----------------------------------------------------------------------------
+COLUMNS = [
+    # key, label, compact?
+    ("mark", " ", True),
+    ("load", "c", True),
+    ("verdict", "SLO", True),
+    ("limit", "limit", True),
+    ("n", "n", True),
+    ("req_s", "req/s", False),
+    ("tok_s", "tok/s", True),
+    ("ttft", "TTFT p95", True),
+    ("tpot", "TPOT p95", True),
+    ("itl", "ITL p99", False),
+    ("e2e", "E2E p95", False),
+    ("goodput", "good", False),
+    ("kv", "KV max", True),
+    ("preempt", "preempt", False),
+    ("prefix", "prefix", False),
+    ("errors", "err", True),
+    ("why", "step", False),
+]
+
+
+class StepTable(DataTable):
+    """One row per finished step of the viewed mode; ★ marks the best load."""
+
+    DEFAULT_CSS = """
+    StepTable { height: 1fr; min-height: 4; }
+    """
+
+    BINDINGS = [Binding("enter", "select_cursor", "select step", show=False)]
+
+    class StepChosen(Message):
+        def __init__(self, row: int) -> None:
+            super().__init__()
+            self.row = row
+
+    def __init__(self, state: RunState, **kw: Any):
+        super().__init__(cursor_type="row", zebra_stripes=True, **kw)
+        self.state = state
+        self._cols_for: tuple | None = None
+        self._rows_key: Any = None
+        self._n_rows = 0
+        self._suppress = False
+
+    def setup_columns(self, compact: bool) -> None:
+        load_label = self.state.load_word
+        key = (compact, load_label)
+        if key == self._cols_for:
+            return
+        self._cols_for = key
+        self.clear(columns=True)
+        for k, label, in_compact in COLUMNS:
+            if compact and not in_compact:
+                continue
+            self.add_column(load_label if k == "load" else label, key=k)
+        self._rows_key = None
+
+    def row_cells(self, s: dict[str, Any], best: float | None, th: Any) -> dict[str, Any]:
+        passed = s.get("passed")
+        verdict = {True: Text("✓ PASS", style=f"bold {th.success}"), False: Text("✗ FAIL", style=f"bold {th.error}"),
+                   None: Text("? n/a", style="dim")}[passed]
+        is_best = best is not None and s.get("load") == best and passed
+        samples = s.get("samples") or {}
+        why = s.get("why") or ""
+        return {
+            "mark": Text("★", style=f"bold {th.success}") if is_best else Text(""),
+            "load": Text(fmt_load(s.get("load")), style="bold" if is_best else ""),
+            "verdict": verdict,
+            "limit": limit_word(s) if s.get("limited_by") else "—",
+            "n": str(samples.get("ttft", s.get("requests", "—"))),
+            "req_s": fmt_num(s.get("request_s")),
+            "tok_s": fmt_num(s.get("output_tok_s")),
+            "ttft": fmt_ms((s.get("ttft_ms") or {}).get("p95")),
+            "tpot": fmt_ms((s.get("tpot_ms") or {}).get("p95")),
+            "itl": fmt_ms((s.get("itl_ms") or {}).get("p99")),
+            "e2e": fmt_ms((s.get("e2e_ms") or {}).get("p95")),
+            "goodput": fmt_share(s.get("goodput")),
+            "kv": fmt_share(s.get("kv_cache_usage_max")),
+            "preempt": fmt_load(s.get("preemptions")),
+            "prefix": fmt_share(s.get("prefix_cache_hit_rate")),
+            "errors": str(s.get("errors", "—")),
+            "why": "" if why == "search" else why,
+        }
+
+    def sync(self, compact: bool) -> None:
+        self.setup_columns(compact)
+        st = self.state
+        mv = st.viewed
+        key = (mv.name if mv else None, st.steps_version, st.slo_version, st.cursor, self.app.theme, self._cols_for)
+        if key == self._rows_key:
+            return
+        self._rows_key = key
+        steps = mv.shown_steps(st.edited) if mv else []
+        best = st.best(mv)
+        th = self.app.current_theme
+        cols = [k for k, _, c in COLUMNS if not (compact and not c)]
+        rows = [self.row_cells(s, best, th) for s in steps]
+        limit = len(steps) if not st.replay or st.cursor is None else st.cursor + 1
+        cursor_row = self.cursor_row
+        self._suppress = True
+        try:
+            if self._n_rows <= len(rows) and self._n_rows and not st.replay:
+                # Update the rows already there (an SLO change or a new best), append the new ones.
+                for i in range(self._n_rows):
+                    for c in cols:
+                        self.update_cell(str(i), c, rows[i][c])
+                for i in range(self._n_rows, len(rows)):
+                    self.add_row(*[rows[i][c] for c in cols], key=str(i))
+            else:
+                self.clear()
+                for i, r in enumerate(rows[:limit]):
+                    self.add_row(*[r[c] for c in cols], key=str(i))
+            self._n_rows = min(len(rows), limit)
+            if st.replay and st.cursor is not None and self.row_count:
+                self.move_cursor(row=min(st.cursor, self.row_count - 1))
+            elif self.row_count:
+                follow = cursor_row >= self._n_rows - 2 or cursor_row < 0
+                self.move_cursor(row=self.row_count - 1 if follow else cursor_row)
+        finally:
+            self._suppress = False
+
+
+class LogPane(RichLog):
+    """The server's output; vLLM startup lines highlighted. Fed from the state's bounded buffer."""
+
+    DEFAULT_CSS = """
+    LogPane { height: 10; min-height: 3; }
+    """
+
+    def __init__(self, state: RunState, **kw: Any):
+        super().__init__(max_lines=2000, wrap=False, markup=False, highlight=False, auto_scroll=True, **kw)
+        self.state = state
+        self.shown_total = 0
+
+    def sync(self) -> None:
+        st = self.state
+        new = st.log_total - self.shown_total
+        if new <= 0:
+            return
+        th = self.app.current_theme
+        styles = {"fact": f"bold {th.success}", "warning": th.warning or "yellow", "error": f"bold {th.error}",
+                  "kvtui": th.primary}
+        lines = list(st.log)[-min(new, len(st.log), 500):]
+        for mode, line, kind in lines:
+            t = Text(no_wrap=True, end="")
+            if mode:
+                t.append(f"[{mode}] ", style="dim")
+            t.append(line, style=styles.get(kind, ""))
+            self.write(t)
+        self.shown_total = st.log_total
+
+
+class StepSlider(Widget, can_focus=True):
+    """Replay: a time slider over the viewed mode's steps (click, ←/→, home/end)."""
+
+    DEFAULT_CSS = """
+    StepSlider { height: 1; width: 1fr; padding: 0 1; }
+    StepSlider:focus { background: $boost; }
+    """
+
+    BINDINGS = [
+        Binding("left,comma", "move(-1)", "◀ step", show=False),
+        Binding("right,full_stop", "move(1)", "step ▶", show=False),
+        Binding("home", "jump(0)", "first step", show=False),
+        Binding("end", "jump(-1)", "last step", show=False),
+    ]
+
+    class Moved(Message):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+    def __init__(self, state: RunState, **kw: Any):
+        super().__init__(**kw)
+        self.state = state
+        self._key: Any = None
+
+    def sync(self) -> None:
+        key = (self.state.steps_version, self.state.cursor, self.size.width, self.app.theme)
+        if key != self._key:
+            self._key = key
+            self.refresh()
+
+    def _track(self) -> tuple[int, int]:
+        w = self.content_size.width
+        return 12, max(4, w - 12 - 18)
+
+    def render(self) -> Text:
+        st = self.state
+        mv = st.viewed
+        n = len(mv.steps) if mv else 0
+        t = Text(no_wrap=True, end="")
+        t.append(" ◀ step ▶  ", style="bold")
+        left, width = self._track()
+        if not n:
+            t.append("no steps", style="dim")
+            return t
+        cur = st.cursor if st.cursor is not None else n - 1
+        pos = 0 if n == 1 else round(cur / (n - 1) * (width - 1))
+        steps = mv.shown_steps(st.edited)
+        th = self.app.current_theme
+        ticks = ["─"] * width
+        for i, s in enumerate(steps):
+            x = 0 if n == 1 else round(i / (n - 1) * (width - 1))
+            ticks[x] = "┼" if s.get("passed") else "┴"
+        for i, ch in enumerate(ticks):
+            style = f"bold {th.primary}" if i == pos else ("dim" if i > pos else "")
+            t.append("●" if i == pos else ch, style=style)
+        s = steps[cur]
+        t.append(f"  {cur + 1}/{n} t={fmt_num(s.get('t_rel_end'))}s", style="bold")
+        return t
+
+    def action_move(self, delta: int) -> None:
+        self.post_message(self.Moved((self.state.cursor if self.state.cursor is not None else 0) + delta))
+
+    def action_jump(self, to: int) -> None:
+        mv = self.state.viewed
+        n = len(mv.steps) if mv else 0
+        self.post_message(self.Moved(n - 1 if to < 0 else to))
+
+    def on_click(self, event: Click) -> None:
+        mv = self.state.viewed
+        n = len(mv.steps) if mv else 0
+        if n < 2:
+            return
+        left, width = self._track()
+        x = event.x - left - 1
+        if 0 <= x < width:
+            self.post_message(self.Moved(round(x / (width - 1) * (n - 1))))
