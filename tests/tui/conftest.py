@@ -1,0 +1,64 @@
+"""TUI tests: real runs against the simulator (knee model), a frozen snapshot for replay and SVGs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+FROZEN = DATA / "l4-demo.json"
+
+# The simulator's knee model: a decode step takes 20 ms with ≤ 4 running requests, 40 ms above,
+# so TPOT p95 ≤ 30 ms holds up to 4 and the fast search ends on 4 in four short steps.
+KNEE = """
+name = "knee-tui"
+[server]
+engine = "sim"
+max_model_len = 2048
+extra_args = ["--knee", "4", "--knee-tpot-ms", "20", "--knee-slowdown", "2"]
+[workload]
+prompt_tokens = 64
+output_tokens = 16
+[ramp]
+start = 1
+max = 8
+step = "double"
+search = "fast"
+confirm = false
+warmup_s = 0.3
+window_s = 1
+[slo]
+tpot_p95_ms = 30
+"""
+
+
+@pytest.fixture
+def knee_path(tmp_path: Path) -> Path:
+    p = tmp_path / "knee.toml"
+    p.write_text(KNEE)
+    return p
+
+
+@pytest.fixture
+def knee_scenario(knee_path: Path):
+    from kvtui.scenario import load_scenario
+
+    return load_scenario(knee_path)
+
+
+@pytest.fixture
+def frozen_path(tmp_path: Path) -> Path:
+    """The frozen snapshot and its records, copied where a test may write exports beside them."""
+    shutil.copy(FROZEN, tmp_path / FROZEN.name)
+    shutil.copy(DATA / "l4-demo.records.jsonl", tmp_path / "l4-demo.records.jsonl")
+    return tmp_path / FROZEN.name
+
+
+@pytest.fixture
+def frozen_doc(frozen_path: Path) -> dict[str, Any]:
+    from kvtui.report.snapshot import load_snapshot
+
+    return load_snapshot(frozen_path)

@@ -1,0 +1,124 @@
+"""Pilot tests driving a real run against the simulator (the knee model: 4 passes, 8 and above fail)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvtui.report.snapshot import load_snapshot
+from kvtui.tui.app import create_app
+from kvtui.tui.screens import DashboardScreen, SetupScreen, SloScreen
+from kvtui.tui.widgets import StepTable
+
+from tui_helpers import descendants, screen_text, wait_for_exit, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+async def test_live_run_fills_table_marks_best_recomputes_slo_exports_and_quits(knee_scenario, tmp_path):
+    before = descendants()
+    app = create_app(knee_scenario, out=tmp_path / "run.json", autostart=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert isinstance(app.screen, DashboardScreen)
+        # The header carries the caveats from the first frame on.
+        await wait_until(pilot, lambda: app.state.viewed is not None and app.state.viewed.info, "engine ready")
+        await pilot.pause(0.6)
+        head = screen_text(app).splitlines()[0]
+        assert "SIMULATED" in head and "knee-tui" in head and "sim" in head and "H200" in head
+        # The table fills as steps finish (the run thread only posts messages).
+        await wait_until(pilot, lambda: app.screen.query_one(StepTable).row_count >= 2, "two rows in the step table")
+        # The run ends by itself: best concurrency 4 (the knee model's), marked in the table and the status line.
+        await wait_until(pilot, lambda: not app.run_active, "the run to finish")
+        await pilot.pause(0.6)
+        mv = app.state.viewed
+        assert mv.run_best == 4 and app.state.best(mv) == 4
+        text = screen_text(app)
+        assert "★ c=4" in text
+        table = app.screen.query_one(StepTable)
+        loads = [str(table.get_cell(str(i), "load")) for i in range(table.row_count)]
+        marks = [str(table.get_cell(str(i), "mark")) for i in range(table.row_count)]
+        assert marks[loads.index("4")] == "★" and marks.count("★") == loads.count("4")
+        assert any("FAIL" in str(table.get_cell(str(i), "verdict")) for i in range(table.row_count))
+        assert "TTFT ms vs load" in text and "GPU memory GiB" in text
+
+        # Change the SLO on screen: TPOT p95 ≤ 45 ms lets 8 (40 ms a step) pass; recomputed from the records.
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, SloScreen), "the SLO editor")
+        app.screen.query_one("#slo-tpot_p95_ms").value = "45"
+        await pilot.click("#apply")
+        await wait_until(pilot, lambda: app.state.edited and app.state.slo_version > 0
+                         and bool(app.state.viewed.view_steps), "re-evaluation")
+        await pilot.pause(0.6)
+        assert app.state.best(app.state.viewed) == 8
+        assert "★ c=8" in screen_text(app) and "edited" in screen_text(app)
+        # Every step was re-evaluated from its records, not copied.
+        for s in mv.steps:
+            new = mv.view_steps[s["index"]]
+            assert new["samples"] == s["samples"] and new["passed"] == (s["tpot_ms"]["p95"] <= 45)
+
+        # Export writes the document as shown: a snapshot that loads, with the edited SLO applied.
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: bool(app.exports), "the export")
+        exported = load_snapshot(app.exports[0])
+        assert exported["reevaluated"]["slo"]["tpot_p95_ms"] == 45
+        assert exported["modes"][0]["best_concurrency"] == 8
+        assert exported["modes"][0]["best_concurrency_at_run_slo"] == 4
+        assert exported["environment"]["simulated"] is True
+        assert (tmp_path / "run.json").exists()  # the run's own snapshot, finalised
+
+        await pilot.press("q")
+        await wait_for_exit(app)
+    assert app.return_code == 0
+    left = {p: c for p, c in descendants().items() if p not in before}
+    assert not left, f"processes left behind: {left}"
+
+
+async def test_quit_mid_run_stops_server_and_load_generator(knee_scenario, tmp_path):
+    before = descendants()
+    app = create_app(knee_scenario, out=tmp_path / "quit.json", autostart=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        # Quit while a step is in flight: the server and the load generator are up.
+        await wait_until(pilot, lambda: app.state.step is not None and app.state.progress.get("phase") == "window",
+                         "a step in its measurement window")
+        mine = {p: c for p, c in descendants().items() if p not in before}
+        assert any("sim serve" in c for c in mine.values()), mine  # the simulated server
+        assert any("multiprocessing" in c for c in mine.values()), mine  # the load generator
+        await pilot.press("q")
+        await wait_for_exit(app)
+    left = {p: c for p, c in descendants().items() if p not in before}
+    assert not left, f"processes left behind: {left}"
+    doc = load_snapshot(tmp_path / "quit.json")  # finalised, not just journaled
+    assert doc["run"]["stop_reason"] == "quit" and doc["run"]["finished"] is False
+
+
+async def test_setup_screen_validates_then_starts(knee_path, tmp_path):
+    from kvtui.scenario import load_scenario
+
+    before = descendants()
+    app = create_app(load_scenario(knee_path), out=tmp_path / "setup.json")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, SetupScreen)
+        scr = app.screen
+        assert scr.query_one("#ramp-max").value == "8" and scr.query_one("#slo-tpot_p95_ms").value == "30"
+        # A ramp max below its start is refused with the loader's own message, naming the field.
+        scr.query_one("#ramp-max").value = "0.5"
+        await pilot.pause()
+        assert any("ramp.max" in p for p in scr.problems)
+        assert scr.query_one("#start").disabled and scr.query_one("#ramp-max").has_class("-invalid")
+        # Prompt + output beyond the context is refused too.
+        scr.query_one("#ramp-max").value = "4"
+        scr.query_one("#wl-prompt").value = "4000"
+        await pilot.pause()
+        assert any("max_model_len" in p for p in scr.problems)
+        scr.query_one("#wl-prompt").value = "64"
+        await pilot.pause()
+        assert scr.problems == []
+        await pilot.click("#start")
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen), "the dashboard")
+        assert app.run_obj.scenario.ramp.max == 4
+        await wait_until(pilot, lambda: app.state.viewed is not None and app.state.viewed.status == "running",
+                         "the engine")
+        await pilot.press("q")
+        await wait_for_exit(app)
+    left = {p: c for p, c in descendants().items() if p not in before}
+    assert not left, f"processes left behind: {left}"
