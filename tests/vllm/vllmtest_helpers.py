@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kvtui.scenario.schema import Scenario, Server
+
 DATA = Path(__file__).parent / "data"
+KV_BYTES = 50_000_000  # the KV budget of the real-vLLM tests (24,320 tokens of the tiny model)
 
 
 def read_log(name: str) -> str:
@@ -42,3 +45,17 @@ def proc_in_group(pgid: int) -> list[int]:
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             out.append(int(d.name))
     return out
+
+
+def tiny_scenario(model: Path, **server) -> Scenario:
+    kw = dict(
+        engine="vllm",
+        model=str(model),
+        served_model_name="tiny",
+        max_model_len=2048,
+        kv_cache_memory_bytes=KV_BYTES,
+        startup_timeout_s=600,
+        stop_timeout_s=30,
+    )
+    kw.update(server)
+    return Scenario(server=Server(**kw))

@@ -269,6 +269,8 @@ class VllmEngine:
         proc = self._proc
         if proc is None:
             return "vLLM is not running"
+        if self._stopped and self.failure is None:
+            return "vLLM is not running (stopped)"
         rc = proc.poll()
         if rc is not None:
             self._join_reader(5.0)
@@ -282,7 +284,10 @@ class VllmEngine:
         except httpx.TimeoutException:
             return None  # busy, not dead: the process is alive
         except httpx.HTTPError as e:
-            rc = proc.poll()
+            try:  # a refused or reset connection: is the process on its way out?
+                rc = proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                rc = None
             if rc is not None:
                 self._join_reader(5.0)
                 self.failure = failures.classify_exit(self.log_tail(), rc, during="run")

