@@ -69,6 +69,10 @@ class ModelSpec:
 
     # --- structure -------------------------------------------------------------------
     @property
+    def vocab_size(self) -> int:  # the Hugging Face spelling
+        return self.vocab
+
+    @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
 

@@ -22,9 +22,10 @@ jitter, seeded).
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -98,7 +99,7 @@ class MemorySplit:
 
 class _Req:
     __slots__ = (
-        "rid", "prompt", "max_tokens", "hashes", "uid", "out", "num_tokens", "computed",
+        "rid", "prompt", "max_tokens", "hashes", "nh", "uid", "out", "num_tokens", "computed",
         "nblocks", "keys", "arrival", "caching", "done",
     )
 
@@ -107,6 +108,7 @@ class _Req:
         self.prompt = int(req.prompt_tokens)
         self.max_tokens = int(req.max_tokens)
         self.hashes = [h & _HASH_MASK for h in req.block_hashes] if (caching and req.block_hashes is not None) else None
+        self.nh = len(self.hashes) if self.hashes is not None else 0
         self.caching = self.hashes is not None
         self.uid = uid
         self.out = 0
@@ -119,67 +121,124 @@ class _Req:
 
     def key(self, j: int):
         """Cache key of full block j: the client's prompt hash, else a per-request synthetic key."""
-        h = self.hashes
-        if j < len(h):
-            return h[j]
+        if j < self.nh:
+            return self.hashes[j]
         return (self.uid, j)
+
+    def keys_range(self, a: int, b: int) -> list:
+        nh = self.nh
+        if b <= nh:
+            return self.hashes[a:b]
+        out = self.hashes[a:nh] if a < nh else []
+        uid = self.uid
+        out.extend((uid, j) for j in range(max(a, nh), b))
+        return out
 
 
 class _Pool:
-    """KV blocks: a count of never-used blocks plus vLLM's LRU free queue of freed blocks.
+    """KV blocks: never-used blocks, then vLLM's free queue (FIFO: oldest-freed reused first).
 
-    The LRU holds hashed blocks one by one (they can still be hit) and runs of anonymous
-    blocks (negative keys -> count). `cached` maps every registered key to its ref count
-    (0 = free but still cached, i.e. in the LRU).
+    Freed blocks keep their hash until reallocated, so they can still be hit. Bookkeeping is
+    lazy so that a step costs O(requests), not O(blocks): every freed block takes the next
+    position of the free queue; allocating n blocks advances the eviction pointer `ptr` by n
+    positions (skipping "holes": free cached blocks that were hit and left the queue). `cached`
+    maps a key to its ref count (> 0, in use) or to -(position + 1) (free; evicted once the
+    pointer has passed that position).
     """
 
-    __slots__ = ("total", "never_used", "lru", "lru_blocks", "cached", "_anon")
+    __slots__ = ("total", "never_used", "seq", "ptr", "holes", "n_holes", "cached")
 
     def __init__(self, usable_blocks: int):
         self.total = usable_blocks
         self.never_used = usable_blocks
-        self.lru: OrderedDict = OrderedDict()
-        self.lru_blocks = 0
+        self.seq = 0  # positions handed out to freed blocks so far
+        self.ptr = 0  # positions consumed by allocation (evicted or reused)
+        self.holes: list[int] = []  # heap of queue positions whose block left the queue by a hit
+        self.n_holes = 0
         self.cached: dict = {}
-        self._anon = count(1)
 
     @property
     def free(self) -> int:
-        return self.never_used + self.lru_blocks
+        return self.never_used + self.seq - self.ptr - self.n_holes
 
     def alloc(self, n: int) -> None:
-        take = n if n <= self.never_used else self.never_used
-        self.never_used -= take
-        n -= take
-        lru = self.lru
-        while n > 0:
-            key = next(iter(lru))
-            cnt = lru[key]
-            if cnt > n:  # an anonymous run, partly used
-                lru[key] = cnt - n
-                self.lru_blocks -= n
-                return
-            del lru[key]
-            self.lru_blocks -= cnt
-            n -= cnt
-            if cnt == 1 and not (type(key) is int and key < 0):
-                del self.cached[key]  # evicted: its hash is gone
+        nu = self.never_used
+        if n <= nu:
+            self.never_used = nu - n
+            return
+        self.never_used = 0
+        target = self.ptr + n - nu
+        holes = self.holes
+        while holes and holes[0] < target:
+            heapq.heappop(holes)
+            self.n_holes -= 1
+            target += 1
+        self.ptr = target
+
+    def lookup(self, k) -> int:
+        """1: in use, 0: free but cached (evictable), -1: not cached."""
+        v = self.cached.get(k)
+        if v is None:
+            return -1
+        if v > 0:
+            return 1
+        if -v - 1 >= self.ptr:
+            return 0
+        del self.cached[k]  # evicted long ago: forget it
+        return -1
+
+    def touch(self, k) -> None:
+        """A hit: the block is in use by one more request (leaves the free queue if it was free)."""
+        v = self.cached[k]
+        if v > 0:
+            self.cached[k] = v + 1
+        else:
+            heapq.heappush(self.holes, -v - 1)
+            self.n_holes += 1
+            self.cached[k] = 1
+
+    def register(self, r: _Req, keys: list) -> None:
+        """Blocks that just became full: cache their keys (first writer wins)."""
+        cached = self.cached
+        if cached.keys().isdisjoint(keys):
+            cached.update(dict.fromkeys(keys, 1))
+            r.keys.extend(keys)
+            return
+        ptr = self.ptr
+        for k in keys:
+            v = cached.get(k)
+            if v is None or (v <= 0 and -v - 1 < ptr):
+                cached[k] = 1
+                r.keys.append(k)
 
     def release(self, r: _Req) -> None:
-        anon = r.nblocks - len(r.keys)
-        lru = self.lru
-        if anon > 0:  # vLLM frees a request's blocks tail-first: evicted before its prefix
-            lru[-next(self._anon)] = anon
-            self.lru_blocks += anon
-        cached = self.cached
-        for key in reversed(r.keys):
-            rc = cached[key] - 1
-            cached[key] = rc
-            if rc == 0:
-                lru[key] = 1
-                self.lru_blocks += 1
+        """Free a request's blocks, tail first (vLLM frees in reverse so the prefix survives longest)."""
+        keys = r.keys
+        anon = r.nblocks - len(keys)
+        self.seq += anon  # unhashed blocks: positions nobody can hit
+        if keys:
+            cached = self.cached
+            vals = list(map(cached.__getitem__, keys))
+            if max(vals) == 1:  # nobody else holds them: all go to the free queue
+                n = len(keys)
+                s0 = self.seq
+                cached.update(zip(reversed(keys), range(-s0 - 1, -s0 - 1 - n, -1)))
+                self.seq = s0 + n
+            else:
+                for k, v in zip(reversed(keys), reversed(vals)):
+                    if v > 1:
+                        cached[k] = v - 1
+                    else:
+                        self.seq += 1
+                        cached[k] = -self.seq
+            if len(cached) > 4 * self.total + 1024:
+                self._compact()
         r.keys = []
         r.nblocks = 0
+
+    def _compact(self) -> None:
+        ptr = self.ptr
+        self.cached = {k: v for k, v in self.cached.items() if v > 0 or -v - 1 >= ptr}
 
 
 class SchedulerSim:
@@ -244,6 +303,9 @@ class SchedulerSim:
                 f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
                 f"{req.prompt_tokens + req.max_tokens} tokens ({req.prompt_tokens} in the messages, {req.max_tokens} in the completion)."
             )
+        need = -(-(req.prompt_tokens + req.max_tokens - 1) // self.block_size)
+        if need > self.pool.total:  # could never finish: vLLM refuses such a config at startup
+            raise ValueError(f"request needs {need} KV blocks at its longest; the KV cache has {self.pool.total}")
         r = _Req(req, next(self._uid), self.now, self.caching)
         self.reqs[req.rid] = r
         if self.async_scheduling:
@@ -299,58 +361,85 @@ class SchedulerSim:
         preempted: list[str] = []
         n_tok = n_seqs = sampled = ctx_read = prefill_tok = decode_seqs = 0
         pairs = 0
-        any_done = False
-        caching = self.caching
-        gen = 0
         prompt_done = 0
+        n_lean = 0  # rows of the lean decode path: one token, one sequence, one sample each
+        cached = pool.cached
 
         # 1) running requests, in order
         i = 0
-        while i < len(running) and budget > 0:
+        nrun = len(running)
+        while i < nrun and budget > 0:
             r = running[i]
             c = r.computed
             n = r.num_tokens - c
+            if n == 1:  # decoding: the common case, kept lean
+                if c >= r.nblocks * bs:  # the new token opens a block
+                    if pool.never_used:
+                        pool.never_used -= 1
+                    elif pool.seq - pool.ptr - pool.n_holes > 0:
+                        pool.alloc(1)
+                    else:
+                        if self._make_room(r, 1, preempted):
+                            break
+                        nrun = len(running)
+                        pool.alloc(1)
+                    r.nblocks += 1
+                n_lean += 1
+                ctx_read += c
+                pairs += c + 1
+                budget -= 1
+                nc = c + 1
+                r.computed = nc
+                if r.caching and not nc % bs:  # a block just filled: cache its key (inline register)
+                    j = nc // bs - 1
+                    k = r.hashes[j] if j < r.nh else (r.uid, j)
+                    v = cached.get(k)
+                    if v is None or (v <= 0 and -v - 1 < pool.ptr):
+                        cached[k] = 1
+                        r.keys.append(k)
+                if r.out:
+                    decode_seqs += 1
+                else:  # a one-token prompt chunk
+                    prefill_tok += 1
+                    prompt_done += r.prompt
+                r.out += 1
+                r.num_tokens = nc + 1
+                tokens[r.rid] = 1
+                if r.out >= r.max_tokens:
+                    r.done = True
+                    finished.append(r.rid)
+                i += 1
+                continue
+            # a prefill (or recompute) chunk
             if n > budget:
                 n = budget
             need = (c + n + bs - 1) // bs - r.nblocks
             if need > 0:
-                if need > pool.never_used + pool.lru_blocks:
-                    victim = None
-                    while need > pool.never_used + pool.lru_blocks:
-                        victim = running.pop()
-                        self._preempt(victim)
-                        preempted.append(victim.rid)
-                        if victim is r:
-                            break
-                    if victim is r:
+                if need > pool.never_used + pool.seq - pool.ptr - pool.n_holes:
+                    if self._make_room(r, need, preempted):
                         break
+                    nrun = len(running)
                 pool.alloc(need)
                 r.nblocks += need
-            # account the scheduled work and apply it
             n_tok += n
             n_seqs += 1
             ctx_read += c
             pairs += n * c + (n * (n + 1) >> 1)
             budget -= n
+            prefill_tok += n
             nc = c + n
             r.computed = nc
-            if n == 1 and r.out and nc == r.num_tokens:
-                decode_seqs += 1
-            else:
-                prefill_tok += n
             if r.caching and nc // bs > c // bs:
-                self._register(r, c, nc)
+                pool.register(r, r.keys_range(c // bs, nc // bs))
             if nc == r.num_tokens:
                 if not r.out:
                     prompt_done += r.prompt
                 r.out += 1
                 r.num_tokens = nc + 1
                 sampled += 1
-                gen += 1
                 tokens[r.rid] = 1
                 if r.out >= r.max_tokens:
                     r.done = True
-                    any_done = True
                     finished.append(r.rid)
             i += 1
 
@@ -358,21 +447,20 @@ class SchedulerSim:
         if not preempted:
             waiting = self.waiting
             max_seqs = self.max_num_seqs
+            caching = self.caching
             while waiting and budget > 0 and len(running) < max_seqs:
                 r = waiting[0]
                 hit = 0
                 evictable = 0
                 if caching:
-                    self.pc_queries += r.num_tokens
                     if r.caching:
-                        cached = pool.cached
                         limit = (r.num_tokens - 1) // bs
+                        lookup = pool.lookup
                         while hit < limit:
-                            k = r.key(hit)
-                            rc = cached.get(k)
-                            if rc is None:
+                            st = lookup(r.key(hit))
+                            if st < 0:
                                 break
-                            if rc == 0:
+                            if st == 0:
                                 evictable += 1
                             hit += 1
                 c = hit * bs
@@ -380,24 +468,17 @@ class SchedulerSim:
                 if n > budget:
                     n = budget
                 need = (c + n + bs - 1) // bs - hit
-                if need + evictable > pool.never_used + pool.lru_blocks:
-                    if caching:
-                        self.pc_queries -= r.num_tokens  # not admitted: vLLM counts the query when it schedules
+                if need + evictable > pool.free:
                     break
                 waiting.popleft()
-                if hit:
+                if caching:
+                    self.pc_queries += r.num_tokens
                     self.pc_hits += c
-                    cached = pool.cached
-                    lru = pool.lru
-                    keys = r.keys
-                    for j in range(hit):
-                        k = r.key(j)
-                        rc = cached[k]
-                        if rc == 0:
-                            del lru[k]
-                            pool.lru_blocks -= 1
-                        cached[k] = rc + 1
-                        keys.append(k)
+                if hit:
+                    keys = r.keys_range(0, hit)
+                    for k in keys:
+                        pool.touch(k)
+                    r.keys.extend(keys)
                 pool.alloc(need)
                 r.nblocks = hit + need
                 running.append(r)
@@ -406,33 +487,32 @@ class SchedulerSim:
                 ctx_read += c
                 pairs += n * c + (n * (n + 1) >> 1)
                 budget -= n
+                prefill_tok += n
                 nc = c + n
                 r.computed = nc
-                prefill_tok += n
                 if r.caching and nc // bs > c // bs:
-                    self._register(r, c, nc)
+                    pool.register(r, r.keys_range(c // bs, nc // bs))
                 if nc == r.num_tokens:
                     if not r.out:
                         prompt_done += r.prompt
                     r.out += 1
                     r.num_tokens = nc + 1
                     sampled += 1
-                    gen += 1
                     tokens[r.rid] = 1
                     if r.out >= r.max_tokens:
                         r.done = True
-                        any_done = True
                         finished.append(r.rid)
 
-        # prompt tokens are counted once per request, when its prefill completes the prompt
-        # (vLLM counts them per scheduled prompt; recomputation after preemption is not recounted)
-        if any_done:
+        if finished:
+            reqs = self.reqs
             for rid in finished:
-                r = self.reqs.pop(rid)
-                pool.release(r)
-            self.running = [r for r in running if not r.done]
+                pool.release(reqs.pop(rid))
+            self.running = [r for r in self.running if not r.done]
             self.finished_total += len(finished)
 
+        n_tok += n_lean
+        n_seqs += n_lean
+        sampled += n_lean
         if n_tok:
             dur, limit = self.roof.time_limit(n_tok, n_seqs, sampled, ctx_read, pairs, prefill_tok > 0)
             if self.jitter:
@@ -442,20 +522,21 @@ class SchedulerSim:
         self.now += dur
         self.steps_total += 1
         self._busy = n_tok > 0
-        self.generation_tokens_total += gen
+        self.generation_tokens_total += len(tokens)
         self.prompt_tokens_total += prompt_done
         return StepOutcome(dur, tokens, finished, preempted, prefill_tok, decode_seqs, n_tok, limit, n_seqs, sampled, ctx_read, pairs)
 
-    def _register(self, r: _Req, c: int, nc: int) -> None:
-        """Blocks [c//bs, nc//bs) became full: register their keys (first writer wins)."""
-        bs = self.block_size
-        cached = self.pool.cached
-        keys = r.keys
-        for j in range(c // bs, nc // bs):
-            k = r.key(j)
-            if k not in cached:
-                cached[k] = 1
-                keys.append(k)
+    def _make_room(self, r: _Req, need: int, preempted: list[str]) -> bool:
+        """Preempt from the tail of `running` until `need` blocks are free. True if `r` itself went."""
+        running = self.running
+        pool = self.pool
+        while need > pool.free:
+            victim = running.pop()
+            self._preempt(victim)
+            preempted.append(victim.rid)
+            if victim is r:
+                return True
+        return False
 
     # --- reporting -----------------------------------------------------------------------
     def kv_usage(self) -> float:
@@ -523,3 +604,39 @@ class SchedulerSim:
             gpu_memory_utilization=s.gpu_memory_utilization,
             warnings=warnings,
         )
+
+
+def _typical(length) -> int:
+    """A representative value of a kvtui.scenario.schema.Length."""
+    if getattr(length, "dist", "fixed") == "fixed":
+        return max(1, int(length.value))
+    if length.dist == "uniform":
+        return max(1, int((length.min + length.max) / 2))
+    return max(1, int(length.mean))
+
+
+def peak_chunk_rate(scenario, mode) -> float:
+    """Token chunks per second the simulator would stream at the ramp's top load (for slow motion).
+
+    Decode-only steps at the top concurrency (capped by max_num_seqs and the KV cache), with the
+    context half-way through the output: an upper bound of what the real-time server must emit.
+    """
+    from kvtui.engines.sim.catalog import load_gpu, load_model
+
+    srv = scenario.server
+    model = load_model(mode.model or srv.model)
+    gpu = load_gpu(srv.gpu)
+    s = resolve_settings(model, gpu, srv)
+    fmt = getattr(mode, "weights", "bf16")
+    fmt = fmt if fmt in ("bf16", "fp8", "int8", "int4") else "bf16"
+    est = estimate_memory(model, gpu, fmt, mode.kv_cache_dtype, s)
+    isl, osl = _typical(scenario.workload.prompt_tokens), _typical(scenario.workload.output_tokens)
+    ramp = scenario.ramp
+    if ramp.load == "rate":
+        return float(ramp.max) * osl
+    n = int(ramp.max)
+    n = max(1, min(n, s.max_num_seqs, est.num_gpu_blocks // max(1, -(-(isl + osl) // s.block_size))))
+    roof = Roofline(model, gpu, fmt, 1 if str(mode.kv_cache_dtype).startswith("fp8") else 2, as_calibration(None), s.tp)
+    ctx = isl + osl // 2
+    t = roof.time(n, n, n, n * ctx, n * (ctx + 1), False)
+    return n / t if t > 0 else 0.0
