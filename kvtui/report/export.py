@@ -107,7 +107,13 @@ def render_svg(doc: dict[str, Any], width: int = 160, height: int = 48, theme: s
         if missing and str(missing).startswith("kvtui.tui"):
             raise KvtuiError("--format svg: this kvtui has no dashboard SVG renderer yet (kvtui.tui.svg); use --format md or csv")
         raise KvtuiError(f"--format svg needs {missing}, which is not installed: {e}")
-    return render_dashboard_svg(doc, width, height, theme)
+    kwargs = {"theme": theme} if theme else {}
+    try:
+        return render_dashboard_svg(doc, width, height, **kwargs)
+    except KvtuiError:
+        raise
+    except Exception as e:  # the renderer's own failure: one line, exit 1, not a traceback
+        raise KvtuiError(f"--format svg: the dashboard renderer failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
 
 def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, theme: str | None = None,

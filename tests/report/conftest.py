@@ -81,6 +81,7 @@ class ThreeModes:
     doc: dict
     journal_copies: list[str] = field(default_factory=list)  # journal text seen mid-run
     sim_keys: list[str] = field(default_factory=list)  # the per-run API keys the simulators got
+    secrets: tuple = SECRETS  # the scenario's secret values
 
 
 @pytest.fixture(scope="session")
@@ -126,3 +127,9 @@ def copy_run(tm: ThreeModes, dest: Path) -> Path:
     rec = tm.path.with_name(tm.path.stem + ".records.jsonl")
     shutil.copy(rec, dest / rec.name)
     return dest / tm.path.name
+
+
+@pytest.fixture
+def run_copy(three_modes, tmp_path) -> Path:
+    """The three-mode snapshot and its sidecar copied into this test's own directory."""
+    return copy_run(three_modes, tmp_path / "copy")

@@ -9,7 +9,7 @@ The model name picks the variant:
 - "good":   next token = f(last three tokens); top-1 logprob from the context.
 - "near":   the same tokens, each logprob 0.02 lower (a correct, slightly different mode).
 - "broken": a different first token, then f of that (a fast but wrong mode).
-- "drift":  like "good" but, on every other prompt, a different token from position 8 on.
+- "drift":  like "good" but, on about half the prompts ((sum of ids // 7) even), a different token from position 8 on.
 - "plain":  like "good" but a server without logprobs or vLLM extras (OpenAI-style text only).
 
 Run: python lm_app.py PORT
@@ -37,7 +37,7 @@ def lp(ctx):
 def generate(variant, prompt, n):
     ctx = list(prompt)
     toks, lps = [], []
-    diverge = variant == "drift" and sum(prompt) % 2 == 0
+    diverge = variant == "drift" and (sum(prompt) // 7) % 2 == 0
     for i in range(n):
         t, l = nxt(ctx), lp(ctx)
         if variant == "broken" and i == 0:
