@@ -168,6 +168,8 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     schema = doc.get("schema")
     if schema is None:
         raise UsageError(f"{p}: not a kvtui snapshot (no \"schema\" key)")
+    if not isinstance(schema, str) or not schema.startswith("kvtui.snapshot/"):
+        raise UsageError(f"{p}: not a kvtui snapshot (schema {schema!r}; kvtui reads {', '.join(SUPPORTED)})")
     doc = _decode(doc)
     if schema not in SUPPORTED:
         doc.setdefault("load_warnings", []).append(
