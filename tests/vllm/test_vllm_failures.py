@@ -130,3 +130,12 @@ def test_timeout_unhealthy_and_exit_descriptions():
     assert describe_exit(137) == "exit status 137 (SIGKILL)"
     assert describe_exit(1) == "exit status 1"
     assert set(failures.KINDS) == {OOM_KV, BAD_FLAG, BAD_MODEL, UNSUPPORTED, PORT_TAKEN, CRASHED, TIMEOUT}
+
+
+def test_h200_failures_through_kvtui():
+    """Failed starts of vLLM 0.26.0 on an H200, launched by VllmEngine (log as its sink got it)."""
+    oom = classify_exit(read_log("h200-0.26.0-fail-oom.log"), 1)
+    assert oom.kind == OOM_KV
+    assert "max seq len (131072), (16.0 GiB KV cache is needed" in oom.message
+    flag = classify_exit(read_log("h200-0.26.0-fail-badflag.log"), 2)
+    assert flag.kind == BAD_FLAG and "unrecognized arguments: --disable-log-requests" in flag.message

@@ -279,3 +279,16 @@ def test_cache_config_info_h200_and_the_log_wins_on_merge():
 def test_metrics_text_without_cache_config():
     assert facts_from_metrics_text("# TYPE x gauge\nx 1\n") is None
     assert facts_from_metrics_text("garbage {{{") is None
+
+
+def test_h200_launch_by_kvtui_itself():
+    """vLLM 0.26.0 on an H200 started by VllmEngine (python3 -m vllm.entrypoints.cli.main serve), fp8 KV."""
+    p = parse_log(read_log("h200-0.26.0-kvtui-launch-kv-fp8.log"))
+    f = p.facts
+    assert (f.weights_gib, f.kv_cache_gib, f.kv_cache_tokens) == (15.0, 109.49, 1_793_840)
+    assert (f.max_concurrency_reported, f.max_concurrency_len) == (218.97, 8192)
+    assert (f.cuda_graph_gib, f.compile_s, f.init_engine_s, f.load_s) == (0.97, 20.83, 45.88, 2.483012)
+    assert f.phases == GPU_ALL_PHASES
+    assert f.warnings == [UNCALIBRATED_FP8]
+    # vLLM 0.26 prints the API key in its "non-default args": kvtui's log sink got it redacted
+    assert p.extra["non_default_args"]["api_key"] == ["<redacted>"]

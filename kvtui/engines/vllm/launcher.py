@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -49,7 +50,9 @@ ENV_PYTHON = "KVTUI_VLLM_PYTHON"  # the interpreter that has vLLM (default: kvtu
 
 TAIL_LINES = 400  # kept in memory
 ERROR_TAIL_LINES = 80  # carried by an EngineError
-_ACCESS_LOG = ("INFO:     127.", "INFO:     ::1")  # uvicorn access lines: counted, not forwarded
+# uvicorn access lines ("INFO:     127.0.0.1:41336 - "GET /health HTTP/1.1" 200 OK", with a
+# "(APIServer pid=N) " prefix in 0.2x): counted, not forwarded to the log sink or the tail.
+_ACCESS_LOG = re.compile(r'^(?:\(APIServer pid=\d+\) )?INFO:\s+[\w.:\[\]]+ - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}')
 
 
 def _dist_version(name: str) -> str | None:
@@ -548,7 +551,7 @@ class VllmEngine:
                 pending_cr = line
                 return
             pending_cr = None
-            if line.startswith(_ACCESS_LOG) and '"' in line:
+            if _ACCESS_LOG.match(line):
                 self.access_log_lines += 1
                 return
             with self._lock:
