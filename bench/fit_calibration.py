@@ -358,7 +358,7 @@ def predict_all(traces, p: dict, cells: list[Cell]) -> dict[str, dict]:
         res = cell_metrics(tc, cum)
         res["hit_rate"] = tc["hit_rate"]
         res["preemptions"] = tc["preemptions"]
-        res["steps"] = tc["steps"]
+        res["steps"] = tc["steps"] + (tr.cells["warmup"]["steps"] if (c.prefix and c.conc == PREFIX_ORDER[0]) else 0)
         out[c.key] = res
     return out
 
@@ -407,8 +407,8 @@ def error_table(cells: list[Cell], pred: dict, cap: dict, mem_pred: dict) -> str
     L.append("### Load sweep — predicted vs measured (signed error = predicted / measured − 1)\n")
     L.append("SLO for the pass/fail columns: TTFT p99 ≤ 5 s and TPOT p99 ≤ 40 ms. "
              "`fit` = the cell is one the fit rests on (asserted within 15 % in tests/sim).\n")
-    L.append("| cell | out tok/s pred / meas (err) | TTFT mean ms | TPOT mean ms | ITL median ms | prefix hits pred / meas | preempt pred / meas | SLO pred / meas | fit |")
-    L.append("|---|---|---|---|---|---|---|---|---|")
+    L.append("| cell | out tok/s pred / meas (err) | TTFT mean ms | TPOT mean ms | ITL median ms | engine steps pred / meas | prefix hits pred / meas | preempt pred / meas | SLO pred / meas | fit |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
     for c in cells:
         p, m = pred[c.key], c.measured
         sp = p["p99_ttft_ms"] <= SLO_TTFT_P99_MS and p["p99_tpot_ms"] <= SLO_TPOT_P99_MS
@@ -419,6 +419,7 @@ def error_table(cells: list[Cell], pred: dict, cap: dict, mem_pred: dict) -> str
             f"| {p['mean_ttft_ms']:.0f} / {m['mean_ttft_ms']:.0f} ({fmt_err(p['mean_ttft_ms'], m['mean_ttft_ms'])}) "
             f"| {p['mean_tpot_ms']:.1f} / {m['mean_tpot_ms']:.1f} ({fmt_err(p['mean_tpot_ms'], m['mean_tpot_ms'])}) "
             f"| {p['median_itl_ms']:.1f} / {m['median_itl_ms']:.1f} ({fmt_err(p['median_itl_ms'], m['median_itl_ms'])}) "
+            f"| {p['steps']} / {c.steps if c.steps is not None else '?'} "
             f"| {p['hit_rate'] * 100:.1f}% / {(c.hit_rate or 0) * 100:.1f}% "
             f"| {p['preemptions']} / {c.preemptions if c.preemptions is not None else '?'} "
             f"| {'pass' if sp else 'fail'} / {'pass' if sm else 'fail'} | {fit} |"
@@ -435,6 +436,45 @@ def error_table(cells: list[Cell], pred: dict, cap: dict, mem_pred: dict) -> str
                 == (c.measured["p99_ttft_ms"] <= SLO_TTFT_P99_MS and c.measured["p99_tpot_ms"] <= SLO_TPOT_P99_MS))
     L.append("")
     L.append(f"SLO pass/fail agrees in {agree} of {len(cells)} cells.")
+    return "\n".join(L)
+
+
+def series_table(cal: Calibration) -> str:
+    """The clean c=512 run's /metrics every 8 s next to the simulator's state at the same moments.
+    Clocks are aligned on the first scrape that saw requests running (measured t=28 s)."""
+    rows = []
+    for line in (DATA / "noprefix" / "a_c512_metrics_every_8s.txt").read_text().splitlines():
+        t = int(re.match(r"t=(\d+)s", line).group(1))
+        vals = re.findall(r"(vllm:\w+) ([\d.e+-]+)", line)
+        d = {}
+        for k, v in vals:
+            d.setdefault(k, float(v))
+        rows.append((t, d))
+    s = make_sched("a", False, cal)
+    tr = Tracer(s)
+    tr.run("warmup", 16, 16, None, output_len=32)
+    t0 = s.now
+    samples = []
+    step = s.step
+
+    def sampling_step():
+        out = step()
+        samples.append((s.now - t0, len(s.running), len(s.waiting) + len(s.incoming), s.kv_usage(), s.preemptions_total))
+        return out
+
+    s.step = sampling_step
+    tr.run("c512", 3 * 512, 512, None)
+    first = next(t for t, d in rows if d["vllm:num_requests_running"] > 0)
+    n_first = next(d["vllm:num_requests_running"] for t, d in rows if t == first)
+    sim_first = next(x[0] for x in samples if x[1] >= n_first)
+    L = ["| measured t | running meas / sim | waiting meas / sim | KV usage meas / sim | preemptions meas / sim |", "|---|---|---|---|---|"]
+    for t, d in rows:
+        ts = t - first + sim_first
+        if ts < 0:
+            continue
+        x = min(samples, key=lambda x: abs(x[0] - ts))
+        L.append(f"| {t} s | {d['vllm:num_requests_running']:.0f} / {x[1]} | {d['vllm:num_requests_waiting']:.0f} / {x[2]} "
+                 f"| {d['vllm:kv_cache_usage_perc']:.2f} / {x[3]:.2f} | {d['vllm:num_preemptions_total']:.0f} / {x[4]} |")
     return "\n".join(L)
 
 
@@ -623,6 +663,9 @@ def main() -> int:
     assert abs(own - vect) < 1e-6 * max(1.0, own), (own, vect)
     mem_pred = memory_predictions(cal)
     table = error_table(cells, pred, cap, mem_pred)
+    table += "\n\n### The clean c=512 run over time (mode a, prefix caching off)\n\n" + series_table(cal)
+    table += f"\n\nFitted factors: " + ", ".join(f"{a}{'[' + k + ']' if k else ''} = {(p[a][k] if k else p[a]):.4g}" for a, k, *_ in PARAMS)
+    table += f"; fixed: attn_eff = {FIXED['attn_eff']}, frontend_s_per_request = {FRONTEND_S}."
     print(table)
     update_doc(table)
     return 0

@@ -521,7 +521,9 @@ class SchedulerSim:
             dur, limit = (self.roof.o_step, "idle") if self.has_work() else (0.0, "idle")
         self.now += dur
         self.steps_total += 1
-        self._busy = n_tok > 0
+        # busy: the next step was scheduled while this one ran (async scheduling); an engine
+        # left with nothing to run goes idle and takes the next arrival at once
+        self._busy = n_tok > 0 and bool(self.running or self.waiting)
         self.generation_tokens_total += len(tokens)
         self.prompt_tokens_total += prompt_done
         return StepOutcome(dur, tokens, finished, preempted, prefill_tok, decode_seqs, n_tok, limit, n_seqs, sampled, ctx_read, pairs)
