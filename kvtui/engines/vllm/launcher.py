@@ -283,9 +283,16 @@ class VllmEngine:
         if ep is None:
             return None
         try:
-            r = httpx.get(ep.base_url + "/health", timeout=10.0)
+            r = httpx.get(ep.base_url + "/health", timeout=5.0)
         except httpx.TimeoutException:
-            return None  # busy, not dead: the process is alive
+            # Busy, or the API server just died and a child still holds its listening socket.
+            try:
+                rc = proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                return None  # busy, not dead: the process is alive
+            self._join_reader(5.0)
+            self.failure = failures.classify_exit(self.log_tail(), rc, during="run")
+            return f"{self.failure.kind}: {self.failure.message}"
         except httpx.HTTPError as e:
             try:  # a refused or reset connection: is the process on its way out?
                 rc = proc.wait(timeout=2.0)
@@ -314,6 +321,8 @@ class VllmEngine:
             self._collect_pids()
             total = max(3.0, self._stop_timeout_s)
             steps = [(signal.SIGINT, 0.5 * total), (signal.SIGTERM, 0.3 * total), (signal.SIGKILL, max(2.0, 0.2 * total))]
+            if proc.poll() is not None:  # the API server is gone: no graceful shutdown to wait for
+                steps = steps[1:]
             for sig, wait_s in steps:
                 if not reaper.group_alive(pgid) and proc.poll() is not None:
                     break
