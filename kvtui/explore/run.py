@@ -321,7 +321,7 @@ class Run:
             env["gpu_count"] = self.scenario.server.tensor_parallel_size
         else:
             inv = gpu_inventory()
-            env["gpu_names"] = [g["name"] for g in inv.gpus]
+            env["gpu_names"] = [g["name"] for g in inv.gpus] or ["no GPU seen"]
             env["gpu_memory_gib"] = [round(g["mem_total_gib"], 2) for g in inv.gpus]
             env["driver"] = inv.driver_version
             env["cuda"] = inv.cuda_version

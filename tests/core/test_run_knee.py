@@ -1,7 +1,7 @@
 """End to end against a real HTTP server whose knee is known: concurrency 6 passes, 7 fails.
 
 The simulator's knee model makes each engine step take 20 ms up to 6 running requests and
-40 ms above, so TPOT p95 ≤ 30 ms holds exactly up to 6. Both searches must find 6.
+60 ms above, so TPOT p95 ≤ 35 ms holds exactly up to 6. Both searches must find 6.
 """
 
 import json
@@ -21,7 +21,7 @@ name = "knee"
 [server]
 engine = "sim"
 max_model_len = 2048
-extra_args = ["--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "2"]
+extra_args = ["--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "3"]
 [workload]
 prompt_tokens = 64
 output_tokens = 16
@@ -33,7 +33,7 @@ search = "{search}"
 warmup_s = 0.3
 window_s = 2
 [slo]
-tpot_p95_ms = 30
+tpot_p95_ms = 35
 """
 
 
@@ -56,7 +56,7 @@ def test_search_finds_the_known_knee(tmp_path, search, step):
         by_load.setdefault(s["load"], []).append(s)
     assert all(s["passed"] for s in by_load[6]) and not any(s["passed"] for s in by_load[7])
     for s in by_load[7]:
-        assert s["limited_by"] == "decode" and s["tpot_ms"]["p95"] > 30
+        assert s["limited_by"] == "decode" and s["tpot_ms"]["p95"] > 35
     for s in by_load[6]:
         assert 18 < s["tpot_ms"]["p50"] < 30 and s["samples"]["tpot"] >= 40
     kinds = {e.kind for e in events}
