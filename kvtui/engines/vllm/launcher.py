@@ -283,7 +283,7 @@ class VllmEngine:
         if ep is None:
             return None
         try:
-            r = httpx.get(ep.base_url + "/health", timeout=5.0)
+            r = httpx.get(ep.base_url + "/health", timeout=5.0, trust_env=False)
         except httpx.TimeoutException:
             # Busy, or the API server just died and a child still holds its listening socket.
             try:
@@ -412,7 +412,10 @@ class VllmEngine:
             self._pids = set()
             self.access_log_lines = 0
             self._cancel.clear()
-        on_log(f"[kvtui] launching: {shlex.join(self._command)}")
+        try:
+            on_log(f"[kvtui] launching: {shlex.join(self._command)}")
+        except Exception:  # the sink's problem must not stop the launch
+            pass
         base_url = f"http://{_url_host(host)}:{port}"
         t0 = time.monotonic()
         try:
@@ -441,7 +444,7 @@ class VllmEngine:
 
         deadline = t0 + float(s.startup_timeout_s or 900.0)
         last_pids = 0.0
-        with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0), trust_env=False) as client:
             while True:
                 if self._cancel.is_set():
                     self.stop()
@@ -510,7 +513,7 @@ class VllmEngine:
         with self._lock:
             self._parser.mark_phase(READY)
             self._parser.facts.startup_s = round(startup_s, 3)
-        with httpx.Client(timeout=10.0, headers=ep.headers()) as c:
+        with httpx.Client(timeout=10.0, headers=ep.headers(), trust_env=False) as c:
             try:
                 v = c.get(ep.base_url + "/version")
                 if v.status_code == 200:

@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             headers=ep.headers(),
             json={"model": ep.model, "prompt": list(range(1, 65)), "max_tokens": 16, "ignore_eos": True},
             timeout=300,
+            trust_env=False,
         )
         usage = r.json().get("usage", {}) if r.status_code == 200 else {}
         print(f"[selfcheck] completion: HTTP {r.status_code} usage={usage}")
