@@ -90,6 +90,7 @@ class KvtuiApp(App[int]):
         self.run_error: str | None = None
         self.quitting = False
         self.exports: list[Path] = []
+        self._warned: set[str] = set()
         self.ticks = 0
         self.rc = 0
         self._palettes: dict[str, ChartPalette] = {}
@@ -238,6 +239,11 @@ class KvtuiApp(App[int]):
                         title="mode finished", timeout=6)
         elif k == "error":
             self.notify(str(ev.data), severity="error", timeout=10)
+        elif k == "warning":
+            text = f"{ev.mode + ': ' if ev.mode else ''}{ev.data}"
+            if text not in self._warned:  # once each: a flapping /metrics must not bury the screen
+                self._warned.add(text)
+                self.notify(text, severity="warning", timeout=8)
         elif k == "step_finished" and self.state.edited:
             self._reevaluate_new_step(self.state.view_slo, ev.mode, ev.data.get("index"))
 

@@ -304,11 +304,19 @@ class LatencyChart(Chart):
 
     METRIC = "ttft"
     STALLS = False
+    SUFFIX = ""
 
     def data_key(self) -> Any:
         st = self.state
         mv = self.viewed()
-        return (mv.name if mv else None, st.steps_version, st.slo_version, st.cursor, st.best(mv) if mv else None)
+        return (mv.name if mv else None, st.steps_version, st.slo_version, st.cursor, st.best(mv) if mv else None,
+                mv.predicted_kv if mv else None)
+
+    def update_if_changed(self) -> bool:
+        title = f"{self.TITLE} vs {self.state.load_word}{self.SUFFIX}"
+        if self.border_title != title:
+            self.border_title = title
+        return super().update_if_changed()
 
     def draw(self, plt, mv, w, h, pal):
         st = self.state
@@ -344,10 +352,17 @@ class LatencyChart(Chart):
         best = st.best(mv)
         loads = [s["load"] for s in pts if s.get("load") is not None]
         lo, hi = min(loads), max(loads)
+        pred = mv.predicted_kv if mv else None
+        if pred and lo * 0.5 <= pred <= hi * 1.5:  # the KV-bound prediction beside the best load
+            lo, hi = min(lo, pred), max(hi, pred)
         if lo == hi:
             lo, hi = lo - 1, hi + 1
         plt.xlim(lo, hi)
         plt.ylim(0, ymax * 1.15 if ymax > 0 else 1)
+        if pred and lo <= pred <= hi:
+            plt.vertical_line(pred, color=pal.line(5))
+            plt.text(f"KV≈{pred:.0f}", pred, ymax * 1.1 if ymax else 1, color=pal.line(5), alignment="center")
+            items.append(("KV-bound", pal.line(5)))
         if best is not None:
             plt.vertical_line(best, color=pal.best)
             plt.text(f"★{best:g}", best, ymax * 1.1 if ymax else 1, color=pal.best, alignment="center")
@@ -355,12 +370,13 @@ class LatencyChart(Chart):
 
 
 class TtftChart(LatencyChart):
-    TITLE = "TTFT ms vs load"
+    TITLE = "TTFT ms"
     METRIC = "ttft"
 
 
 class TpotChart(LatencyChart):
-    TITLE = "TPOT ms vs load · ITL p99 = stalls"
+    TITLE = "TPOT ms"
+    SUFFIX = " · ITL p99 = stalls"
     METRIC = "tpot"
     STALLS = True
 

@@ -50,6 +50,11 @@ class DashboardScreen(Screen):
         Binding("l", "toggle_log", "log", show=False),
         Binding("left_square_bracket", "app.replay_step(-1)", "◀ step", show=False),
         Binding("right_square_bracket", "app.replay_step(1)", "step ▶", show=False),
+        # Replay: the arrows move through the steps wherever the focus is.
+        Binding("left", "replay_move(-1)", "◀ step", show=False, priority=True),
+        Binding("right", "replay_move(1)", "step ▶", show=False, priority=True),
+        Binding("home", "replay_jump(0)", "first step", show=False, priority=True),
+        Binding("end", "replay_jump(-1)", "last step", show=False, priority=True),
     ]
 
     def __init__(self, state: RunState, replay: bool = False):
@@ -104,6 +109,19 @@ class DashboardScreen(Screen):
         self.set_class(compact, "-compact")
         self.set_class(h >= 44 and not compact, "-tall")
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("replay_move", "replay_jump"):
+            return self.replay
+        return True
+
+    def action_replay_move(self, delta: int) -> None:
+        self.state.move_cursor(delta)
+        self.sync()
+
+    def action_replay_jump(self, to: int) -> None:
+        self.state.move_cursor(to=to)
+        self.sync()
+
     def action_toggle_log(self) -> None:
         box = self.query_one("#logbox", Collapsible)
         box.collapsed = not box.collapsed
@@ -135,13 +153,12 @@ class DashboardScreen(Screen):
         self.state.move_cursor(to=event.index)
         self.sync()
 
-    @on(StepTable.RowHighlighted)
-    def _row_highlighted(self, event: StepTable.RowHighlighted) -> None:
-        table = self.query_one(StepTable)
-        if self.replay and not table._suppress and event.cursor_row >= 0:
-            if event.cursor_row != self.state.cursor:
-                self.state.move_cursor(to=event.cursor_row)
-                self.sync()
+    @on(StepTable.RowSelected)
+    def _row_selected(self, event: StepTable.RowSelected) -> None:
+        """Replay: enter or a click on a row moves the slider there."""
+        if self.replay and event.cursor_row >= 0 and event.cursor_row != self.state.cursor:
+            self.state.move_cursor(to=event.cursor_row)
+            self.sync()
 
 
 # -- setup ------------------------------------------------------------------------------------

@@ -162,6 +162,7 @@ class ModeView:
     phase: str = ""  # startup phase (from the log)
     error: str | None = None
     t_start: float | None = None
+    started_mono: float | None = None  # when the engine start began (live)
     records_file: str | None = None  # resumed modes keep the earlier run's records
     parser: Any = None  # StartupLogParser while the engine starts
     _last_preempt: float | None = None
@@ -398,6 +399,7 @@ class RunState:
         mv.simulated = bool(md.get("simulated"))
         mv.status = "starting"
         mv.t_start = self.series_t_now(mv)
+        mv.started_mono = time.monotonic()
         from kvtui.engines.vllm.logparse import StartupLogParser
 
         mv.parser = StartupLogParser()
@@ -585,7 +587,36 @@ class RunState:
             self.records_path = p if p.is_absolute() else Path(path).with_name(p.name)
         for w in doc.get("load_warnings") or []:
             self.notices.append(("warning", w))
+        self._replay_log(doc)
         self._bump(steps=True, header=True)
+
+    def _replay_log(self, doc: dict[str, Any]) -> None:
+        """Snapshots keep no server log; the log pane shows what they do keep about each server."""
+        self._append_log(None, "replay: the server's own log is not stored in snapshots; what the snapshot keeps:", "kvtui")
+        for m in doc.get("modes") or []:
+            name = m.get("name")
+            info = m.get("engine_info") or {}
+            f = m.get("server") or {}
+            if info.get("command"):
+                self._append_log(name, "command: " + " ".join(map(str, info["command"])), "")
+            if f:
+                self._append_log(name, f"startup {f.get('startup_s', '—')} s: weights {f.get('weights_gib', '—')} GiB, "
+                                       f"KV cache {f.get('kv_cache_gib', '—')} GiB = {f.get('kv_cache_tokens', '—')} tokens, "
+                                       f"max concurrency reported {f.get('max_concurrency_reported', '—')}", "fact")
+                if f.get("phases"):
+                    self._append_log(name, "phases: " + " → ".join(f["phases"]), "fact")
+                for w in f.get("warnings") or []:
+                    self._append_log(name, f"warning: {w}", "warning")
+            err = m.get("error")
+            if isinstance(err, dict):
+                self._append_log(name, f"error ({err.get('kind')}): {err.get('message')}", "error")
+                for line in str(err.get("log_tail") or "").splitlines()[-40:]:
+                    self._append_log(name, line)
+            search = m.get("search") or {}
+            if search.get("describe"):
+                self._append_log(name, f"search ({search.get('strategy')}): {search['describe']}", "kvtui")
+        for w in doc.get("warnings") or []:
+            self._append_log(None, f"warning: {w}", "warning")
 
     def move_cursor(self, delta: int | None = None, to: int | None = None) -> int | None:
         mv = self.viewed

@@ -7,6 +7,7 @@ thread, and redraws only when the part of the state it shows changed.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from rich.text import Text
@@ -61,7 +62,7 @@ class InfoHeader(Static):
     """Scenario, mode, engine, GPU, vLLM version and the SIMULATED badge: always on screen."""
 
     DEFAULT_CSS = """
-    InfoHeader { height: 1; width: 1fr; background: $panel; color: $foreground; }
+    InfoHeader { height: 1; width: 1fr; background: $panel; color: $foreground; text-wrap: nowrap; }
     """
 
     def __init__(self, state: RunState, **kw: Any):
@@ -135,7 +136,9 @@ class StatusBar(Static):
         if controls is not None:
             self.controls = controls
         prog = st.progress or {}
-        key = (st.header_version, st.steps_version, st.slo_version, st.status, tuple(sorted(self.controls.items())),
+        mv = st.viewed
+        starting = int(time.monotonic()) if mv is not None and mv.status == "starting" else 0
+        key = (starting, st.header_version, st.steps_version, st.slo_version, st.status, tuple(sorted(self.controls.items())),
                prog.get("phase"), prog.get("window_started"), prog.get("completed"), int(prog.get("elapsed_s") or 0),
                self.app.theme, st.cursor)
         if key == self._key:
@@ -144,9 +147,12 @@ class StatusBar(Static):
         self.update(self.build())
 
     def build(self) -> Text:
+        """Parts joined by │, broken into lines only between parts (never inside a figure)."""
         st = self.state
         th = self.app.current_theme
         mv = st.viewed
+        lw = st.load_word
+        parts: list[Text] = []
         t = Text(end="")
         word = STATUS_WORDS.get(st.status, st.status.upper())
         if self.controls.get("stopping"):
@@ -159,9 +165,9 @@ class StatusBar(Static):
         if self.controls.get("hold"):
             t.append(" HOLD ", style=f"bold reverse {th.accent}")
         t.append(" ")
-        lw = st.load_word
         if mv is not None and mv.status == "starting":
-            t.append(f"{mv.name}: starting the engine — {mv.phase or 'starting'}", style="bold")
+            waited = f" ({time.monotonic() - mv.started_mono:.0f} s)" if mv.started_mono else ""
+            t.append(f"{mv.name}: starting the engine — {mv.phase or 'starting'}{waited}", style="bold")
         elif st.step and not st.replay:
             p = st.progress or {}
             phase = p.get("phase") or "warmup"
@@ -169,24 +175,30 @@ class StatusBar(Static):
             why = st.step.get("why")
             if why and why != "search":
                 t.append(f" [{why}]")
-            t.append(f" {phase} {p.get('elapsed_s', 0):.0f}s · {p.get('window_started', 0)} in window · {p.get('completed', 0)} done")
+            t.append(f" {phase} {p.get('elapsed_s') or 0:.0f}s · {p.get('window_started', 0)} in window · "
+                     f"{p.get('completed', 0)} done")
         elif st.replay and mv is not None:
             steps = mv.steps
             if steps and st.cursor is not None:
                 s = mv.shown_steps(st.edited)[st.cursor]
-                t.append(f"{st.source_name} · {mv.name} step {st.cursor + 1}/{len(steps)} {lw}={fmt_load(s.get('load'))}", style="bold")
+                t.append(f"{st.source_name} · {mv.name} step {st.cursor + 1}/{len(steps)} {lw}={fmt_load(s.get('load'))}",
+                         style="bold")
             else:
                 t.append(f"{st.source_name} · {mv.name}: no steps", style="bold")
         elif st.status in ("finished", "stopped"):
             t.append(f"run {st.status}" + (f" ({st.stop_reason})" if st.stop_reason else ""), style="bold")
         elif st.status == "idle":
             t.append("press s to start", style="bold")
-        t.append("  │ ", style="dim")
+        parts.append(t)
+
+        t = Text(end="")
         t.append("SLO ", style="dim")
         t.append(st.shown_slo.describe(), style=f"bold {th.accent}" if st.edited else "")
         if st.edited:
-            t.append(" (edited; verdicts recomputed)", style=th.accent or "")
-        t.append("  │ ", style="dim")
+            t.append(" (edited: recomputed)", style=th.accent or "")
+        parts.append(t)
+
+        t = Text(end="")
         best = st.best(mv)
         t.append("best ", style="dim")
         if best is not None:
@@ -197,25 +209,41 @@ class StatusBar(Static):
             t.append(f" · KV-bound ≈{mv.predicted_kv:,.0f}", style="dim")
         if mv is not None and mv.knee_limited_by:
             t.append(f" · knee: {limit_word({'limited_by': mv.knee_limited_by})}", style="dim")
-        others = [m for m in st.modes.values() if m is not mv]
-        if others:
-            t.append("  │ ", style="dim")
-            t.append("modes ", style="dim")
+        parts.append(t)
+
+        if len(st.modes) > 1:
+            t = Text(end="")
+            t.append("modes", style="dim")
             for m in st.modes.values():
                 b = st.best(m, upto_cursor=False)
                 mark = {"done": "✓", "running": "▶", "starting": "…", "failed": "✗", "skipped": "↷",
                         "stopped": "■", "kept": "✓"}.get(m.status, "·")
-                style = "bold underline" if m is mv else ""
-                t.append(f"{m.name}", style=style)
-                t.append(f" {mark}{'' if b is None else f'{b:g}'} ")
-        return t
+                t.append(" ")
+                t.append(m.name, style="bold underline" if m is mv else "")
+                t.append(f" {mark}{'' if b is None else f'{b:g}'}")
+            parts.append(t)
+
+        width = max(20, (self.size.width or 80) - 2)
+        out = Text(end="")
+        line = 0
+        for i, part in enumerate(parts):
+            sep = Text("  │ ", style="dim")
+            if i and line + sep.cell_len + part.cell_len > width:
+                out.append("\n")
+                line = 0
+            elif i:
+                out.append_text(sep)
+                line += sep.cell_len
+            out.append_text(part)
+            line += part.cell_len
+        return out
 
 
 class MemoryBar(Static):
     """The GPU memory split from the startup facts, KV in use inside the pool, NVML's used/total."""
 
     DEFAULT_CSS = """
-    MemoryBar { height: 1; width: 1fr; padding: 0 1; }
+    MemoryBar { height: 1; width: 1fr; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, state: RunState, palette: Any, **kw: Any):
@@ -260,7 +288,8 @@ class MemoryBar(Static):
             used = uv[-1] if uv else None
         total = total or _f(f.get("gpu_total_gib"))
         denom = total or (w + a + g + kv) or 1.0
-        width = max(10, min(40, (self.size.width or 80) - 62))
+        narrow = (self.size.width or 80) < 130
+        width = 12 if narrow else max(10, min(40, (self.size.width or 80) - 90))
         cells = []
 
         def add(n_gib: float, ch: str, color: tuple[int, int, int]) -> None:
@@ -278,23 +307,28 @@ class MemoryBar(Static):
         for s, c in cells:
             t.append(s, style=c)
         t.append(" " * max(0, width - drawn))
-        t.append("▏ ", style="dim")
-        t.append("weights ", style=hexrgb(pal.line(3)))
-        t.append(f"{w:.2f}")
+        t.append("▏", style="dim")
+        d = 1 if narrow else 2
+        words = (("w", "act", "gr", "KV", "use") if narrow else ("weights", "act", "graphs", "KV pool", "in use"))
+        t.append(f" {words[0]} ", style=hexrgb(pal.line(3)))
+        t.append(f"{w:.{d}f}")
         if a:
-            t.append(" act ", style=hexrgb(pal.line(4)))
-            t.append(f"{a:.2f}")
+            t.append(f" {words[1]} ", style=hexrgb(pal.line(4)))
+            t.append(f"{a:.{d}f}")
         if g:
-            t.append(" graphs ", style=hexrgb(pal.line(5)))
-            t.append(f"{g:.2f}")
-        t.append(" KV pool ", style=hexrgb(pal.line(2)))
-        t.append(f"{kv:.2f}")
-        t.append(" in use ", style=hexrgb(pal.line(1)))
-        t.append(f"{in_use:.2f}" + (f" ({usage:.0%})" if usage is not None else ""))
+            t.append(f" {words[2]} ", style=hexrgb(pal.line(5)))
+            t.append(f"{g:.{d}f}")
+        t.append(f" {words[3]} ", style=hexrgb(pal.line(2)))
+        t.append(f"{kv:.{d}f}")
+        t.append(f" {words[4]} ", style=hexrgb(pal.line(1)))
+        if narrow:
+            t.append(f"{usage:.0%}" if usage is not None else "—")
+        else:
+            t.append(f"{in_use:.2f}" + (f" ({usage:.0%})" if usage is not None else ""))
         t.append(" │ NVML ", style="dim")
-        t.append(f"{fmt_num(used)}/{fmt_num(total)} GiB")
+        t.append(f"{fmt_num(used)}/{fmt_num(total)}" + ("" if narrow else " GiB"))
         tokens = f.get("kv_cache_tokens")
-        if tokens:
+        if tokens and not narrow:
             t.append(f" │ {tokens:,} KV tokens", style="dim")
         return t
 
@@ -329,20 +363,12 @@ class StepTable(DataTable):
     StepTable { height: 1fr; min-height: 4; }
     """
 
-    BINDINGS = [Binding("enter", "select_cursor", "select step", show=False)]
-
-    class StepChosen(Message):
-        def __init__(self, row: int) -> None:
-            super().__init__()
-            self.row = row
-
     def __init__(self, state: RunState, **kw: Any):
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)
         self.state = state
         self._cols_for: tuple | None = None
         self._rows_key: Any = None
         self._n_rows = 0
-        self._suppress = False
 
     def setup_columns(self, compact: bool) -> None:
         load_label = self.state.load_word
@@ -356,6 +382,7 @@ class StepTable(DataTable):
                 continue
             self.add_column(load_label if k == "load" else label, key=k)
         self._rows_key = None
+        self._n_rows = 0
 
     def row_cells(self, s: dict[str, Any], best: float | None, th: Any) -> dict[str, Any]:
         passed = s.get("passed")
@@ -398,35 +425,31 @@ class StepTable(DataTable):
         cols = [k for k, _, c in COLUMNS if not (compact and not c)]
         rows = [self.row_cells(s, best, th) for s in steps]
         limit = len(steps) if not st.replay or st.cursor is None else st.cursor + 1
-        cursor_row = self.cursor_row
-        self._suppress = True
-        try:
-            if self._n_rows <= len(rows) and self._n_rows and not st.replay:
-                # Update the rows already there (an SLO change or a new best), append the new ones.
-                for i in range(self._n_rows):
-                    for c in cols:
-                        self.update_cell(str(i), c, rows[i][c])
-                for i in range(self._n_rows, len(rows)):
-                    self.add_row(*[rows[i][c] for c in cols], key=str(i))
-            else:
-                self.clear()
-                for i, r in enumerate(rows[:limit]):
-                    self.add_row(*[r[c] for c in cols], key=str(i))
-            self._n_rows = min(len(rows), limit)
-            if st.replay and st.cursor is not None and self.row_count:
-                self.move_cursor(row=min(st.cursor, self.row_count - 1))
-            elif self.row_count:
-                follow = cursor_row >= self._n_rows - 2 or cursor_row < 0
-                self.move_cursor(row=self.row_count - 1 if follow else cursor_row)
-        finally:
-            self._suppress = False
+        cursor_row, prev = self.cursor_row, self._n_rows
+        if prev and prev <= len(rows) and not st.replay:
+            # Update the rows already there (an SLO change, a new best), append the new ones.
+            for i in range(prev):
+                for c in cols:
+                    self.update_cell(str(i), c, rows[i][c])
+            for i in range(prev, len(rows)):
+                self.add_row(*[rows[i][c] for c in cols], key=str(i))
+        else:
+            self.clear()
+            for i, r in enumerate(rows[:limit]):
+                self.add_row(*[r[c] for c in cols], key=str(i))
+        self._n_rows = min(len(rows), limit)
+        if st.replay and st.cursor is not None and self.row_count:
+            self.move_cursor(row=min(st.cursor, self.row_count - 1))
+        elif self.row_count:
+            follow = cursor_row < 0 or cursor_row >= prev - 1  # on the last row: follow new steps
+            self.move_cursor(row=self.row_count - 1 if follow else cursor_row)
 
 
 class LogPane(RichLog):
     """The server's output; vLLM startup lines highlighted. Fed from the state's bounded buffer."""
 
     DEFAULT_CSS = """
-    LogPane { height: 10; min-height: 3; }
+    LogPane { height: 8; min-height: 3; }
     """
 
     def __init__(self, state: RunState, **kw: Any):

@@ -1,0 +1,117 @@
+"""The dashboard as a person over SSH sees it: in tmux, 256 colours, keys, `q` exits cleanly."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kvtui import PROJECT_ROOT
+from kvtui.scenario.defaults import demo_scenario_path
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+
+
+class Tmux:
+    def __init__(self, command: str, width: int = 120, height: int = 40, env: dict[str, str] | None = None):
+        self.name = f"kvtui-test-{uuid.uuid4().hex[:8]}"
+        self.tag = uuid.uuid4().hex
+        envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in {"KVTUI_TEST_TAG": self.tag, "TERM": "screen-256color",
+                                                            **(env or {})}.items())
+        # The shell prints the exit code, then stays so the pane can still be read.
+        script = f"cd {shlex.quote(str(PROJECT_ROOT))} && env -u COLORTERM {envs} {command}; echo KVTUI-EXIT=$?; sleep 120"
+        subprocess.run(["tmux", "-f", "/dev/null", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
+                        script], check=True)
+
+    def capture(self, escapes: bool = False) -> str:
+        args = ["tmux", "capture-pane", "-t", self.name, "-p"] + (["-e"] if escapes else [])
+        return subprocess.run(args, capture_output=True, text=True).stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def wait_for(self, *words: str, limit_s: float = 120.0) -> str:
+        end = time.monotonic() + limit_s
+        while True:
+            text = self.capture()
+            if all(w in text for w in words):
+                return text
+            if time.monotonic() > end:
+                raise AssertionError(f"never saw {words} on screen; last screen:\n{text}")
+            time.sleep(0.3)
+
+    def tagged_processes(self) -> list[str]:
+        """Processes started from this session's command (they inherit its environment tag)."""
+        out = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                env = Path(f"/proc/{d}/environ").read_bytes()
+                if f"KVTUI_TEST_TAG={self.tag}".encode() in env.split(b"\0"):
+                    cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                    out.append(f"{d}: {cmd}")
+            except OSError:
+                continue
+        return out
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+@pytest.fixture
+def tmux_factory():
+    sessions: list[Tmux] = []
+
+    def make(*a, **kw) -> Tmux:
+        s = Tmux(*a, **kw)
+        sessions.append(s)
+        return s
+
+    yield make
+    for s in sessions:
+        s.close()
+
+
+def test_tmux_live_run_keys_and_clean_quit(tmux_factory, knee_path, tmp_path):
+    cmd = f"{shlex.quote(sys.executable)} -m kvtui run {shlex.quote(str(knee_path))} --out {shlex.quote(str(tmp_path / 't.json'))}"
+    t = tmux_factory(cmd)
+    # Charts, table and the caveats within a bounded time.
+    t.wait_for("GPU memory GiB", "TTFT ms vs c", "KV cache usage %", "TPOT p95", "SIMULATED", "knee-tui")
+    t.wait_for("PASS")  # a finished step in the table
+    # 256 colours inside tmux (no truecolor escapes), colour escapes present.
+    esc = t.capture(escapes=True)
+    assert "38;5;" in esc and "38;2;" not in esc
+    t.keys("l")
+    t.wait_for("Application startup complete")  # the server log pane, opened
+    t.keys("t")
+    t.wait_for("theme kvtui-high-contrast")  # the theme key's notice
+    t.keys("q")
+    t.wait_for("KVTUI-EXIT=0")
+    assert t.tagged_processes() == []  # no server, no load generator left
+    assert (tmp_path / "t.json").exists()
+
+
+def test_tmux_80x24_replay_and_demo(tmux_factory, frozen_path):
+    t = tmux_factory(f"{shlex.quote(sys.executable)} -m kvtui replay {shlex.quote(str(frozen_path))}", width=80, height=24)
+    text = t.wait_for("REPLAY", "SIMULATED", "KV %", "TTFT p95")
+    assert "GPU memory GiB" not in text  # compact: sparklines instead of charts
+    t.keys("Home")
+    t.wait_for(" 1/")
+    t.keys("q")
+    t.wait_for("KVTUI-EXIT=0")
+    if not demo_scenario_path().exists():
+        return
+    # `kvtui` with no arguments: the simulated demo, started at once.
+    d = tmux_factory(f"{shlex.quote(sys.executable)} -m kvtui")
+    d.wait_for("SIMULATED", "GPU memory GiB", "TTFT p95", "RUNNING")
+    d.keys("q")
+    d.wait_for("KVTUI-EXIT=")
+    assert d.tagged_processes() == []
