@@ -282,31 +282,39 @@ class VllmEngine:
         ep = self._endpoint
         if ep is None:
             return None
-        try:
-            r = httpx.get(ep.base_url + "/health", timeout=5.0, trust_env=False)
-        except httpx.TimeoutException:
-            # Busy, or the API server just died and a child still holds its listening socket.
+        r = None
+        for timeout in (2.0, 10.0):
             try:
-                rc = proc.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                return None  # busy, not dead: the process is alive
-            self._join_reader(5.0)
-            self.failure = failures.classify_exit(self.log_tail(), rc, during="run")
-            return f"{self.failure.kind}: {self.failure.message}"
-        except httpx.HTTPError as e:
-            try:  # a refused or reset connection: is the process on its way out?
-                rc = proc.wait(timeout=2.0)
-            except subprocess.TimeoutExpired:
-                rc = None
-            if rc is not None:
+                r = httpx.get(ep.base_url + "/health", timeout=timeout, trust_env=False)
+                break
+            except httpx.TimeoutException:
+                # Busy, or the API server just died and a child still holds its listening socket.
+                try:
+                    rc = proc.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    continue  # alive: ask again, more patiently
                 self._join_reader(5.0)
                 self.failure = failures.classify_exit(self.log_tail(), rc, during="run")
-            else:
-                self.failure = failures.Failure(failures.CRASHED, f"/health unreachable: {type(e).__name__}: {e}")
-            return f"{self.failure.kind}: {self.failure.message}"
+                return f"{self.failure.kind}: {self.failure.message}"
+            except httpx.HTTPError as e:
+                return self._unreachable(proc, e)
+        if r is None:
+            return None  # busy, not dead: the process is alive
         if r.status_code == 200:
             return None
         self.failure = failures.classify_unhealthy(r.status_code, proc.poll(), self.log_tail())
+        return f"{self.failure.kind}: {self.failure.message}"
+
+    def _unreachable(self, proc: subprocess.Popen[bytes], e: Exception) -> str:
+        try:  # a refused or reset connection: is the process on its way out?
+            rc = proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            rc = None
+        if rc is not None:
+            self._join_reader(5.0)
+            self.failure = failures.classify_exit(self.log_tail(), rc, during="run")
+        else:
+            self.failure = failures.Failure(failures.CRASHED, f"/health unreachable: {type(e).__name__}: {e}")
         return f"{self.failure.kind}: {self.failure.message}"
 
     def stop(self) -> None:
