@@ -511,7 +511,7 @@ class Run:
         cfg = WorkerConfig(
             base_url=endpoint.base_url, model=endpoint.model, headers=endpoint.headers(),
             workload=dataclasses.asdict(sc.workload), space=dataclasses.asdict(space), max_model_len=max_len,
-            salt=self.salt, seed=sc.seed + sc.workload.seed, request_timeout_s=sc.ramp.request_timeout_s,
+            salt=self.salt, seed=sc.seed + sc.workload.seed, request_timeout_s=sc.ramp.request_timeout_s * max(1.0, self._time_scale()),
         )
         self.loadgen = LoadGenerator(cfg, sc.ramp.processes)
         self.loadgen.counter = 1_000_000 * (md["index"] + 1)  # disjoint counters per mode
@@ -599,8 +599,12 @@ class Run:
                 return f"engine died: {tel.dead}"
             return None
 
+        # Warm-up and window are modelled seconds: a simulator in slow motion (time_scale s)
+        # needs s wall seconds for each. Open-loop rates are per modelled second too.
+        ts = self._time_scale()
+        wall_load = load if self.closed else load / ts
         run = self.loadgen.run_step(
-            mode.name, index, load, self.closed, r.warmup_s, r.window_s, window_requests, r.arrival, r.burst_size,
+            mode.name, index, wall_load, self.closed, r.warmup_s * ts, r.window_s * ts, window_requests, r.arrival, r.burst_size,
             r.max_error_burst, on_records=on_records, on_status=on_status, should_stop=should_stop,
             min_window_requests=need,
         )
