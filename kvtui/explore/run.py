@@ -662,7 +662,7 @@ class Run:
         if tel.scraper is None:
             time.sleep(0.5)
             return
-        while time.monotonic() < deadline and not tel.dead:
+        while time.monotonic() < deadline and not tel.dead and not self.stopping and not self._skip.is_set():
             s = tel.scrape_now()
             if s is None or not s.ok:
                 time.sleep(0.5)
@@ -670,7 +670,7 @@ class Run:
             if not (s.running or 0) and not (s.waiting or 0):
                 return
             time.sleep(0.25)
-        if not tel.dead:
+        if not tel.dead and not self.stopping and not self._skip.is_set():
             self._emit("warning", None, f"server still busy after {self.scenario.ramp.drain_timeout_s:g} s of drain")
 
     def _teardown_mode(self) -> None:
