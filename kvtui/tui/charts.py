@@ -4,8 +4,8 @@ A `Chart` is a `PlotextPlot` whose `render()` draws from the `RunState` at the w
 own width (series downsampled to it) and caches the result by (data key, size, theme):
 Textual asks for a render on every repaint of the region, the plot is rebuilt only when
 the dashboard's timer saw its data change (`update_if_changed`). The plot's character
-matrix is turned into Rich text directly (no ANSI round trip: ~2× cheaper than
-`Text.from_ansi(plt.build())`).
+matrix is turned into Textual strips directly (Line API; no ANSI round trip, no Text to
+Content conversion).
 
 Compact layouts use `Spark`: one line, label + sparkline + value.
 """
@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.color import Color as RichColor
 from rich.style import Style
+from rich.segment import Segment
 from rich.text import Text
+from textual.strip import Strip
 from textual.widget import Widget
 from textual_plotext import PlotextPlot
 
@@ -53,7 +55,7 @@ def hexrgb(rgb: tuple[int, int, int]) -> str:
     return "#%02x%02x%02x" % rgb
 
 
-# -- plotext matrix → Rich Text ---------------------------------------------------------------
+# -- plotext matrix → strips ---------------------------------------------------------------------
 _STYLE_CACHE: dict[tuple, Style] = {}
 
 
@@ -89,24 +91,27 @@ def _style(fg: Any, st: Any, bg: Any) -> Style:
     return s
 
 
-def matrix_text(plt: "Plot") -> Text:
-    """The built plot as Text, straight from plotext's marker/colour matrices."""
+def matrix_strips(plt: "Plot", width: int) -> list[Strip]:
+    """The built plot as Textual strips, straight from plotext's marker/colour matrices.
+
+    No ANSI string and no Rich-Text-to-Content conversion on the way (see bench/ui_frame_cost.py).
+    """
     plt._set_sizes()
     plt._build_matrix()
     m = plt.monitor.matrix
-    text = Text(no_wrap=True, overflow="crop", end="")
+    strips: list[Strip] = []
     for r in range(m.rows - 1, -1, -1):
         markers, fgs, sts, bgs = m.marker[r], m.fullground[r], m.style[r], m.background[r]
+        segs: list[Segment] = []
         start = 0
         key = (fgs[0], sts[0], bgs[0]) if m.cols else None
         for c in range(1, m.cols + 1):
             k = (fgs[c], sts[c], bgs[c]) if c < m.cols else None
             if k != key:
-                text.append("".join(markers[start:c]), _style(*key))
+                segs.append(Segment("".join(markers[start:c]), _style(*key)))
                 start, key = c, k
-        if r:
-            text.append("\n")
-    return text
+        strips.append(Strip(segs, m.cols).adjust_cell_length(width))
+    return strips
 
 
 # -- charts ------------------------------------------------------------------------------------
@@ -134,7 +139,7 @@ class Chart(PlotextPlot):
         self._palette_getter = palette  # () -> ChartPalette
         self._key: Any = None
         self._cache_key: Any = None
-        self._cache: Text | None = None
+        self._strips: list[Strip] = []
         self.builds = 0  # how often the plot was rebuilt (bench and tests)
         self.border_title = self.TITLE
 
@@ -153,27 +158,37 @@ class Chart(PlotextPlot):
             return True
         return False
 
-    def render(self):
-        w, h = self.content_size.width, self.content_size.height
+    def render_line(self, y: int) -> Strip:
+        """Line API: the plot's rows, rebuilt only when (data, size, theme) changed."""
+        w, h = self.size.width, self.size.height
         ck = (self._key, w, h, self.app.theme)
-        if ck == self._cache_key and self._cache is not None:
-            return self._cache
+        if ck != self._cache_key:
+            self._strips = self._build(w, h)
+            self._cache_key = ck
+        if y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(w, self.rich_style)
+
+    def _build(self, w: int, h: int) -> list[Strip]:
+        if w < 8 or h < 3:
+            return []
         plt = self._plot
-        plt.clear_figure()
+        # Reset data, limits, lines, texts, ticks and labels (clear_figure() would also deep-copy a
+        # fresh monitor: a fifth of a chart's build time).
+        plt.clear_data()
+        plt.monitor.axes_init()
+        plt.monitor.labels_init()
         plt.plotsize(w, h)
         plt._set_size(w, h)
         plt.theme(self._get_plotext_theme_name(self.app.theme))
         plt.xfrequency(max(2, min(5, w // 12)))
         plt.yfrequency(max(2, min(5, h // 3)))
-        if w < 8 or h < 3:
-            self._cache, self._cache_key = Text(""), ck
-            return self._cache
-        legend = self.draw(plt, self.viewed(), w, h, self.palette)
-        self.border_subtitle = legend or ""
-        self._cache = matrix_text(plt)
-        self._cache_key = ck
+        legend = self.draw(plt, self.viewed(), w, h, self.palette) or ""
+        if legend != self.border_subtitle:
+            self.border_subtitle = legend
+            self.call_after_refresh(self.refresh)  # the border is painted outside render_line(): once more
         self.builds += 1
-        return self._cache
+        return matrix_strips(plt, w)
 
     def viewed(self) -> ModeView | None:
         return self.state.viewed
@@ -326,16 +341,29 @@ class LatencyChart(Chart):
             return ""
         m = self.METRIC
         pts = sorted(steps, key=lambda s: s.get("load") or 0)
+        # One point per load on the line: the latest step there (a repeat overrides, as in the search);
+        # earlier repeats stay as dots.
+        latest: dict[float, dict] = {}
+        for s in steps:
+            if s.get("load") is not None:
+                latest[s["load"]] = s
+        line_pts = [latest[x] for x in sorted(latest)]
+        repeats = [s for s in steps if s.get("load") is not None and latest.get(s["load"]) is not s]
         items = []
         ymax = 0.0
         series = [("p50", pal.line(0)), ("p95", pal.line(1))]
         for pct, color in series:
-            xy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in pts]
+            xy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in line_pts]
             xy = [(x, y) for x, y in xy if y is not None]
             if xy:
                 plt.plot([p[0] for p in xy], [p[1] for p in xy], color=color, marker="hd")
                 items.append((pct, color))
                 ymax = max(ymax, max(p[1] for p in xy))
+            rxy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in repeats]
+            rxy = [(x, y) for x, y in rxy if y is not None]
+            if rxy:
+                plt.scatter([p[0] for p in rxy], [p[1] for p in rxy], color=color, marker="•")
+                ymax = max(ymax, max(p[1] for p in rxy))
         if self.STALLS:
             xy = [(s["load"], _finite((s.get("itl_ms") or {}).get("p99"))) for s in pts]
             xy = [(x, y) for x, y in xy if y is not None]
@@ -452,5 +480,5 @@ class Spark(Widget):
         return t
 
 
-__all__ = ["Chart", "MemoryChart", "KvChart", "TokChart", "QueueChart", "TtftChart", "TpotChart", "Spark", "matrix_text",
+__all__ = ["Chart", "MemoryChart", "KvChart", "TokChart", "QueueChart", "TtftChart", "TpotChart", "Spark", "matrix_strips",
            "fmt_num"]

@@ -436,7 +436,28 @@ class RunState:
         mv.status = "running"
         mv.phase = "ready"
         mv.parser = None
+        if mv.predicted_kv is None:
+            mv.predicted_kv = self.kv_bound(mv.server.get("kv_cache_tokens"))
         self._bump(header=True)
+
+    def kv_bound(self, kv_tokens: Any) -> float | None:
+        """Requests of the scenario's mean length that fit in the KV cache (the run's own prediction
+        arrives with the mode's end; this is the same rule, known as soon as the server is up)."""
+        if not self.closed or not isinstance(kv_tokens, (int, float)) or kv_tokens <= 0:
+            return None
+        w = self.scenario.get("workload") or {}
+
+        def mean(ln: Any) -> float:
+            if not isinstance(ln, dict):
+                return float(ln or 0)
+            if ln.get("dist") == "fixed":
+                return float(ln.get("value") or 0)
+            if ln.get("dist") == "uniform":
+                return (float(ln.get("min") or 0) + float(ln.get("max") or 0)) / 2
+            return float(ln.get("mean") or 0)
+
+        per = (mean(w.get("prompt_tokens")) + mean(w.get("output_tokens"))) * float(w.get("turns") or 1)
+        return round(kv_tokens / per, 1) if per > 0 else None
 
     def _on_telemetry(self, name: str | None, row: dict[str, Any]) -> None:
         mv = self._mode(name)

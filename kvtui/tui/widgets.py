@@ -75,7 +75,7 @@ class InfoHeader(Static):
         if key == self._key:
             return
         self._key = key
-        self.update(self.build())
+        self.update(self.build(), layout=False)
 
     def build(self) -> Text:
         st = self.state
@@ -88,8 +88,11 @@ class InfoHeader(Static):
             badge.append(" REPLAY ", style=f"bold reverse {th.primary}")
         if lab["dummy_weights"]:
             badge.append(" dummy weights ", style="bold reverse")
-        if lab["time_scale"] and lab["time_scale"] != 1.0:
-            badge.append(f" slow-motion ×{lab['time_scale']:g} ", style="reverse")
+        ts = lab["time_scale"]
+        if ts and ts > 1.0:
+            badge.append(f" slow-motion ×{ts:g} ", style="reverse")
+        elif ts and ts < 1.0:
+            badge.append(f" fast-forward ×{1 / ts:g} ", style="reverse")
         width = max(20, self.size.width or 80)
         room = width - badge.cell_len
         gpu = lab["gpu"]
@@ -130,6 +133,7 @@ class StatusBar(Static):
         self.state = state
         self._key: Any = None
         self.controls: dict[str, Any] = {}  # paused, hold, stopping flags from the app
+        self._lines = 0
 
     def sync(self, controls: dict[str, Any] | None = None) -> None:
         st = self.state
@@ -144,7 +148,10 @@ class StatusBar(Static):
         if key == self._key:
             return
         self._key = key
-        self.update(self.build())
+        text = self.build()
+        lines = text.plain.count("\n") + 1
+        self.update(text, layout=lines != self._lines)  # a layout pass only when the height changes
+        self._lines = lines
 
     def build(self) -> Text:
         """Parts joined by │, broken into lines only between parts (never inside a figure)."""
@@ -259,7 +266,7 @@ class MemoryBar(Static):
         if key == self._key:
             return
         self._key = key
-        self.update(self.build())
+        self.update(self.build(), layout=False)
 
     def build(self) -> Text:
         st = self.state

@@ -137,7 +137,7 @@ async def test_theme_files_cycle_key_and_charts_follow(frozen_doc):
             await pilot.pause(0.7)
             seen.add(app.theme)
         assert {"kvtui-dark", "kvtui-light", "kvtui-high-contrast"} <= seen
-        assert chart.builds > builds  # rebuilt in the new theme's colours
+        await wait_until(pilot, lambda: chart.builds > builds, "the chart rebuilt in the new theme's colours")
         assert app.palette.lines == themes[app.theme][1].lines
 
 

@@ -26,16 +26,20 @@ class Tmux:
         envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in {"KVTUI_TEST_TAG": self.tag, "TERM": "screen-256color",
                                                             **(env or {})}.items())
         # The shell prints the exit code, then stays so the pane can still be read.
-        script = f"cd {shlex.quote(str(PROJECT_ROOT))} && env -u COLORTERM {envs} {command}; echo KVTUI-EXIT=$?; sleep 120"
-        subprocess.run(["tmux", "-f", "/dev/null", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-                        script], check=True)
+        script = f"cd {shlex.quote(str(PROJECT_ROOT))} && env -u COLORTERM -u COLUMNS -u LINES {envs} {command}; echo KVTUI-EXIT=$?; sleep 120"
+        # A server of our own (-L): no user configuration, no other sessions' sizes.
+        self.tmux = ["tmux", "-L", self.name, "-f", "/dev/null"]
+        subprocess.run(self.tmux + ["new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), script],
+                       check=True)
+        subprocess.run(self.tmux + ["resize-window", "-t", self.name, "-x", str(width), "-y", str(height)],
+                       capture_output=True)
 
     def capture(self, escapes: bool = False) -> str:
-        args = ["tmux", "capture-pane", "-t", self.name, "-p"] + (["-e"] if escapes else [])
+        args = self.tmux + ["capture-pane", "-t", self.name, "-p"] + (["-e"] if escapes else [])
         return subprocess.run(args, capture_output=True, text=True).stdout
 
     def keys(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run(self.tmux + ["send-keys", "-t", self.name, *keys], check=True)
 
     def wait_for(self, *words: str, limit_s: float = 120.0) -> str:
         end = time.monotonic() + limit_s
@@ -63,7 +67,7 @@ class Tmux:
         return out
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run(self.tmux + ["kill-server"], capture_output=True)
 
 
 @pytest.fixture
