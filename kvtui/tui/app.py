@@ -150,8 +150,24 @@ class KvtuiApp(App[int]):
     def _on_signal(self, sig: int) -> None:
         self.quitting = True
         self.stop_run(f"stopped by {signal.Signals(sig).name}")
+        if sig == signal.SIGHUP:
+            # The terminal is gone (a dropped SSH session): Textual's own exit writes to it and can
+            # block on a full output queue. Exit from a watchdog thread once the run has stopped
+            # the load and the server and finalised the snapshot.
+            threading.Thread(target=self._exit_without_terminal, name="kvtui-hup", daemon=True).start()
+            return
         if self.run_done.is_set():
             self.exit(self.rc)
+
+    def _exit_without_terminal(self) -> None:
+        import os
+
+        if not self.run_done.wait(QUIT_GRACE_S + 60.0):
+            from kvtui.engines.procs import kill_all
+
+            kill_all()
+            self.run_done.wait(30.0)
+        os._exit(129)  # 128 + SIGHUP
 
     def tick(self) -> None:
         """The one redraw timer: only the dashboard's visible views, only what changed."""

@@ -119,3 +119,21 @@ def test_tmux_80x24_replay_and_demo(tmux_factory, frozen_path):
     d.keys("q")
     d.wait_for("KVTUI-EXIT=")
     assert d.tagged_processes() == []
+
+
+def test_tmux_dropped_session_stops_the_run(tmux_factory, knee_path, tmp_path):
+    """A dropped SSH session: the terminal goes away (SIGHUP). The run stops, the snapshot is
+    finalised, and nothing it started stays behind."""
+    out = tmp_path / "hup.json"
+    t = tmux_factory(f"{shlex.quote(sys.executable)} -m kvtui run {shlex.quote(str(knee_path))} --out {shlex.quote(str(out))}")
+    t.wait_for("in window")  # a step in flight: server and load generator up
+    assert any("sim serve" in p for p in t.tagged_processes())
+    t.close()  # kill-server: the pane's process gets SIGHUP
+    end = time.monotonic() + 120
+    while t.tagged_processes() and time.monotonic() < end:
+        time.sleep(0.3)
+    assert t.tagged_processes() == []
+    from kvtui.report.snapshot import load_snapshot
+
+    doc = load_snapshot(out)
+    assert doc["run"]["stop_reason"] == "stopped by SIGHUP" and "load_warnings" not in doc
