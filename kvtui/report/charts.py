@@ -85,5 +85,5 @@ def series_lines(series: list[dict[str, Any]], keys: Sequence[tuple[str, str, st
             f = (lambda x: f"{x:.0%}") if hi >= 0.1 else (lambda x: f"{x:.2%}")
         else:
             f = lambda x: f"{x:,.3g}{unit}"  # noqa: E731
-        lines.append(f"{title.ljust(tw)}  {line}  {f(lo)} … {f(hi)}")
+        lines.append(f"{title.ljust(tw)}  {line}  " + (f"{f(lo)} (flat)" if lo == hi else f"{f(lo)} … {f(hi)}"))
     return "\n".join(lines)

@@ -312,8 +312,9 @@ def import_vllm_bench(files: list[str | Path], scenario: Any = None, mode: str |
             "complete": True,
             "imported_from": [p.name for p, _ in items],
         })
+    from_file = scenario is not None and scenario.source not in ("", "<defaults>")
     scd = sc.to_dict()
-    scd["name"] = scenario.name if scenario is not None and scenario.source else "imported vllm bench results"
+    scd["name"] = scenario.name if from_file else "imported vllm bench results"
     scd["server"]["engine"] = ENGINE
     if models:
         scd["server"]["model"] = ", ".join(sorted(models))
@@ -321,8 +322,8 @@ def import_vllm_bench(files: list[str | Path], scenario: Any = None, mode: str |
     tot_in = sum(_num(d.get("total_input_tokens")) or 0 for items in groups.values() for _, d in items)
     tot_out = sum(_num(d.get("total_output_tokens")) or 0 for items in groups.values() for _, d in items)
     done = sum(int(d.get("completed") or 0) for items in groups.values() for _, d in items)
-    if scenario is None or not scenario.source:
-        scd["workload"] = {"api": "unknown (vllm bench)",
+    if not from_file:  # kvtui's default workload and ramp would be invented here
+        scd["workload"] = {"api": None,
                            "prompt_tokens": {"dist": "measured mean", "mean": round(tot_in / done, 1) if done else None},
                            "output_tokens": {"dist": "measured mean", "mean": round(tot_out / done, 1) if done else None}}
         scd["ramp"] = {}

@@ -59,7 +59,9 @@ def _workload_text(sc: dict[str, Any]) -> str:
     w = sc.get("workload") or {}
     if not w:
         return "—"
-    s = f"{_length(w.get('prompt_tokens'))} prompt tokens / {_length(w.get('output_tokens'))} output tokens, {w.get('api', '?')} API"
+    s = f"{_length(w.get('prompt_tokens'))} prompt tokens / {_length(w.get('output_tokens'))} output tokens"
+    if w.get("api"):
+        s += f", {w['api']} API"
     if w.get("dataset"):
         s += f", dataset {w['dataset']}"
     if w.get("shared_prefix"):
@@ -89,10 +91,14 @@ def _answer(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
                  f"{fmt(r['output_tok_s'])} output tok/s ({fmt_x(r.get('tok_s_x'))}), {cost}"
                  + (f" ({fmt_pct(r.get('cost_out_change'))})" if r.get("cost_out_change") is not None else "") + ".")
         extra = []
-        if r.get("knee_limited_by"):
+        lim = r.get("knee_limited_by")
+        if lim:
             from kvtui.explore.evaluate import LIMIT_WORDS
 
-            extra.append(f"the next step ({fmt_load(r.get('next_load'))}) was limited by {LIMIT_WORDS.get(r['knee_limited_by'], r['knee_limited_by'])}")
+            words = LIMIT_WORDS.get(lim, lim)
+            extra.append(f"the next step ({fmt_load(r.get('next_load'))}) was limited by {words}")
+            if (r.get("kv_tokens_x") or 0) >= 1.3 and (r.get("best_x") or 0) < 1.1 and lim != "kv_wall":
+                extra.append(f"{fmt_x(r['kv_tokens_x'])} the KV tokens bought little here: {words}, not the KV wall, set the limit")
         q = r.get("quality") or {}
         if q.get("flagged"):
             extra.append(f"**quality flagged**: {q.get('why')}")
@@ -101,9 +107,13 @@ def _answer(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
         out.append(s)
     ok = [r for r in rows if r["best"] is not None]
     if len(ok) > 1:
-        most = max(ok, key=lambda r: r["best"])
+        top = max(r["best"] for r in ok)
+        most = [r["mode"] for r in ok if r["best"] == top]
         priced = [r for r in ok if r.get("usd_per_mtok_out") is not None]
-        line = f"\nMost {unit} at the SLO: **{most['mode']}** ({fmt_load(most['best'])})"
+        if len(most) == len(ok):
+            line = f"\nEvery mode reaches the same load at the SLO ({fmt_load(top)})"
+        else:
+            line = f"\nMost {unit} at the SLO: " + ", ".join(f"**{m}**" for m in most) + f" ({fmt_load(top)})"
         if priced:
             cheap = min(priced, key=lambda r: r["usd_per_mtok_out"])
             line += f"; cheapest output tokens: **{cheap['mode']}** (${cheap['usd_per_mtok_out']:.3f}/Mtok)"
@@ -129,6 +139,9 @@ def _quality_section(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
     q = sc.get("quality") or {}
     if not any(r.get("quality") for r in rows):
         return ["Not run (`[quality] enabled = false`)." if not q.get("enabled") else "No mode collected quality outputs."]
+    notes = {(r.get("quality") or {}).get("skipped") for r in rows}
+    if len(notes) == 1 and None not in notes:
+        return [f"Skipped in every mode: {notes.pop()}."]
     out = [f"{q.get('prompts', '?')} fixed prompts of {q.get('prompt_tokens', '?')} tokens, {q.get('max_tokens', '?')} output tokens, "
            f"temperature 0, one at a time; reference mode: {comp.get('quality_reference') or '—'}.", ""]
     heads = ["mode", "exact match", "top-1 agreement", "logprob agreement", "mean |Δ logprob|", "verdict"]
@@ -321,7 +334,8 @@ def _scenario_section(doc: dict[str, Any]) -> list[str]:
         out.append(f"- ramp: {ramp.get('load', 'concurrency')} from {fmt_load(ramp.get('start'))} to {fmt_load(ramp.get('max'))}, "
                    f"step {ramp.get('step')}, search {ramp.get('search')}, warm-up {ramp.get('warmup_s')} s, window {ramp.get('window_s')} s")
     if cost:
-        out.append(f"- cost: ${cost.get('gpu_hourly_usd', 0):g} per GPU-hour, {cost.get('gpus') or 'tensor_parallel_size'} GPU(s), "
+        ngpu = cost.get("gpus") or f"{server.get('tensor_parallel_size') or 1} (the tensor-parallel size)"
+        out.append(f"- cost: ${cost.get('gpu_hourly_usd', 0):g} per GPU-hour × {ngpu} GPU(s), "
                    f"failed requests {'counted' if cost.get('count_failed', True) else 'not counted'}")
     body = json.dumps(sc, indent=1, ensure_ascii=False, default=str)
     out += ["", "<details><summary>the scenario as run (secrets removed)</summary>", "", "```json", body, "```", "", "</details>"]
@@ -342,7 +356,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += [f"*{labels(doc)}*", ""]
     if sc.get("description"):
         lines += [sc["description"], ""]
-    lines += [f"Run of {_when(env.get('started_at'))}: {len(doc.get('modes', []))} mode(s); SLO {_slo_text(sc)}; workload {_workload_text(sc)}.", ""]
+    when = f"Run of {_when(env.get('started_at'))}" if env.get("started_at") else "Run"
+    lines += [f"{when}: {len(doc.get('modes', []))} mode(s); SLO {_slo_text(sc)}; workload {_workload_text(sc)}.", ""]
     lines += ["## The answer", ""] + _answer(doc, comp) + [""]
     lines += ["## Comparison", "", f"Modes vs baseline **{comp.get('baseline') or '—'}** · *{labels(doc)}*", "",
               table(comparison_headers(doc), comparison_rows(doc), markdown=True), ""]

@@ -164,9 +164,12 @@ def caveats(doc: dict[str, Any]) -> list[str]:
     dummy = [m["name"] for m in modes if (m.get("engine_info") or {}).get("dummy_weights")]
     if dummy:
         out.append(f"dummy weights ({', '.join(dummy)}): speed and memory only, outputs carry no accuracy")
+    by_warning: dict[str, list[str]] = {}
     for m in modes:
         for w in (m.get("server") or {}).get("warnings") or []:
-            out.append(f"{m['name']}: {w}")
+            by_warning.setdefault(w, []).append(str(m.get("name")))
+    for w, names in by_warning.items():
+        out.append(f"{w} ({', '.join(names)})" if len(names) < len(modes) or len(modes) == 1 else f"{w} (every mode)")
     slow = [f"{m['name']} ×{(m.get('engine_info') or {}).get('time_scale'):g}" for m in modes
             if ((m.get("engine_info") or {}).get("time_scale") or 1.0) != 1.0]
     if slow:

@@ -15,7 +15,6 @@ The model name picks the variant:
 Run: python lm_app.py PORT
 """
 
-import math
 import sys
 
 from starlette.applications import Starlette

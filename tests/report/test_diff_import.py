@@ -39,6 +39,9 @@ def test_import_vllm_bench_results_into_a_snapshot(tmp_path):
     for m in (a, b):
         assert m["engine"] == ENGINE and m["engine_info"]["engine"] == "vllm bench serve (imported)"
         assert [s["concurrency"] for s in m["steps"]] == [32, 128]
+    # The scenario says what the files say (mean lengths) and the SLO given; nothing of kvtui's defaults.
+    assert doc["scenario"]["workload"]["prompt_tokens"] == {"dist": "measured mean", "mean": 2048.0}
+    assert doc["scenario"]["slo"]["latency"] == {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 50.0}
     # Figures straight from the files.
     s = a["steps"][0]
     src = raw("a_c32.json")

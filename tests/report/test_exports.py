@@ -59,7 +59,7 @@ def test_markdown_report_reads_well(three_modes):
     assert f"- **fp8-kv**: 8 concurrent requests (1.33× the baseline)" in md
     assert f"${rows['fp8-kv']['usd_per_mtok_out']:.3f} per million output tokens" in md
     assert "Most concurrent requests at the SLO: **fp8-kv** (8)" in md
-    assert "skipped: simulated engine: no model weights, outputs are noise" in md
+    assert "Skipped in every mode: simulated engine: no model weights, outputs are noise." in md
     # Labels travel with the figures: per mode and on the comparison.
     assert "*mode fp8-kv · engine sim · GPU H200 (SIMULATED) · version kvtui-sim" in md
     assert md.count("SIMULATED") >= 6

@@ -14,10 +14,6 @@ from kvtui.load.records import read_records
 from kvtui.report.snapshot import load_journal, load_snapshot
 
 
-def _modes(path):
-    return [r.mode for r in read_records(path)]
-
-
 def test_resume_from_a_final_snapshot_with_fewer_modes(three_modes):
     first, doc = three_modes.first_doc, three_modes.doc
     assert [m["name"] for m in first["modes"]] == ["baseline"]

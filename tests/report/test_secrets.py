@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 from kvtui.report.export import render, scrub, scrub_text
 from kvtui.report.snapshot import load_snapshot
