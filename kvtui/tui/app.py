@@ -485,7 +485,7 @@ class KvtuiApp(App[int]):
         stamp = time.strftime("%Y%m%d-%H%M%S")
         if self.state.replay:
             src = Path(self.snapshot.get("_path") or "snapshot.json") if self.snapshot else Path("snapshot.json")
-            folder, stem = src.parent, src.stem
+            folder, stem = src.parent, src.name.split(".json")[0]  # run.json and run.json.journal → run
         else:
             out = self.run_obj.out if self.run_obj is not None else Path("runs/kvtui.json")
             folder, stem = out.parent, out.stem

@@ -90,6 +90,20 @@ async def test_quit_mid_run_stops_server_and_load_generator(knee_scenario, tmp_p
         mine = {p: c for p, c in descendants().items() if p not in before}
         assert any("sim serve" in c for c in mine.values()), mine  # the simulated server
         assert any("multiprocessing" in c for c in mine.values()), mine  # the load generator
+        # The controls reach the run (they act between steps; here only that they arrive and show).
+        run = app.run_obj
+        await pilot.press("h")
+        await pilot.pause(0.6)
+        assert run._hold and "HOLD" in screen_text(app)
+        await pilot.press("plus", "minus", "minus")
+        assert run._nudge == -1
+        await pilot.press("space")
+        await pilot.pause(0.6)
+        assert run.paused and "PAUSED" in screen_text(app)
+        await pilot.press("space")
+        assert not run.paused
+        await pilot.press("n")
+        assert run._skip.is_set()
         await pilot.press("q")
         await wait_for_exit(app)
     left = {p: c for p, c in descendants().items() if p not in before}

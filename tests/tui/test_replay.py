@@ -48,6 +48,12 @@ async def test_replay_shows_the_saved_run_and_the_slider_moves_through_steps(fro
         await pilot.press("end")
         await pilot.pause()
         assert st.cursor == n - 1 and st.t_max() is None
+        # Rebuilt plots keep their axes and ticks.
+        from kvtui.tui.charts import Chart
+
+        assert all(c.builds >= 2 for c in app.screen.query(Chart) if c.id in ("chart-ttft", "chart-mem"))
+        lines = screen_text(app).splitlines()
+        assert sum("┤" in l for l in lines) >= 8 and sum("└┬" in l or "└─" in l for l in lines) >= 2
         # The other mode.
         await pilot.press("m")
         await pilot.pause()
