@@ -118,8 +118,17 @@ def write_records(path: Path, records: Iterable[Record]) -> int:
 
 
 def read_records(path: Path) -> Iterator[Record]:
-    """Records from a JSON Lines file; a truncated last line (crash mid-write) is skipped."""
-    with open(path, encoding="utf-8") as f:
+    """Records from a JSON Lines file (or its .gz, as archived results keep them); a truncated
+    last line (crash mid-write) is skipped."""
+    path = Path(path)
+    gz = path if path.suffix == ".gz" else path.with_name(path.name + ".gz")
+    if gz.exists() and not (path.exists() and path.suffix != ".gz"):
+        import gzip
+
+        opener = gzip.open(gz, "rt", encoding="utf-8")
+    else:
+        opener = open(path, encoding="utf-8")
+    with opener as f:
         for line in f:
             line = line.strip()
             if not line:
