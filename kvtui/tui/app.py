@@ -90,6 +90,7 @@ class KvtuiApp(App[int]):
         self.run_error: str | None = None
         self.quitting = False
         self.exports: list[Path] = []
+        self.reports: list[Path] = []  # Markdown reports written with an export
         self._warned: set[str] = set()
         self.ticks = 0
         self.rc = 0
@@ -510,6 +511,8 @@ class KvtuiApp(App[int]):
         md_path = None
         if (doc.get("run") or {}).get("finished") or self.state.replay:
             md_path = write_markdown(doc, path.with_suffix(".md"))
+            if md_path is not None:
+                self.reports.append(md_path)
         self.exports.append(path)
         return path, md_path
 

@@ -15,7 +15,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.containers import Grid, Horizontal, ScrollableContainer, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Collapsible, Footer, Input, Label, Select, SelectionList, Static
 
@@ -499,7 +499,9 @@ class CompareScreen(ModalScreen[None]):
 
     DEFAULT_CSS = """
     CompareScreen { align: center middle; }
-    CompareScreen #box { width: 95%; height: auto; max-height: 90%; background: $surface; border: round $primary; padding: 0 1; }
+    CompareScreen #box { width: 95%; height: auto; max-height: 90%; background: $surface; border: round $primary;
+                         padding: 0 1; overflow-x: auto; }
+    CompareScreen #compare { width: auto; text-wrap: nowrap; }
     """
 
     def __init__(self, text: str):
@@ -507,7 +509,7 @@ class CompareScreen(ModalScreen[None]):
         self.text = text
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="box"):
+        with ScrollableContainer(id="box"):
             yield Static(Text(self.text, no_wrap=True), id="compare")
 
     def action_dismiss_none(self) -> None:

@@ -72,6 +72,12 @@ async def test_live_run_fills_table_marks_best_recomputes_slo_exports_and_quits(
         assert exported["modes"][0]["best_concurrency_at_run_slo"] == 4
         assert exported["environment"]["simulated"] is True
         assert (tmp_path / "run.json").exists()  # the run's own snapshot, finalised
+        try:  # the Markdown report comes with the export of a finished run, where kvtui has one
+            from kvtui.report.markdown import render_markdown  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            assert app.reports and app.reports[0].read_text().strip()
 
         await pilot.press("q")
         await wait_for_exit(app)
