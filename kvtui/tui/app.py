@@ -303,12 +303,35 @@ class KvtuiApp(App[int]):
         loop = asyncio.get_running_loop()
         done = await loop.run_in_executor(None, self.run_done.wait, grace_s)
         if not done:
-            mv = self.state.viewed
-            if mv is not None and mv.status == "starting":
-                from kvtui.engines.procs import kill_all
-
-                kill_all()  # an engine still starting does not listen: end it (its memory goes with it)
+            if self._engine_starting():
+                await loop.run_in_executor(None, self._end_starting_engine)
             await loop.run_in_executor(None, self.run_done.wait, 120.0)
+
+    def _engine_starting(self) -> bool:
+        mv = self.state.modes.get(self.state.current or "")
+        return mv is not None and mv.status == "starting"
+
+    def _end_starting_engine(self) -> None:
+        """A run stopped while its engine starts waits for /health (vLLM: minutes). Stop the server
+        (SIGINT, SIGTERM, SIGKILL to its group): the start fails, the run tears down and finalises."""
+        engine = getattr(self.run_obj, "engine", None)
+        try:
+            if engine is not None:
+                engine.stop()
+                return
+        except Exception:
+            pass
+        from kvtui.engines.procs import kill_all
+
+        kill_all()
+
+    def _quit_grace_over(self) -> None:
+        if self.run_active and self._engine_starting():
+            self.notify("the engine is still starting: stopping it", severity="warning")
+            self._in_thread(self._end_starting_engine)
+
+    def _in_thread(self, fn: Any) -> None:
+        self.run_worker(fn, thread=True, group="engine-stop", exit_on_error=False, name="kvtui-engine-stop")
 
     # -- actions -------------------------------------------------------------------------------------
     async def action_quit(self) -> None:
@@ -321,6 +344,7 @@ class KvtuiApp(App[int]):
                 return
             self.quitting = True
             self.stop_run("quit")
+            self.set_timer(QUIT_GRACE_S, self._quit_grace_over)
             self.notify("stopping the load and the server, keeping what was measured… (q again to force)", timeout=10)
             if self.dashboard is not None:
                 self.dashboard.sync()

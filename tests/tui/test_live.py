@@ -150,3 +150,36 @@ async def test_setup_screen_validates_then_starts(knee_path, tmp_path):
         await wait_for_exit(app)
     left = {p: c for p, c in descendants().items() if p not in before}
     assert not left, f"processes left behind: {left}"
+
+
+FAKE_VLLM = """
+import sys, time
+print("INFO 11-29 12:00:00 [api_server.py:1] vLLM API server version 0.26.0", flush=True)
+print("INFO 11-29 12:00:01 [gpu_model_runner.py:1] Starting to load model fake/model...", flush=True)
+time.sleep(600)  # never healthy: a start that takes minutes
+"""
+
+
+async def test_quit_while_the_engine_starts_stops_it(tmp_path, monkeypatch):
+    """vLLM takes minutes to start and does not listen meanwhile: quit stops it after a short grace."""
+    from kvtui.scenario import load_scenario
+
+    fake = tmp_path / "fake_vllm.py"
+    fake.write_text(FAKE_VLLM)
+    import sys
+
+    monkeypatch.setenv("KVTUI_VLLM_LAUNCHER", f"{sys.executable} {fake}")
+    p = tmp_path / "vllm.toml"
+    p.write_text('name = "slow-start"\n[server]\nengine = "vllm"\nmodel = "fake/model"\nstartup_timeout_s = 600\n')
+    before = descendants()
+    app = create_app(load_scenario(p), out=tmp_path / "slow.json", autostart=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: any(fake.name in c for c in descendants().values()), "the fake vLLM")
+        await wait_until(pilot, lambda: "loading weights" in screen_text(app), "the startup phase on screen")
+        assert "starting the engine" in screen_text(app)
+        await pilot.press("q")
+        await wait_for_exit(app)
+    left = {p: c for p, c in descendants().items() if p not in before}
+    assert not left, f"processes left behind: {left}"
+    doc = load_snapshot(tmp_path / "slow.json")
+    assert doc["run"]["stop_reason"] == "quit"
