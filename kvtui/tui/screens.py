@@ -131,7 +131,6 @@ class DashboardScreen(Screen):
         """Bring every visible view up to date with the state (called from the app's timer)."""
         if not self.is_mounted:
             return
-        st = self.state
         with self.app.batch_update():
             self.query_one(InfoHeader).sync()
             self.query_one(StatusBar).sync(self.kapp.control_flags())

@@ -18,7 +18,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, RichLog, Static
 
 from kvtui.tui.charts import fmt_num, hexrgb
-from kvtui.tui.state import ModeView, RunState, limit_word
+from kvtui.tui.state import RunState, limit_word
 
 STATUS_WORDS = {
     "idle": "READY",

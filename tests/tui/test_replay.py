@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 from textual.filter import Monochrome, NoColor
 
 from kvtui.report.snapshot import load_snapshot
 from kvtui.tui.app import create_app
-from kvtui.tui.charts import Chart, Spark
+from kvtui.tui.charts import Chart
 from kvtui.tui.screens import DashboardScreen, SloScreen
 from kvtui.tui.state import RunState, Series, best_load, downsample
 from kvtui.tui.svg import render_dashboard_svg
