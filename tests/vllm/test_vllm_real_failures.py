@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 from vllmtest_helpers import proc_in_group, tiny_scenario
 
-from kvtui.engines.vllm import reaper
+from kvtui.engines import reaper
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.engines.vllm.logparse import PHASES
 from kvtui.errors import EngineError, RunAborted

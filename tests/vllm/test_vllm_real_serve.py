@@ -18,7 +18,7 @@ import pytest
 from vllmtest_helpers import KV_BYTES, proc_in_group, tiny_scenario
 
 from kvtui.engines.base import Endpoint
-from kvtui.engines.vllm import reaper
+from kvtui.engines import reaper
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.engines.vllm.logparse import LOADING_WEIGHTS, PHASES, PROFILING_KV, READY, STARTING, UNCALIBRATED_FP8
 from kvtui.report.redact import REDACTED

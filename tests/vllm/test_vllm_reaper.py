@@ -11,11 +11,11 @@ import time
 import pytest
 from vllmtest_helpers import proc_in_group
 
-from kvtui.engines.vllm import reaper
+from kvtui.engines import reaper
 
 CHILD = r"""
 import os, signal, subprocess, sys, time
-from kvtui.engines.vllm import reaper
+from kvtui.engines import reaper
 victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
 reaper.register(victim.pid, "sleeper")
 if sys.argv[1] == "handlers":

@@ -1,9 +1,9 @@
-"""Engine `sim`: launches `kvtui sim serve` per mode, like the vLLM engine launches `vllm serve`.
+"""Engine `sim`: launches `kvtui sim serve` per mode, exactly as the vLLM engine launches vLLM.
 
-The simulator runs in its own process (own process group, loopback, free port, per-run
-API key passed through the environment), so its CPU never competes with the run's
-controller or the UI, and the run treats it exactly like a real server. Its startup lines
-use vLLM's spelling, so the vLLM log parser reads its facts.
+It is the vLLM engine with another command line: the same process group, readiness
+(/health and our key accepted on /v1/models), log parsing (the simulator prints vLLM's
+startup lines), failure tail and escalating stop. The simulator runs in its own process so
+its CPU never competes with the run's controller or the UI.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from typing import Any
 
 import httpx
 
-from kvtui.engines.base import EngineInfo, Endpoint, LogSink, StartupFacts
-from kvtui.engines.procs import ServerProcess, free_port
-from kvtui.errors import EngineError
+from kvtui.engines.base import EngineInfo
+from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.scenario.schema import Mode, Scenario
 
 
@@ -57,99 +56,49 @@ def auto_time_scale(scenario: Scenario, mode: Mode) -> float:
     if "--knee" in scenario.server.extra_args + mode.extra_args:
         return 1.0  # the knee test model streams at its own, fixed, slow pace
     budget = 2500.0
-    try:
-        from kvtui.engines.sim.scheduler import peak_chunk_rate
+    from kvtui.engines.sim.scheduler import peak_chunk_rate
 
-        rate = peak_chunk_rate(scenario, mode)
-    except (ImportError, AttributeError):
-        return 1.0
-    return max(1.0, round(rate / budget, 2))
+    return max(1.0, round(peak_chunk_rate(scenario, mode) / budget, 2))
 
 
-class SimEngine:
+class SimEngine(VllmEngine):
     name = "sim"
     simulated = True
 
     def __init__(self) -> None:
-        self.proc: ServerProcess | None = None
-        self._facts = StartupFacts()
-        self._info = EngineInfo(engine="sim", simulated=True)
+        super().__init__(nvml_release_timeout_s=0.0)
         self.time_scale = 1.0
-        self._client: httpx.Client | None = None
+        self._gpu = "?"
         self._mem: dict[str, Any] | None = None
         self._mem_t = 0.0
 
-    def start(self, scenario: Scenario, mode: Mode, on_log: LogSink) -> Endpoint:
-        from kvtui.engines.sim.server import random_api_key
-        from kvtui.engines.vllm.logparse import StartupLogParser
+    def _launcher(self) -> tuple[str, list[str]]:
+        return "sim", [sys.executable, "-m", "kvtui", "sim", "serve"]
 
-        s = scenario.server
-        port = s.port or free_port(s.host)
+    def _build_command(self, scenario: Scenario, mode: Mode, port: int, api_key: str, prefix) -> tuple[list[str], dict[str, str]]:
         self.time_scale = auto_time_scale(scenario, mode)
-        key = random_api_key()
-        cmd = sim_command(scenario, mode, port, self.time_scale)
-        parser = StartupLogParser()
-
-        def log(line: str) -> None:
-            parser.feed(line)
-            on_log(line)
-
-        env = {"KVTUI_SIM_API_KEY": key, "NO_COLOR": "1", "PYTHONUNBUFFERED": "1", **s.env, **mode.env}
-        base = f"http://{s.host}:{port}"
-        self.proc = ServerProcess(cmd, env=env, on_log=log, secrets=[key])
-        t0 = time.monotonic()
-        self.proc.start()
-        self.proc.wait_ready(f"{base}/health", timeout_s=min(s.startup_timeout_s, 120.0), what="simulator")
-        self._facts = parser.facts
-        self._facts.startup_s = round(time.monotonic() - t0, 2)
-        self._client = httpx.Client(base_url=base, timeout=5.0, trust_env=False)
-        try:
-            info = self._client.get("/kvtui/sim").json()
-            self._facts.merge(StartupFacts(**{k: v for k, v in info["facts"].items() if k in StartupFacts.__dataclass_fields__}))
-            self._mem = info.get("memory")
-            version = info.get("version")
-        except (httpx.HTTPError, ValueError, KeyError) as e:
-            raise EngineError("crashed", f"simulator answered /health but not /kvtui/sim: {e}", self.proc.tail())
-        self._info = EngineInfo(engine="sim", simulated=True, version=version, command=self.proc.redacted_command(),
-                                gpu_names=[f"{s.gpu} (SIMULATED)"], dummy_weights=False, time_scale=self.time_scale)
-        if self.time_scale != 1.0:
-            on_log(f"kvtui: the simulator runs in slow motion ×{self.time_scale:g}; every figure is scaled back to modelled time")
-        served = s.served_model_name or (mode.model or s.model)
-        if "--knee" in cmd:
-            served = s.served_model_name or "knee"
-        return Endpoint(base_url=base, model=served, api_key=key, metrics_url=f"{base}/metrics", max_model_len=s.max_model_len)
-
-    def facts(self) -> StartupFacts:
-        return self._facts
+        self._gpu = scenario.server.gpu
+        env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", **scenario.server.env, **mode.env}
+        return sim_command(scenario, mode, port, self.time_scale) + ["--api-key", api_key], env
 
     def info(self) -> EngineInfo:
-        return self._info
+        info = super().info()
+        info.engine, info.simulated = "sim", True
+        info.gpu_names = [f"{self._gpu} (SIMULATED)"]
+        info.time_scale = self.time_scale
+        return info
+
+    def pids(self) -> set[int]:
+        return set()  # a simulated GPU: no NVML process memory to look up
 
     def gpu_memory(self) -> dict[str, Any] | None:
-        """The simulated GPU's memory (NVML's view of a real one), at most once a second."""
-        if self._client is None:
-            return self._mem
+        """The simulated GPU's memory (what NVML would show for a real one), at most once a second."""
+        ep = self.endpoint
         now = time.monotonic()
-        if now - self._mem_t >= 0.9:
+        if ep is not None and now - self._mem_t >= 0.9:
             self._mem_t = now
             try:
-                self._mem = self._client.get("/kvtui/sim").json().get("memory")
+                self._mem = httpx.get(ep.base_url + "/kvtui/sim", timeout=2.0, trust_env=False).json().get("memory")
             except (httpx.HTTPError, ValueError):
                 pass
         return self._mem
-
-    def pids(self) -> set[int]:
-        return {self.proc.pid} if self.proc and self.proc.pid else set()
-
-    def check_alive(self) -> str | None:
-        if self.proc is None:
-            return "not started"
-        return self.proc.check_alive()
-
-    def stop(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None

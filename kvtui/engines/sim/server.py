@@ -120,6 +120,7 @@ class SimServer:
         self.steps = 0
         self.seed = seed
         self._counter = 0
+        self.dead: str | None = None
         self._task: asyncio.Task | None = None
         self._build_metrics()
 
@@ -191,6 +192,21 @@ class SimServer:
 
     # -- the engine loop -----------------------------------------------------------------
     async def run_engine(self) -> None:
+        """The engine loop; if the model raises, the engine is dead (as vLLM's EngineDeadError):
+        the traceback goes to the log, /health answers 503 and every open stream ends."""
+        try:
+            await self._engine_loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            import traceback
+
+            self.dead = traceback.format_exc()
+            print("ERROR kvtui-sim: the engine loop died (EngineDeadError):\n" + self.dead, flush=True)
+            for st in self.streams.values():
+                st.queue.put_nowait(None)
+
+    async def _engine_loop(self) -> None:
         loop = asyncio.get_running_loop()
         next_wall = loop.time()
         while True:
@@ -387,7 +403,7 @@ class SimServer:
         return JSONResponse({"version": SIM_VERSION})
 
     async def health(self, request: Request) -> Response:
-        return Response(status_code=200)
+        return Response(status_code=503 if self.dead else 200)
 
     async def metrics(self, request: Request) -> Response:
         self._refresh_gauges()

@@ -21,8 +21,6 @@ import re
 import secrets
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,7 +32,9 @@ from typing import Callable
 import httpx
 
 from kvtui.engines.base import Endpoint, EngineInfo, LogSink, StartupFacts
-from kvtui.engines.vllm import failures, reaper
+from kvtui.engines import reaper
+from kvtui.engines.procs import free_port
+from kvtui.engines.vllm import failures
 from kvtui.engines.vllm.logparse import READY, StartupLogParser, clean_line, facts_from_metrics_text
 from kvtui.errors import EngineError, RunAborted
 from kvtui.report.redact import Redactor, is_secret_env, redact_args
@@ -128,13 +128,6 @@ def resolve_launcher(python: str | None = None) -> tuple[str, list[str]]:
         if which:
             return FORM_SCRIPT, [which, "serve"]
     return FORM_API_SERVER, [py, "-m", "vllm.entrypoints.openai.api_server"]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(fam, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _url_host(host: str) -> str:
@@ -241,7 +234,7 @@ class VllmEngine:
         self.failure = None
         s = scenario.server
         self._stop_timeout_s = float(s.stop_timeout_s or 30.0)
-        form, prefix = resolve_launcher(self.python)
+        form, prefix = self._launcher()
         self.form = form
         attempts = 1 if s.port else 3  # a free port picked here may be taken before vLLM binds it
         for attempt in range(attempts):
@@ -327,30 +320,8 @@ class VllmEngine:
             self._stopped = True
         try:
             self._collect_pids()
-            total = max(3.0, self._stop_timeout_s)
-            steps = [(signal.SIGINT, 0.5 * total), (signal.SIGTERM, 0.3 * total), (signal.SIGKILL, max(2.0, 0.2 * total))]
-            if proc.poll() is not None:  # the API server is gone: no graceful shutdown to wait for
-                steps = steps[1:]
-            for sig, wait_s in steps:
-                if not reaper.group_alive(pgid) and proc.poll() is not None:
-                    break
-                reaper.signal_group(pgid, sig)
-                deadline = time.monotonic() + wait_s
-                while time.monotonic() < deadline:
-                    proc.poll()  # reap the leader as soon as it exits
-                    if proc.returncode is not None and not reaper.group_alive(pgid):
-                        break
-                    time.sleep(0.1)
-                else:
-                    continue
-                break
-            try:
-                proc.wait(timeout=5.0)
-            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL was sent
-                pass
+            reaper.terminate(proc, pgid, self._stop_timeout_s, graceful=proc.poll() is None)
             self._join_reader(5.0)
-            if not reaper.group_alive(pgid):
-                reaper.unregister(pgid)
             self._wait_device_release()
         except Exception:  # never raises
             pass
@@ -397,13 +368,26 @@ class VllmEngine:
             d["version"] = self._version or self._parser.version
             return d
 
+    # --- what a subclass changes (the simulator engine) -------------------------------------
+    def _launcher(self) -> tuple[str, list[str]]:
+        return resolve_launcher(self.python)
+
+    def _build_command(self, scenario: Scenario, mode: Mode, port: int, api_key: str,
+                       prefix: tuple[str, list[str]]) -> tuple[list[str], dict[str, str]]:
+        return build_command(scenario, mode, port, api_key, prefix)
+
+    def pids(self) -> set[int]:
+        """The server's process group (for NVML's per-process memory)."""
+        with self._lock:
+            return set(self._pids) if self._proc is not None and not self._stopped else set()
+
     # --- internals --------------------------------------------------------------------------
     def _start_once(self, scenario: Scenario, mode: Mode, on_log: LogSink, prefix: tuple[str, list[str]]) -> Endpoint:
         s = scenario.server
         host = s.host or "127.0.0.1"
         port = int(s.port) if s.port else free_port(host)
         api_key = secrets.token_urlsafe(24)
-        argv, extra_env = build_command(scenario, mode, port, api_key, prefix)
+        argv, extra_env = self._build_command(scenario, mode, port, api_key, prefix)
         env = dict(os.environ)
         env.update(extra_env)
         redactor = Redactor([api_key])

@@ -18,7 +18,7 @@ import time
 
 import httpx
 
-from kvtui.engines.vllm import reaper
+from kvtui.engines import reaper
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.errors import EngineError
 from kvtui.scenario.schema import Mode, Scenario, Server

@@ -1,4 +1,4 @@
-"""Never leave a vLLM server behind: a registry of live process groups, killed at exit.
+"""Never leave a server behind (vLLM or the simulator): a registry of live process groups, killed at exit.
 
 Every server kvtui launches runs in its own process group (start_new_session=True) and is
 registered here until it is stopped. When kvtui exits for any reason Python can see
@@ -93,6 +93,36 @@ def kill_group(pgid: int, grace_s: float = 3.0) -> bool:
         return True
     signal_group(pgid, signal.SIGKILL)
     return wait_group_gone(pgid, 5.0)
+
+
+def terminate(proc, pgid: int, timeout_s: float, graceful: bool = True) -> None:
+    """Stop a server's whole group: SIGINT, SIGTERM, SIGKILL (timeout_s split 50/30/20).
+
+    `proc` is the group leader's Popen, reaped as soon as it exits. `graceful=False` starts
+    at SIGTERM (the leader is already gone: nobody is left to shut down cleanly).
+    """
+    total = max(3.0, timeout_s)
+    steps = [(signal.SIGINT, 0.5 * total), (signal.SIGTERM, 0.3 * total), (signal.SIGKILL, max(2.0, 0.2 * total))]
+    if not graceful:
+        steps = steps[1:]
+    for sig, wait_s in steps:
+        if proc.poll() is not None and not group_alive(pgid):
+            break
+        signal_group(pgid, sig)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None and not group_alive(pgid):
+                break
+            time.sleep(0.05)
+        else:
+            continue
+        break
+    try:
+        proc.wait(timeout=5.0)
+    except Exception:  # pragma: no cover - SIGKILL was sent
+        pass
+    if not group_alive(pgid):
+        unregister(pgid)
 
 
 def reap_all(grace_s: float = 3.0) -> list[int]:
