@@ -440,3 +440,19 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = ())
         _apply_override(doc, opath, value)
     index = LineIndex(text) if text else None
     return scenario_from_dict(doc, source, index)
+
+
+def scenario_from_snapshot(d: dict, source: str = "<snapshot>") -> Scenario:
+    """The scenario a snapshot was run with (its `scenario` key), back as a `Scenario`.
+
+    Snapshots store the dataclasses as written (`slo.latency` nested, redacted secrets,
+    `source`/`warnings`); this turns that back into the file form and validates it.
+    """
+    doc = {k: v for k, v in d.items() if k in _TOP_KEYS}
+    slo = dict(doc.get("slo") or {})
+    doc["slo"] = {**(slo.pop("latency", None) or {}), **slo}
+    server = dict(doc.get("server") or {})
+    server.pop("api_key", None)  # "<redacted>": never a real key
+    server["env"] = {k: v for k, v in (server.get("env") or {}).items() if v != "<redacted>"}
+    doc["server"] = {k: v for k, v in server.items() if v is not None}
+    return scenario_from_dict(doc, source)
