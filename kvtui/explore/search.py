@@ -261,7 +261,10 @@ class FastSearch(_Base):
                 s.reached_max = True
                 s.done = True
                 return None
-            return min(self.hi, self._q(max(top * 2, top + 1)))
+            # Before any failure: ×2. After a confirmation flip (the knee was bracketed once,
+            # it lies close): +25 %, so noise at the knee does not cost a far step.
+            grow = 2.0 if all(ok for _, ok in s.history) else 1.25
+            return min(self.hi, self._q(max(top * grow, top + 1)))
         if self.phase == "shrink":
             bottom = s.fail if s.fail is not None else self.hi
             if bottom <= self.lo:
