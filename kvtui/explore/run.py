@@ -167,10 +167,13 @@ class _Telemetry(threading.Thread):
         sim_mem = getattr(self.engine, "gpu_memory", None)
         if sim_mem is not None:
             m = sim_mem()
-            if m:
-                row["gpu_mem_used_gib"] = m.get("used_gib")
-                row["gpu_mem_total_gib"] = m.get("gpu_total_gib")
-                row["gpus"] = [{"index": 0, "mem_used_gib": m.get("used_gib"), "simulated": True}]
+            if m and m.get("used_gib") is not None:
+                # The simulator models one GPU of the tensor-parallel group; every rank holds the same.
+                tp = max(1, self.run_.scenario.server.tensor_parallel_size)
+                row["gpus"] = [{"index": i, "mem_used_gib": m["used_gib"], "mem_total_gib": m.get("gpu_total_gib"), "simulated": True}
+                               for i in range(tp)]
+                row["gpu_mem_used_gib"] = round(m["used_gib"] * tp, 3)
+                row["gpu_mem_total_gib"] = round((m.get("gpu_total_gib") or 0) * tp, 2)
         elif self.nvml is not None and self.nvml.available:
             g = self.nvml.latest()
             if g:

@@ -91,6 +91,19 @@ def cost_settings(scenario: dict[str, Any] | Scenario) -> dict[str, Any]:
     return {"gpu_hourly_usd": cost.get("gpu_hourly_usd") or 0.0, "gpus": int(gpus), "count_failed": cost.get("count_failed", True)}
 
 
+def peak_per_gpu(mode: dict[str, Any]) -> list[float] | None:
+    """Peak memory of each GPU the mode used (tensor parallel: one figure per GPU), from the
+    NVML series; None when the series has no per-GPU samples."""
+    peaks: dict[int, float] = {}
+    for row in mode.get("series") or []:
+        for g in row.get("gpus") or []:
+            v = g.get("mem_used_gib")
+            if v is not None:
+                i = int(g.get("index", 0))
+                peaks[i] = max(peaks.get(i, 0.0), float(v))
+    return [round(peaks[i], 2) for i in sorted(peaks)] or None
+
+
 def mode_summary(mode: dict[str, Any], scenario: dict[str, Any] | Scenario) -> dict[str, Any]:
     """One mode's comparison figures (absolute; the ratios are added by `compare_modes`)."""
     cs = cost_settings(scenario)
@@ -128,6 +141,7 @@ def mode_summary(mode: dict[str, Any], scenario: dict[str, Any] | Scenario) -> d
         "knee_limited_by": nxt[0].get("limited_by") if nxt else None,
         "preemptions_next": _max(_vals(nxt, "preemptions")),
         "peak_gpu_mem_gib": _round(max(mems), 2) if mems else None,
+        "peak_gpu_mem_gib_per_gpu": peak_per_gpu(mode),
         "weights_gib": server.get("weights_gib"),
         "kv_cache_gib": server.get("kv_cache_gib"),
         "kv_tokens": server.get("kv_cache_tokens"),

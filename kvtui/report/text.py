@@ -103,6 +103,14 @@ def quality_cell(q: dict[str, Any] | None) -> str:
     return ("FLAG " if q.get("flagged") else "ok ") + body
 
 
+def fmt_peak(r: dict[str, Any]) -> str:
+    """Peak GPU memory; with several GPUs (tensor parallel) each GPU's peak, "64.1/63.9"."""
+    per = r.get("peak_gpu_mem_gib_per_gpu") or []
+    if len(per) > 1:
+        return "/".join(f"{v:.1f}" for v in per)
+    return fmt(r.get("peak_gpu_mem_gib"), 1)
+
+
 def comparison_row(r: dict[str, Any]) -> list[str]:
     """One mode's cells (a row of `compare_modes`)."""
     from kvtui.explore.evaluate import LIMIT_WORDS
@@ -110,7 +118,7 @@ def comparison_row(r: dict[str, Any]) -> list[str]:
     lim = r.get("knee_limited_by")
     return [
         r["mode"], fmt_load(r["best"]), fmt_x(r.get("best_x")), fmt(r["output_tok_s"]), fmt_x(r.get("tok_s_x")),
-        fmt(r["peak_gpu_mem_gib"], 1), fmt(r["weights_gib"], 2), fmt(r["kv_tokens"]), fmt_x(r.get("kv_tokens_x")),
+        fmt_peak(r), fmt(r["weights_gib"], 2), fmt(r["kv_tokens"]), fmt_x(r.get("kv_tokens_x")),
         fmt(r["preemptions_at_knee"]), LIMIT_WORDS.get(lim or "", lim or "—"),
         fmt(r["usd_per_mtok_out"], 3), fmt_pct(r.get("cost_out_change")),
         fmt(r["usd_per_mtok_in"], 4), fmt_pct(r.get("cost_in_change")),

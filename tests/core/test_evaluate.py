@@ -27,3 +27,19 @@ def test_saturated_or_lagging_client_is_flagged():
     assert client_limited({"cpu_share": 0.3, "loop_lag_ms_p99": 80.0}, ttft)
     assert client_limited({"cpu_share": 0.3, "dispatch_ms_p95": 30.0}, ttft)
     assert not client_limited({"cpu_share": 0.3, "loop_lag_ms_p99": 20.0, "dispatch_ms_p95": 1.0}, ttft)
+
+
+def test_comparison_shows_each_gpus_peak_under_tensor_parallel():
+    """Issue 10: with TP the comparison shows per-GPU peaks from the NVML series (rows of the
+    real H200 run, with a second GPU added; no two-GPU machine was lent)."""
+    from kvtui.report.compare import compare_modes
+    from kvtui.report.snapshot import load_snapshot
+    from kvtui.report.text import comparison_rows
+
+    doc = load_snapshot(Path(__file__).parents[2] / "docs/results/h200-abc.json")
+    doc.pop("comparison")
+    assert compare_modes(doc)["rows"][0]["peak_gpu_mem_gib_per_gpu"] == [128.19]
+    for row in doc["modes"][0]["series"]:
+        if row.get("gpus"):
+            row["gpus"] = row["gpus"] + [dict(row["gpus"][0], index=1, mem_used_gib=row["gpus"][0]["mem_used_gib"] - 1)]
+    assert comparison_rows(doc)[0][5] == "128.2/127.2"

@@ -41,13 +41,14 @@ def _metrics(res: Any, facts_kv_gib: float | None) -> dict[str, Any]:
     }
 
 
-def _series_rows(res: Any, t_offset: float, load: float, used_gib: float, kv_gib: float | None) -> list[dict[str, Any]]:
+def _series_rows(res: Any, t_offset: float, load: float, used_gib: float, kv_gib: float | None, tp: int = 1) -> list[dict[str, Any]]:
     rows = []
     prev = None
     for p in res.series:
         row: dict[str, Any] = {"t": round(p.t - t_offset, 2), "load": load, "phase": "window", "kv_usage": round(p.kv_usage, 4),
                                "running": p.running, "waiting": p.waiting, "preemptions": p.preemptions_total,
-                               "gpu_mem_used_gib": used_gib}
+                               "gpu_mem_used_gib": round(used_gib * tp, 3),
+                               "gpus": [{"index": i, "mem_used_gib": used_gib, "simulated": True} for i in range(tp)]}
         if kv_gib:
             row["kv_in_use_gib"] = round(p.kv_usage * kv_gib, 3)
         if prev is not None and p.t > prev.t:
@@ -114,13 +115,13 @@ def run_mode_fast(run: Any, mode: Mode, md: dict[str, Any]) -> None:
         run.records_written += write_records(run.writer.records_path, res.records)
         ctx = StepContext(load=load, closed=run.closed, t_window_start=res.window_start or res.t_start,
                           t_window_end=res.window_end or res.t_end, metrics=_metrics(res, facts.kv_cache_gib),
-                          gpu_mem_used_gib_max=round(mem.used_gib, 3), max_num_seqs=facts.max_num_seqs)
+                          gpu_mem_used_gib_max=round(mem.used_gib * max(1, s.tensor_parallel_size), 3), max_num_seqs=facts.max_num_seqs)
         step = evaluate_step(res.records, ctx, sc.slo)
         step.update(index=index, why=why, started_at=time.time(), duration_s=round(res.t_end - res.t_start, 2),
                     t_window_start=ctx.t_window_start, t_window_end=ctx.t_window_end, fast=True,
                     engine_limits=res.limited_by)
         md["steps"].append(step)
-        md["series"].extend(_series_rows(res, t_mode, load, round(mem.used_gib, 3), facts.kv_cache_gib))
+        md["series"].extend(_series_rows(res, t_mode, load, round(mem.used_gib, 3), facts.kv_cache_gib, max(1, s.tensor_parallel_size)))
         run.writer.step_finished(mode.name, step)
         run._emit("step_finished", mode.name, step)
         search.record(load, step["passed"])
