@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from kvtui import __version__
 from kvtui.engines.base import Endpoint, StartupFacts
-from kvtui.errors import EngineError, KvtuiError, UsageError
+from kvtui.errors import EngineError, KvtuiError, RunAborted, UsageError
 from kvtui.explore.evaluate import StepContext, evaluate_step
 from kvtui.explore.search import make_search, ramp_levels
 from kvtui.load.generator import LoadGenerator, WorkerConfig
@@ -259,6 +259,8 @@ class Run:
         self._nudge = 0
         self._lock = threading.Lock()
         self.engine = None
+        self._starting = False  # engine.start() in progress (vLLM: minutes)
+        self._cancel: threading.Thread | None = None
         self.loadgen: LoadGenerator | None = None
         self.telemetry: _Telemetry | None = None
         self.writer: SnapshotWriter | None = None
@@ -270,6 +272,12 @@ class Run:
     def stop(self, reason: str = "stopped by the user") -> None:
         self._stop_reason = self._stop_reason or reason
         self._paused.clear()
+        engine = self.engine
+        if self._starting and engine is not None and self._cancel is None:
+            # A start waits for /health (vLLM: minutes): end it now. From a thread, because this
+            # may run in a signal handler on the very thread that waits in engine.start().
+            self._cancel = threading.Thread(target=engine.stop, name="kvtui-cancel-start", daemon=True)
+            self._cancel.start()
 
     def skip_mode(self) -> None:
         self._skip.set()
@@ -459,18 +467,27 @@ class Run:
             return self._run_mode_fast(mode, md)
         self.engine = make_engine(self.scenario.server.engine)
         t_start = time.monotonic()
+        self._starting = True
         try:
+            if self.stopping:
+                raise RunAborted("engine start cancelled")
             endpoint = self.engine.start(self.scenario, mode, lambda line: self._emit("log", mode.name, self.redactor(line)))
-        except EngineError as e:
-            md["error"] = {"kind": e.kind, "message": str(e), "log_tail": self.redactor(e.log_tail)}
+        except (EngineError, RunAborted) as e:
+            if isinstance(e, RunAborted) or self._cancel is not None:  # stopped while starting: not the engine's fault
+                md["error"] = {"kind": "cancelled", "message": f"engine start cancelled: {self._stop_reason}",
+                               "log_tail": self.redactor(getattr(e, "log_tail", ""))}
+            else:
+                md["error"] = {"kind": e.kind, "message": str(e), "log_tail": self.redactor(e.log_tail)}
             md["server"] = self.engine.facts().to_dict()
             md["engine_info"] = self._info_dict()
-            self._emit("error", mode.name, f"mode {mode.name}: {e}")
+            self._emit("error", mode.name, f"mode {mode.name}: {md['error']['message'] if md['error']['kind'] == 'cancelled' else e}")
             self.writer.mode_started(md)
-            md["complete"] = True
+            md["complete"] = md["error"]["kind"] != "cancelled"
             self.writer.mode_finished(md)
             self._teardown_mode()
             return
+        finally:
+            self._starting = False
         facts = self.engine.facts()
         if facts.startup_s is None:
             facts.startup_s = round(time.monotonic() - t_start, 2)
@@ -677,6 +694,8 @@ class Run:
             self._emit("warning", None, f"server still busy after {self.scenario.ramp.drain_timeout_s:g} s of drain")
 
     def _teardown_mode(self) -> None:
+        if self._cancel is not None:
+            self._cancel.join()  # the cancelled start's server group is gone before we go on
         if self.loadgen is not None:
             try:
                 self.loadgen.close()

@@ -1,0 +1,171 @@
+"""A real OpenAI-compatible streaming server that misbehaves on a schedule (run-level faults).
+
+    python fault_server.py PORT [--metrics vllm|garbage|binary|missing|html] [--http STATUS:FROM:TO]
+                                [--every KIND:N]... [--tokens N] [--gap-ms MS]
+
+Requests to /v1/completions are numbered from 0 in arrival order; the schedule picks each
+one's answer:
+- `--http 503:20:60`: requests 20 … 59 get HTTP 503 (a 5xx or 429 burst);
+- `--every malformed:5`: every 5th request (n % 5 == 4) streams a `data:` line that is not JSON;
+  kinds: malformed, truncated (ends without [DONE] or usage), reset (the connection breaks
+  off mid-stream), hang (one token, then nothing for an hour);
+- otherwise a well-formed stream of --tokens chunks --gap-ms apart, usage, [DONE].
+
+`/metrics` answers what --metrics says: a small vLLM-shaped exposition whose running gauge is
+the number of open streams, garbage text, random bytes, a 404, or an HTML page.
+`/_stats` (JSON) counts the answers given by kind, so a test can check that kvtui recorded
+every one of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+ARGS: argparse.Namespace
+STATE = {"n": 0, "open": 0, "prompt_tokens": 0, "generation_tokens": 0, "answers": {}}
+
+
+def _count(kind: str) -> None:
+    STATE["answers"][kind] = STATE["answers"].get(kind, 0) + 1
+
+
+def _chunk(text: str, finish: str | None = None) -> str:
+    return "data: " + json.dumps({"id": "x", "object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": finish}]}) + "\n\n"
+
+
+def _usage(prompt: int, out: int) -> str:
+    return "data: " + json.dumps({"id": "x", "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": out,
+                                                                        "total_tokens": prompt + out}}) + "\n\n"
+
+
+def _kind(n: int) -> str:
+    if ARGS.http:
+        status, lo, hi = ARGS.http
+        if lo <= n < hi:
+            return f"http_{status}"
+    for kind, every in ARGS.every:
+        if n % every == every - 1:
+            return kind
+    return "ok"
+
+
+async def _stream(kind: str, prompt: int, max_tokens: int):
+    STATE["open"] += 1
+    try:
+        gap = ARGS.gap_ms / 1000
+        n = min(max_tokens, ARGS.tokens)
+        for i in range(n):
+            await asyncio.sleep(gap)
+            if kind == "malformed" and i == 1:
+                yield "data: {\"choices\": [ {not json\n\n"
+                return
+            if kind == "reset" and i == 1:
+                raise ConnectionResetError("fault server: connection broken off mid-stream")
+            yield _chunk(f" t{i}", "length" if i == n - 1 else None)
+            STATE["generation_tokens"] += 1
+            if kind == "hang":
+                await asyncio.sleep(3600)
+        if kind == "truncated":
+            return
+        STATE["prompt_tokens"] += prompt
+        yield _usage(prompt, n)
+        yield "data: [DONE]\n\n"
+    finally:
+        STATE["open"] -= 1
+
+
+async def completions(request: Request):
+    body = await request.json()
+    n = STATE["n"]
+    STATE["n"] += 1
+    kind = _kind(n)
+    _count(kind)
+    if kind.startswith("http_"):
+        status = int(kind[5:])
+        return JSONResponse({"error": {"message": f"fault server: HTTP {status} for request {n}"}}, status_code=status)
+    prompt = body.get("prompt")
+    plen = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+    return StreamingResponse(_stream(kind, plen, int(body.get("max_tokens") or 16)), media_type="text/event-stream")
+
+
+METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{model_name="fault"}} {running}
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{model_name="fault"}} 0.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{{model_name="fault"}} {kv}
+# TYPE vllm:prompt_tokens counter
+vllm:prompt_tokens_total{{model_name="fault"}} {prompt}
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{{model_name="fault"}} {gen}
+"""
+
+
+async def metrics(request: Request):
+    _count("metrics_" + ARGS.metrics)
+    kind = ARGS.metrics
+    if kind == "vllm":
+        return PlainTextResponse(METRICS.format(running=float(STATE["open"]), kv=min(1.0, STATE["open"] / 100),
+                                                prompt=float(STATE["prompt_tokens"]), gen=float(STATE["generation_tokens"])))
+    if kind == "garbage":
+        return PlainTextResponse("vllm:num_requests_running{model_name=\"fault\" 12 34 }}}\nvllm:kv_cache_usage_perc NaNNaN\n"
+                                 "vllm:generation_tokens_total{le=} x\n")
+    if kind == "binary":
+        return Response(os.urandom(512), media_type="text/plain")
+    if kind == "html":
+        return Response("<html><body>502 Bad Gateway</body></html>", media_type="text/html")
+    return JSONResponse({"detail": "Not Found"}, status_code=404)
+
+
+async def models(request: Request):
+    return JSONResponse({"object": "list", "data": [{"id": "fault", "object": "model", "max_model_len": 4096}]})
+
+
+async def stats(request: Request):
+    return JSONResponse({"requests": STATE["n"], "open": STATE["open"], "answers": STATE["answers"]})
+
+
+app = Starlette(routes=[
+    Route("/v1/completions", completions, methods=["POST"]),
+    Route("/metrics", metrics),
+    Route("/v1/models", models),
+    Route("/version", lambda r: JSONResponse({"version": "fault-server"})),
+    Route("/health", lambda r: Response(status_code=200)),
+    Route("/_stats", stats),
+])
+
+
+def _http(text: str) -> tuple[int, int, int]:
+    status, lo, hi = (int(x) for x in text.split(":"))
+    return status, lo, hi
+
+
+def _every(text: str) -> tuple[str, int]:
+    kind, n = text.split(":")
+    assert kind in ("malformed", "truncated", "reset", "hang"), kind
+    return kind, int(n)
+
+
+if __name__ == "__main__":
+    import uvicorn
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("port", type=int)
+    ap.add_argument("--metrics", default="vllm", choices=["vllm", "garbage", "binary", "missing", "html"])
+    ap.add_argument("--http", type=_http)
+    ap.add_argument("--every", type=_every, action="append", default=[])
+    ap.add_argument("--tokens", type=int, default=8)
+    ap.add_argument("--gap-ms", type=float, default=5.0)
+    ARGS = ap.parse_args()
+    print(f"fault server on 127.0.0.1:{ARGS.port}", file=sys.stderr, flush=True)
+    uvicorn.run(app, host="127.0.0.1", port=ARGS.port, log_level="warning")

@@ -1,0 +1,200 @@
+"""Shutdown of a real headless run: Ctrl-C, SIGTERM, SIGHUP (SSH drop), Ctrl-C twice, a bug inside kvtui.
+
+Each test starts `python -m kvtui run … --headless` in its own session (as a shell starts a
+job), waits until a step has been journaled, signals it the way the fault arrives in life
+(Ctrl-C and a hang-up reach the terminal's whole foreground process group; `kill` reaches
+the pid), and then checks:
+- the exit code and the classified message;
+- the snapshot is final (no journal left) and holds every step journaled before the signal,
+  unchanged, with the records sidecar holding each step's window requests;
+- no process is left: none carrying the run's tag in its environment (the simulator and the
+  load workers inherit it, wherever they were re-parented), none in a process group seen
+  under the run while it went.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import headless, journal_events, journal_steps, wait_until
+from kvtui.load.records import read_records
+from kvtui.report.snapshot import load_snapshot
+
+
+def _steps_before(h, n: int = 1) -> list[dict]:
+    """Wait until n steps are journaled and kvtui's server and workers are up; return the journal's steps."""
+    wait_until(lambda: len(journal_steps(h.journal)) >= n, 120, f"{n} step(s) journaled", h.proc)
+    h.note_groups()
+    return [e["data"] for e in journal_events(h.journal) if e.get("event") == "step"]
+
+
+def _check_final(h, before: list[dict], reason: str) -> dict:
+    assert h.out.exists(), h.stderr()
+    assert not h.journal.exists(), "the journal is removed once the snapshot is final"
+    doc = load_snapshot(h.out)
+    assert doc["run"]["finished"] is False
+    assert doc["run"]["stop_reason"] == reason
+    assert "load_warnings" not in doc
+    by_key = {(m["name"], s["index"]): s for m in doc["modes"] for s in m["steps"]}
+    for ev in before:  # every step journaled before the signal is in the snapshot, unchanged
+        got = by_key[(ev["mode"], ev["step"]["index"])]
+        assert json.loads(json.dumps(got)) == json.loads(json.dumps(ev["step"]))
+    recs = list(read_records(h.records))
+    for m in doc["modes"]:
+        for s in m["steps"]:
+            assert sum(1 for r in recs if r.mode == m["name"] and r.step == s["index"] and r.counted) == s["requests"]
+    for p in (h.out, h.records):
+        assert oct(os.stat(p).st_mode & 0o777) == "0o600"
+    return doc
+
+
+@pytest.mark.parametrize("sig,how", [
+    (signal.SIGINT, "group"),  # Ctrl-C: the terminal signals the foreground process group
+    (signal.SIGTERM, "pid"),  # kill PID, systemd, a batch scheduler
+    (signal.SIGHUP, "group"),  # the SSH session drops: the terminal's hang-up reaches the group
+])
+def test_signal_stops_the_run_keeps_the_steps_and_leaves_no_process(tmp_path, knee_path, runs, sig, how):
+    h = headless(tmp_path, knee_path)
+    runs.append(h)
+    before = _steps_before(h, 2)
+    if how == "group":
+        os.killpg(h.proc.pid, sig)
+    else:
+        h.proc.send_signal(sig)
+    rc = h.wait()
+    name = signal.Signals(sig).name
+    assert rc == 130, h.stderr()
+    assert f"kvtui: {name}: stopping the load and the server, keeping what was measured" in h.stderr()
+    assert "Traceback" not in h.stderr()
+    doc = _check_final(h, before, f"stopped by {name}")
+    assert doc["modes"][0]["complete"] is False  # cut mid-search: a resume measures it again
+    assert h.leftovers() == []
+    assert "kvtui: snapshot" in h.stdout()
+
+
+def test_ctrl_c_twice_still_stops_everything(tmp_path, knee_path, runs):
+    """The impatient user: a second Ctrl-C while kvtui is stopping must not leave a server behind."""
+    h = headless(tmp_path, knee_path)
+    runs.append(h)
+    before = _steps_before(h, 1)
+    os.killpg(h.proc.pid, signal.SIGINT)
+    wait_until(lambda: "SIGINT: stopping" in h.stderr(), 30, "the first Ctrl-C is acknowledged", h.proc, poll_s=0.005)
+    os.killpg(h.proc.pid, signal.SIGINT)
+    rc = h.wait()
+    assert rc == 130, h.stderr()
+    assert "Traceback" not in h.stderr()
+    assert h.leftovers() == []
+    # Whether the second Ctrl-C landed while stopping the load or after: the snapshot is final.
+    doc = load_snapshot(h.out)
+    assert doc["run"]["finished"] is False and doc["run"]["stop_reason"].startswith(("stopped by SIGINT", "interrupted"))
+    got = {(m["name"], s["index"]) for m in doc["modes"] for s in m["steps"]}
+    assert {(e["mode"], e["step"]["index"]) for e in before} <= got
+
+
+# A bug inside kvtui: the step evaluation raises on the run's third step. Injected through a
+# wrapper (no real part of kvtui fails on demand); everything else is the real command.
+BUG = """
+import sys
+import kvtui.explore.run as run_mod
+real = run_mod.evaluate_step
+calls = {"n": 0}
+def buggy(*a, **k):
+    calls["n"] += 1
+    if calls["n"] == 3:
+        raise RuntimeError("injected fault in evaluate_step")
+    return real(*a, **k)
+run_mod.evaluate_step = buggy
+from kvtui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_an_exception_inside_kvtui_stops_everything_and_finalises(tmp_path, knee_path, runs):
+    h = headless(tmp_path, knee_path, wrapper=BUG)
+    runs.append(h)
+    wait_until(lambda: h.proc.poll() is not None or len(journal_steps(h.journal)) >= 1, 120, "a step journaled", h.proc)
+    h.note_groups()
+    rc = h.wait()
+    assert rc == 1
+    err = h.stderr()
+    assert "RuntimeError: injected fault in evaluate_step" in err
+    doc = load_snapshot(h.out)
+    assert not h.journal.exists()
+    assert doc["run"]["finished"] is False
+    assert doc["run"]["stop_reason"] == "kvtui failed: RuntimeError: injected fault in evaluate_step"
+    steps = doc["modes"][0]["steps"]
+    assert [s["index"] for s in steps] == [0, 1]  # the two evaluated steps, none lost
+    assert h.leftovers() == []
+
+
+def test_sighup_while_the_engine_starts(tmp_path, knee_path, runs):
+    """The SSH session drops before the first step: nothing measured, nothing left running."""
+    h = headless(tmp_path, knee_path)
+    runs.append(h)
+    wait_until(lambda: "starting the engine" in h.stdout(), 60, "the engine is starting", h.proc, poll_s=0.01)
+    h.note_groups()
+    time.sleep(0.3)  # somewhere inside the simulator's start
+    h.note_groups()
+    os.killpg(h.proc.pid, signal.SIGHUP)
+    rc = h.wait()
+    assert rc == 130, h.stderr()
+    doc = load_snapshot(h.out)
+    assert doc["run"]["stop_reason"] == "stopped by SIGHUP"
+    assert all(not m["steps"] for m in doc["modes"])
+    assert [m["name"] for m in doc["modes"]] == ["first"]  # the second mode never started
+    assert h.leftovers() == []
+
+
+STARTING = """
+name = "starting"
+[server]
+engine = "vllm"
+model = "stand-in"
+startup_timeout_s = 600
+stop_timeout_s = 5
+[[modes]]
+name = "first"
+[[modes]]
+name = "second"
+[workload]
+prompt_tokens = 16
+output_tokens = 8
+"""
+
+# Stands in for a vLLM that takes minutes to start (weights, torch.compile, CUDA graphs): a real
+# process, launched the way kvtui launches vLLM, that prints a startup line and never serves.
+SLOW_VLLM = "import time; print('INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.0.0-stand-in', flush=True); time.sleep(600)"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_during_a_long_engine_start_ends_the_start(tmp_path, runs, sig):
+    """SSH drops (or the job is killed) during a minutes-long vLLM start: kvtui must not wait it out."""
+    import shlex
+    import sys
+
+    sp = tmp_path / "starting.toml"
+    sp.write_text(STARTING)
+    h = headless(tmp_path, sp, env={"KVTUI_VLLM_LAUNCHER": shlex.join([sys.executable, "-c", SLOW_VLLM])})
+    runs.append(h)
+    server = wait_until(lambda: [p for p in __import__("conftest").descendants(h.proc.pid) if "stand-in" in __import__("conftest").cmdline(p)],
+                        60, "the engine process is up", h.proc)
+    h.note_groups()
+    assert h.seen_pgids >= {server[0]}
+    if sig == signal.SIGHUP:
+        os.killpg(h.proc.pid, sig)
+    else:
+        h.proc.send_signal(sig)
+    rc = h.wait(120)  # the startup timeout is 600 s: waiting it out would fail here
+    name = signal.Signals(sig).name
+    assert rc == 130, h.stderr()
+    assert "Traceback" not in h.stderr()
+    doc = load_snapshot(h.out)
+    assert doc["run"]["stop_reason"] == f"stopped by {name}"
+    assert [m["name"] for m in doc["modes"]] == ["first"]
+    assert doc["modes"][0]["error"]["kind"] == "cancelled", doc["modes"][0].get("error")
+    assert h.leftovers() == []
