@@ -4,9 +4,12 @@ Used by the client benchmarks so that the server is not the limit: every request
 `--chunks` token chunks (1 token each) as fast as possible, or `--gap-ms` apart, then a
 usage chunk and [DONE]. HTTP/1.1 keep-alive, chunked transfer encoding, no framework.
 
-    python bench/fast_sse_server.py --port 8123 --chunks 256 [--gap-ms 0] [--workers 1]
+    python bench/fast_sse_server.py --port 8123 --chunks 256 [--gap-ms 0 | --step-ms 20] [--workers 1]
 
 With --workers N it forks N processes sharing the listening socket (SO_REUSEPORT).
+--step-ms S paces the streams like an inference engine: one timer, and every S ms each
+active stream gets one token chunk (what vLLM's decode steps send: one event per stream
+per step, so a client read carries one event, not hundreds as in the burst mode).
 """
 
 from __future__ import annotations
@@ -27,6 +30,46 @@ def frame(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
+class Stepper:
+    """One engine-like clock for every stream: each tick writes one chunk to each active stream."""
+
+    def __init__(self, step_s: float):
+        self.step_s = step_s
+        self.active: list[list] = []  # [writer, remaining, chunk bytes, future]
+        self.task: asyncio.Task | None = None
+
+    def add(self, writer: asyncio.StreamWriter, n: int, chunk: bytes) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self.active.append([writer, n, chunk, fut])
+        if self.task is None:
+            self.task = asyncio.create_task(self.run())
+        return fut
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        t = loop.time()
+        while True:
+            t += self.step_s
+            await asyncio.sleep(max(0.0, t - loop.time()))
+            keep = []
+            for item in self.active:
+                w, n, c, fut = item
+                if w.is_closing():
+                    if not fut.done():
+                        fut.set_result(False)
+                    continue
+                w.write(c)
+                item[1] = n - 1
+                if item[1] <= 0:
+                    fut.set_result(True)
+                else:
+                    keep.append(item)
+            self.active = keep
+
+
+STEPPER: Stepper | None = None
+
+
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chunks: int, gap: float) -> None:
     try:
         while True:
@@ -41,6 +84,10 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chu
             if method == b"GET":
                 payload = b'{"version":"fast-sse"}' if path == b"/version" else b"ok"
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\nconnection: keep-alive\r\n\r\n%s" % (len(payload), payload))
+                await writer.drain()
+                continue
+            if path == b"/detokenize" or path.startswith(b"/v1/embeddings"):
+                writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: keep-alive\r\n\r\n")
                 await writer.drain()
                 continue
             if path == b"/tokenize":
@@ -60,7 +107,13 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chu
             if chat:
                 writer.write(frame(CHAT_ROLE))
             c = frame(CHAT_CHUNK if chat else CHUNK)
-            for i in range(n):
+            if STEPPER is not None:
+                if not await STEPPER.add(writer, n, c):
+                    break
+                n_left = 0
+            else:
+                n_left = n
+            for i in range(n_left):
                 writer.write(c)
                 if gap:
                     await writer.drain()
@@ -89,8 +142,12 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--chunks", type=int, default=256)
     ap.add_argument("--gap-ms", type=float, default=0.0)
+    ap.add_argument("--step-ms", type=float, default=0.0)
     ap.add_argument("--workers", type=int, default=1)
     a = ap.parse_args()
+    global STEPPER
+    if a.step_ms > 0:
+        STEPPER = Stepper(a.step_ms / 1000)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", a.port))
