@@ -607,7 +607,15 @@ class Run:
             tel.phase = st.get("phase", tel.phase)
             self._emit("step_progress", mode.name, {"load": load, **st})
 
+        records_error: list[str] = []
+
         def on_records(recs: list[Record]) -> None:
+            # Appended as they stream in (every ~0.2 s), so a crash mid-step keeps them too.
+            if not records_error:
+                try:
+                    self.records_written += write_records(self.writer.records_path, recs)
+                except OSError as e:
+                    records_error.append(e.strerror or str(e))
             self._emit("records", mode.name, recs)
 
         def should_stop() -> str | None:
@@ -617,6 +625,8 @@ class Run:
                 return "mode skipped by the user"
             if tel.dead:
                 return f"engine died: {tel.dead}"
+            if records_error:
+                return f"records file unwritable: {records_error[0]}"
             return None
 
         # Warm-up and window are modelled seconds: a simulator in slow motion (time_scale s)
@@ -632,11 +642,9 @@ class Run:
         self._drain(tel)
         after = tel.scrape_now()
         recs = run.records
-        try:
-            self.records_written += write_records(self.writer.records_path, recs)
-        except OSError as e:
-            self._emit("error", mode.name, f"cannot append records to {self.writer.records_path}: {e.strerror or e}")
-            self.stop(f"records file unwritable: {e.strerror or e}")
+        if records_error:
+            self._emit("error", mode.name, f"cannot append records to {self.writer.records_path}: {records_error[0]}")
+            self.stop(f"records file unwritable: {records_error[0]}")
         metrics = tel.window(run.t_window_start, run.t_window_end)
         if before is not None and after is not None and before.ok and after.ok:
             from kvtui.telemetry.prom import window_delta

@@ -32,7 +32,7 @@ def start_sim(*args: str, api_key: str = "test-key-123456") -> Served:
 
 @pytest.fixture(scope="module")
 def knee_server():
-    s = start_sim("--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "2")
+    s = start_sim("--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "3")
     yield s
     s.proc.stop()
 

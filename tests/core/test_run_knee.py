@@ -116,3 +116,36 @@ def test_headless_cli_progress_lines_and_summary(tmp_path):
     assert "SIMULATED" in r.stdout
     doc = json.loads(out.read_text())
     assert doc["scenario"]["ramp"]["max"] == 8
+
+
+def test_external_engine_against_a_running_server(tmp_path, knee_server):
+    """Engine `external`: kvtui starts nothing, measures the server at the URL with its key."""
+    p = tmp_path / "ext.toml"
+    p.write_text(f"""
+name = "ext"
+[server]
+engine = "external"
+url = "{knee_server.base_url}/v1"
+api_key = "{knee_server.api_key}"
+max_model_len = 2048
+[workload]
+prompt_tokens = 64
+output_tokens = 16
+[ramp]
+start = 6
+max = 7
+step = "6,7"
+search = "linear"
+confirm = false
+warmup_s = 0.3
+window_s = 2
+[slo]
+tpot_p95_ms = 35
+""")
+    doc = Run(load_scenario(p), tmp_path / "ext.json").run()
+    m = doc["modes"][0]
+    assert m["engine"] == "external" and not doc["environment"]["simulated"]
+    assert [s["passed"] for s in m["steps"]] == [True, False]
+    assert m["best_concurrency"] == 6
+    assert m["endpoint"]["model"] == "knee"
+    assert "test-key" not in (tmp_path / "ext.json").read_text()  # the key never reaches the snapshot
