@@ -236,7 +236,18 @@ class MemoryChart(TimeChart):
         static = weights + (_finite(f.get("activation_peak_gib")) or 0.0) + (_finite(f.get("cuda_graph_gib")) or 0.0)
         pool = _finite(f.get("kv_cache_gib"))
         items = []
-        if xs:
+        per_gpu = sorted(k for k in s.cols if k.startswith("gpu") and k.endswith("_mem_gib"))
+        if len(per_gpu) > 1:
+            # Tensor parallel: the startup facts are per GPU (each rank's weights and KV pool),
+            # so show each GPU's NVML line against them, not the sum.
+            for i, key in enumerate(per_gpu):
+                gx, gy = s.view(key, b, t_max)
+                if gx:
+                    plt.plot(gx, gy, color=pal.line(0 if i == 0 else 4 + i % 2), marker="hd")
+                    items.append((key.split("_")[0].upper(), pal.line(0 if i == 0 else 4 + i % 2)))
+            total = (total / len(per_gpu)) if total else None
+            used = [v / len(per_gpu) for v in used]
+        elif xs:
             plt.plot(xs, used, color=pal.line(0), marker="hd")
             items.append(("NVML", pal.line(0)))
         if kx:

@@ -468,6 +468,10 @@ class RunState:
 
     def _add_row(self, mv: ModeView, row: dict[str, Any]) -> None:
         vals = {k: row.get(k) for k in SERIES_KEYS if k in row}
+        gpus = row.get("gpus") or []
+        if len(gpus) > 1:  # tensor parallel: one memory line per GPU
+            for g in gpus:
+                vals[f"gpu{int(g.get('index', 0))}_mem_gib"] = g.get("mem_used_gib")
         p = _num(row.get("preemptions"))
         if p is not None:
             vals["preempt"] = max(0.0, p - mv._last_preempt) if mv._last_preempt is not None else 0.0
