@@ -171,6 +171,8 @@ def client_limited(client: dict[str, Any], ttft: dict[str, Any]) -> bool:
         return False
     if client.get("cpu_share", 0) > 0.9:
         return True
+    if client.get("inflight_capped", 0) > 0:
+        return True  # open loop: arrivals the client dropped at its in-flight cap never got a latency
     ttft50 = ttft.get("p50") or ttft.get("mean") or 0
     if client.get("loop_lag_ms_p99", 0) > max(50.0, 0.1 * ttft50):
         return True

@@ -163,12 +163,13 @@ class _Worker:
         )
 
     # -- one request ---------------------------------------------------------------------
-    async def request(self, counter: int, t_intended: float, slot: int, closed: bool, conv=None) -> Record:
+    async def request(self, counter: int, t_intended: float, slot: int, closed: bool, conv=None, client=None) -> Record:
         from kvtui.load.client import stream_request
         from kvtui.load.workload import request_body
 
         spec = self.spec
-        assert spec is not None and self.client is not None
+        client = client or self.client
+        assert spec is not None and client is not None
         prompt = self.factory.build(counter, conv)
         rec = Record(
             id=f"{self.cfg.salt:08x}-{counter}",
@@ -194,7 +195,7 @@ class _Worker:
         text = ""
         try:
             text = await stream_request(
-                self.client, self.url, body, rec, self.cfg.request_timeout_s, collect_text=conv is not None and self.chat
+                client, self.url, body, rec, self.cfg.request_timeout_s, collect_text=conv is not None and self.chat
             )
         except asyncio.CancelledError:
             pass  # stream_request marked it cancelled
@@ -228,16 +229,25 @@ class _Worker:
         return c
 
     async def slot(self, i: int, delay: float) -> None:
+        from kvtui.load.client import make_client
         from kvtui.load.workload import Conversation
 
-        await asyncio.sleep(delay)
-        turns = self.workload.turns
-        conv = None
-        while not self.stopping:
-            if turns > 1 and (conv is None or conv.turn >= turns):
-                conv = Conversation(cid=f"{self.cfg.salt:08x}-c{self.cfg.index}-{i}-{self.seq}")
-            c = self.next_counter()
-            await self.request(c, time.monotonic(), i, True, conv)
+        # Each closed-loop slot keeps its own keep-alive connection, as one user would. One shared
+        # httpx pool made requests wait for a connection: when many slots finish in the same engine
+        # step, httpcore hands every queued request the same idle connection and all but one retry
+        # (2.5 s p50 to send the 2nd request of 64 slots; bench/loadgen_capacity.py, docs/BENCHMARKS.md).
+        client = make_client(1, self.cfg.request_timeout_s, self.cfg.headers)
+        try:
+            await asyncio.sleep(delay)
+            turns = self.workload.turns
+            conv = None
+            while not self.stopping:
+                if turns > 1 and (conv is None or conv.turn >= turns):
+                    conv = Conversation(cid=f"{self.cfg.salt:08x}-c{self.cfg.index}-{i}-{self.seq}")
+                c = self.next_counter()
+                await self.request(c, time.monotonic(), i, True, conv, client)
+        finally:
+            await asyncio.shield(client.aclose())
 
     async def arrivals(self, rate: float, rng: random.Random) -> None:
         spec = self.spec
@@ -343,6 +353,7 @@ class _Worker:
             commands.put_nowait(msg)
 
         loop.add_reader(self.conn.fileno(), readable)
+        await _prewarm()
         self.send(("ready",))
         try:
             while True:
@@ -354,6 +365,18 @@ class _Worker:
         finally:
             if self.client is not None:
                 await self.client.aclose()
+
+
+async def _prewarm() -> None:
+    """Pay the HTTP stack's one-time costs before "ready", not inside the first step: the SSL
+    context (~160 ms) and anyio's lazily imported backend (~80 ms, 32 modules, on the first
+    connection) blocked the loop of every mode's first step — up to 1 s of loop lag next to a
+    busy vLLM on 2 cores, enough to mark the step client-limited (bench/agreement_vllm.py)."""
+    from kvtui.load.client import make_client
+
+    await make_client(1, 5.0, {}).aclose()
+    import anyio._backends._asyncio  # noqa: F401
+    import httpcore._backends.anyio  # noqa: F401
 
 
 def worker_main(conn: Connection, cfg: WorkerConfig) -> None:
