@@ -164,7 +164,9 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, h)
     print_summary(doc)
     print(f"\nkvtui: snapshot {out} (records: {out.with_name(out.stem + '.records.jsonl')})")
-    if doc["run"].get("stop_reason"):
+    if interrupted["n"]:
         return 130
+    if doc["run"].get("stop_reason"):
+        return 1  # stopped by a failure (e.g. the records file became unwritable), not by the user
     failed = [m for m in doc["modes"] if m.get("error")]
     return 1 if failed else 0

@@ -136,7 +136,9 @@ class _Telemetry(threading.Thread):
             now = time.monotonic()
             s = self.scrape_now()
             if s is not None and s.ok:
-                self.samples.append(s)
+                # window() reads only the gauges: a full scrape with its histograms is ~10 KB, and
+                # 4000 of them grew a long run's memory by 40 MB (bench/soak.py, docs/SOAK.md).
+                self.samples.append(dataclasses.replace(s, histograms={}, cache_config={}))
                 if len(self.samples) > 4000:
                     del self.samples[: len(self.samples) // 2]
             row = self._row(s, prev)

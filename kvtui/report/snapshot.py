@@ -101,9 +101,9 @@ class SnapshotWriter:
             self._journal_f = _open_private(self.journal, "a")
             # Touch the sidecar with private permissions before anyone appends to it.
             _open_private(self.records_path, "a").close()
+            self._event("header", {k: v for k, v in doc.items() if k != "modes"})  # a full disk fails here
         except OSError as e:
             raise UsageError(f"{self.path}: cannot write the snapshot: {e.strerror or e}")
-        self._event("header", {k: v for k, v in doc.items() if k != "modes"})
 
     def _event(self, kind: str, data: Any) -> None:
         line = json.dumps(_encode({"event": kind, "t": time.time(), "data": data}), allow_nan=False, ensure_ascii=False)

@@ -111,11 +111,18 @@ def cmdline(pid: int) -> str:
 
 
 def tagged(tag: str) -> list[tuple[int, str]]:
-    """Live (not zombie) processes whose environment carries this test's tag."""
+    """Live (not zombie) processes whose environment carries this test's tag.
+
+    Left out: pytest itself and its own multiprocessing resource tracker (started, once per
+    process, by the first load generator of an in-process run; it lives as long as pytest).
+    """
     needle = f"{TAG_ENV}={tag}".encode()
     out = []
     for pid in pids():
         if pid == os.getpid():
+            continue
+        st = _stat(pid)
+        if st and int(st[1]) == os.getpid() and "multiprocessing.resource_tracker" in cmdline(pid):
             continue
         try:
             env = Path(f"/proc/{pid}/environ").read_bytes()
