@@ -1,31 +1,105 @@
-"""The simulator against kvtui's own real H200 run: same modes, loads and step settings.
+"""The simulator against kvtui's own real H200 run: same modes, loads, client and step settings.
 
-For every step of a real snapshot (docs/results/h200-abc.json: vLLM 0.26.0, 8B shape,
-2k/256, prefix caching off), simulate the same step offline with the calibrated model and
-print measured vs simulated output tok/s, TTFT p50/p95 and TPOT p50/p95, with the signed
-error, plus whether the SLO verdict agrees.
+For every step of the real snapshot (docs/results/h200-abc.json: vLLM 0.26.0, 8B shape,
+2k/256, prefix caching off, closed loop), simulate the same step offline with the calibrated
+model and print measured vs simulated figures with the signed error (simulated / real − 1),
+the SLO verdicts, and the delays of the first request of every "wave" (see below).
 
-    python bench/sim_vs_h200.py [docs/results/h200-abc.json]
+    .venv/bin/python bench/sim_vs_h200.py [docs/results/h200-abc.json] [--calibration FILE]
+
+The replay mirrors the *client* of that run, not an ideal one (docs/SIMULATOR.md, "Against
+kvtui's own H200 run"):
+- staggered start over min(2, max(0.2, warm-up / 2)) s, as kvtui's load generator does;
+- the window opens at warm-up_s (5 s) whether or not every slot has finished a request: the
+  generator is called with window_timeout_s = 0, so at c ≥ 64 the window of that run opened
+  before any request had finished and counted the second wave of a synchronised start;
+- the client's own send delay, which grew with the number of open streams: that run's client
+  shared one httpx connection pool between all slots, and requests sent while many streams
+  were open waited for it (measured here from the records: the first request of each wave).
+  Its fitted law is `[replay_client]` in the calibration file; the simulated vLLM itself does
+  not have it (fast mode does not add it).
+
+bench/fit_calibration.py imports this module: the same replay is part of the fit.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
+import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kvtui.engines.sim import catalog  # noqa: E402
-from kvtui.engines.sim.fast import simulate_step  # noqa: E402
+from kvtui.engines.sim.fast import FastStepResult, simulate_step  # noqa: E402
+from kvtui.engines.sim.roofline import DEFAULT_CALIBRATION, Calibration, load_calibration  # noqa: E402
 from kvtui.engines.sim.scheduler import SchedulerSim  # noqa: E402
 from kvtui.explore.evaluate import StepContext, evaluate_step  # noqa: E402
 from kvtui.load.workload import PromptFactory, TokenSpace  # noqa: E402
 from kvtui.report.snapshot import load_snapshot  # noqa: E402
 from kvtui.scenario import scenario_from_snapshot  # noqa: E402
 
+REAL = ROOT / "docs" / "results" / "h200-abc.json"
+RECORDS = ROOT / "docs" / "results" / "h200-abc.records.jsonl"  # read_records finds the .gz
+STREAMS_REF = 256  # the client delay law is written as its value at this many streams
 
-def _scenario(doc: dict):
+# (label, key in the step dict, percentile or None)
+FIGURES: list[tuple[str, str, str | None]] = [
+    ("out tok/s", "output_tok_s", None),
+    ("TTFT p50", "ttft_ms", "p50"),
+    ("TTFT p95", "ttft_ms", "p95"),
+    ("TPOT p50", "tpot_ms", "p50"),
+    ("TPOT p95", "tpot_ms", "p95"),
+    ("ITL p50", "itl_ms", "p50"),
+    ("ITL p99", "itl_ms", "p99"),
+]
+
+
+def fig(step: dict, key: str, pct: str | None) -> float | None:
+    v = step.get(key)
+    if pct is not None:
+        v = (v or {}).get(pct)
+    return None if v is None else float(v)
+
+
+# --- the client of that run -------------------------------------------------------------------
+@dataclass
+class ReplayClient:
+    """How the real run's client behaved, as far as the simulator's virtual client can mirror it."""
+
+    send_delay_s_at_ref: float = 0.0  # send delay with STREAMS_REF streams open
+    send_delay_exponent: float = 2.0  # delay = at_ref × (streams / STREAMS_REF) ** exponent
+    warm_wait_s: float = 0.0  # the generator's window_timeout_s in that run: the window opens at warm-up_s
+
+    def send_delay(self) -> Callable[[int], float] | None:
+        if self.send_delay_s_at_ref <= 0:
+            return None
+        a, p = self.send_delay_s_at_ref, self.send_delay_exponent
+        return lambda streams: a * (streams / STREAMS_REF) ** p
+
+    @staticmethod
+    def stagger_s(warmup_s: float) -> float:
+        return min(2.0, max(0.2, warmup_s / 2))  # kvtui/load/generator.py run_step
+
+
+def replay_client(path: str | Path | None = None) -> ReplayClient:
+    """The `[replay_client]` section of the calibration file (written by bench/fit_calibration.py)."""
+    p = Path(path) if path else DEFAULT_CALIBRATION
+    d = tomllib.loads(p.read_text(encoding="utf-8")).get("replay_client", {}) if p.is_file() else {}
+    rc = ReplayClient()
+    for k in ("send_delay_s_at_ref", "send_delay_exponent", "warm_wait_s"):
+        if k in d:
+            setattr(rc, k, float(d[k]))
+    return rc
+
+
+# --- the replay ---------------------------------------------------------------------------------
+def scenario(doc: dict):
     """The real run's scenario on the simulator: the H200 and the 8B shape it ran."""
     sc = scenario_from_snapshot(doc["scenario"])
     sc.server.engine, sc.server.gpu, sc.server.model = "sim", "H200", "llama-3.1-8b"
@@ -34,46 +108,184 @@ def _scenario(doc: dict):
     return sc
 
 
-def err(sim: float | None, real: float | None) -> str:
-    if not sim or not real:
-        return "—"
-    return f"{(sim / real - 1):+.0%}"
+@dataclass
+class StepSim:
+    mode: str
+    index: int
+    load: float
+    real: dict
+    sim: dict
+    res: FastStepResult | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def main() -> None:
-    path = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "docs/results/h200-abc.json")
-    doc = load_snapshot(path)
-    sc = _scenario(doc)
-    print(f"real: {path} ({doc['environment'].get('gpu_names')}, vLLM {doc['modes'][0]['engine_info'].get('version')}); "
-          f"sim: calibrated H200 model, same loads, warm-up {sc.ramp.warmup_s:g} s, window {sc.ramp.window_s:g} s")
-    print("| mode | conc | out tok/s real / sim (err) | TTFT p50 ms real / sim (err) | TTFT p95 ms real / sim (err) | "
-          "TPOT p50 ms real / sim (err) | SLO verdict real / sim |")
-    print("|---|---|---|---|---|---|---|")
-    tally = {"n": 0, "agree": 0, "tok": [], "tpot": []}
+def simulate_run(doc: dict, cal: Calibration | None = None, client: ReplayClient | None = None, modes: list[str] | None = None,
+                 on_sched: Callable[[str, SchedulerSim], None] | None = None, keep: bool = False) -> list[StepSim]:
+    """Every step of the real run, in its order, one scheduler per mode (drained between steps)."""
+    sc = scenario(doc)
+    cal = cal or load_calibration()
+    client = client or replay_client()
+    model, gpu = catalog.load_model("llama-3.1-8b"), catalog.load_gpu("H200")
+    delay = client.send_delay()
+    out: list[StepSim] = []
     for m in doc["modes"]:
+        if modes and m["name"] not in modes:
+            continue
         mode = sc.mode(m["name"])
-        sched = SchedulerSim(catalog.load_model("llama-3.1-8b"), catalog.load_gpu("H200"), mode, sc.server, seed=sc.seed)
+        sched = SchedulerSim(model, gpu, mode, sc.server, calibration=cal, seed=sc.seed)
+        if on_sched:
+            on_sched(m["name"], sched)
         factory = PromptFactory(sc.workload, TokenSpace.synthetic(), sc.server.max_model_len, salt=1, seed=sc.seed)
         counter = 0
         for i, st in enumerate(m["steps"]):
             res = simulate_step(sched, factory.lengths, st["load"], True, sc.ramp.warmup_s, sc.ramp.window_s, 0, sc.seed, m["name"], i,
-                                counter_start=counter)
+                                counter_start=counter, stagger_s=client.stagger_s(sc.ramp.warmup_s), warm_wait_s=client.warm_wait_s,
+                                send_delay=delay)
             counter += len(res.records) + 1
             ctx = StepContext(load=st["load"], t_window_start=res.window_start or res.t_start, t_window_end=res.window_end or res.t_end)
             sim = evaluate_step(res.records, ctx, sc.slo)
-            v = {True: "pass", False: "fail", None: "?"}
-            tally["n"] += 1
-            tally["agree"] += sim["passed"] == st["passed"]
-            tally["tok"].append(abs(sim["output_tok_s"] / st["output_tok_s"] - 1))
-            tally["tpot"].append(abs((sim["tpot_ms"]["p50"] or 0) / st["tpot_ms"]["p50"] - 1))
-            print(f"| {m['name']} | {st['load']:g} | {st['output_tok_s']:,.0f} / {sim['output_tok_s']:,.0f} ({err(sim['output_tok_s'], st['output_tok_s'])}) | "
-                  f"{st['ttft_ms']['p50']:,.0f} / {sim['ttft_ms']['p50'] or 0:,.0f} ({err(sim['ttft_ms']['p50'], st['ttft_ms']['p50'])}) | "
-                  f"{st['ttft_ms']['p95']:,.0f} / {sim['ttft_ms']['p95'] or 0:,.0f} ({err(sim['ttft_ms']['p95'], st['ttft_ms']['p95'])}) | "
-                  f"{st['tpot_ms']['p50']:.1f} / {sim['tpot_ms']['p50'] or 0:.1f} ({err(sim['tpot_ms']['p50'], st['tpot_ms']['p50'])}) | "
-                  f"{v[st['passed']]} / {v[sim['passed']]} |")
-    n = tally["n"]
-    print(f"\n{n} steps: SLO verdict agrees on {tally['agree']}; mean |error| out tok/s {sum(tally['tok']) / n:.1%}, "
-          f"TPOT p50 {sum(tally['tpot']) / n:.1%}")
+            out.append(StepSim(m["name"], i, st["load"], st, sim, res if keep else None))
+    return out
+
+
+# --- waves ----------------------------------------------------------------------------------------
+def wave_heads(records, skip_s: float = 3.0, quiet_s: float = 0.5, gap_s: float = 1.0) -> list[tuple[int, float]]:
+    """The first request of every wave: sent when no request had received its first token for
+    `quiet_s` (the engine was only decoding, nothing queued), at least `gap_s` after the previous
+    such send, past the staggered start. Returns (streams decoding at the send, its TTFT in s).
+
+    Its TTFT is the engine's path for a lone request (a decode step, then its 2048-token prefill)
+    plus whatever held the request between the client's send and the engine: the cleanest
+    measurement of that delay the records give."""
+    import bisect
+
+    sel = sorted((r for r in records if r.t_first is not None), key=lambda r: r.t_sent)
+    if not sel:
+        return []
+    t0 = sel[0].t_sent
+    firsts = sorted(r.t_first for r in sel)
+    out: list[tuple[int, float]] = []
+    last = -math.inf
+    for r in sel:
+        if r.t_sent - t0 < skip_s:
+            continue
+        k = bisect.bisect_left(firsts, r.t_sent)
+        prev = firsts[k - 1] if k > 0 else -math.inf
+        if r.t_sent - prev > quiet_s:
+            if r.t_sent - last > gap_s:
+                n = sum(1 for q in sel if q.t_first <= r.t_sent and (q.t_last if q.t_last is not None else math.inf) > r.t_sent)
+                out.append((n, r.t_first - r.t_sent))
+            last = r.t_sent
+    return out
+
+
+def real_wave_heads(path: Path = RECORDS) -> dict[tuple[str, int], list[tuple[int, float]]]:
+    """Wave heads of every (mode, step index) whose records the run kept (bf16 and fp8-kv)."""
+    from kvtui.load.records import read_records
+
+    by: dict[tuple[str, int], list] = {}
+    for r in read_records(path):
+        by.setdefault((r.mode, r.step), []).append(r)
+    return {k: wave_heads(v) for k, v in by.items()}
+
+
+# --- tables -----------------------------------------------------------------------------------------
+def err(sim: float | None, real: float | None) -> float | None:
+    if sim is None or real is None or real == 0 or math.isinf(sim) or math.isinf(real):
+        return None
+    return sim / real - 1
+
+
+def fmt_err(e: float | None) -> str:
+    return "—" if e is None else f"{e * 100:+.0f}%"
+
+
+def verdict(v) -> str:
+    return {True: "pass", False: "fail", None: "?"}[v]
+
+
+def summary(rows: list[StepSim]) -> dict[str, dict[str, float]]:
+    """Per figure: mean |error|, mean signed error, max |error| over the steps, and n."""
+    out = {}
+    for label, key, pct in FIGURES:
+        es = [e for e in (err(fig(r.sim, key, pct), fig(r.real, key, pct)) for r in rows) if e is not None]
+        out[label] = {"mean_abs": sum(abs(e) for e in es) / len(es), "mean": sum(es) / len(es), "max_abs": max(abs(e) for e in es), "n": len(es)}
+    return out
+
+
+def agreement(rows: list[StepSim]) -> int:
+    return sum(1 for r in rows if r.sim["passed"] == r.real["passed"])
+
+
+def table(rows: list[StepSim]) -> str:
+    head = "| mode | conc | " + " | ".join(f"{lab} real / sim (err)" for lab, _, _ in FIGURES) + " | SLO real / sim |"
+    L = [head, "|---|---|" + "---|" * len(FIGURES) + "---|"]
+    for r in rows:
+        cells = []
+        for _lab, key, pct in FIGURES:
+            a, b = fig(r.real, key, pct), fig(r.sim, key, pct)
+            f = (lambda x: f"{x:,.0f}") if (key != "tpot_ms" and key != "itl_ms") else (lambda x: f"{x:.1f}")
+            cells.append(f"{f(a) if a is not None else '—'} / {f(b) if b is not None else '—'} ({fmt_err(err(b, a))})")
+        L.append(f"| {r.mode} | {r.load:g} | " + " | ".join(cells) + f" | {verdict(r.real['passed'])} / {verdict(r.sim['passed'])} |")
+    return "\n".join(L)
+
+
+def summary_table(rows: list[StepSim], rests_on: set[str] = frozenset()) -> str:
+    s = summary(rows)
+    L = ["| figure | mean signed error | mean abs error | max abs error | steps | the fit rests on it |", "|---|---|---|---|---|---|"]
+    for lab, v in s.items():
+        L.append(f"| {lab} | {v['mean'] * 100:+.1f}% | {v['mean_abs'] * 100:.1f}% | {v['max_abs'] * 100:.0f}% | {v['n']} | "
+                 f"{'yes' if lab in rests_on else 'no'} |")
+    return "\n".join(L)
+
+
+def wave_table(rows: list[StepSim], heads_real: dict, client: ReplayClient) -> str:
+    """Per (mode, load): the measured and simulated TTFT of the first request of each wave."""
+    import statistics
+
+    groups: dict[tuple[str, float], dict[str, list]] = {}
+    for r in rows:
+        g = groups.setdefault((r.mode, r.load), {"real": [], "sim": [], "streams": []})
+        hr = heads_real.get((r.mode, r.index))
+        if hr is None or r.res is None:
+            continue
+        g["real"] += [t for _, t in hr]
+        g["streams"] += [n for n, _ in hr]
+        g["sim"] += [t for _, t in wave_heads(r.res.records)]
+    L = ["| mode | conc | waves real / sim | streams open | wave-head TTFT ms real (median, range) | sim (median) | err | of which the client's send delay (sim) ms |",
+         "|---|---|---|---|---|---|---|---|"]
+    delay = client.send_delay()
+    for (mode, load), g in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        if not g["real"] or not g["sim"]:
+            continue
+        mr, ms = statistics.median(g["real"]), statistics.median(g["sim"])
+        n = round(statistics.median(g["streams"]))
+        d = delay(n) * 1e3 if delay else 0.0
+        L.append(f"| {mode} | {load:g} | {len(g['real'])} / {len(g['sim'])} | {n} | {mr * 1e3:.0f} ({min(g['real']) * 1e3:.0f}–{max(g['real']) * 1e3:.0f}) "
+                 f"| {ms * 1e3:.0f} | {fmt_err(ms / mr - 1)} | {d:.0f} |")
+    return "\n".join(L)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("snapshot", nargs="?", default=str(REAL))
+    ap.add_argument("--calibration", default=None, help="calibration TOML (default: the H200 / vLLM 0.26.0 fit)")
+    a = ap.parse_args()
+    doc = load_snapshot(a.snapshot)
+    cal = load_calibration(a.calibration)
+    client = replay_client(a.calibration)
+    sc = scenario(doc)
+    rows = simulate_run(doc, cal, client, keep=True)
+    print(f"real: {a.snapshot} (vLLM {doc['modes'][0]['engine_info'].get('version')}); sim: {cal.name}, same loads, warm-up "
+          f"{sc.ramp.warmup_s:g} s, window {sc.ramp.window_s:g} s, client send delay {client.send_delay_s_at_ref * 1e3:.0f} ms "
+          f"× (streams/{STREAMS_REF})^{client.send_delay_exponent:g}\n")
+    print(table(rows))
+    print()
+    print(summary_table(rows))
+    print(f"\nSLO verdict (TTFT p95 ≤ {sc.slo.latency.get('ttft_p95_ms', 0):g} ms, TPOT p95 ≤ {sc.slo.latency.get('tpot_p95_ms', 0):g} ms) "
+          f"agrees on {agreement(rows)} of {len(rows)} steps.\n")
+    if (Path(a.snapshot).resolve() == REAL.resolve()) and RECORDS.with_suffix(".jsonl.gz").exists():
+        print(wave_table(rows, real_wave_heads(), client))
 
 
 if __name__ == "__main__":

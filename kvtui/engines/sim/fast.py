@@ -101,11 +101,23 @@ def simulate_step(
     series_dt: float = 0.5,
     unique_prompts: bool = True,
     cancel_tail: bool = True,
+    warm_wait_s: float | None = None,
+    send_delay: Callable[[int], float] | None = None,
 ) -> FastStepResult:
     """Simulate one load step. `load` = concurrency (closed) or req/s (open).
 
     sample_request(counter) -> (prompt_tokens, output_tokens) or (…, block_hashes).
-    Without hashes, prompts are unique (as kvtui's workload makes them)."""
+    Without hashes, prompts are unique (as kvtui's workload makes them).
+
+    warm_wait_s: None (default) waits, after warmup_s, until every slot has finished a
+    request; a number opens the window at warmup_s + warm_wait_s even if some slots have not
+    (the real load generator's `window_timeout_s`; kvtui's real runs pass 0 there, so their
+    window opens at warmup_s: pass 0 to replay one).
+
+    send_delay(streams) -> seconds between a send and the request leaving the client, given
+    how many requests the engine is running at that moment. None (default): the client sends
+    at once. A replay of a real run passes that client's measured delay (bench/sim_vs_h200.py:
+    kvtui's client before per-slot connections waited for its shared httpx pool)."""
     s = sched_factory if isinstance(sched_factory, SchedulerSim) else sched_factory()
     rng = random.Random((seed * 1_000_003 + step_index) & 0xFFFFFFFF)
     hrng = random.Random(rng.getrandbits(64))
@@ -145,7 +157,7 @@ def simulate_step(
     def phase_at(t: float) -> str:
         nonlocal window_start, window_end, window_closed
         if window_start is None:
-            if t >= warm_at and slots_pending == 0:
+            if t >= warm_at and (slots_pending == 0 or (warm_wait_s is not None and t >= warm_at + warm_wait_s)):
                 window_start = t
                 if window_requests <= 0:
                     window_end = t + window_s
@@ -172,6 +184,8 @@ def simulate_step(
             if window_requests > 0 and window_started >= window_requests:
                 window_closed, window_end = True, t  # the next send is tail
         nonlocal fe_free
+        if send_delay is not None:
+            t += send_delay(len(s.running))
         t_in = (t if t > fe_free else fe_free) + fe
         fe_free = t_in
         ingest.append((t_in, SimRequest(rid, p, o, hashes), rec, slot))
@@ -210,7 +224,7 @@ def simulate_step(
             if not sends:
                 break
             s.idle_until(sends[0][0])
-            if window_start is None and s.now >= warm_at and slots_pending == 0:
+            if window_start is None and s.now >= warm_at:
                 phase_at(s.now)
             continue
         out = s.step()
@@ -238,7 +252,7 @@ def simulate_step(
                     slot_done[slot] = True
                     slots_pending -= 1
                 heapq.heappush(sends, (t, slot))
-        if window_start is None and t >= warm_at and slots_pending == 0:
+        if window_start is None and t >= warm_at:
             phase_at(t)
         # timeouts: oldest first (dict order = send order)
         if live:

@@ -6,13 +6,18 @@ One vLLM step runs every scheduled token through the model once. Its time is mod
       + KV_read / (BW * e_kv[kv])                                        attention, memory side
       + F_attn / (peak_bf16 * e_attn)                                    attention, compute side
       + allreduce (tensor parallel only)
-      + o_step + o_seq * seqs (+ o_mixed when the step carries prefill)   CPU/launch overhead
+      + o_step + o_seq * seqs (+ o_mixed when the step carries prefill)   launch/sampling overhead
+    t = max(t, cpu_step + cpu_seq * seqs)                                the engine's CPU floor
 
 W = weight bytes read once per step (linear layers in the mode's format; embedding rows
 are gathered, lm_head is read whole; MoE: only the experts the step's tokens touch).
 F_lin = 2 * active linear params * tokens + 2 * hidden * vocab * sampled (lm_head on the
 sampled positions only). KV_read = every scheduled sequence reads its context's K/V once.
 F_attn = 4 * layers * heads * head_dim per (query, key) pair, causal inside the chunk.
+The CPU floor: with asynchronous scheduling (vLLM 0.26's default) the engine core prepares
+step k+1 (scheduling, input tensors, output processing of step k: Python work per scheduled
+sequence) while the GPU runs step k, so a step takes the longer of the two. It binds only in
+large decode batches (on the H200 fit: ~76 µs per sequence, i.e. from ~200 streams up).
 
 Formats: fp8 weights halve W and, on GPUs with FP8 tensor cores, double the GEMM peak;
 int8 (W8A8) likewise with the INT8 peak; int4 (AWQ/GPTQ, Marlin W4A16) quarters W (plus
@@ -57,6 +62,8 @@ class Calibration:
     step_overhead_s: float = 0.0015
     seq_overhead_s: float = 5e-6
     mixed_overhead_s: float = 0.0  # extra for steps that carry prefill (piecewise graphs)
+    cpu_step_s: float = 0.0  # engine-core CPU per step, overlapped with the GPU (async scheduling)
+    cpu_seq_s: float = 0.0  # engine-core CPU per scheduled sequence, overlapped with the GPU
     step_jitter: float = 0.0  # lognormal sigma of step time noise (seeded); 0 = none
     # vLLM's API server takes each request in turn (parse, tokenize, hand to the engine):
     # the offline clients (fast.py) serialise arrivals through it. The real-time server's own
@@ -176,6 +183,8 @@ class Roofline:
         self.o_step = cal.step_overhead_s
         self.o_seq = cal.seq_overhead_s
         self.o_mixed = cal.mixed_overhead_s
+        self.cpu_step = cal.cpu_step_s
+        self.cpu_seq = cal.cpu_seq_s
         # tensor parallel: two all-reduces of the hidden state per layer
         if tp > 1:
             link = gpu.interconnect_gbs or 25.0
@@ -213,10 +222,11 @@ class Roofline:
             t += self.o_mixed
         if self.ar_bytes_per_token:
             t += tokens * self.ar_bytes_per_token * self.inv_link + self.ar_latency
-        return t
+        cpu = self.cpu_step + self.cpu_seq * seqs
+        return t if t > cpu else cpu
 
     def time_limit(self, tokens: int, seqs: int, sampled: int, ctx_read: int, pairs: float, prefill: bool) -> tuple[float, str]:
-        """`time()` plus the name of its largest term: weights | compute | kv | attention | overhead."""
+        """`time()` plus the name of its largest term: weights | compute | kv | attention | overhead | cpu (the floor)."""
         w = self.w_static if not self.moe_layers else self.weight_read_bytes(tokens)
         t_w = w * self.inv_w
         t_c = (tokens * self.lin_flops_per_token + sampled * self.lm_flops_per_sample) * self.inv_lin
@@ -236,6 +246,9 @@ class Roofline:
         t = t_lin + t_kv + t_a + t_o
         if self.ar_bytes_per_token:
             t += tokens * self.ar_bytes_per_token * self.inv_link + self.ar_latency
+        cpu = self.cpu_step + self.cpu_seq * seqs
+        if cpu > t:
+            return cpu, "cpu"
         return t, name
 
     def breakdown(self, tokens: int, seqs: int, sampled: int, ctx_read: int, pairs: float, prefill: bool) -> dict[str, float]:

@@ -58,7 +58,7 @@ class StepOutcome:
     prefill_tokens: int
     decode_seqs: int
     scheduled_tokens: int = 0
-    limited_by: str = ""  # the largest term of the step time: weights|compute|kv|attention|overhead|idle
+    limited_by: str = ""  # the largest term of the step time: weights|compute|kv|attention|overhead|cpu|idle
     # the step-time model's inputs (for traces and explanations)
     seqs: int = 0  # scheduled sequences
     sampled: int = 0  # sequences that sampled a token
