@@ -789,7 +789,7 @@ def speed() -> None:
 
 def main() -> int:
     from bench.sim_vs_h200 import (REAL, ReplayClient, agreement, real_wave_heads, replay_client, simulate_run,
-                                   summary_table, wave_table)
+                                   summary_table, wave_table, write_test_data)
     from bench.sim_vs_h200 import table as run_table
     from kvtui.report.snapshot import load_snapshot
 
@@ -890,6 +890,7 @@ def main() -> int:
     run += wave_table(rows, heads, client)
     print(run)
     update_doc(run, "h200run")
+    write_test_data(doc, heads)  # the real run's figures tests/sim/test_sim_h200_run.py compares with
     return 0
 
 

@@ -266,12 +266,46 @@ def wave_table(rows: list[StepSim], heads_real: dict, client: ReplayClient) -> s
     return "\n".join(L)
 
 
+TEST_DATA = ROOT / "tests" / "sim" / "data" / "h200_abc_run.json"
+
+
+def write_test_data(doc: dict, heads: dict, path: Path = TEST_DATA) -> None:
+    """The few numbers tests/sim/test_sim_h200_run.py needs from the real run (no records, no snapshot)."""
+    import json
+
+    sc = doc["scenario"]
+    out = {
+        "source": "docs/results/h200-abc.json and its records; written by bench/sim_vs_h200.py --test-data",
+        "scenario": {"seed": sc["seed"], "warmup_s": sc["ramp"]["warmup_s"], "window_s": sc["ramp"]["window_s"],
+                     "prompt_tokens": sc["workload"]["prompt_tokens"]["value"], "output_tokens": sc["workload"]["output_tokens"]["value"],
+                     "max_model_len": sc["server"]["max_model_len"], "gpu_memory_utilization": sc["server"]["gpu_memory_utilization"],
+                     "enable_prefix_caching": sc["server"]["enable_prefix_caching"], "slo": sc["slo"]["latency"]},
+        "modes": [{"name": m["name"], "kv_cache_dtype": m["settings"]["kv_cache_dtype"], "quantization": m["settings"]["quantization"]}
+                  for m in doc["modes"]],
+        "steps": [],
+    }
+    for m in doc["modes"]:
+        for i, st in enumerate(m["steps"]):
+            row = {"mode": m["name"], "index": i, "load": st["load"], "passed": st["passed"], "output_tok_s": st["output_tok_s"]}
+            for _lab, key, pct in FIGURES[1:]:
+                row[f"{key[:-3]}_{pct}_ms"] = st[key][pct]
+            hr = heads.get((m["name"], i))
+            row["wave_head_ttft_ms"] = [round(t * 1e3, 1) for _, t in hr] if hr else None
+            row["wave_head_streams"] = [n for n, _ in hr] if hr else None
+            out["steps"].append(row)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("snapshot", nargs="?", default=str(REAL))
     ap.add_argument("--calibration", default=None, help="calibration TOML (default: the H200 / vLLM 0.26.0 fit)")
+    ap.add_argument("--test-data", action="store_true", help=f"also write {TEST_DATA.relative_to(ROOT)} (the numbers the test needs)")
     a = ap.parse_args()
     doc = load_snapshot(a.snapshot)
+    if a.test_data:
+        write_test_data(doc, real_wave_heads())
     cal = load_calibration(a.calibration)
     client = replay_client(a.calibration)
     sc = scenario(doc)
