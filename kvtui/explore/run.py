@@ -638,7 +638,7 @@ class Run:
         run = self.loadgen.run_step(
             mode.name, index, wall_load, self.closed, r.warmup_s * ts, r.window_s * ts, window_requests, r.arrival, r.burst_size,
             r.max_error_burst, on_records=on_records, on_status=on_status, should_stop=should_stop,
-            min_window_requests=need,
+            min_window_requests=need, window_timeout_s=r.request_timeout_s * ts,
         )
         tel.phase = "drain"
         self._drain(tel)

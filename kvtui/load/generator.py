@@ -538,8 +538,13 @@ class LoadGenerator:
                 stop_sent = True
                 continue
             if phase == "warmup":
+                # Warm = every slot has finished a request at this load (one full E2E), as the
+                # DESIGN asks; window_timeout_s only caps that wait (a slot whose requests keep
+                # failing never warms). A zero cap once meant "do not wait" — and the H200 run's
+                # windows opened on the first wave of sends, not in steady state.
                 warm = agg["warm_slots"] >= (int(load) if closed else 1)
-                if now - run.t_start >= warmup_s and (warm or now - run.t_start >= warmup_s + window_timeout_s):
+                cap = window_timeout_s if window_timeout_s > 0 else float("inf")
+                if now - run.t_start >= warmup_s and (warm or now - run.t_start >= warmup_s + cap):
                     phase = "window"
                     run.t_window_start = time.monotonic()
                     for i in active:
