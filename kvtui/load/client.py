@@ -81,7 +81,8 @@ async def stream_request(
                     rec.error = "http_429" if resp.status_code == 429 else ("http_5xx" if resp.status_code >= 500 else "http_4xx")
                     rec.detail = f"HTTP {resp.status_code}: {raw.strip()}"
                     return ""
-                async for line in resp.aiter_lines():
+                lines = resp.aiter_lines()
+                async for line in lines:
                     if not line.startswith(_DATA):
                         continue
                     now = time.monotonic()
@@ -123,6 +124,16 @@ async def stream_request(
                         got_usage = True
                         rec.prompt_tokens = usage.get("prompt_tokens")
                         rec.output_tokens = usage.get("completion_tokens")
+                if done:
+                    # Read the body's end (the chunked terminator after [DONE]): a response left
+                    # unfinished closes its connection, and every request paid a new TCP connect
+                    # (bench/dispatch_honesty.py). Bounded, for servers that keep the stream open.
+                    try:
+                        async with asyncio.timeout(1.0):
+                            async for _ in lines:
+                                pass
+                    except TimeoutError:
+                        pass
     except TimeoutError:
         rec.status, rec.error, rec.detail = "error", "timeout", f"no end of stream within {timeout_s:g} s"
         return ""

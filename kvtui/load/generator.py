@@ -134,6 +134,7 @@ class _Worker:
         self.dispatch: list[float] = []
         self.capped = 0
         self.spec: StepSpec | None = None
+        self.idle_clients: list = []  # open loop: one connection per request in flight, reused
 
     # -- messaging -----------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
@@ -168,6 +169,15 @@ class _Worker:
         from kvtui.load.workload import request_body
 
         spec = self.spec
+        own = None
+        if client is None and not closed:
+            # Open loop: a client (one keep-alive connection) per request in flight, from an idle
+            # list, not one shared httpx pool: at hundreds in flight the pool's ConnectionNotAvailable
+            # herd stalled a 800 req/s step for minutes (bench/dispatch_honesty.py).
+            from kvtui.load.client import make_client
+
+            own = self.idle_clients.pop() if self.idle_clients else make_client(1, self.cfg.request_timeout_s, self.cfg.headers)
+            client = own
         client = client or self.client
         assert spec is not None and client is not None
         prompt = self.factory.build(counter, conv)
@@ -200,6 +210,8 @@ class _Worker:
         except asyncio.CancelledError:
             pass  # stream_request marked it cancelled
         finally:
+            if own is not None:
+                self.idle_clients.append(own)
             self.inflight -= 1
             if counted:
                 self.window_inflight -= 1
@@ -325,6 +337,8 @@ class _Worker:
         for t in aux:
             t.cancel()
         await asyncio.gather(*aux, return_exceptions=True)
+        idle, self.idle_clients = self.idle_clients, []
+        await asyncio.gather(*(c.aclose() for c in idle), return_exceptions=True)
         self.flush()
         stats = {
             "sent": self.sent,

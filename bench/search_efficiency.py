@@ -1,0 +1,236 @@
+"""Steps and wall time to find the max concurrency at the SLO: kvtui's fast search, the linear
+ramp and a GuideLLM-style sweep, on targets whose answer is known (issue 7, item 4).
+
+Strategies (each one full `kvtui run`, the same scenario and SLO):
+  fast    kvtui's default: start at the KV-bound guess, ×2 / ÷2 to a bracket, bisect to the
+          resolution, confirm the last pass and the first fail
+  linear  the ramp a person would write: ramp.start, +step, … up to the first fail (no confirm)
+  sweep   GuideLLM's way: a fixed grid of N loads between ramp.start and ramp.max, all run;
+          the answer is the highest passing grid point (its resolution is the grid's)
+Targets:
+  sim-fast    the simulator offline (`kvtui run --fast`): sim-demo (simulated L4, 8B, bf16 and fp8 KV)
+  knee-http   the knee test model over real HTTP (`kvtui sim serve --knee 6`): 6 passes, 7 fails
+  demo-http   sim-demo over real HTTP (slow-motion clock ×8): the same answers as sim-fast
+  vllm-cpu    real vLLM (CPU build, tiny Llama), kv-auto mode, an SLO that fails in the middle
+
+    python bench/search_efficiency.py --targets sim-fast,knee-http,demo-http,vllm-cpu [--out bench/results/search.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import kvtui.engines.sim.fastrun as fastrun_mod  # noqa: E402
+import kvtui.explore.run as run_mod  # noqa: E402
+from kvtui.explore.search import LinearSearch  # noqa: E402
+from kvtui.scenario import load_scenario  # noqa: E402
+
+KNEE = """
+name = "knee"
+[server]
+engine = "sim"
+max_model_len = 2048
+extra_args = ["--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "3"]
+[workload]
+prompt_tokens = 64
+output_tokens = 16
+[ramp]
+start = 1
+max = 32
+warmup_s = 0.3
+window_s = 2
+[slo]
+tpot_p95_ms = 35
+"""
+
+VLLM_CPU = """
+name = "vllm-cpu-search"
+[server]
+engine = "vllm"
+model = "runs/tiny-llama"
+served_model_name = "tiny"
+max_model_len = 2048
+kv_cache_memory_bytes = 50_000_000
+startup_timeout_s = 600
+[[modes]]
+name = "kv-auto"
+kv_cache_dtype = "auto"
+[workload]
+prompt_tokens = 1200
+output_tokens = 64
+[ramp]
+start = 2
+max = 32
+warmup_s = 1
+window_s = 6
+min_samples = 20
+request_timeout_s = 600
+[slo]
+ttft_p95_ms = 60000
+tpot_p95_ms = {tpot}
+"""
+
+
+class SweepSearch(LinearSearch):
+    """GuideLLM-style: every grid point runs, whatever passed or failed before."""
+
+    name = "sweep"
+
+    def _advance(self, load: float, ok: bool) -> None:
+        pass
+
+    def _next(self) -> float | None:
+        if self.i < len(self.levels):
+            x = self.levels[self.i]
+            self.i += 1
+            return x
+        self.s.done = True
+        return None
+
+    def result(self):
+        r = super().result()
+        passed = [x for x, ok in self.s.history if ok]
+        r.best = max(passed) if passed else None
+        above = sorted(x for x, ok in self.s.history if not ok and (r.best is None or x > r.best))
+        r.first_fail = above[0] if above else None
+        r.reached_max = r.best is not None and r.best >= self.hi
+        return r
+
+
+def grid(lo: float, hi: float, n: int) -> list[float]:
+    if n <= 1:
+        return [hi]
+    return sorted({float(round(lo + (hi - lo) * i / (n - 1))) for i in range(n)})
+
+
+def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, Any], sweep_n: int, modes: list[str] | None) -> dict[str, Any]:
+    sc = load_scenario(sc_path)
+    for k, v in sets.items():
+        obj = sc
+        parts = k.split(".")
+        for p in parts[:-1]:
+            obj = getattr(obj, p)
+        setattr(obj, parts[-1], v)
+    if strategy == "fast":
+        sc.ramp.search = "fast"
+        patch = None
+    elif strategy == "linear":
+        sc.ramp.search = "linear"
+        sc.ramp.confirm = False
+        patch = None
+    else:
+        levels = grid(sc.ramp.start, sc.ramp.max, sweep_n)
+
+        def patch(ramp, closed, guess=None):
+            return SweepSearch(ramp, closed, confirm=False, levels=levels)
+
+    orig = run_mod.make_search
+    if patch is not None:
+        run_mod.make_search = patch
+        fastrun_mod.make_search = patch
+    try:
+        with tempfile.TemporaryDirectory() as td:
+            t0 = time.monotonic()
+            doc = run_mod.Run(sc, Path(td) / "run.json", modes=modes, fast=fast_offline).run()
+            wall = time.monotonic() - t0
+    finally:
+        run_mod.make_search = orig
+        fastrun_mod.make_search = orig
+    out = {"strategy": strategy, "wall_s": round(wall, 1), "modes": []}
+    for m in doc["modes"]:
+        srch = m.get("search") or {}
+        out["modes"].append({
+            "mode": m["name"], "best": m.get("best_concurrency"), "first_fail": srch.get("first_fail"),
+            "confirmed": srch.get("confirmed"), "steps": len(m.get("steps") or []), "search_wall_s": srch.get("wall_s"),
+            "loads": [s["load"] for s in m.get("steps") or []], "passed": [s["passed"] for s in m.get("steps") or []],
+            "limited_by": m.get("knee_limited_by"), "guess": srch.get("guess"),
+            "client_limited_steps": sum(1 for s in m.get("steps") or [] if s.get("client_limited")),
+        })
+    return out
+
+
+LINEAR_STEP = {"sim-fast": "+2", "demo-http": "+2", "knee-http": "+1", "h200-fast": "+16", "vllm-cpu": "+2"}
+
+
+def target_setup(name: str, tmp: Path, a) -> tuple[Path, bool, dict[str, Any], list[str] | None, str]:
+    if name == "sim-fast":
+        return ROOT / "scenarios" / "sim-demo.toml", True, {}, None, "sim-demo offline (SIMULATED L4, Llama-3.1-8B, 3k/128)"
+    if name == "h200-fast":
+        sets = {"server.engine": "sim", "server.model": "llama-3.1-8b", "server.gpu": "H200"}
+        return (ROOT / "scenarios" / "h200-llama8b.toml", True, sets, ["bf16", "fp8-kv"],
+                "h200-llama8b shape offline (SIMULATED H200, 8B, resolution 16)")
+    if name == "demo-http":
+        return ROOT / "scenarios" / "sim-demo.toml", False, {}, None, "sim-demo over real HTTP (SIMULATED L4, ×8 clock)"
+    if name == "knee-http":
+        p = tmp / "knee.toml"
+        p.write_text(KNEE)
+        return p, False, {}, None, "knee model over real HTTP (6 passes, 7 fails)"
+    if name == "vllm-cpu":
+        p = tmp / "vllm.toml"
+        p.write_text(VLLM_CPU.format(tpot=a.vllm_tpot_ms))
+        os.chdir(ROOT)  # the scenario's model path is relative to the repo
+        return p, False, {}, None, f"real vLLM CPU, tiny Llama, 50 MB KV, 1200/64, TPOT p95 ≤ {a.vllm_tpot_ms:g} ms"
+    raise SystemExit(f"unknown target {name}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--targets", default="sim-fast,knee-http,demo-http")
+    ap.add_argument("--strategies", default="fast,linear,sweep")
+    ap.add_argument("--linear-step", default="", help="the linear ramp's rule (default: +resolution of the target)")
+    ap.add_argument("--sweep-n", type=int, default=10, help="grid points of the sweep")
+    ap.add_argument("--vllm-tpot-ms", type=float, default=150.0)
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as td:
+        for target in a.targets.split(","):
+            path, offline, sets, modes, label = target_setup(target, Path(td), a)
+            for strat in a.strategies.split(","):
+                s = dict(sets)
+                if strat == "linear":
+                    s["ramp.step"] = a.linear_step or LINEAR_STEP[target]
+                r = run_one(path, strat, offline, s, a.sweep_n, modes)
+                r.update(target=target, label=label)
+                results.append(r)
+                for m in r["modes"]:
+                    print(f"{target} {strat} [{m['mode']}]: best {m['best']} (fail {m['first_fail']}) in {m['steps']} steps, "
+                          f"{m['search_wall_s']} s · loads {m['loads']}", file=sys.stderr, flush=True)
+    machine = f"{platform.node()} · {os.cpu_count()} CPUs · Python {platform.python_version()}"
+    print(machine)
+    print(table(results, a))
+    if a.out:
+        Path(a.out).write_text(json.dumps({"machine": machine, "args": vars(a), "results": results}, indent=1))
+
+
+def table(results: list[dict], a) -> str:
+    out = [f"| target | mode | strategy | answer (next fails) | steps | wall s | steps vs fast | wall vs fast | loads visited |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    fast = {(r["target"], m["mode"]): m for r in results if r["strategy"] == "fast" for m in r["modes"]}
+    for r in results:
+        for m in r["modes"]:
+            f = fast.get((r["target"], m["mode"]))
+            sr = f"{m['steps'] / f['steps']:.1f}×" if f and f["steps"] else "—"
+            wr = f"{(m['search_wall_s'] or 0) / f['search_wall_s']:.1f}×" if f and f.get("search_wall_s") else "—"
+            loads = ",".join(f"{x:g}{'' if p else '✗'}" for x, p in zip(m["loads"], m["passed"]))
+            step = a.linear_step or LINEAR_STEP[r["target"]]
+            name = {"fast": "kvtui fast", "linear": f"linear {step}", "sweep": f"sweep ×{a.sweep_n}"}[r["strategy"]]
+            out.append(f"| {r['target']} | {m['mode']} | {name} | {m['best']} ({m['first_fail']}) | {m['steps']} | "
+                       f"{m['search_wall_s']} | {sr} | {wr} | {loads} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()
