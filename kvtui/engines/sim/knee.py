@@ -12,53 +12,18 @@ It speaks the same interface as `SchedulerSim` so one real-time server drives bo
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kvtui.engines.base import StartupFacts
+from kvtui.engines.sim.scheduler import MemorySplit, SimStats, StepOutcome
 
 
 @dataclass
-class KneeRequest:
+class _Running:
     rid: str
     prompt_tokens: int
     max_tokens: int
-    block_hashes: list[int] | None = None
     emitted: int = 0
-
-
-@dataclass
-class KneeOutcome:
-    duration_s: float
-    tokens: dict[str, int] = field(default_factory=dict)
-    finished: list[str] = field(default_factory=list)
-    preempted: list[str] = field(default_factory=list)
-    prefill_tokens: int = 0
-    decode_seqs: int = 0
-
-
-@dataclass
-class KneeStats:
-    running: int
-    waiting: int
-    kv_usage: float
-    preemptions_total: int
-    prompt_tokens_total: int
-    generation_tokens_total: int
-    prefix_cache_queries_total: int = 0
-    prefix_cache_hits_total: int = 0
-    num_gpu_blocks: int = 0
-    block_size: int = 16
-
-
-@dataclass
-class KneeMemory:
-    weights_gib: float = 1.0
-    activation_gib: float = 0.1
-    cuda_graph_gib: float = 0.0
-    kv_cache_gib: float = 1.0
-    kv_tokens: int = 0
-    gpu_total_gib: float = 4.0
-    used_gib: float = 2.1
 
 
 class KneeModel:
@@ -69,13 +34,13 @@ class KneeModel:
         self.max_seqs = max_seqs
         self.kv_tokens = kv_tokens
         self.now = 0.0
-        self.running: dict[str, KneeRequest] = {}
-        self.waiting: deque[KneeRequest] = deque()
+        self.running: dict[str, _Running] = {}
+        self.waiting: deque[_Running] = deque()
         self.prompt_total = 0
         self.gen_total = 0
 
     def add(self, req) -> None:
-        self.waiting.append(KneeRequest(req.rid, req.prompt_tokens, req.max_tokens))
+        self.waiting.append(_Running(req.rid, req.prompt_tokens, req.max_tokens))
 
     def abort(self, rid: str) -> None:
         self.running.pop(rid, None)
@@ -84,8 +49,8 @@ class KneeModel:
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
-    def step(self) -> KneeOutcome:
-        out = KneeOutcome(duration_s=0.0)
+    def step(self) -> StepOutcome:
+        out = StepOutcome(duration_s=0.0, tokens={}, finished=[], preempted=[], prefill_tokens=0, decode_seqs=0)
         while self.waiting and len(self.running) < self.max_seqs:
             r = self.waiting.popleft()
             self.running[r.rid] = r
@@ -104,20 +69,24 @@ class KneeModel:
         self.now += out.duration_s
         return out
 
-    def stats(self) -> KneeStats:
+    def stats(self) -> SimStats:
         used = sum(r.prompt_tokens + r.emitted for r in self.running.values())
-        return KneeStats(
+        return SimStats(
             running=len(self.running),
             waiting=len(self.waiting),
             kv_usage=min(1.0, used / self.kv_tokens),
             preemptions_total=0,
             prompt_tokens_total=self.prompt_total,
             generation_tokens_total=self.gen_total,
+            prefix_cache_queries_total=0,
+            prefix_cache_hits_total=0,
             num_gpu_blocks=self.kv_tokens // 16,
+            block_size=16,
         )
 
-    def memory(self) -> KneeMemory:
-        return KneeMemory(kv_tokens=self.kv_tokens)
+    def memory(self) -> MemorySplit:
+        return MemorySplit(weights_gib=1.0, activation_gib=0.1, cuda_graph_gib=0.0, kv_cache_gib=1.0,
+                           kv_tokens=self.kv_tokens, gpu_total_gib=4.0, used_gib=2.1)
 
     def facts(self) -> StartupFacts:
         return StartupFacts(

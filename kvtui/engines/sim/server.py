@@ -20,7 +20,7 @@ import os
 import secrets
 import sys
 import time
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, is_dataclass
 from typing import Any, AsyncIterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from kvtui import __version__
+from kvtui.engines.sim.scheduler import SimRequest
 
 SIM_VERSION = f"kvtui-sim {__version__}"
 CHAT_TEMPLATE_TOKENS = 5  # tokens the simulated chat template adds around one message
@@ -37,16 +38,6 @@ CHAT_PER_MESSAGE = 4  # role header tokens per message
 _TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
 _ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
 _E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
-
-
-@dataclass
-class SimRequestIn:
-    """What the engine model is given (the same fields as scheduler.SimRequest)."""
-
-    rid: str
-    prompt_tokens: int
-    max_tokens: int
-    block_hashes: list[int] | None = None
 
 
 class Tokenizer:
@@ -260,7 +251,7 @@ class SimServer:
         rid = f"cmpl-{self._counter}"
         st = _Stream(len(ids), time.monotonic())
         self.streams[rid] = st
-        self.model.add(SimRequestIn(rid, len(ids), max_tokens, block_hashes(ids)))
+        self.model.add(SimRequest(rid, len(ids), max_tokens, block_hashes(ids)))
         self.wake.set()
         return rid, st
 
