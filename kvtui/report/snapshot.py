@@ -162,7 +162,13 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
             doc = load_journal(journal)
             doc.setdefault("load_warnings", []).append(f"{p} is damaged (line {e.lineno}); rebuilt from its journal")
             return doc
-        raise UsageError(f"{p}:{e.lineno}: not a complete JSON snapshot ({e.msg}); truncated? no journal beside it to rebuild from")
+        doc = salvage(text)
+        if not isinstance(doc, dict) or not isinstance(doc.get("modes"), list) or not doc["modes"]:
+            raise UsageError(f"{p}:{e.lineno}: not a complete JSON snapshot ({e.msg}); truncated? no journal beside it to rebuild from")
+        n = sum(len(m.get("steps") or []) for m in doc["modes"] if isinstance(m, dict))
+        doc.setdefault("load_warnings", []).append(
+            f"{p} is truncated (line {e.lineno}): showing what was readable, {len(doc['modes'])} mode(s) and {n} whole step(s); "
+            "the last mode is incomplete")
     if not isinstance(doc, dict):
         raise UsageError(f"{p}: not a kvtui snapshot (top level is not an object)")
     schema = doc.get("schema")
@@ -182,6 +188,71 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
             raise UsageError(f"{p}: modes[{i}] is not a mode object with a steps list")
         m.setdefault("steps", [])
     doc["_path"] = str(p)
+    return doc
+
+
+def salvage(text: str) -> Any:
+    """The readable part of a JSON document cut short (a copy that broke off, a full disk).
+
+    Cuts after the last complete value and closes what was open. Containers the cut went
+    through are incomplete: the last step of the last mode is dropped if it was one of them,
+    and that mode is marked incomplete. None when nothing is readable.
+    """
+    stack: list[str] = []
+    best: tuple[int, str, int] | None = None  # (cut position, closers, open containers)
+    in_str = esc = False
+
+    def closers() -> str:
+        return "".join("}" if c == "{" else "]" for c in reversed(stack))
+
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append(ch)
+            best = (i + 1, closers(), len(stack))
+        elif ch in "}]":
+            if not stack:
+                return None
+            stack.pop()
+            if stack:
+                best = (i + 1, closers(), len(stack))
+        elif ch == "," and stack:
+            best = (i, closers(), len(stack))
+    if best is None:
+        return None
+    pos, close, depth = best
+    try:
+        doc = json.loads(text[:pos] + close)
+    except ValueError:
+        return None
+    # The open containers at the cut are the document's rightmost spine, `depth` levels deep.
+    spine: list[Any] = [doc]
+    for _ in range(depth - 1):
+        node = spine[-1]
+        last = list(node.values())[-1] if isinstance(node, dict) and node else (node[-1] if isinstance(node, list) and node else None)
+        if not isinstance(last, (dict, list)):
+            break
+        spine.append(last)
+    cut = {id(x) for x in spine}
+    modes = doc.get("modes") if isinstance(doc, dict) else None
+    if isinstance(modes, list) and modes and id(modes[-1]) in cut:
+        last = modes[-1]
+        if isinstance(last, dict) and "name" in last:
+            steps = last.get("steps")
+            if isinstance(steps, list) and steps and id(steps[-1]) in cut:
+                steps.pop()
+            last["complete"] = False
+        else:
+            modes.pop()
     return doc
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import ipaddress
+import math
 import re
 import sys
 import typing
@@ -46,6 +47,9 @@ from kvtui.scenario.schema import (
 
 _STEP = re.compile(r"^(double|x\d+(\.\d+)?|\+\d+(\.\d+)?|\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*)$")
 KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
+MAX_LOAD = 1_000_000  # beyond any server: a typo, and the search would take 40+ steps to get there
+MIN_RATE = 0.001  # req/s: one request in 17 minutes
+MAX_LEVELS = 10_000  # loads a ramp may list (each is a step of seconds to minutes)
 _TOP_KEYS = ("name", "description", "seed", "server", "modes", "workload", "ramp", "slo", "cost", "quality")
 
 
@@ -105,6 +109,9 @@ def _convert(value: Any, hint: Any, path: tuple, probs: _Problems) -> Any:
         return None
     if hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):  # TOML has inf and nan; no scenario value means them
+                probs.add(path, f"must be a finite number, got {value!r}")
+                return None
             return float(value)
         probs.add(path, f"must be a number, got {_type_name(value)} {value!r}")
         return None
@@ -321,8 +328,25 @@ def _check(sc: Scenario, probs: _Problems) -> None:
         probs.add(("ramp", "max"), f"must be ≥ ramp.start ({r.start:g}), got {r.max:g}")
     if r.load == "concurrency" and (r.start != int(r.start) or r.max != int(r.max)):
         probs.add(("ramp", "start"), "concurrency steps are whole numbers of requests")
-    if not _STEP.match(r.step.strip()):
+    rule = r.step.strip()
+    if not _STEP.match(rule):
         probs.add(("ramp", "step"), f"must be 'double', 'xN', '+N' or a list 'a,b,c', got {r.step!r}")
+    elif rule.startswith("x") and float(rule[1:]) <= 1:
+        probs.add(("ramp", "step"), f"a geometric step must grow (xN with N > 1), got {r.step!r}")
+    elif rule.startswith("+") and float(rule[1:]) <= 0:
+        probs.add(("ramp", "step"), f"a linear step must be > 0, got {r.step!r}")
+    elif rule[0] in "x+" and 0 < r.start <= r.max:
+        n = float(rule[1:])
+        closed = r.load == "concurrency"  # closed loop: at least one more request per level
+        levels = (r.max - r.start) / (max(n, 1.0) if closed else n) if rule[0] == "+" else math.log(r.max / r.start) / math.log(n)
+        if closed:
+            levels = min(levels, r.max - r.start)
+        if levels > MAX_LEVELS:
+            probs.add(("ramp", "step"), f"{r.step!r} from {r.start:g} to {r.max:g} makes {levels:,.0f} levels (at most {MAX_LEVELS:,})")
+    if r.max > MAX_LOAD:
+        probs.add(("ramp", "max"), f"must be ≤ {MAX_LOAD:,} (requests in flight or req/s), got {r.max:g}")
+    if r.load == "rate" and 0 < r.start < MIN_RATE:
+        probs.add(("ramp", "start"), f"a request rate must be ≥ {MIN_RATE:g} req/s, got {r.start:g}")
     if r.window_s <= 0 and r.window_requests <= 0:
         probs.add(("ramp", "window_s"), "a measurement window needs window_s > 0 or window_requests > 0")
     for key in ("warmup_s", "request_timeout_s", "drain_timeout_s"):
@@ -433,7 +457,7 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = ())
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             m = re.search(r"at line (\d+)", str(e))
-            line = m.group(1) if m else "?"
+            line = m.group(1) if m else str(max(1, len(text.splitlines())))  # "at end of document": the last line
             raise ScenarioError([f"{source}:{line}: TOML syntax: {str(e).split(' (at')[0]}"])
     for item in overrides:
         opath, value = parse_override(item)

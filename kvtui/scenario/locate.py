@@ -39,6 +39,7 @@ class LineIndex:
                     idx = self._array_counts.get(keys, 0)
                     self._array_counts[keys] = idx + 1
                     table = keys + (idx,)
+                    self._lines.setdefault(keys, no)  # the array itself starts at its first table
                 else:
                     table = keys
                 self._lines.setdefault(table, no)
@@ -51,8 +52,10 @@ class LineIndex:
                 if rest.strip().startswith("{"):
                     for sub in _INLINE_KEY.findall(rest):
                         self._lines.setdefault(path + (sub,), no)
+                value = rest.lstrip()
                 for quote in ('"""', "'''"):
-                    if rest.count(quote) == 1:
+                    # a multi-line string opens here (not a quote inside a one-line string: x = "'''")
+                    if value.startswith(quote) and value.count(quote) == 1:
                         in_multiline = quote
 
     def line(self, path: tuple) -> int:

@@ -97,7 +97,7 @@ def three_modes(tmp_path_factory) -> ThreeModes:
         def on(ev):
             if ev.kind == "engine_ready":
                 eng = run_holder[0].engine
-                key = getattr(getattr(eng, "proc", None), "env", {}).get("KVTUI_SIM_API_KEY")
+                key = getattr(getattr(eng, "endpoint", None), "api_key", None)  # the server's per-run key
                 if key:
                     keys.append(key)
             if ev.kind in ("step_finished", "mode_finished"):

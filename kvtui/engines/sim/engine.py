@@ -79,7 +79,8 @@ class SimEngine(VllmEngine):
         self.time_scale = auto_time_scale(scenario, mode)
         self._gpu = scenario.server.gpu
         env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", **scenario.server.env, **mode.env}
-        return sim_command(scenario, mode, port, self.time_scale) + ["--api-key", api_key], env
+        env["KVTUI_SIM_API_KEY"] = api_key  # not on the command line, which every user can read (ps)
+        return sim_command(scenario, mode, port, self.time_scale), env
 
     def info(self) -> EngineInfo:
         info = super().info()

@@ -141,7 +141,7 @@ def _url_host(host: str) -> str:
 def build_command(
     scenario: Scenario, mode: Mode, port: int, api_key: str, prefix: tuple[str, list[str]]
 ) -> tuple[list[str], dict[str, str]]:
-    """argv and the extra environment for one mode (the API key in clear: never log this argv)."""
+    """argv and the extra environment for one mode (the API key in clear in the environment: never log it)."""
     s = scenario.server
     form, argv0 = prefix
     model = mode.model or s.model
@@ -150,7 +150,7 @@ def build_command(
         argv += ["--model", model]
     else:
         argv += [model]
-    argv += ["--host", s.host or "127.0.0.1", "--port", str(port), "--api-key", api_key]
+    argv += ["--host", s.host or "127.0.0.1", "--port", str(port)]
     if s.served_model_name:
         argv += ["--served-model-name", s.served_model_name]
     if mode.dtype:
@@ -179,6 +179,9 @@ def build_command(
     env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
     env.update({str(k): str(v) for k, v in s.env.items()})
     env.update({str(k): str(v) for k, v in mode.env.items()})
+    # The key goes in the environment, not the command line: any user of a shared box can read
+    # /proc/PID/cmdline (ps), only the owner /proc/PID/environ. vLLM reads VLLM_API_KEY.
+    env["VLLM_API_KEY"] = api_key
     return argv, env
 
 
