@@ -202,7 +202,12 @@ def main() -> None:
                 s = dict(sets)
                 if strat == "linear":
                     s["ramp.step"] = a.linear_step or LINEAR_STEP[target]
-                r = run_one(path, strat, offline, s, a.sweep_n, modes)
+                try:
+                    r = run_one(path, strat, offline, s, a.sweep_n, modes)
+                except Exception as e:  # one target failing must not lose the others
+                    print(f"{target} {strat}: FAILED {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+                    results.append({"target": target, "label": label, "strategy": strat, "error": f"{type(e).__name__}: {e}", "modes": []})
+                    continue
                 r.update(target=target, label=label)
                 results.append(r)
                 for m in r["modes"]:
@@ -220,6 +225,8 @@ def table(results: list[dict], a) -> str:
            "|---|---|---|---|---|---|---|---|---|"]
     fast = {(r["target"], m["mode"]): m for r in results if r["strategy"] == "fast" for m in r["modes"]}
     for r in results:
+        if r.get("error"):
+            out.append(f"| {r['target']} | — | {r['strategy']} | failed: {r['error'][:80]} | | | | | |")
         for m in r["modes"]:
             f = fast.get((r["target"], m["mode"]))
             sr = f"{m['steps'] / f['steps']:.1f}×" if f and f["steps"] else "—"
