@@ -84,10 +84,11 @@ class _Telemetry(threading.Thread):
         self.mode = mode
         self.facts = facts
         self.interval_s = interval_s
-        self.scraper = MetricsScraper(endpoint.metrics_url, endpoint.api_key) if endpoint.metrics_url else None
+        self.scraper = MetricsScraper(endpoint.metrics_url, endpoint.api_key, timeout_s=5.0) if endpoint.metrics_url else None
         self.samples: list[Any] = []  # MetricsSample, bounded
         self.rows: list[dict[str, Any]] = []
         self.dead: str | None = None
+        self._dead_lock = threading.Lock()
         self.metrics_error: str | None = None
         self._halt = threading.Event()
         self._lock = threading.Lock()
@@ -150,10 +151,17 @@ class _Telemetry(threading.Thread):
             self.run_._emit("telemetry", self.mode, row)
             if now - last_alive >= 1.0:
                 last_alive = now
-                reason = self.engine.check_alive()
-                if reason and not self.dead:
-                    self.dead = reason
-                    self.run_._emit("error", self.mode, f"engine died: {reason}")
+                self.confirm_alive()
+
+    def confirm_alive(self) -> bool:
+        """Ask the engine now; on death record it once. Also called by the run after a step
+        ended in errors: the errors can end a step before this thread's next 1 s poll."""
+        reason = self.engine.check_alive()
+        with self._dead_lock:
+            if reason and not self.dead and not self._halt.is_set():  # not the stop we are making
+                self.dead = reason
+                self.run_._emit("error", self.mode, f"engine died: {reason}")
+        return self.dead is None
 
     def _row(self, s, prev) -> dict[str, Any]:
         t = time.monotonic() - self.run_.t0
@@ -561,6 +569,7 @@ class Run:
             if why in ("search", "confirm"):
                 search.record(load, step["passed"])
             if self.telemetry and self.telemetry.dead:
+                md.setdefault("error", {"kind": "crashed", "message": f"engine died during the run: {self.telemetry.dead}"})
                 break
         res = search.result()
         md["best_concurrency"] = res.best
@@ -640,6 +649,8 @@ class Run:
             r.max_error_burst, on_records=on_records, on_status=on_status, should_stop=should_stop,
             min_window_requests=need, window_timeout_s=r.request_timeout_s * ts,
         )
+        if not tel.dead and (run.aborted or any(not x.ok for x in run.records)):
+            tel.confirm_alive()  # a dead server ends the mode now, not after another whole step
         tel.phase = "drain"
         self._drain(tel)
         after = tel.scrape_now()
@@ -664,7 +675,7 @@ class Run:
             load=load, closed=self.closed, t_window_start=run.t_window_start, t_window_end=run.t_window_end,
             time_scale=self._time_scale(), metrics=metrics, client=run.stats.to_dict(),
             gpu_mem_used_gib_max=tel.gpu_mem_max(run.t_start, run.t_end), max_num_seqs=md["server"].get("max_num_seqs"),
-            error_burst=run.error_burst, aborted=run.aborted,
+            error_burst=run.error_burst, aborted=run.aborted or (f"engine died: {tel.dead}" if tel.dead else None),
         )
         step = evaluate_step(recs, ctx, sc.slo)
         all_ok = [x for x in recs if x.ok]
@@ -680,9 +691,10 @@ class Run:
         md["steps"].append(step)
         self.writer.step_finished(mode.name, step)
         self._emit("step_finished", mode.name, step)
-        if run.aborted and (self.stopping or self._skip.is_set() or tel.dead):
-            if tel.dead:
-                md["error"] = {"kind": "crashed", "message": f"engine died during the run: {tel.dead}"}
+        if tel.dead:
+            md["error"] = {"kind": "crashed", "message": f"engine died during the run: {tel.dead}"}
+            return None
+        if run.aborted and (self.stopping or self._skip.is_set()):
             return None
         return step
 

@@ -312,8 +312,12 @@ def _check(sc: Scenario, probs: _Problems) -> None:
     # ISL + OSL must fit in the context, for every turn of a conversation.
     need = (w.prompt_tokens.upper + w.output_tokens.upper) * w.turns
     if not w.dataset and need > s.max_model_len:
+        where = ("workload", "prompt_tokens")
+        if probs.index is not None and not probs.index.line(where) and probs.index.line(("server", "max_model_len")):
+            # The file sets only the context length: point there, the workload is the default one.
+            where = ("server", "max_model_len")
         probs.add(
-            ("workload", "prompt_tokens"),
+            where,
             f"prompt + output tokens can reach {need} (× {w.turns} turns) > server.max_model_len {s.max_model_len}",
         )
     if r.load not in LOAD_SHAPES:

@@ -469,7 +469,7 @@ def test_truncated_snapshot_with_its_journal_is_rebuilt(snapshot, tmp_path):
     """A snapshot cut mid-write while the journal is still beside it: rebuilt from the journal, with a warning."""
     import shutil
 
-    from conftest import KNEE
+    from reliability_helpers import KNEE
 
     sp = tmp_path / "k.toml"
     sp.write_text(KNEE)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import headless, journal_steps, wait_until
+from reliability_helpers import headless, journal_steps, wait_until
 from kvtui.report.snapshot import load_journal, load_snapshot
 
 

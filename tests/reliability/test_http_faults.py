@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import external_scenario, headless
+from reliability_helpers import external_scenario, headless
 from kvtui.load.records import read_records
 from kvtui.report.snapshot import load_snapshot
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import cmdline, headless, journal_steps, tagged, wait_until
+from reliability_helpers import cmdline, headless, journal_steps, tagged, wait_until
 from kvtui.report.snapshot import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,7 +223,7 @@ def test_kvtui_web_listens_on_loopback_only(tmp_path, knee_path):
     import subprocess
     import sys
 
-    from conftest import free_port
+    from reliability_helpers import free_port
 
     snap = tmp_path / "s.json"
     r = subprocess.run([sys.executable, "-m", "kvtui", "run", str(knee_path), "--headless", "--fast", "--out", str(snap),

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import headless, journal_events, journal_steps, wait_until
+from reliability_helpers import headless, journal_events, journal_steps, wait_until
 from kvtui.load.records import read_records
 from kvtui.report.snapshot import load_snapshot
 
@@ -181,7 +181,7 @@ def test_a_signal_during_a_long_engine_start_ends_the_start(tmp_path, runs, sig)
     sp.write_text(STARTING)
     h = headless(tmp_path, sp, env={"KVTUI_VLLM_LAUNCHER": shlex.join([sys.executable, "-c", SLOW_VLLM])})
     runs.append(h)
-    server = wait_until(lambda: [p for p in __import__("conftest").descendants(h.proc.pid) if "stand-in" in __import__("conftest").cmdline(p)],
+    server = wait_until(lambda: [p for p in __import__("reliability_helpers").descendants(h.proc.pid) if "stand-in" in __import__("reliability_helpers").cmdline(p)],
                         60, "the engine process is up", h.proc)
     h.note_groups()
     assert h.seen_pgids >= {server[0]}

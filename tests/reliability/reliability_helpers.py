@@ -1,0 +1,356 @@
+"""Shared pieces of the reliability tests: real kvtui runs, real servers, the process table.
+
+Every kvtui started here carries a unique KVTUI_RELIABILITY_TAG in its environment; every
+process it starts (simulator, load workers) inherits it. After a test, scanning
+/proc/*/environ for the tag finds any process left behind, whoever its parent is now
+(an orphan is re-parented to init, so its parent chain no longer leads to the test's run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import httpx
+import pytest
+
+HERE = Path(__file__).resolve().parent
+TAG_ENV = "KVTUI_RELIABILITY_TAG"
+
+# The simulator's knee model: 20 ms per engine step up to 6 running requests, 3x above.
+# Short steps (0.2 s warm-up, 1 s window) keep every run to seconds.
+KNEE = """
+name = "rel"
+[server]
+engine = "sim"
+max_model_len = 2048
+time_scale = 1
+stop_timeout_s = 5
+extra_args = ["--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "3"]
+[[modes]]
+name = "first"
+[[modes]]
+name = "second"
+[workload]
+prompt_tokens = 64
+output_tokens = 16
+[ramp]
+start = 1
+max = 16
+step = "double"
+warmup_s = 0.2
+window_s = 1
+request_timeout_s = 30
+drain_timeout_s = 10
+[slo]
+tpot_p95_ms = 35
+"""
+
+# One mode against an external (fault) server: a few short steps.
+EXTERNAL = """
+name = "ext"
+[server]
+engine = "external"
+url = "{url}"
+max_model_len = 4096
+[[modes]]
+name = "baseline"
+[workload]
+prompt_tokens = 16
+output_tokens = 8
+[ramp]
+start = 2
+max = 4
+step = "+2"
+search = "linear"
+warmup_s = 0.2
+window_s = 1
+request_timeout_s = 10
+drain_timeout_s = 5
+max_error_burst = 10
+[slo]
+tpot_p95_ms = 500
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------- the process table
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        s = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return s[s.rfind(")") + 2:].split()  # [0]=state [1]=ppid [2]=pgrp [3]=session
+
+
+def pids() -> list[int]:
+    return [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()]
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def tagged(tag: str) -> list[tuple[int, str]]:
+    """Live (not zombie) processes whose environment carries this test's tag.
+
+    Left out: pytest itself and its own multiprocessing resource tracker (started, once per
+    process, by the first load generator of an in-process run; it lives as long as pytest).
+    """
+    needle = f"{TAG_ENV}={tag}".encode()
+    out = []
+    for pid in pids():
+        if pid == os.getpid():
+            continue
+        st = _stat(pid)
+        if st and int(st[1]) == os.getpid() and "multiprocessing.resource_tracker" in cmdline(pid):
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            st = _stat(pid)
+            if st and st[0] not in ("Z", "X"):
+                out.append((pid, cmdline(pid)))
+    return out
+
+
+def descendants(root: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for pid in pids():
+        st = _stat(pid)
+        if st:
+            kids.setdefault(int(st[1]), []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def in_groups(pgids: set[int]) -> list[tuple[int, str]]:
+    """Live processes whose process group is one of `pgids`."""
+    out = []
+    for pid in pids():
+        st = _stat(pid)
+        if st and st[0] not in ("Z", "X") and int(st[2]) in pgids:
+            out.append((pid, cmdline(pid)))
+    return out
+
+
+def pgrp(pid: int) -> int | None:
+    st = _stat(pid)
+    return int(st[2]) if st else None
+
+
+def kill_tagged(tag: str) -> None:
+    for pid, _ in tagged(tag):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def wait_until(pred: Callable[[], object], timeout_s: float, what: str, proc: subprocess.Popen | None = None, poll_s: float = 0.05):
+    """Bounded wait for progress (a hang guard, not a timing assertion)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = pred()
+        if v:
+            return v
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"kvtui exited ({proc.returncode}) before: {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        time.sleep(poll_s)
+
+
+# --------------------------------------------------------------------------- snapshots
+
+
+def journal_events(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def journal_steps(path: Path) -> list[tuple[str, int]]:
+    return [(e["data"]["mode"], e["data"]["step"]["index"]) for e in journal_events(path) if e.get("event") == "step"]
+
+
+# --------------------------------------------------------------------------- a headless kvtui
+
+
+@dataclass
+class Headless:
+    proc: subprocess.Popen
+    tag: str
+    out: Path
+    stdout_path: Path
+    stderr_path: Path
+    seen_pgids: set[int] = field(default_factory=set)
+
+    @property
+    def journal(self) -> Path:
+        return self.out.with_name(self.out.name + ".journal")
+
+    @property
+    def records(self) -> Path:
+        return self.out.with_name(self.out.stem + ".records.jsonl")
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def note_groups(self) -> set[int]:
+        """Remember the process groups of everything under kvtui now (servers lead their own)."""
+        for pid in [self.proc.pid] + descendants(self.proc.pid):
+            g = pgrp(pid)
+            if g:
+                self.seen_pgids.add(g)
+        return self.seen_pgids
+
+    def wait(self, timeout_s: float = 180) -> int:
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"kvtui did not exit within {timeout_s} s\n{self.stdout()[-2000:]}\n{self.stderr()[-2000:]}")
+
+    def leftovers(self, grace_s: float = 5.0) -> list[tuple[int, str]]:
+        """Processes this run left behind: by its tag, and by the process groups seen during it.
+
+        A process already on its way out is given `grace_s` to finish (multiprocessing's
+        resource tracker exits when it reads EOF from kvtui, a few ms after kvtui is gone);
+        what is still there after that is an orphan.
+        """
+        def now() -> list[tuple[int, str]]:
+            found = dict(tagged(self.tag))
+            found.update(dict(in_groups(self.seen_pgids - {os.getpgrp()})))
+            return sorted(found.items())
+
+        deadline = time.monotonic() + grace_s
+        while (left := now()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return left
+
+
+def headless(tmp_path: Path, scenario: Path | str, *args: str, out: Path | None = None, env: dict | None = None,
+             new_session: bool = True, wrapper: str | None = None, umask: int | None = None) -> Headless:
+    """`python -m kvtui run SCENARIO --headless --out OUT ARGS…` in its own session (a terminal's job)."""
+    tag = uuid.uuid4().hex
+    out = out or tmp_path / "run.json"
+    so, se = tmp_path / f"stdout-{tag[:6]}.txt", tmp_path / f"stderr-{tag[:6]}.txt"
+    argv = ["run", str(scenario), "--headless", "--out", str(out), *args]
+    cmd = [sys.executable, "-c", wrapper, *argv] if wrapper else [sys.executable, "-m", "kvtui", *argv]
+    full_env = {**os.environ, TAG_ENV: tag, "PYTHONUNBUFFERED": "1", "KVTUI_QUIET_TAIL": "1", **(env or {})}
+    pre = (lambda: os.umask(umask)) if umask is not None else None
+    with open(so, "w") as fo, open(se, "w") as fe:
+        proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, env=full_env,
+                                start_new_session=new_session, preexec_fn=pre)
+    return Headless(proc, tag, out, so, se)
+
+
+@pytest.fixture
+def runs():
+    """Headless runs started by a test; whatever is left of them is killed afterwards."""
+    started: list[Headless] = []
+    yield started
+    for h in started:
+        if h.proc.poll() is None:
+            h.proc.kill()
+            h.proc.wait(10)
+        kill_tagged(h.tag)
+        for pid, _ in in_groups(h.seen_pgids - {os.getpgrp()}):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def knee_path(tmp_path) -> Path:
+    p = tmp_path / "rel.toml"
+    p.write_text(KNEE)
+    return p
+
+
+# --------------------------------------------------------------------------- the fault server
+
+
+@dataclass
+class FaultServer:
+    proc: subprocess.Popen
+    url: str
+
+    def stats(self) -> dict:
+        return httpx.get(self.url + "/_stats", timeout=5, trust_env=False).json()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+
+def start_fault_server(*args: str) -> FaultServer:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(HERE / "fault_server.py"), str(port), *args], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/health", timeout=1, trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(up, 30, "the fault server answers /health", proc)
+    return FaultServer(proc, url)
+
+
+@pytest.fixture
+def fault_server_factory():
+    servers: list[FaultServer] = []
+
+    def make(*args: str) -> FaultServer:
+        s = start_fault_server(*args)
+        servers.append(s)
+        return s
+
+    yield make
+    for s in servers:
+        s.stop()
+
+
+def external_scenario(tmp_path: Path, url: str, extra: str = "") -> Path:
+    p = tmp_path / "ext.toml"
+    p.write_text(EXTERNAL.format(url=url) + extra)
+    return p
