@@ -177,3 +177,24 @@ def test_seed_changes_open_loop_arrivals_and_jitter():
 
 def test_calibration_defaults_are_priors():
     assert Calibration().name == "uncalibrated priors"
+
+
+def test_cache_compaction_during_a_preemption_keeps_every_held_key():
+    """Thousands of cached blocks on a small pool under preemption: the pool compacts its key
+    table inside a step (a preemption releases blocks), and the step's own registrations must
+    land in the compacted table (they were lost once, and a later release raised KeyError)."""
+    s = _tiny(40, 256, caching=True, mml=40 * 16)
+    n = 0
+    compactions = 0
+    for wave in range(60):
+        for _ in range(12):  # more than the pool holds: preemption every wave
+            s.add(SimRequest(f"r{n}", 150, 60, list(range(n << 16, (n << 16) + 150 // 16))))
+            n += 1
+        while s.has_work():
+            before = len(s.pool.cached)
+            s.step()
+            compactions += len(s.pool.cached) < before - 100
+            held = [k for r in s.running for k in r.keys]
+            assert all(k in s.pool.cached and s.pool.cached[k] > 0 for k in held)
+    assert s.preemptions_total > 0 and compactions > 0
+    assert s.pool.free == s.pool.total

@@ -237,8 +237,14 @@ class _Pool:
         r.nblocks = 0
 
     def _compact(self) -> None:
+        # In place: SchedulerSim.step() holds a reference to this dict for its inline
+        # registrations, and a release (a preemption) can compact in the middle of a step.
+        # Rebinding lost those keys, and a later release raised KeyError (found by
+        # bench/search_efficiency.py's sweep of sim-demo).
         ptr = self.ptr
-        self.cached = {k: v for k, v in self.cached.items() if v > 0 or -v - 1 >= ptr}
+        cached = self.cached
+        for k in [k for k, v in cached.items() if v <= 0 and -v - 1 < ptr]:
+            del cached[k]
 
 
 class SchedulerSim:
