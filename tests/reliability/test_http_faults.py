@@ -133,8 +133,12 @@ def test_metrics_garbage_or_missing_is_one_warning_and_the_run_completes(tmp_pat
         assert metric_warnings and all(expect in l for l in metric_warnings), metric_warnings
         assert len(metric_warnings) == 1 < scrapes  # said once, not once per scrape
         assert all(s["kv_cache_usage_max"] is None for s in steps)
-    # NVML is missing on this machine (no NVIDIA driver): said once, recorded with the run.
+    # Where NVML is missing (no NVIDIA driver, as in CI): said once, recorded with the run.
+    # Where it works, the run records no such reason and warns of nothing.
     env = doc["environment"]
-    assert env["gpu_telemetry"].startswith("no GPU telemetry: ")
     nvml_warnings = [l for l in out.splitlines() if "no GPU telemetry" in l]
-    assert len(nvml_warnings) == 1
+    if "gpu_telemetry" in env:
+        assert env["gpu_telemetry"].startswith("no GPU telemetry: ")
+        assert len(nvml_warnings) == 1
+    else:
+        assert nvml_warnings == []

@@ -160,8 +160,10 @@ time.sleep(600)  # never healthy: a start that takes minutes
 """
 
 
-async def test_quit_while_the_engine_starts_stops_it(tmp_path, monkeypatch):
-    """vLLM takes minutes to start and does not listen meanwhile: quit stops it after a short grace."""
+@pytest.mark.parametrize("key", ["q", "ctrl+c"])
+async def test_quit_while_the_engine_starts_stops_it(tmp_path, monkeypatch, key):
+    """vLLM takes minutes to start and does not listen meanwhile: quit (q, or Ctrl-C, which a
+    terminal in raw mode delivers as a key, not SIGINT) stops it after a short grace."""
     from kvtui.scenario import load_scenario
 
     fake = tmp_path / "fake_vllm.py"
@@ -177,7 +179,7 @@ async def test_quit_while_the_engine_starts_stops_it(tmp_path, monkeypatch):
         await wait_until(pilot, lambda: any(fake.name in c for c in descendants().values()), "the fake vLLM")
         await wait_until(pilot, lambda: "loading weights" in screen_text(app), "the startup phase on screen")
         assert "starting the engine" in screen_text(app)
-        await pilot.press("q")
+        await pilot.press(key)
         await wait_for_exit(app)
     left = {p: c for p, c in descendants().items() if p not in before}
     assert not left, f"processes left behind: {left}"
