@@ -16,7 +16,6 @@ import httpx
 
 from kvtui.load.records import Record
 
-_DATA = "data:"
 
 
 _SSL_CONTEXT = None
@@ -55,6 +54,50 @@ def _token_bearing(choice: dict[str, Any], chat: bool) -> tuple[bool, str]:
     return (True, content)
 
 
+_DONE = object()
+_FAILED = object()
+
+
+def _event(line: bytes, rec: Record, chat: bool, now: float, last: float | None, text_parts: list[str] | None):
+    """One SSE line. Returns _DONE, _FAILED (rec filled), the time of a token-bearing event, or None."""
+    if not line.startswith(b"data:"):
+        return None
+    payload = line[5:].strip()
+    if payload == b"[DONE]":
+        return _DONE
+    try:
+        data = json.loads(payload)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        rec.status, rec.error = "error", "sse_malformed"
+        rec.detail = f"not JSON: {payload[:80].decode('utf-8', 'replace')!r}"
+        return _FAILED
+    if not isinstance(data, dict):
+        rec.status, rec.error = "error", "sse_malformed"
+        rec.detail = f"not an object: {payload[:80].decode('utf-8', 'replace')!r}"
+        return _FAILED
+    if "error" in data and not data.get("choices"):
+        err = data["error"]
+        rec.status, rec.error = "error", "stream_error"
+        rec.detail = str(err.get("message") if isinstance(err, dict) else err)[:200]
+        return _FAILED
+    usage = data.get("usage")
+    if usage:
+        rec.prompt_tokens = usage.get("prompt_tokens")
+        rec.output_tokens = usage.get("completion_tokens")
+    choices = data.get("choices")
+    if choices:
+        bearing, text = _token_bearing(choices[0], chat)
+        if bearing:
+            if last is None:
+                rec.t_first = now
+            else:
+                rec.itl.append(now - last)
+            if text_parts is not None and text:
+                text_parts.append(text)
+            return now
+    return None
+
+
 async def stream_request(
     client: httpx.AsyncClient,
     url: str,
@@ -68,7 +111,6 @@ async def stream_request(
     text_parts: list[str] = []
     last: float | None = None
     done = False
-    got_usage = False
     rec.t_sent = time.monotonic()
     rec.dispatch_delay = max(0.0, rec.t_sent - rec.t_intended)
     try:
@@ -81,56 +123,46 @@ async def stream_request(
                     rec.error = "http_429" if resp.status_code == 429 else ("http_5xx" if resp.status_code >= 500 else "http_4xx")
                     rec.detail = f"HTTP {resp.status_code}: {raw.strip()}"
                     return ""
-                lines = resp.aiter_lines()
-                async for line in lines:
-                    if not line.startswith(_DATA):
-                        continue
+                # Bytes as they arrive, split into SSE lines here: httpx's aiter_lines decodes to
+                # text and runs a line decoder per chunk, about a third of the client's CPU per
+                # token (bench/loadgen_capacity.py). Every event of one read gets that read's time.
+                reads = resp.aiter_bytes()
+                tail = b""
+                async for chunk in reads:
                     now = time.monotonic()
-                    payload = line[len(_DATA):].strip()
-                    if payload == "[DONE]":
-                        done = True
+                    lines = (tail + chunk).split(b"\n")
+                    tail = lines.pop()
+                    for line in lines:
+                        outcome = _event(line, rec, chat, now, last, text_parts if collect_text else None)
+                        if outcome is _DONE:
+                            done = True
+                            break
+                        if outcome is _FAILED:
+                            return ""
+                        if outcome is not None:
+                            last = outcome
+                    if done:
                         break
                     # A read that finds data already buffered does not suspend: one busy stream
                     # could hold the loop and delay every other stream's timestamps (loop lag
                     # p99 went from ~300 ms to ~30 ms at 128 streams with this yield; see bench/).
                     await asyncio.sleep(0)
-                    try:
-                        data = json.loads(payload)
-                    except json.JSONDecodeError:
-                        rec.status, rec.error = "error", "sse_malformed"
-                        rec.detail = f"not JSON: {payload[:80]!r}"
-                        return ""
-                    if not isinstance(data, dict):
-                        rec.status, rec.error, rec.detail = "error", "sse_malformed", f"not an object: {payload[:80]!r}"
-                        return ""
-                    if "error" in data and not data.get("choices"):
-                        err = data["error"]
-                        rec.status, rec.error = "error", "stream_error"
-                        rec.detail = str(err.get("message") if isinstance(err, dict) else err)[:200]
-                        return ""
-                    choices = data.get("choices")
-                    if choices:
-                        bearing, text = _token_bearing(choices[0], chat)
-                        if bearing:
-                            if last is None:
-                                rec.t_first = now
-                            else:
-                                rec.itl.append(now - last)
-                            last = now
-                            if collect_text and text:
-                                text_parts.append(text)
-                    usage = data.get("usage")
-                    if usage:
-                        got_usage = True
-                        rec.prompt_tokens = usage.get("prompt_tokens")
-                        rec.output_tokens = usage.get("completion_tokens")
+                else:
+                    if tail.strip():  # a last line without its newline: the stream was cut
+                        outcome = _event(tail, rec, chat, time.monotonic(), last, text_parts if collect_text else None)
+                        if outcome is _FAILED:
+                            return ""
+                        if outcome is _DONE:
+                            done = True
+                        elif outcome is not None:
+                            last = outcome
                 if done:
                     # Read the body's end (the chunked terminator after [DONE]): a response left
                     # unfinished closes its connection, and every request paid a new TCP connect
                     # (bench/dispatch_honesty.py). Bounded, for servers that keep the stream open.
                     try:
                         async with asyncio.timeout(1.0):
-                            async for _ in lines:
+                            async for _ in reads:
                                 pass
                     except TimeoutError:
                         pass
@@ -158,6 +190,6 @@ async def stream_request(
         rec.status, rec.error, rec.detail = "error", "no_tokens", "the stream carried no token"
     elif not done:
         rec.status, rec.error, rec.detail = "error", "truncated", "the stream ended without [DONE]"
-    elif not got_usage:
+    elif rec.output_tokens is None:
         rec.status, rec.error, rec.detail = "error", "truncated", "no usage chunk (include_usage unsupported?)"
     return "".join(text_parts)
