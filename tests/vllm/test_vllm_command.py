@@ -51,7 +51,14 @@ def test_full_command_line():
         "--max-num-batched-tokens", "4096", "--tensor-parallel-size", "2", "--load-format", "dummy",
         "--no-enable-prefix-caching", "--enforce-eager", "--seed", "1",
     ]  # fmt: skip
-    assert env == {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", "A": "server", "B": "mode", "VLLM_API_KEY": "KEY"}  # mode env last
+    assert env == {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                   "NVSHMEM_DISABLE_NVLS": "1", "A": "server", "B": "mode", "VLLM_API_KEY": "KEY"}  # mode env last; NVLink multicast off under TP
+    # One GPU: no NCCL setting; a scenario's own NCCL_NVLS_ENABLE wins.
+    sc.server.tensor_parallel_size = 1
+    assert "NCCL_NVLS_ENABLE" not in build_command(sc, mode, 43121, "KEY", CLI)[1]
+    sc.server.tensor_parallel_size = 2
+    sc.server.env = {"NCCL_NVLS_ENABLE": "1"}
+    assert build_command(sc, mode, 43121, "KEY", CLI)[1]["NCCL_NVLS_ENABLE"] == "1"
 
 
 def test_api_server_form_kv_bytes_and_model_override():

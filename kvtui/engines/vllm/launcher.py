@@ -177,6 +177,11 @@ def build_command(
         argv += ["--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching"]
     argv += [str(a) for a in s.extra_args] + [str(a) for a in mode.extra_args]
     env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
+    if s.tensor_parallel_size and s.tensor_parallel_size > 1:
+        # NVLink multicast off in NCCL, PyTorch and NVSHMEM unless the scenario's env says
+        # otherwise: on shared multi-GPU hosts a program using it can take the host's GPUs out
+        # of service for everyone (the lent H200 hosts require these settings).
+        env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
     env.update({str(k): str(v) for k, v in s.env.items()})
     env.update({str(k): str(v) for k, v in mode.env.items()})
     # The key goes in the environment, not the command line: any user of a shared box can read
