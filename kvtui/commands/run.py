@@ -156,7 +156,14 @@ def run(args: argparse.Namespace) -> int:
         run_.stop(f"stopped by {name}")
         print(f"\nkvtui: {name}: stopping the load and the server, keeping what was measured…", file=sys.stderr)
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    handled = [signal.SIGINT, signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        # Started under nohup (or with SIGHUP ignored): the user wants the run to outlive the
+        # terminal, so a dropped SSH session must not stop it.
+        print("kvtui: SIGHUP is ignored (nohup): the run goes on if the terminal goes away", file=sys.stderr)
+    else:
+        handled.append(signal.SIGHUP)
+    old = {s: signal.signal(s, on_signal) for s in handled}
     try:
         doc = run_.run()
     finally:

@@ -173,6 +173,8 @@ def install_signal_handlers(signals: tuple[int, ...] = (signal.SIGTERM, signal.S
     for s in signals:
         if s in _installed:
             continue
+        if signal.getsignal(s) == signal.SIG_IGN:
+            continue  # ignored on purpose (`nohup kvtui …`): the servers must outlive the terminal too
         _installed[s] = signal.signal(s, _handler)
 
     def uninstall() -> None:

@@ -264,15 +264,22 @@ class Headless:
 
 
 def headless(tmp_path: Path, scenario: Path | str, *args: str, out: Path | None = None, env: dict | None = None,
-             new_session: bool = True, wrapper: str | None = None, umask: int | None = None) -> Headless:
-    """`python -m kvtui run SCENARIO --headless --out OUT ARGS…` in its own session (a terminal's job)."""
+             new_session: bool = True, wrapper: str | None = None, umask: int | None = None,
+             nohup: bool = False) -> Headless:
+    """`python -m kvtui run SCENARIO --headless --out OUT ARGS…` in its own session (a terminal's job).
+
+    SIGHUP starts at its default, as in a login shell, whatever the test runner inherited (a CI
+    job under nohup ignores it); `nohup=True` starts kvtui the way `nohup kvtui run …` does."""
     tag = uuid.uuid4().hex
     out = out or tmp_path / "run.json"
     so, se = tmp_path / f"stdout-{tag[:6]}.txt", tmp_path / f"stderr-{tag[:6]}.txt"
     argv = ["run", str(scenario), "--headless", "--out", str(out), *args]
     cmd = [sys.executable, "-c", wrapper, *argv] if wrapper else [sys.executable, "-m", "kvtui", *argv]
     full_env = {**os.environ, TAG_ENV: tag, "PYTHONUNBUFFERED": "1", "KVTUI_QUIET_TAIL": "1", **(env or {})}
-    pre = (lambda: os.umask(umask)) if umask is not None else None
+    def pre() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN if nohup else signal.SIG_DFL)
+        if umask is not None:
+            os.umask(umask)
     with open(so, "w") as fo, open(se, "w") as fe:
         proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, env=full_env,
                                 start_new_session=new_session, preexec_fn=pre)

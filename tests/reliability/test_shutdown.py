@@ -150,6 +150,22 @@ def test_sighup_while_the_engine_starts(tmp_path, knee_path, runs):
     assert h.leftovers() == []
 
 
+def test_under_nohup_a_hang_up_does_not_stop_the_run(tmp_path, knee_path, runs):
+    """`nohup kvtui run …`: the user asked the run to outlive the SSH session. A hang-up to the
+    whole group neither stops kvtui nor kills its server or load workers; SIGTERM still does."""
+    h = headless(tmp_path, knee_path, nohup=True)
+    runs.append(h)
+    first = len(_steps_before(h, 1))
+    os.killpg(h.proc.pid, signal.SIGHUP)
+    wait_until(lambda: len(journal_steps(h.journal)) >= first + 2, 120, "two more steps after the hang-up", h.proc)
+    assert h.proc.poll() is None
+    assert "SIGHUP is ignored (nohup)" in h.stderr()
+    h.proc.send_signal(signal.SIGTERM)
+    assert h.wait() == 130, h.stderr()
+    assert load_snapshot(h.out)["run"]["stop_reason"] == "stopped by SIGTERM"
+    assert h.leftovers() == []
+
+
 STARTING = """
 name = "starting"
 [server]

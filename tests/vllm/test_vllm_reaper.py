@@ -16,9 +16,11 @@ from kvtui.engines import reaper
 CHILD = r"""
 import os, signal, subprocess, sys, time
 from kvtui.engines import reaper
+# A login session's default, or nohup's (the test runner may itself run under nohup).
+signal.signal(signal.SIGHUP, signal.SIG_IGN if sys.argv[1] == "nohup" else signal.SIG_DFL)
 victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
 reaper.register(victim.pid, "sleeper")
-if sys.argv[1] == "handlers":
+if sys.argv[1] in ("handlers", "nohup"):
     reaper.install_signal_handlers()
 print(victim.pid, flush=True)
 if sys.argv[1] == "exit":
@@ -50,6 +52,20 @@ def test_signal_kills_registered_groups(sig):
     try:
         p.send_signal(sig)
         assert p.wait(timeout=20) == 128 + sig  # the default action still ends kvtui
+        assert _wait_gone(victim)
+    finally:
+        p.kill()
+        reaper.kill_group(victim, 0.5)
+
+
+def test_under_nohup_sighup_leaves_kvtui_and_its_servers_running():
+    p, victim = _run("nohup")
+    try:
+        p.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert p.poll() is None and proc_in_group(victim) == [victim]
+        p.send_signal(signal.SIGTERM)  # still handled: the group goes with kvtui
+        assert p.wait(timeout=20) == 128 + signal.SIGTERM
         assert _wait_gone(victim)
     finally:
         p.kill()
