@@ -164,7 +164,11 @@ def main() -> None:
     startup = time.monotonic() - t0
     if a.server_nice:
         for pid in eng.pids():
-            for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue  # gone meanwhile
+            for tid in tids:
                 try:
                     os.setpriority(os.PRIO_PROCESS, int(tid), a.server_nice)  # Linux: niceness is per thread
                 except OSError:
