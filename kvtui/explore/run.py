@@ -10,13 +10,11 @@ Controls (thread-safe): stop, skip_mode, pause/resume, hold, nudge(±1).
 from __future__ import annotations
 
 import dataclasses
-import math
-import os
 import platform
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -153,7 +151,7 @@ class _Telemetry(threading.Thread):
                 last_alive = now
                 self.confirm_alive()
 
-    def confirm_alive(self) -> bool:
+    def confirm_alive(self) -> None:
         """Ask the engine now; on death record it once. Also called by the run after a step
         ended in errors: the errors can end a step before this thread's next 1 s poll."""
         reason = self.engine.check_alive()
@@ -161,7 +159,6 @@ class _Telemetry(threading.Thread):
             if reason and not self.dead and not self._halt.is_set():  # not the stop we are making
                 self.dead = reason
                 self.run_._emit("error", self.mode, f"engine died: {reason}")
-        return self.dead is None
 
     def _row(self, s, prev) -> dict[str, Any]:
         t = time.monotonic() - self.run_.t0
@@ -225,6 +222,10 @@ class _Telemetry(threading.Thread):
             self.nvml.stop()
         if self.scraper is not None:
             self.scraper.close()
+
+
+def _crashed(reason: str) -> dict[str, str]:
+    return {"kind": "crashed", "message": f"engine died during the run: {reason}"}
 
 
 def _record_mode(line: str) -> str | None:
@@ -526,7 +527,7 @@ class Run:
         return getattr(self.engine, "time_scale", 1.0) or 1.0
 
     def _search_mode(self, mode: Mode, md: dict[str, Any], endpoint: Endpoint, facts: StartupFacts) -> None:
-        from kvtui.load.workload import TokenSpace, discover_token_space
+        from kvtui.load.workload import discover_token_space
 
         sc = self.scenario
         space = discover_token_space(endpoint.base_url, endpoint.model, endpoint.headers())
@@ -568,8 +569,8 @@ class Run:
                 break
             if why in ("search", "confirm"):
                 search.record(load, step["passed"])
-            if self.telemetry and self.telemetry.dead:
-                md.setdefault("error", {"kind": "crashed", "message": f"engine died during the run: {self.telemetry.dead}"})
+            if self.telemetry and self.telemetry.dead:  # died after its step was measured
+                md.setdefault("error", _crashed(self.telemetry.dead))
                 break
         res = search.result()
         md["best_concurrency"] = res.best
@@ -666,11 +667,10 @@ class Run:
             metrics["preemptions"] = d.get("preemptions")
             metrics["prefix_cache_hit_rate"] = d.get("prefix_cache_hit_rate")
             metrics["server_tokens"] = {"prompt": d.get("prompt_tokens"), "generation": d.get("generation_tokens")}
-            scale = self._time_scale()
+            # The simulator reports modelled seconds already: no time-scale correction here.
             metrics["server_means_ms"] = {
                 k: (round(d[f"{k}_mean_s"] * 1000, 3) if d.get(f"{k}_mean_s") is not None else None) for k in ("ttft", "itl", "tpot", "e2e", "queue")
             }
-            del scale  # the simulator already reports modelled seconds
         ctx = StepContext(
             load=load, closed=self.closed, t_window_start=run.t_window_start, t_window_end=run.t_window_end,
             time_scale=self._time_scale(), metrics=metrics, client=run.stats.to_dict(),
@@ -692,7 +692,7 @@ class Run:
         self.writer.step_finished(mode.name, step)
         self._emit("step_finished", mode.name, step)
         if tel.dead:
-            md["error"] = {"kind": "crashed", "message": f"engine died during the run: {tel.dead}"}
+            md["error"] = _crashed(tel.dead)
             return None
         if run.aborted and (self.stopping or self._skip.is_set()):
             return None

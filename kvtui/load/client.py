@@ -16,8 +16,6 @@ import httpx
 
 from kvtui.load.records import Record
 
-
-
 _SSL_CONTEXT = None
 
 
@@ -98,6 +96,21 @@ def _event(line: bytes, rec: Record, chat: bool, now: float, last: float | None,
     return None
 
 
+def _events(lines: list[bytes], rec: Record, chat: bool, now: float, last: float | None,
+            text_parts: list[str] | None) -> tuple[float | None, bool]:
+    """The SSE lines of one read. Returns (time of the last token-bearing event, [DONE] seen);
+    a bad event marks `rec` as an error and stops there."""
+    for line in lines:
+        outcome = _event(line, rec, chat, now, last, text_parts)
+        if outcome is _DONE:
+            return last, True
+        if outcome is _FAILED:
+            break
+        if outcome is not None:
+            last = outcome
+    return last, False
+
+
 async def stream_request(
     client: httpx.AsyncClient,
     url: str,
@@ -127,35 +140,23 @@ async def stream_request(
                 # text and runs a line decoder per chunk, about a third of the client's CPU per
                 # token (bench/loadgen_capacity.py). Every event of one read gets that read's time.
                 reads = resp.aiter_bytes()
+                parts = text_parts if collect_text else None
                 tail = b""
                 async for chunk in reads:
                     now = time.monotonic()
                     lines = (tail + chunk).split(b"\n")
                     tail = lines.pop()
-                    for line in lines:
-                        outcome = _event(line, rec, chat, now, last, text_parts if collect_text else None)
-                        if outcome is _DONE:
-                            done = True
-                            break
-                        if outcome is _FAILED:
-                            return ""
-                        if outcome is not None:
-                            last = outcome
-                    if done:
+                    last, done = _events(lines, rec, chat, now, last, parts)
+                    if done or rec.status == "error":
                         break
                     # A read that finds data already buffered does not suspend: one busy stream
                     # could hold the loop and delay every other stream's timestamps (loop lag
                     # p99 went from ~300 ms to ~30 ms at 128 streams with this yield; see bench/).
                     await asyncio.sleep(0)
-                else:
-                    if tail.strip():  # a last line without its newline: the stream was cut
-                        outcome = _event(tail, rec, chat, time.monotonic(), last, text_parts if collect_text else None)
-                        if outcome is _FAILED:
-                            return ""
-                        if outcome is _DONE:
-                            done = True
-                        elif outcome is not None:
-                            last = outcome
+                else:  # the body ended: a last line without its newline means the stream was cut
+                    last, done = _events([tail], rec, chat, time.monotonic(), last, parts)
+                if rec.status == "error":
+                    return ""
                 if done:
                     # Read the body's end (the chunked terminator after [DONE]): a response left
                     # unfinished closes its connection, and every request paid a new TCP connect

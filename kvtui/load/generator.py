@@ -112,7 +112,8 @@ class _Worker:
         self.factory = PromptFactory(self.workload, self.space, cfg.max_model_len, cfg.salt, cfg.seed)
         self.chat = self.workload.api == "chat"
         self.url = cfg.base_url.rstrip("/") + ("/v1/chat/completions" if self.chat else "/v1/completions")
-        self.client = None
+        # Open loop: one keep-alive client per request in flight, kept across steps, closed at exit.
+        self.idle_clients: list = []
         self.reset()
 
     def reset(self) -> None:
@@ -134,7 +135,6 @@ class _Worker:
         self.dispatch: list[float] = []
         self.capped = 0
         self.spec: StepSpec | None = None
-        self.idle_clients: list = []  # open loop: one connection per request in flight, reused
 
     # -- messaging -----------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
@@ -165,20 +165,18 @@ class _Worker:
 
     # -- one request ---------------------------------------------------------------------
     async def request(self, counter: int, t_intended: float, slot: int, closed: bool, conv=None, client=None) -> Record:
-        from kvtui.load.client import stream_request
+        from kvtui.load.client import make_client, stream_request
         from kvtui.load.workload import request_body
 
         spec = self.spec
         own = None
-        if client is None and not closed:
-            # Open loop: a client (one keep-alive connection) per request in flight, from an idle
-            # list, not one shared httpx pool: at hundreds in flight the pool's ConnectionNotAvailable
-            # herd stalled a 800 req/s step for minutes (bench/dispatch_honesty.py).
-            from kvtui.load.client import make_client
-
+        if client is None:
+            # Open loop (a closed-loop slot brings its own): a client (one keep-alive connection)
+            # per request in flight, from an idle list, not one shared httpx pool: at hundreds in
+            # flight the pool's ConnectionNotAvailable herd stalled a 800 req/s step for minutes
+            # (bench/dispatch_honesty.py).
             own = self.idle_clients.pop() if self.idle_clients else make_client(1, self.cfg.request_timeout_s, self.cfg.headers)
             client = own
-        client = client or self.client
         assert spec is not None and client is not None
         prompt = self.factory.build(counter, conv)
         rec = Record(
@@ -301,17 +299,10 @@ class _Worker:
 
     # -- a step --------------------------------------------------------------------------
     async def run_step(self, spec: StepSpec, commands: asyncio.Queue) -> None:
-        from kvtui.load.client import make_client
-
         self.reset()
         self.spec = spec
         cpu0, wall0 = time.process_time(), time.monotonic()
         n_slots = int(round(spec.load)) if spec.closed else 0
-        if self.client is None or getattr(self, "_pool_for", 0) < max(n_slots, 64):
-            if self.client is not None:
-                await self.client.aclose()
-            self.client = make_client(max(n_slots, 64 if spec.closed else spec.max_inflight), self.cfg.request_timeout_s, self.cfg.headers)
-            self._pool_for = max(n_slots, 64)
         aux = [asyncio.create_task(self.lag_monitor()), asyncio.create_task(self.reporter())]
         rng = random.Random(self.cfg.seed * 1_000_003 + spec.step * 101 + self.cfg.index)
         if spec.closed:
@@ -377,8 +368,8 @@ class _Worker:
                 elif cmd[0] == "exit":
                     break
         finally:
-            if self.client is not None:
-                await self.client.aclose()
+            for c in self.idle_clients:
+                await c.aclose()
 
 
 async def _prewarm() -> None:

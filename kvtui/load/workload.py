@@ -18,7 +18,6 @@ import json
 import math
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kvtui.errors import UsageError

@@ -26,11 +26,11 @@ import heapq
 import math
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import count
 
 from kvtui.engines.base import StartupFacts
-from kvtui.engines.sim.catalog import GIB, GpuSpec, ModelSpec
+from kvtui.engines.sim.catalog import GpuSpec, ModelSpec
 from kvtui.engines.sim.estimator import EngineSettings, MemoryEstimate, estimate_memory, resolve_settings
 from kvtui.engines.sim.roofline import Calibration, Roofline, as_calibration
 
