@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.knee import knee_scenario  # noqa: E402
+
 from bench.loadgen_capacity import start_server  # noqa: E402
 from bench.peers import pct  # noqa: E402
 from kvtui.explore.evaluate import StepContext, evaluate_step  # noqa: E402
@@ -36,16 +38,7 @@ from kvtui.load.workload import TokenSpace  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402
 from kvtui.scenario.schema import Length, Slo, Workload  # noqa: E402
 
-KNEE = """
-name = "knee-ramp"
-[server]
-engine = "sim"
-max_model_len = 2048
-extra_args = ["--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "3"]
-[workload]
-prompt_tokens = 64
-output_tokens = 16
-[ramp]
+KNEE = knee_scenario("knee-ramp", """
 start = 1
 max = {max}
 step = "+1"
@@ -53,9 +46,7 @@ search = "linear"
 confirm = false
 warmup_s = 0.3
 window_s = 2
-[slo]
-tpot_p95_ms = 1000
-"""
+""", "tpot_p95_ms = 1000")
 
 
 def part_a(max_load: int) -> list[dict]:

@@ -32,28 +32,19 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.knee import knee_scenario  # noqa: E402
+
 import kvtui.engines.sim.fastrun as fastrun_mod  # noqa: E402
 import kvtui.explore.run as run_mod  # noqa: E402
 from kvtui.explore.search import LinearSearch  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402
 
-KNEE = """
-name = "knee"
-[server]
-engine = "sim"
-max_model_len = 2048
-extra_args = ["--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "3"]
-[workload]
-prompt_tokens = 64
-output_tokens = 16
-[ramp]
+KNEE = knee_scenario("knee", """
 start = 1
 max = 32
 warmup_s = 0.3
 window_s = 2
-[slo]
-tpot_p95_ms = 35
-"""
+""", "tpot_p95_ms = 35")
 
 VLLM_CPU = """
 name = "vllm-cpu-search"

@@ -26,26 +26,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.knee import knee_scenario  # noqa: E402
 FROZEN = ROOT / "tests" / "tui" / "data" / "l4-demo.json"
-KNEE = """
-name = "knee-bench"
-[server]
-engine = "sim"
-max_model_len = 2048
-extra_args = ["--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "2"]
-[workload]
-prompt_tokens = 64
-output_tokens = 16
-[ramp]
+KNEE = knee_scenario("knee-bench", """
 start = 1
 max = 16
 step = "double"
 search = "fast"
 warmup_s = 0.3
 window_s = 2
-[slo]
-tpot_p95_ms = 30
-"""
+""", "tpot_p95_ms = 30", slowdown=2)
 
 
 def _ms(xs: list[float]) -> str:

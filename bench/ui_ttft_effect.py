@@ -24,18 +24,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.knee import knee_scenario  # noqa: E402
 KVTUI = str(ROOT / ".venv" / "bin" / "kvtui")
 
-SCENARIO = """
-name = "ui-effect"
-[server]
-engine = "sim"
-max_model_len = 2048
-extra_args = ["--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "3"]
-[workload]
-prompt_tokens = 64
-output_tokens = 32
-[ramp]
+SCENARIO = knee_scenario("ui-effect", """
 start = {lo}
 max = {hi}
 step = "{loads}"
@@ -43,9 +37,7 @@ search = "linear"
 confirm = false
 warmup_s = 0.5
 window_s = {window}
-[slo]
-tpot_p95_ms = 5000
-"""
+""", "tpot_p95_ms = 5000", output_tokens=32)
 
 
 def headless(scn: Path, out: Path) -> float:
