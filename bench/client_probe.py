@@ -7,6 +7,8 @@ same requests:
   inproc      kvtui's own `stream_request` (same client code, same per-slot httpx clients), run
               in this process's event loop, no worker, no pipe
   inproc-text the same with text prompts ("tN" words) instead of token ids
+  aiohttp     the same timing rules (kvtui's SSE event parser) over an aiohttp session per slot,
+              the transport `vllm bench serve` uses
 
     python bench/client_probe.py [--conc 8] [--requests 120] [--rounds 2]
 """
@@ -59,6 +61,46 @@ async def inproc(ep, workload, space, max_len, conc, n, salt, text: bool) -> lis
     return out
 
 
+async def aiohttp_stream(session, url: str, body: dict, rec: Record) -> None:
+    from kvtui.load.client import _events
+
+    chat = "messages" in body
+    last, done, tail = None, False, b""
+    rec.t_sent = time.monotonic()
+    async with session.post(url, json=body) as resp:
+        rec.http_status = resp.status
+        async for chunk in resp.content.iter_any():
+            now = time.monotonic()
+            lines = (tail + chunk).split(b"\n")
+            tail = lines.pop()
+            last, done = _events(lines, rec, chat, now, last, None)
+            if done:
+                break
+    rec.t_last = last
+
+
+async def inproc_aiohttp(ep, workload, space, max_len, conc, n, salt) -> list[Record]:
+    import aiohttp
+
+    factory = PromptFactory(workload, space, max_len, salt, workload.seed)
+    url = ep.base_url + "/v1/completions"
+    out: list[Record] = []
+    counter = iter(range(10**9))
+
+    async def slot() -> None:
+        async with aiohttp.ClientSession(headers=ep.headers(), timeout=aiohttp.ClientTimeout(total=600)) as session:
+            while len(out) < n:
+                k = next(counter)
+                rec = Record(id=f"{salt}-{k}", mode="probe", step=0, load=conc, phase="window",
+                             t_intended=time.monotonic(), t_sent=0.0)
+                await aiohttp_stream(session, url, request_body(factory.build(k), ep.model, workload), rec)
+                rec.t_intended = rec.t_sent
+                out.append(rec)
+
+    await asyncio.gather(*(slot() for _ in range(conc)))
+    return out
+
+
 def worker(ep, workload, space, max_len, conc, n, salt) -> list[Record]:
     cfg = WorkerConfig(base_url=ep.base_url, model=ep.model, headers=ep.headers(), workload=dataclasses.asdict(workload),
                        space=dataclasses.asdict(space), max_model_len=max_len, salt=salt, seed=workload.seed,
@@ -96,6 +138,8 @@ def main() -> None:
                 before = scrape(ep.base_url, headers)
                 if v == "worker":
                     recs = worker(ep, workload, space, max_len, a.conc, a.requests, salt)
+                elif v == "aiohttp":
+                    recs = asyncio.run(inproc_aiohttp(ep, workload, space, max_len, a.conc, a.requests, salt))
                 else:
                     recs = asyncio.run(inproc(ep, workload, space, max_len, a.conc, a.requests, salt, v == "inproc-text"))
                 wait_idle(ep.base_url, headers)

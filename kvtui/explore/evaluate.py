@@ -185,12 +185,17 @@ def limited_by(step: dict[str, Any], slo: Slo) -> str:
     failed_targets = {c["target"].split("_")[0] for c in step["checks"] if c.get("ok") is False}
     if step["error_rate"] > slo.max_error_rate or step["error_burst"]:
         return "errors"
+    kv_max = step.get("kv_cache_usage_max")
+    kv_full = kv_max is not None and kv_max >= 0.95
+    # Preemptions, or a full cache with requests queued, are the server's own word that the KV
+    # cache ran out: a lagging client may add latency on top but cannot cause either, so the
+    # wall is named before the client (CI once saw a starved client hide a real wall).
+    if step.get("preemptions") or (kv_full and step.get("waiting_max")):
+        return "kv_wall"
     if step["client_limited"] and (failed_targets or step["passed"] is False):
         return "client"
-    kv_max = step.get("kv_cache_usage_max")
-    kv_full = (kv_max is not None and kv_max >= 0.95) or bool(step.get("preemptions"))
     if step["passed"] is not False:
-        return "kv_wall" if kv_full and step.get("waiting_max") else ""
+        return ""
     if kv_full:
         return "kv_wall"
     # TTFT failing with requests queued and KV to spare: the prefill queue is the cause, even

@@ -43,3 +43,16 @@ def test_comparison_shows_each_gpus_peak_under_tensor_parallel():
         if row.get("gpus"):
             row["gpus"] = row["gpus"] + [dict(row["gpus"][0], index=1, mem_used_gib=row["gpus"][0]["mem_used_gib"] - 1)]
     assert comparison_rows(doc)[0][5] == "128.2/127.2"
+
+
+def test_preemptions_name_the_kv_wall_even_when_the_client_lagged():
+    """A step of the frozen simulated L4 run (c=86): 10 preemptions and a full KV cache, but a
+    271 ms loop-lag p99 made kvtui say "client". A lagging client cannot preempt: it is the
+    wall (CI's starved CPU vLLM run hid its wall this way)."""
+    doc = json.loads((Path(__file__).parents[1] / "tui/data/l4-demo.json").read_text())
+    step = next(s for s in doc["modes"][0]["steps"] if s["load"] == 86.0)
+    assert step["client_limited"] and step["limited_by"] == "client" and step["preemptions"] == 10
+    slo = Slo(latency={"ttft_p95_ms": 5000.0, "tpot_p95_ms": 250.0})
+    assert limited_by(step, slo) == "kv_wall"
+    # Without server evidence of a full cache, the lagging client is still named.
+    assert limited_by(dict(step, preemptions=0, kv_cache_usage_max=0.5), slo) == "client"

@@ -58,7 +58,9 @@ def test_fp8_kv_doubles_tokens_and_avoids_the_kv_wall(tiny_model, tmp_path):
         for s in twin:
             assert s["preemptions"] == 0
             assert (s["kv_cache_usage_max"] or 0) < 0.9
-    assert any(s["limited_by"] == "kv_wall" for s in walls)
+    assert any(s["limited_by"] == "kv_wall" for s in walls), [
+        (s["load"], s["limited_by"], s["error_rate"], s["client_limited"], s["preemptions"]) for s in walls
+    ]
     # Unique prompts: the server's prefix cache never hits.
     assert all((s["prefix_cache_hit_rate"] or 0) < 0.01 for m in (auto, fp8) for s in m["steps"])
     # The search ran and its answer is in the snapshot (reported, not asserted).
