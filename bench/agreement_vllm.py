@@ -3,6 +3,8 @@
 One real vLLM (the CPU build, the tiny 4-layer Llama, launched by kvtui's VllmEngine exactly as
 `kvtui run` launches it), then, interleaved round by round:
   kvtui      its load generator (worker process, closed loop at --conc), one step: warm-up,
+             (--kvtui-prompts text, the default: the same "tN"-word text prompts as the peer, through
+             a JSONL dataset, so the server does the same tokenizing work for both tools)
              a window of --window requests, the held tail (cancelled at the end, as in a ramp);
              figures from kvtui's own `evaluate_step` over the window's requests
   vllm       `vllm bench serve --max-concurrency conc` (semaphore, aiohttp) on the same prompts:
@@ -147,6 +149,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--kv-bytes", type=int, default=400_000_000)
     ap.add_argument("--out", default="")
+    ap.add_argument("--kvtui-prompts", choices=("text", "ids"), default="text",
+                    help="text: kvtui sends the same kind of prompts as vllm bench (\"tN\" words through a JSONL "
+                         "dataset), so the server tokenizes for both; ids: kvtui's token-id prompts (the server "
+                         "skips tokenization and runs faster for kvtui than for the peer)")
     ap.add_argument("--log", default="/tmp/kvtui-agreement.log")
     ap.add_argument("--server-nice", type=int, default=0,
                     help="renice every thread of the server's processes after start (a small box: server and clients share cores)")
@@ -188,7 +194,12 @@ def main() -> None:
                 before = scrape(ep.base_url, headers)
                 salt = 0x5EED0000 + rnd * 16 + (1 if tool == "vllm" else 2)
                 if tool == "kvtui":
-                    figures, reqs, run = run_kvtui(ep, workload, space, max_len, a.conc, a.window, salt)
+                    wl = workload
+                    if a.kvtui_prompts == "text":
+                        data = Path("/tmp/kvtui-agreement-kvtui-prompts.jsonl")
+                        vllm_prompts(data, workload, space, max_len, salt, 2 * n_vllm)
+                        wl = dataclasses.replace(workload, dataset=str(data))
+                    figures, reqs, run = run_kvtui(ep, wl, space, max_len, a.conc, a.window, salt)
                     extra = {"client": run.stats.to_dict(), "cancelled": sum(1 for r in reqs if r.cut)}
                     printed = None
                 else:
@@ -222,6 +233,7 @@ def main() -> None:
     machine = (f"{platform.node()} · {os.cpu_count()} CPUs · vLLM {version} (CPU build) · tiny 4-layer Llama "
                f"(runs/tiny-llama) · startup {startup:.0f} s · ISL {a.isl} / OSL {a.osl} (±10 %) · concurrency {a.conc} · "
                f"kvtui window {a.window} requests, vllm bench {n_vllm} requests · {a.rounds} rounds interleaved"
+               f" · kvtui prompts: {a.kvtui_prompts}"
                + (f" · server reniced +{a.server_nice}" if a.server_nice else ""))
     print(machine)
     print(report(rows, shared_row))

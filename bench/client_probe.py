@@ -107,6 +107,9 @@ def worker(ep, workload, space, max_len, conc, n, salt) -> list[Record]:
                        request_timeout_s=600)
     with LoadGenerator(cfg, 1) as lg:
         run = lg.run_step("probe", 0, conc, True, warmup_s=0.0, window_s=0.0, window_requests=n)
+    st = run.stats.to_dict()
+    print(f"  (worker: loop lag p99 {st['loop_lag_ms_p99']:.0f} ms, max {st['loop_lag_ms_max']:.0f} ms, "
+          f"CPU share {st['cpu_share']:.2f}, wall {st['wall_s']:.1f} s, run-queue wait {st['runq_wait_s']} s)", file=sys.stderr, flush=True)
     return run.records  # the cancelled tail too: the server counts their first tokens
 
 

@@ -173,6 +173,11 @@ def client_limited(client: dict[str, Any], ttft: dict[str, Any]) -> bool:
         return True
     if client.get("inflight_capped", 0) > 0:
         return True  # open loop: arrivals the client dropped at its in-flight cap never got a latency
+    wait, wall = client.get("runq_wait_s"), client.get("wall_s") or 0
+    if wait is not None and wall and wait > 0.25 * wall:
+        # The OS kept the client's loop off the CPU: on a 2-core box next to a CPU vLLM one worker
+        # waited 12.8 s of 16.7 s on the run queue, and its TTFT mean read 30x the server's.
+        return True
     ttft50 = ttft.get("p50") or ttft.get("mean") or 0
     if client.get("loop_lag_ms_p99", 0) > max(50.0, 0.1 * ttft50):
         return True

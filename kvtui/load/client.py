@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-import httpx
+import aiohttp
 
 from kvtui.load.records import Record
 
@@ -32,12 +32,34 @@ def _ssl_context():
     return _SSL_CONTEXT
 
 
-def make_client(concurrency: int, request_timeout_s: float, headers: dict[str, str]) -> httpx.AsyncClient:
-    """A pool that never caps the ramp: httpx's defaults (100 connections, 5 s) silently would."""
-    limits = httpx.Limits(max_connections=max(concurrency + 16, 64), max_keepalive_connections=max(concurrency + 16, 64))
-    timeout = httpx.Timeout(connect=10.0, read=request_timeout_s, write=30.0, pool=request_timeout_s)
-    # trust_env=False: an HTTP(S)_PROXY in the environment must not sit between the client and the server.
-    return httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers, trust_env=False, verify=_ssl_context())
+class StreamClient:
+    """One aiohttp session: the streaming transport, as `vllm bench serve` uses.
+
+    Not httpx: against a busy CPU vLLM the same requests, the same SSE parsing and the same
+    timing rule read TTFT 9-25x and TPOT 2-4x the server's own histogram means through an
+    httpx AsyncClient, and within 1 % (TPOT, E2E) through aiohttp (bench/client_probe.py,
+    docs/BENCHMARKS.md §3). Must be made inside a running event loop.
+    """
+
+    def __init__(self, connections: int, request_timeout_s: float, headers: dict[str, str]):
+        # A pool that never caps the ramp; trust_env=False (aiohttp's default, stated): an
+        # HTTP(S)_PROXY in the environment must not sit between the client and the server.
+        connector = aiohttp.TCPConnector(limit=max(connections + 16, 64), ssl=_ssl_context())
+        timeout = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=request_timeout_s)
+        self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers, trust_env=False)
+
+    async def aclose(self) -> None:
+        await self.session.close()
+
+    async def __aenter__(self) -> "StreamClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def make_client(concurrency: int, request_timeout_s: float, headers: dict[str, str]) -> StreamClient:
+    return StreamClient(concurrency, request_timeout_s, headers)
 
 
 def _token_bearing(choice: dict[str, Any], chat: bool) -> tuple[bool, str]:
@@ -112,7 +134,7 @@ def _events(lines: list[bytes], rec: Record, chat: bool, now: float, last: float
 
 
 async def stream_request(
-    client: httpx.AsyncClient,
+    client: StreamClient,
     url: str,
     body: dict[str, Any],
     rec: Record,
@@ -128,18 +150,18 @@ async def stream_request(
     rec.dispatch_delay = max(0.0, rec.t_sent - rec.t_intended)
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("POST", url, json=body) as resp:
-                rec.http_status = resp.status_code
-                if resp.status_code != 200:
-                    raw = (await resp.aread())[:300].decode("utf-8", "replace")
+            async with client.session.post(url, json=body) as resp:
+                rec.http_status = resp.status
+                if resp.status != 200:
+                    raw = (await resp.read())[:300].decode("utf-8", "replace")
                     rec.status = "error"
-                    rec.error = "http_429" if resp.status_code == 429 else ("http_5xx" if resp.status_code >= 500 else "http_4xx")
-                    rec.detail = f"HTTP {resp.status_code}: {raw.strip()}"
+                    rec.error = "http_429" if resp.status == 429 else ("http_5xx" if resp.status >= 500 else "http_4xx")
+                    rec.detail = f"HTTP {resp.status}: {raw.strip()}"
                     return ""
-                # Bytes as they arrive, split into SSE lines here: httpx's aiter_lines decodes to
-                # text and runs a line decoder per chunk, about a third of the client's CPU per
-                # token (bench/loadgen_capacity.py). Every event of one read gets that read's time.
-                reads = resp.aiter_bytes()
+                # Bytes as they arrive, split into SSE lines here (no text decoding or line
+                # reader per chunk: bench/loadgen_capacity.py). Every event of one read gets
+                # that read's time, as vLLM's client does.
+                reads = resp.content.iter_any()
                 parts = text_parts if collect_text else None
                 tail = b""
                 async for chunk in reads:
@@ -167,23 +189,20 @@ async def stream_request(
                                 pass
                     except TimeoutError:
                         pass
-    except TimeoutError:
+    except TimeoutError:  # aiohttp's own read/connect timeouts are TimeoutErrors too
         rec.status, rec.error, rec.detail = "error", "timeout", f"no end of stream within {timeout_s:g} s"
         return ""
     except asyncio.CancelledError:
         rec.status, rec.error, rec.detail = "error", "cancelled", "the step ended while in flight"
         raise
-    except httpx.ConnectError as e:
+    except aiohttp.ClientConnectorError as e:
         rec.status, rec.error, rec.detail = "error", "connect", str(e)[:200] or "connection refused"
         return ""
-    except httpx.TimeoutException as e:
-        rec.status, rec.error, rec.detail = "error", "timeout", f"{type(e).__name__}"
-        return ""
-    except (httpx.RemoteProtocolError, httpx.ReadError) as e:
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as e:
         rec.status, rec.error = "error", "truncated"
         rec.detail = f"stream broke off: {type(e).__name__}: {str(e)[:120]}"
         return ""
-    except httpx.HTTPError as e:
+    except aiohttp.ClientError as e:
         rec.status, rec.error, rec.detail = "error", "connect", f"{type(e).__name__}: {str(e)[:160]}"
         return ""
     rec.t_last = last

@@ -2,7 +2,7 @@
 
 Why processes: a chart redraw or a JSON journal write in the controller's process would
 delay chunk reads and inflate every latency measured there. Each worker runs its own
-asyncio loop and httpx pool; the parent only sends phase changes and receives records.
+asyncio loop and aiohttp sessions; the parent only sends phase changes and receives records.
 
 Protocol over a `multiprocessing.Pipe` (pickled tuples):
   parent → worker: ("step", spec) ("phase", "window"|"tail") ("stop",) ("exit",)
@@ -16,6 +16,7 @@ import multiprocessing as mp
 import os
 import random
 import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -70,6 +71,9 @@ class ClientStats:
     dispatch_ms_max: float = 0.0
     inflight_capped: int = 0  # open loop: arrivals dropped because max_inflight was reached
     workers: int = 1
+    # Time the event-loop thread was runnable but not running (Linux schedstat; None elsewhere):
+    # tells a loop stall caused by a starved CPU from one caused by kvtui's own code.
+    runq_wait_s: float | None = None
 
     @property
     def cpu_share(self) -> float:
@@ -85,6 +89,19 @@ class ClientStats:
         d["cpu_share"] = round(self.cpu_share, 3)
         d["chunks_per_s"] = round(self.chunks_per_s, 1)
         return d
+
+
+def _runq_wait_s() -> float | None:
+    """Seconds this thread has waited on a run queue since it started (Linux), else None."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else max(0.0, b - a)
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -134,6 +151,7 @@ class _Worker:
         self.lags: list[float] = []
         self.dispatch: list[float] = []
         self.capped = 0
+        self.runq0: float | None = None
         self.spec: StepSpec | None = None
 
     # -- messaging -----------------------------------------------------------------------
@@ -172,7 +190,7 @@ class _Worker:
         own = None
         if client is None:
             # Open loop (a closed-loop slot brings its own): a client (one keep-alive connection)
-            # per request in flight, from an idle list, not one shared httpx pool: at hundreds in
+            # per request in flight, from an idle list, not one shared pool: at hundreds in
             # flight the pool's ConnectionNotAvailable herd stalled a 800 req/s step for minutes
             # (bench/dispatch_honesty.py).
             own = self.idle_clients.pop() if self.idle_clients else make_client(1, self.cfg.request_timeout_s, self.cfg.headers)
@@ -287,6 +305,7 @@ class _Worker:
             task.add_done_callback(self.tasks.discard)
 
     async def lag_monitor(self) -> None:
+        self.runq0 = _runq_wait_s()
         while not self.stopping:
             t0 = time.monotonic()
             await asyncio.sleep(0.05)
@@ -340,6 +359,7 @@ class _Worker:
             "dispatch": self.dispatch,
             "inflight_capped": self.capped,
             "max_seq": self.seq,
+            "runq_wait_s": _delta(self.runq0, _runq_wait_s()),
         }
         self.send(("stopped", stats))
         if cmd[0] == "exit":
@@ -374,14 +394,12 @@ class _Worker:
 
 async def _prewarm() -> None:
     """Pay the HTTP stack's one-time costs before "ready", not inside the first step: the SSL
-    context (~160 ms) and anyio's lazily imported backend (~80 ms, 32 modules, on the first
-    connection) blocked the loop of every mode's first step — up to 1 s of loop lag next to a
-    busy vLLM on 2 cores, enough to mark the step client-limited (bench/agreement_vllm.py)."""
+    context (~160 ms) and lazily imported modules blocked the loop of every mode's first step —
+    up to 1 s of loop lag next to a busy vLLM on 2 cores, enough to mark the step
+    client-limited (bench/agreement_vllm.py)."""
     from kvtui.load.client import make_client
 
     await make_client(1, 5.0, {}).aclose()
-    import anyio._backends._asyncio  # noqa: F401
-    import httpcore._backends.anyio  # noqa: F401
 
 
 def worker_main(conn: Connection, cfg: WorkerConfig) -> None:
@@ -635,4 +653,5 @@ def _merge_stats(parts: list[dict[str, Any]], n_workers: int) -> ClientStats:
         dispatch_ms_max=max(disp, default=0.0) * 1000,
         inflight_capped=sum(p.get("inflight_capped", 0) for p in parts),
         workers=max(1, n_workers),
+        runq_wait_s=max(waits) if (waits := [p["runq_wait_s"] for p in parts if p.get("runq_wait_s") is not None]) else None,
     )

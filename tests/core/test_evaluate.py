@@ -27,6 +27,9 @@ def test_saturated_or_lagging_client_is_flagged():
     assert client_limited({"cpu_share": 0.3, "loop_lag_ms_p99": 80.0}, ttft)
     assert client_limited({"cpu_share": 0.3, "dispatch_ms_p95": 30.0}, ttft)
     assert not client_limited({"cpu_share": 0.3, "loop_lag_ms_p99": 20.0, "dispatch_ms_p95": 1.0}, ttft)
+    # Starved by the OS: a worker of bench/client_probe.py waited 12.8 s of 16.7 s on the run queue.
+    assert client_limited({"cpu_share": 0.03, "wall_s": 16.7, "runq_wait_s": 12.8}, ttft)
+    assert not client_limited({"cpu_share": 0.13, "wall_s": 7.0, "runq_wait_s": 0.37}, ttft)
 
 
 def test_comparison_shows_each_gpus_peak_under_tensor_parallel():

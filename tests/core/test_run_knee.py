@@ -57,6 +57,8 @@ def test_search_finds_the_known_knee(tmp_path, search, step):
     assert all(s["passed"] for s in by_load[6]) and not any(s["passed"] for s in by_load[7])
     for s in by_load[7]:
         assert s["limited_by"] == "decode" and s["tpot_ms"]["p95"] > 35
+    if sys.platform == "linux":  # the client's run-queue wait comes from /proc schedstat
+        assert all(s["client"]["runq_wait_s"] is not None and s["client"]["runq_wait_s"] < s["client"]["wall_s"] for s in mode["steps"])
     for s in by_load[6]:
         assert 18 < s["tpot_ms"]["p50"] < 30 and s["samples"]["tpot"] >= 40
     kinds = {e.kind for e in events}
