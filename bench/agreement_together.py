@@ -29,7 +29,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.agreement_vllm import dist, run_kvtui, steady, vllm_prompts  # noqa: E402
+from bench.agreement_vllm import add_server_args, dist, for_each_server_thread, run_kvtui, steady, vllm_prompts  # noqa: E402
 from bench.peers import pct, vllm_bench  # noqa: E402
 from kvtui.explore.evaluate import client_limited  # noqa: E402
 from kvtui.load.workload import discover_token_space  # noqa: E402
@@ -41,15 +41,8 @@ METRICS = ("ttft", "itl", "tpot", "e2e")
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scenario", default=str(ROOT / "scenarios" / "vllm-cpu-tiny.toml"))
-    ap.add_argument("--conc", type=int, default=4, help="each tool's concurrency (the server sees twice this)")
-    ap.add_argument("--isl", type=int, default=256)
-    ap.add_argument("--osl", type=int, default=64)
+    add_server_args(ap, conc=4, rounds=3, log="/tmp/kvtui-agreement-together.log")  # --conc: each tool's; the server sees twice
     ap.add_argument("--requests", type=int, default=200, help="vllm bench requests; kvtui's window is the same less 2*conc")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--kv-bytes", type=int, default=400_000_000)
-    ap.add_argument("--out", default="")
-    ap.add_argument("--log", default="/tmp/kvtui-agreement-together.log")
     ap.add_argument("--split-cpus", action="store_true",
                     help="pin every thread of the server to CPU 0 and this process (so both clients) to the others: "
                          "on a 2-core box the server otherwise takes both cores and both clients wait on the run queue")
@@ -65,12 +58,7 @@ def main() -> None:
     ep = eng.start(sc, mode, lambda line: (logf.write(line + "\n"), logf.flush()))
     os.environ["OPENAI_API_KEY"] = ep.api_key or ""
     if a.split_cpus:
-        for pid in eng.pids():
-            for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []:
-                try:
-                    os.sched_setaffinity(int(tid), {0})
-                except OSError:
-                    pass  # a thread gone meanwhile
+        for_each_server_thread(eng, lambda tid: os.sched_setaffinity(tid, {0}))
         os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)))  # the kvtui worker and vllm bench inherit it
     rows: list[dict[str, Any]] = []
     try:

@@ -139,21 +139,41 @@ def vllm_prompts(path: Path, workload: Workload, space, max_len: int, salt: int,
             out.write(json.dumps({"prompt": " ".join(f"t{i}" for i in p.ids), "output_tokens": p.max_tokens}) + "\n")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def add_server_args(ap: argparse.ArgumentParser, *, conc: int, rounds: int, log: str) -> None:
+    """The options both agreement benches share: the server, the prompt shape, rounds, outputs."""
     ap.add_argument("--scenario", default=str(ROOT / "scenarios" / "vllm-cpu-tiny.toml"))
-    ap.add_argument("--conc", type=int, default=8)
+    ap.add_argument("--conc", type=int, default=conc)
     ap.add_argument("--isl", type=int, default=256)
     ap.add_argument("--osl", type=int, default=64)
-    ap.add_argument("--window", type=int, default=96, help="kvtui window requests; vllm bench gets window + 2*conc")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=rounds)
     ap.add_argument("--kv-bytes", type=int, default=400_000_000)
     ap.add_argument("--out", default="")
+    ap.add_argument("--log", default=log)
+
+
+def for_each_server_thread(eng, fn) -> None:
+    """Apply fn(tid) to every thread of the server's processes (Linux: niceness and CPU affinity
+    are per thread); threads gone meanwhile are skipped."""
+    for pid in eng.pids():
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                fn(int(tid))
+            except OSError:
+                pass
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    add_server_args(ap, conc=8, rounds=2, log="/tmp/kvtui-agreement.log")
+    ap.add_argument("--window", type=int, default=96, help="kvtui window requests; vllm bench gets window + 2*conc")
     ap.add_argument("--kvtui-prompts", choices=("text", "ids"), default="text",
                     help="text: kvtui sends the same kind of prompts as vllm bench (\"tN\" words through a JSONL "
                          "dataset), so the server tokenizes for both; ids: kvtui's token-id prompts (the server "
                          "skips tokenization and runs faster for kvtui than for the peer)")
-    ap.add_argument("--log", default="/tmp/kvtui-agreement.log")
     ap.add_argument("--server-nice", type=int, default=0,
                     help="renice every thread of the server's processes after start (a small box: server and clients share cores)")
     a = ap.parse_args()
@@ -169,16 +189,7 @@ def main() -> None:
     ep = eng.start(sc, mode, lambda line: (logf.write(line + "\n"), logf.flush()))
     startup = time.monotonic() - t0
     if a.server_nice:
-        for pid in eng.pids():
-            try:
-                tids = os.listdir(f"/proc/{pid}/task")
-            except OSError:
-                continue  # gone meanwhile
-            for tid in tids:
-                try:
-                    os.setpriority(os.PRIO_PROCESS, int(tid), a.server_nice)  # Linux: niceness is per thread
-                except OSError:
-                    pass
+        for_each_server_thread(eng, lambda tid: os.setpriority(os.PRIO_PROCESS, tid, a.server_nice))
     headers = ep.headers()
     os.environ["OPENAI_API_KEY"] = ep.api_key or ""  # vllm bench serve sends it as Bearer
     rows: list[dict[str, Any]] = []

@@ -4,11 +4,12 @@ One real vLLM (CPU build, tiny Llama), closed loop at --conc, the same prompts e
 each variant the client's means against the server's TTFT/TPOT/E2E histogram means over the
 same requests:
   worker      kvtui's LoadGenerator (a worker process, records over a pipe): what `kvtui run` does
-  inproc      kvtui's own `stream_request` (same client code, same per-slot httpx clients), run
+  inproc      kvtui's own `stream_request` (same client code, one StreamClient per slot), run
               in this process's event loop, no worker, no pipe
   inproc-text the same with text prompts ("tN" words) instead of token ids
-  aiohttp     the same timing rules (kvtui's SSE event parser) over an aiohttp session per slot,
-              the transport `vllm bench serve` uses
+(Until kvtui's client moved to aiohttp, an "aiohttp" variant ran kvtui's SSE parser over an
+aiohttp session beside the httpx one; that is what `inproc` runs now. Its rows in
+bench/results/client_probe_aiohttp.md came from commit 9864d71 (kvtui still on httpx there).)
 
     python bench/client_probe.py [--conc 8] [--requests 120] [--rounds 2]
 """
@@ -27,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.agreement_vllm import client_means, scrape, server_delta, wait_idle  # noqa: E402
 from bench.peers import from_kvtui  # noqa: E402
-from kvtui.load.client import make_client, stream_request  # noqa: E402
+from kvtui.load.client import StreamClient, stream_request  # noqa: E402
 from kvtui.load.generator import LoadGenerator, WorkerConfig  # noqa: E402
 from kvtui.load.records import Record  # noqa: E402
 from kvtui.load.workload import PromptFactory, discover_token_space, request_body  # noqa: E402
@@ -42,7 +43,7 @@ async def inproc(ep, workload, space, max_len, conc, n, salt, text: bool) -> lis
     counter = iter(range(10**9))
 
     async def slot() -> None:
-        client = make_client(1, 600, ep.headers())
+        client = StreamClient(600, ep.headers())
         try:
             while len(out) < n:
                 k = next(counter)
@@ -61,46 +62,6 @@ async def inproc(ep, workload, space, max_len, conc, n, salt, text: bool) -> lis
     return out
 
 
-async def aiohttp_stream(session, url: str, body: dict, rec: Record) -> None:
-    from kvtui.load.client import _events
-
-    chat = "messages" in body
-    last, done, tail = None, False, b""
-    rec.t_sent = time.monotonic()
-    async with session.post(url, json=body) as resp:
-        rec.http_status = resp.status
-        async for chunk in resp.content.iter_any():
-            now = time.monotonic()
-            lines = (tail + chunk).split(b"\n")
-            tail = lines.pop()
-            last, done = _events(lines, rec, chat, now, last, None)
-            if done:
-                break
-    rec.t_last = last
-
-
-async def inproc_aiohttp(ep, workload, space, max_len, conc, n, salt) -> list[Record]:
-    import aiohttp
-
-    factory = PromptFactory(workload, space, max_len, salt, workload.seed)
-    url = ep.base_url + "/v1/completions"
-    out: list[Record] = []
-    counter = iter(range(10**9))
-
-    async def slot() -> None:
-        async with aiohttp.ClientSession(headers=ep.headers(), timeout=aiohttp.ClientTimeout(total=600)) as session:
-            while len(out) < n:
-                k = next(counter)
-                rec = Record(id=f"{salt}-{k}", mode="probe", step=0, load=conc, phase="window",
-                             t_intended=time.monotonic(), t_sent=0.0)
-                await aiohttp_stream(session, url, request_body(factory.build(k), ep.model, workload), rec)
-                rec.t_intended = rec.t_sent
-                out.append(rec)
-
-    await asyncio.gather(*(slot() for _ in range(conc)))
-    return out
-
-
 def worker(ep, workload, space, max_len, conc, n, salt) -> list[Record]:
     cfg = WorkerConfig(base_url=ep.base_url, model=ep.model, headers=ep.headers(), workload=dataclasses.asdict(workload),
                        space=dataclasses.asdict(space), max_model_len=max_len, salt=salt, seed=workload.seed,
@@ -109,7 +70,7 @@ def worker(ep, workload, space, max_len, conc, n, salt) -> list[Record]:
         run = lg.run_step("probe", 0, conc, True, warmup_s=0.0, window_s=0.0, window_requests=n)
     st = run.stats.to_dict()
     print(f"  (worker: loop lag p99 {st['loop_lag_ms_p99']:.0f} ms, max {st['loop_lag_ms_max']:.0f} ms, "
-          f"CPU share {st['cpu_share']:.2f}, wall {st['wall_s']:.1f} s, run-queue wait {st['runq_wait_s']} s)", file=sys.stderr, flush=True)
+          f"CPU share {st['cpu_share']:.2f}, wall {st['wall_s']:.1f} s, run-queue wait {st['runq_wait_s'] or 0:.2f} s)", file=sys.stderr, flush=True)
     return run.records  # the cancelled tail too: the server counts their first tokens
 
 
@@ -141,8 +102,6 @@ def main() -> None:
                 before = scrape(ep.base_url, headers)
                 if v == "worker":
                     recs = worker(ep, workload, space, max_len, a.conc, a.requests, salt)
-                elif v == "aiohttp":
-                    recs = asyncio.run(inproc_aiohttp(ep, workload, space, max_len, a.conc, a.requests, salt))
                 else:
                     recs = asyncio.run(inproc(ep, workload, space, max_len, a.conc, a.requests, salt, v == "inproc-text"))
                 wait_idle(ep.base_url, headers)

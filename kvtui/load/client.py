@@ -33,7 +33,8 @@ def _ssl_context():
 
 
 class StreamClient:
-    """One aiohttp session: the streaming transport, as `vllm bench serve` uses.
+    """One aiohttp session with one keep-alive connection: what one closed-loop slot, or one
+    open-loop request in flight, streams through (the transport `vllm bench serve` uses).
 
     Not httpx: against a busy CPU vLLM the same requests, the same SSE parsing and the same
     timing rule read TTFT 9-25x and TPOT 2-4x the server's own histogram means through an
@@ -41,10 +42,10 @@ class StreamClient:
     docs/BENCHMARKS.md §3). Must be made inside a running event loop.
     """
 
-    def __init__(self, connections: int, request_timeout_s: float, headers: dict[str, str]):
-        # A pool that never caps the ramp; trust_env=False (aiohttp's default, stated): an
-        # HTTP(S)_PROXY in the environment must not sit between the client and the server.
-        connector = aiohttp.TCPConnector(limit=max(connections + 16, 64), ssl=_ssl_context())
+    def __init__(self, request_timeout_s: float, headers: dict[str, str]):
+        # trust_env=False (aiohttp's default, stated): an HTTP(S)_PROXY in the environment must
+        # not sit between the client and the server.
+        connector = aiohttp.TCPConnector(limit=1, ssl=_ssl_context())
         timeout = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=request_timeout_s)
         self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers, trust_env=False)
 
@@ -56,10 +57,6 @@ class StreamClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def make_client(concurrency: int, request_timeout_s: float, headers: dict[str, str]) -> StreamClient:
-    return StreamClient(concurrency, request_timeout_s, headers)
 
 
 def _token_bearing(choice: dict[str, Any], chat: bool) -> tuple[bool, str]:

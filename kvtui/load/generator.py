@@ -151,7 +151,6 @@ class _Worker:
         self.lags: list[float] = []
         self.dispatch: list[float] = []
         self.capped = 0
-        self.runq0: float | None = None
         self.spec: StepSpec | None = None
 
     # -- messaging -----------------------------------------------------------------------
@@ -183,7 +182,7 @@ class _Worker:
 
     # -- one request ---------------------------------------------------------------------
     async def request(self, counter: int, t_intended: float, slot: int, closed: bool, conv=None, client=None) -> Record:
-        from kvtui.load.client import make_client, stream_request
+        from kvtui.load.client import StreamClient, stream_request
         from kvtui.load.workload import request_body
 
         spec = self.spec
@@ -193,7 +192,7 @@ class _Worker:
             # per request in flight, from an idle list, not one shared pool: at hundreds in
             # flight the pool's ConnectionNotAvailable herd stalled a 800 req/s step for minutes
             # (bench/dispatch_honesty.py).
-            own = self.idle_clients.pop() if self.idle_clients else make_client(1, self.cfg.request_timeout_s, self.cfg.headers)
+            own = self.idle_clients.pop() if self.idle_clients else StreamClient(self.cfg.request_timeout_s, self.cfg.headers)
             client = own
         assert spec is not None and client is not None
         prompt = self.factory.build(counter, conv)
@@ -257,14 +256,14 @@ class _Worker:
         return c
 
     async def slot(self, i: int, delay: float) -> None:
-        from kvtui.load.client import make_client
+        from kvtui.load.client import StreamClient
         from kvtui.load.workload import Conversation
 
         # Each closed-loop slot keeps its own keep-alive connection, as one user would. One shared
         # httpx pool made requests wait for a connection: when many slots finish in the same engine
         # step, httpcore hands every queued request the same idle connection and all but one retry
         # (2.5 s p50 to send the 2nd request of 64 slots; bench/loadgen_capacity.py, docs/BENCHMARKS.md).
-        client = make_client(1, self.cfg.request_timeout_s, self.cfg.headers)
+        client = StreamClient(self.cfg.request_timeout_s, self.cfg.headers)
         try:
             await asyncio.sleep(delay)
             turns = self.workload.turns
@@ -305,7 +304,6 @@ class _Worker:
             task.add_done_callback(self.tasks.discard)
 
     async def lag_monitor(self) -> None:
-        self.runq0 = _runq_wait_s()
         while not self.stopping:
             t0 = time.monotonic()
             await asyncio.sleep(0.05)
@@ -320,7 +318,7 @@ class _Worker:
     async def run_step(self, spec: StepSpec, commands: asyncio.Queue) -> None:
         self.reset()
         self.spec = spec
-        cpu0, wall0 = time.process_time(), time.monotonic()
+        cpu0, wall0, runq0 = time.process_time(), time.monotonic(), _runq_wait_s()
         n_slots = int(round(spec.load)) if spec.closed else 0
         aux = [asyncio.create_task(self.lag_monitor()), asyncio.create_task(self.reporter())]
         rng = random.Random(self.cfg.seed * 1_000_003 + spec.step * 101 + self.cfg.index)
@@ -359,7 +357,7 @@ class _Worker:
             "dispatch": self.dispatch,
             "inflight_capped": self.capped,
             "max_seq": self.seq,
-            "runq_wait_s": _delta(self.runq0, _runq_wait_s()),
+            "runq_wait_s": _delta(runq0, _runq_wait_s()),
         }
         self.send(("stopped", stats))
         if cmd[0] == "exit":
@@ -397,9 +395,9 @@ async def _prewarm() -> None:
     context (~160 ms) and lazily imported modules blocked the loop of every mode's first step —
     up to 1 s of loop lag next to a busy vLLM on 2 cores, enough to mark the step
     client-limited (bench/agreement_vllm.py)."""
-    from kvtui.load.client import make_client
+    from kvtui.load.client import StreamClient
 
-    await make_client(1, 5.0, {}).aclose()
+    await StreamClient(5.0, {}).aclose()
 
 
 def worker_main(conn: Connection, cfg: WorkerConfig) -> None:
@@ -640,6 +638,7 @@ def _sum_status(status: dict[int, dict[str, Any]], active: list[int]) -> dict[st
 
 def _merge_stats(parts: list[dict[str, Any]], n_workers: int) -> ClientStats:
     lags = [x for p in parts for x in p.get("lags", [])]
+    waits = [p["runq_wait_s"] for p in parts if p.get("runq_wait_s") is not None]  # the most-starved worker
     disp = [x for p in parts for x in p.get("dispatch", [])]
     return ClientStats(
         sent=sum(p.get("sent", 0) for p in parts),
@@ -653,5 +652,5 @@ def _merge_stats(parts: list[dict[str, Any]], n_workers: int) -> ClientStats:
         dispatch_ms_max=max(disp, default=0.0) * 1000,
         inflight_capped=sum(p.get("inflight_capped", 0) for p in parts),
         workers=max(1, n_workers),
-        runq_wait_s=max(waits) if (waits := [p["runq_wait_s"] for p in parts if p.get("runq_wait_s") is not None]) else None,
+        runq_wait_s=max(waits, default=None),
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kvtui.engines.procs import ServerProcess, free_port
-from kvtui.load.client import make_client, stream_request
+from kvtui.load.client import StreamClient, stream_request
 from kvtui.load.records import Record
 
 
@@ -31,7 +31,7 @@ def one(base, model, chat=False, timeout=5.0, headers=None):
         import time
 
         rec.t_intended = time.monotonic()
-        async with make_client(1, timeout, headers or {}) as c:
+        async with StreamClient(timeout, headers or {}) as c:
             await stream_request(c, url, body, rec, timeout)
         return rec
 
@@ -78,7 +78,7 @@ def test_against_the_simulator_usage_matches_request(knee_server):
     async def go():
         rec = Record(id="r", mode="m", step=0, load=1, phase="window", t_intended=0.0, t_sent=0.0)
         body = {"model": "knee", "prompt": list(range(40)), "max_tokens": 7, "stream": True, "stream_options": {"include_usage": True}}
-        async with make_client(1, 10, {"Authorization": f"Bearer {knee_server.api_key}"}) as c:
+        async with StreamClient(10, {"Authorization": f"Bearer {knee_server.api_key}"}) as c:
             await stream_request(c, knee_server.base_url + "/v1/completions", body, rec, 10)
         return rec
 
