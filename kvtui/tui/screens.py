@@ -15,6 +15,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.containers import Grid, Horizontal, ScrollableContainer, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Collapsible, Footer, Input, Label, Select, SelectionList, Static
@@ -131,6 +132,14 @@ class DashboardScreen(Screen):
         """Bring every visible view up to date with the state (called from the app's timer)."""
         if not self.is_mounted:
             return
+        try:
+            self._sync_views()
+        except NoMatches:
+            # The timer can fire while the screen is still composing or already being torn down
+            # (the app exiting removes the children before the screen): nothing to redraw then.
+            return
+
+    def _sync_views(self) -> None:
         with self.app.batch_update():
             self.query_one(InfoHeader).sync()
             self.query_one(StatusBar).sync(self.kapp.control_flags())

@@ -222,3 +222,20 @@ def test_state_ingests_a_run_from_its_snapshot(frozen_doc):
         assert len(mv.steps) == len(m["steps"])
         assert len(mv.series) == len(m["series"])
     assert st.labels()["simulated"] and not math.isnan(st.modes[frozen_doc["modes"][0]["name"]].series.t[-1])
+
+
+async def test_a_redraw_tick_during_teardown_does_nothing(frozen_doc):
+    """CI once failed here: the refresh timer fired while the exiting app had already removed the
+    dashboard's children, and the redraw's query raised NoMatches out of the timer."""
+    from kvtui.tui.widgets import InfoHeader
+
+    app = create_app(snapshot=frozen_doc)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        dash = app.screen
+        assert isinstance(dash, DashboardScreen)
+        await dash.query_one(InfoHeader).remove()
+        ticks = app.ticks
+        app.tick()
+        dash.sync()
+        assert app.ticks == ticks + 1 and not dash.query(InfoHeader)
