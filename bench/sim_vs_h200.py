@@ -5,10 +5,18 @@ For every step of the real snapshot (docs/results/h200-abc.json: vLLM 0.26.0, 8B
 model and print measured vs simulated figures with the signed error (simulated / real − 1),
 the SLO verdicts, and the delays of the first request of every "wave" (see below).
 
-    .venv/bin/python bench/sim_vs_h200.py [docs/results/h200-abc.json] [--calibration FILE]
+    .venv/bin/python bench/sim_vs_h200.py [SNAPSHOT ...] [--client auto|v1|v2] [--knee] [--calibration FILE]
 
-The replay mirrors the *client* of that run, not an ideal one (docs/SIMULATOR.md, "Against
-kvtui's own H200 run"):
+Default snapshot: docs/results/h200-abc.json. Several snapshots (e.g. the h200-v2 re-run:
+h200-v2-b.json h200-v2-a.json h200-v2-d.json) are replayed one after the other, each with its
+own client model, then summarised together. Steps that measured nothing (interrupted, 0
+requests in the window) are left out.
+
+The replay mirrors the *client* of the real run, not an ideal one (docs/SIMULATOR.md, "Against
+kvtui's own H200 run"). Two clients are known; `--client auto` (default) tells them apart by
+the snapshot (see `client_kind`):
+
+v1 — the client of docs/results/h200-abc.json (httpx, one pool shared by all slots):
 - staggered start over min(2, max(0.2, warm-up / 2)) s, as kvtui's load generator does;
 - the window opens at warm-up_s (5 s) whether or not every slot has finished a request: the
   generator is called with window_timeout_s = 0, so at c ≥ 64 the window of that run opened
@@ -18,6 +26,16 @@ kvtui's own H200 run"):
   were open waited for it (measured here from the records: the first request of each wave).
   Its fitted law is `[replay_client]` in the calibration file; the simulated vLLM itself does
   not have it (fast mode does not add it).
+
+v2 — the fixed client of the h200-v2 re-run (aiohttp, one connection per slot):
+- the same staggered start (kvtui/load/generator.py run_step);
+- no send delay: each slot has its own connection, so nothing holds a send back;
+- the window opens once warm-up_s has passed AND every slot has finished one request
+  (LoadGenerator.run_step's warm rule), capped at warm-up_s + window_timeout_s, which
+  Run passes as the request timeout (300 s here): in the replay `warm_wait_s` = that timeout.
+
+`--knee` also sweeps the load (the ramp's resolution up to its max) with the chosen client on a
+fresh simulated engine per load and prints the simulator's highest concurrency at the SLO per mode.
 
 bench/fit_calibration.py imports this module: the same replay is part of the fit.
 """
@@ -74,7 +92,20 @@ class ReplayClient:
 
     send_delay_s_at_ref: float = 0.0  # send delay with STREAMS_REF streams open
     send_delay_exponent: float = 2.0  # delay = at_ref × (streams / STREAMS_REF) ** exponent
-    warm_wait_s: float = 0.0  # the generator's window_timeout_s in that run: the window opens at warm-up_s
+    # The generator's window_timeout_s: 0 = the window opens at warm-up_s (v1); a number = it waits
+    # for every slot to finish a request, at most that long past warm-up_s (v2); None = no cap.
+    warm_wait_s: float | None = 0.0
+    name: str = "v1"  # which of kvtui's clients this mirrors (module docstring)
+
+    def describe(self) -> str:
+        if self.warm_wait_s is None or self.warm_wait_s > 0:
+            cap = "" if self.warm_wait_s is None else f" (cap {self.warm_wait_s:g} s)"
+            win = f"window from warm-up_s once every slot has finished a request{cap}"
+        else:
+            win = "window from warm-up_s"
+        delay = (f"send delay {self.send_delay_s_at_ref * 1e3:.0f} ms × (streams/{STREAMS_REF})^{self.send_delay_exponent:g}"
+                 if self.send_delay_s_at_ref > 0 else "no send delay")
+        return f"client {self.name}: {win}, {delay}"
 
     def send_delay(self) -> Callable[[int], float] | None:
         if self.send_delay_s_at_ref <= 0:
@@ -87,8 +118,28 @@ class ReplayClient:
         return min(2.0, max(0.2, warmup_s / 2))  # kvtui/load/generator.py run_step
 
 
-def replay_client(path: str | Path | None = None) -> ReplayClient:
-    """The `[replay_client]` section of the calibration file (written by bench/fit_calibration.py)."""
+def client_kind(doc: dict) -> tuple[str, str]:
+    """Which of kvtui's clients measured this snapshot, and why we think so.
+
+    kvtui_version did not change between them (0.1.0), so the snapshot's own evidence is used:
+    the per-step client stats gained `runq_wait_s` with the aiohttp client (commit 40bd0bf),
+    which came after per-slot connections (cb0fe36) and the warm-up-waits-for-every-slot rule
+    (dc0faf2). A snapshot with it was measured by v2; one without it by v1 (h200-abc.json)."""
+    steps = [st for m in doc.get("modes", []) for st in m.get("steps", [])]
+    if any("runq_wait_s" in (st.get("client") or {}) for st in steps):
+        return "v2", "client stats carry runq_wait_s (aiohttp client: per-slot connections, window waits for every slot)"
+    return "v1", "client stats without runq_wait_s (httpx client with a shared pool, window at warm-up_s)"
+
+
+def replay_client(path: str | Path | None = None, kind: str = "v1", doc: dict | None = None) -> ReplayClient:
+    """The replayed client. v1: the `[replay_client]` section of the calibration file (written by
+    bench/fit_calibration.py). v2: no send delay, window after every slot's first request, capped
+    at the snapshot's request timeout (what Run passes as window_timeout_s)."""
+    if kind == "v2":
+        timeout = ((doc or {}).get("scenario", {}).get("ramp", {}) or {}).get("request_timeout_s")
+        return ReplayClient(0.0, 2.0, float(timeout) if timeout else None, "v2")
+    if kind != "v1":
+        raise ValueError(f"unknown client {kind!r} (v1 or v2)")
     p = Path(path) if path else DEFAULT_CALIBRATION
     d = tomllib.loads(p.read_text(encoding="utf-8")).get("replay_client", {}) if p.is_file() else {}
     rc = ReplayClient()
@@ -117,6 +168,7 @@ class StepSim:
     sim: dict
     res: FastStepResult | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    run: str = ""  # the snapshot's stem (several snapshots in one table)
 
 
 def simulate_run(doc: dict, cal: Calibration | None = None, client: ReplayClient | None = None, modes: list[str] | None = None,
@@ -138,6 +190,8 @@ def simulate_run(doc: dict, cal: Calibration | None = None, client: ReplayClient
         factory = PromptFactory(sc.workload, TokenSpace.synthetic(), sc.server.max_model_len, salt=1, seed=sc.seed)
         counter = 0
         for i, st in enumerate(m["steps"]):
+            if not st.get("requests"):
+                continue  # interrupted before anything was measured: nothing to compare with
             res = simulate_step(sched, factory.lengths, st["load"], True, sc.ramp.warmup_s, sc.ramp.window_s, 0, sc.seed, m["name"], i,
                                 counter_start=counter, stagger_s=client.stagger_s(sc.ramp.warmup_s), warm_wait_s=client.warm_wait_s,
                                 send_delay=delay)
@@ -179,8 +233,19 @@ def wave_heads(records, skip_s: float = 3.0, quiet_s: float = 0.5, gap_s: float 
     return out
 
 
+def records_path(snapshot: str | Path, doc: dict | None = None) -> Path | None:
+    """The snapshot's per-request records (its `records` key, next to it), if they exist."""
+    sp = Path(snapshot)
+    name = (doc or {}).get("records") or sp.name.replace(".json", ".records.jsonl")
+    p = sp.with_name(Path(name).name)
+    for cand in (p, p.with_name(p.name + ".gz")):
+        if cand.exists():
+            return p
+    return None
+
+
 def real_wave_heads(path: Path = RECORDS) -> dict[tuple[str, int], list[tuple[int, float]]]:
-    """Wave heads of every (mode, step index) whose records the run kept (bf16 and fp8-kv)."""
+    """Wave heads of every (mode, step index) whose records the run kept (h200-abc: bf16 and fp8-kv)."""
     from kvtui.load.records import read_records
 
     by: dict[tuple[str, int], list] = {}
@@ -217,16 +282,16 @@ def agreement(rows: list[StepSim]) -> int:
     return sum(1 for r in rows if r.sim["passed"] == r.real["passed"])
 
 
-def table(rows: list[StepSim]) -> str:
-    head = "| mode | conc | " + " | ".join(f"{lab} real / sim (err)" for lab, _, _ in FIGURES) + " | SLO real / sim |"
-    L = [head, "|---|---|" + "---|" * len(FIGURES) + "---|"]
+def table(rows: list[StepSim], with_run: bool = False) -> str:
+    head = ("| run " if with_run else "") + "| mode | conc | " + " | ".join(f"{lab} real / sim (err)" for lab, _, _ in FIGURES) + " | SLO real / sim |"
+    L = [head, ("|---" if with_run else "") + "|---|---|" + "---|" * len(FIGURES) + "---|"]
     for r in rows:
         cells = []
         for _lab, key, pct in FIGURES:
             a, b = fig(r.real, key, pct), fig(r.sim, key, pct)
             f = (lambda x: f"{x:,.0f}") if (key != "tpot_ms" and key != "itl_ms") else (lambda x: f"{x:.1f}")
             cells.append(f"{f(a) if a is not None else '—'} / {f(b) if b is not None else '—'} ({fmt_err(err(b, a))})")
-        L.append(f"| {r.mode} | {r.load:g} | " + " | ".join(cells) + f" | {verdict(r.real['passed'])} / {verdict(r.sim['passed'])} |")
+        L.append((f"| {r.run} " if with_run else "") + f"| {r.mode} | {r.load:g} | " + " | ".join(cells) + f" | {verdict(r.real['passed'])} / {verdict(r.sim['passed'])} |")
     return "\n".join(L)
 
 
@@ -266,6 +331,36 @@ def wave_table(rows: list[StepSim], heads_real: dict, client: ReplayClient) -> s
     return "\n".join(L)
 
 
+def window_offset(doc: dict, mode: str, step: dict) -> float | None:
+    """Seconds from the step's start to its window's opening in the real run (None for modes
+    carried over from a resumed snapshot: their times are on another run's clock)."""
+    if mode in ((doc.get("resumed_from") or {}).get("modes") or []):
+        return None
+    t0 = (doc.get("run") or {}).get("t0_monotonic")
+    if t0 is None or step.get("t_window_start") is None or step.get("t_rel_start") is None:
+        return None
+    return step["t_window_start"] - t0 - step["t_rel_start"]
+
+
+def queue_table(rows: list[StepSim], doc: dict | None = None) -> str:
+    """vLLM's waiting queue in the window (the real /metrics maximum against the simulated one),
+    and when the window opened after the step's start (the client's warm-up rule at work)."""
+    L = ["| mode | conc | window opens at s real / sim | waiting max real / sim | running max real / sim | TTFT p50 real / sim ms |",
+         "|---|---|---|---|---|---|"]
+    f = lambda x, spec="g": "—" if x is None else format(x, spec)  # noqa: E731
+    for r in rows:
+        sim_w = sim_r = sim_o = None
+        if r.res is not None:
+            t0, t1 = r.res.window_start or r.res.t_start, r.res.window_end or r.res.t_end
+            inside = [q for q in r.res.series if t0 <= q.t <= t1] or r.res.series
+            sim_w, sim_r = max(q.waiting for q in inside), max(q.running for q in inside)
+            sim_o = t0 - r.res.t_start
+        real_o = window_offset(doc, r.mode, r.real) if doc else None
+        L.append(f"| {r.mode} | {r.load:g} | {f(real_o, '.1f')} / {f(sim_o, '.1f')} | {f(r.real.get('waiting_max'))} / {f(sim_w)} | "
+                 f"{f(r.real.get('running_max'))} / {f(sim_r)} | {fig(r.real, 'ttft_ms', 'p50') or 0:,.0f} / {fig(r.sim, 'ttft_ms', 'p50') or 0:,.0f} |")
+    return "\n".join(L)
+
+
 TEST_DATA = ROOT / "tests" / "sim" / "data" / "h200_abc_run.json"
 
 
@@ -297,29 +392,107 @@ def write_test_data(doc: dict, heads: dict, path: Path = TEST_DATA) -> None:
     path.write_text(json.dumps(out, indent=1) + "\n")
 
 
+def knee_sweep(doc: dict, cal: Calibration, client: ReplayClient, loads: list[float] | None = None) -> dict[str, list[tuple[float, dict]]]:
+    """The simulator's own search grid per mode: every load from the ramp's resolution up to its
+    max (32, 64, … 256 here), each on a fresh simulated engine with the replayed client."""
+    sc = scenario(doc)
+    r = sc.ramp
+    res_ = float(r.resolution or 32)
+    loads = loads or [res_ * k for k in range(1, int(float(r.max) // res_) + 1)]
+    model, gpu = catalog.load_model("llama-3.1-8b"), catalog.load_gpu("H200")
+    out: dict[str, list[tuple[float, dict]]] = {}
+    for m in doc["modes"]:
+        if not any(st.get("requests") for st in m["steps"]):
+            continue
+        mode = sc.mode(m["name"])
+        rows = []
+        for k, c in enumerate(loads):
+            sched = SchedulerSim(model, gpu, mode, sc.server, calibration=cal, seed=sc.seed)
+            factory = PromptFactory(sc.workload, TokenSpace.synthetic(), sc.server.max_model_len, salt=1, seed=sc.seed)
+            res = simulate_step(sched, factory.lengths, c, True, r.warmup_s, r.window_s, 0, sc.seed, m["name"], k,
+                                stagger_s=client.stagger_s(r.warmup_s), warm_wait_s=client.warm_wait_s, send_delay=client.send_delay())
+            ctx = StepContext(load=c, t_window_start=res.window_start or res.t_start, t_window_end=res.window_end or res.t_end)
+            rows.append((c, evaluate_step(res.records, ctx, sc.slo)))
+        out[m["name"]] = rows
+    return out
+
+
+def knee_of(grid: list[tuple[float, dict]]) -> float | None:
+    """The highest passing load below the first failing one (kvtui's "best")."""
+    best = None
+    for c, st in grid:
+        if not st["passed"]:
+            break
+        best = c
+    return best
+
+
+def knee_table(grids: dict[str, list[tuple[float, dict]]]) -> str:
+    L = ["| mode | conc | out tok/s | TTFT p50 ms | TTFT p95 ms | TPOT p50 ms | TPOT p95 ms | SLO |", "|---|---|---|---|---|---|---|---|"]
+    for mode, grid in grids.items():
+        for c, st in grid:
+            L.append(f"| {mode} | {c:g} | {st['output_tok_s']:,.0f} | {st['ttft_ms']['p50']:,.0f} | {st['ttft_ms']['p95']:,.0f} | "
+                     f"{st['tpot_ms']['p50']:.1f} | {st['tpot_ms']['p95']:.1f} | {verdict(st['passed'])} |")
+    L.append("")
+    L += [f"simulated max concurrency at the SLO, {mode}: {knee_of(grid)}" for mode, grid in grids.items()]
+    return "\n".join(L)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("snapshot", nargs="?", default=str(REAL))
+    ap.add_argument("snapshot", nargs="*", default=[str(REAL)], help="real snapshot(s) (default: docs/results/h200-abc.json)")
+    ap.add_argument("--client", choices=("auto", "v1", "v2"), default="auto",
+                    help="which kvtui client to mirror: v1 = h200-abc's (shared httpx pool, window at warm-up_s, fitted send delay), "
+                         "v2 = the fixed one (per-slot connections, no delay, window after every slot's first request); "
+                         "auto (default) reads it from the snapshot")
+    ap.add_argument("--knee", action="store_true", help="also sweep the load grid and print the simulated max concurrency at the SLO")
     ap.add_argument("--calibration", default=None, help="calibration TOML (default: the H200 / vLLM 0.26.0 fit)")
     ap.add_argument("--test-data", action="store_true", help=f"also write {TEST_DATA.relative_to(ROOT)} (the numbers the test needs)")
     a = ap.parse_args()
-    doc = load_snapshot(a.snapshot)
-    if a.test_data:
-        write_test_data(doc, real_wave_heads())
     cal = load_calibration(a.calibration)
-    client = replay_client(a.calibration)
-    sc = scenario(doc)
-    rows = simulate_run(doc, cal, client, keep=True)
-    print(f"real: {a.snapshot} (vLLM {doc['modes'][0]['engine_info'].get('version')}); sim: {cal.name}, same loads, warm-up "
-          f"{sc.ramp.warmup_s:g} s, window {sc.ramp.window_s:g} s, client send delay {client.send_delay_s_at_ref * 1e3:.0f} ms "
-          f"× (streams/{STREAMS_REF})^{client.send_delay_exponent:g}\n")
-    print(table(rows))
-    print()
-    print(summary_table(rows))
-    print(f"\nSLO verdict (TTFT p95 ≤ {sc.slo.latency.get('ttft_p95_ms', 0):g} ms, TPOT p95 ≤ {sc.slo.latency.get('tpot_p95_ms', 0):g} ms) "
-          f"agrees on {agreement(rows)} of {len(rows)} steps.\n")
-    if (Path(a.snapshot).resolve() == REAL.resolve()) and RECORDS.with_suffix(".jsonl.gz").exists():
-        print(wave_table(rows, real_wave_heads(), client))
+    everything: list[StepSim] = []
+    for snap in a.snapshot:
+        doc = load_snapshot(snap)
+        if a.test_data and Path(snap).resolve() == REAL.resolve():
+            write_test_data(doc, real_wave_heads())
+        kind, why = client_kind(doc) if a.client == "auto" else (a.client, "--client")
+        client = replay_client(a.calibration, kind, doc)
+        sc = scenario(doc)
+        rows = simulate_run(doc, cal, client, keep=True)
+        for r in rows:
+            r.run = Path(snap).stem
+        everything += rows
+        version = next((m.get("engine_info", {}).get("version") for m in doc["modes"] if m.get("engine_info")), None)
+        print(f"real: {snap} (vLLM {version}); sim: {cal.name}, same loads, warm-up {sc.ramp.warmup_s:g} s, window {sc.ramp.window_s:g} s, "
+              f"{client.describe()} [{kind}: {why}]\n")
+        if not rows:
+            print("(no step with requests)\n")
+            continue
+        print(table(rows))
+        print()
+        print(summary_table(rows))
+        print(f"\nSLO verdict (TTFT p95 ≤ {sc.slo.latency.get('ttft_p95_ms', 0):g} ms, TPOT p95 ≤ {sc.slo.latency.get('tpot_p95_ms', 0):g} ms) "
+              f"agrees on {agreement(rows)} of {len(rows)} steps.\n")
+        print(queue_table(rows, doc))
+        print()
+        rec = records_path(snap, doc)
+        if rec is not None:
+            print(wave_table(rows, real_wave_heads(rec), client))
+            print()
+        if a.knee:
+            print(knee_table(knee_sweep(doc, cal, client)))
+            print()
+    if len(a.snapshot) > 1 and everything:
+        print("All snapshots together:\n")
+        print(table(everything, with_run=True))
+        print()
+        print(summary_table(everything))
+        print(f"\nSLO verdicts agree on {agreement(everything)} of {len(everything)} steps.")
+        for mode in dict.fromkeys(r.mode for r in everything):
+            sel = [r for r in everything if r.mode == mode]
+            print(f"\n{mode} ({len(sel)} steps):\n")
+            print(summary_table(sel))
+            print(f"\nSLO verdicts agree on {agreement(sel)} of {len(sel)} steps.")
 
 
 if __name__ == "__main__":

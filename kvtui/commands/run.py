@@ -1,4 +1,4 @@
-"""`kvtui run SCENARIO.toml [--headless] [--mode NAME]… [--out PATH] [--set KEY=VALUE]… [--resume SNAPSHOT]`."""
+"""`kvtui run SCENARIO.toml [--headless] [--mode NAME]… [--out PATH] [--set KEY=VALUE]… [--resume SNAPSHOT]…`."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", help="snapshot path (default: runs/<scenario>-<time>.json)")
     p.add_argument("--set", action="append", dest="overrides", default=[], metavar="KEY=VALUE",
                    help="override a scenario value, e.g. --set ramp.max=64 --set slo.ttft_p95_ms=1500")
-    p.add_argument("--resume", metavar="SNAPSHOT", help="keep the finished modes of this snapshot (or journal) and run the rest")
+    p.add_argument("--resume", action="append", metavar="SNAPSHOT",
+                   help="keep the finished modes of this snapshot (or journal), continue the ones cut short from their "
+                        "finished steps, run the rest; repeatable (a later snapshot's mode wins)")
     p.add_argument("--engine", choices=["sim", "vllm", "external"], help="override server.engine")
     p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline (seconds, no HTTP)")
     p.add_argument("--verbose", "-v", action="store_true", help="headless: print the server's log too")
@@ -65,6 +67,8 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
     parts.append(verdict + (f" (limited by {lim})" if step.get("limited_by") else ""))
     if step.get("why") == "confirm":
         parts.append("[confirm]")
+    if step.get("resumed"):
+        parts.append("[kept from the resumed run]")
     return "  ".join(parts)
 
 
@@ -134,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         from kvtui.report.snapshot import load_snapshot
 
-        resume = load_snapshot(args.resume)
+        resume = [load_snapshot(p) for p in args.resume]
     if not args.headless:
         from kvtui.commands.tui import launch_tui
 

@@ -25,7 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", help="snapshot path (default: runs/<scenario>-<time>.json)")
     p.add_argument("--set", action="append", dest="overrides", default=[], metavar="KEY=VALUE",
                    help="override a scenario value, e.g. --set ramp.max=64")
-    p.add_argument("--resume", metavar="SNAPSHOT", help="keep the finished modes of this snapshot and run the rest")
+    p.add_argument("--resume", action="append", metavar="SNAPSHOT",
+                   help="keep the finished modes of this snapshot, continue the ones cut short, run the rest; repeatable")
     p.add_argument("--engine", choices=["sim", "vllm", "external"], help="override server.engine")
     p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline")
     p.add_argument("--theme", help="theme name (themes/*.toml: kvtui-dark, kvtui-light, kvtui-high-contrast, …)")
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         from kvtui.report.snapshot import load_snapshot
 
-        resume = load_snapshot(args.resume)
+        resume = [load_snapshot(p) for p in args.resume]
     if args.scenario is None:
         demo = demo_scenario_path()
         if not demo.exists():
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | None = None,
-               resume: dict[str, Any] | None = None, theme: str | None = None, autostart: bool = False,
+               resume: dict[str, Any] | list[dict[str, Any]] | None = None, theme: str | None = None, autostart: bool = False,
                fast: bool = False, notice: str | None = None) -> int:
     """Run the dashboard on `scenario`; returns the exit code (0, or 1 when the run failed)."""
     check_theme(theme)

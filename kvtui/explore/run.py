@@ -24,7 +24,7 @@ from kvtui.errors import EngineError, KvtuiError, RunAborted, UsageError
 from kvtui.explore.evaluate import StepContext, evaluate_step
 from kvtui.explore.search import make_search, ramp_levels
 from kvtui.load.generator import LoadGenerator, WorkerConfig
-from kvtui.load.records import Record, write_records
+from kvtui.load.records import Record, iter_record_lines, write_records
 from kvtui.report.redact import Redactor
 from kvtui.report.snapshot import SCHEMA, SnapshotWriter
 from kvtui.scenario.schema import Mode, Scenario
@@ -228,13 +228,32 @@ def _crashed(reason: str) -> dict[str, str]:
     return {"kind": "crashed", "message": f"engine died during the run: {reason}"}
 
 
-def _record_mode(line: str) -> str | None:
+def _record_key(line: str) -> tuple[str | None, int | None]:
+    """(mode, step index) of one records line."""
     import json
 
     try:
-        return json.loads(line).get("mode")
+        d = json.loads(line)
+        return d.get("mode"), d.get("step")
     except (ValueError, AttributeError):
-        return None  # a line cut by a crash mid-write
+        return None, None  # a line cut by a crash mid-write
+
+
+def _finished_steps(mode_doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A mode's steps up to the first one cut short (its verdict would be a stop's, not a measurement's)."""
+    out = []
+    for st in mode_doc.get("steps") or []:
+        if not isinstance(st, dict) or st.get("aborted") or "load" not in st:
+            break
+        out.append(st)
+    return out
+
+
+def _settings_changed(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What differs between a resumed mode's settings and the scenario's now ('' if nothing);
+    keys only one side knows (a kvtui version apart) are not a change."""
+    diffs = [f"{k}: {old[k]!r} → {new[k]!r}" for k in sorted(old.keys() & new.keys()) if k != "name" and old[k] != new[k]]
+    return ", ".join(diffs)
 
 
 class Run:
@@ -244,7 +263,7 @@ class Run:
         out: str | Path,
         modes: list[str] | None = None,
         listener: Listener | None = None,
-        resume: dict[str, Any] | None = None,
+        resume: dict[str, Any] | list[dict[str, Any]] | None = None,
         fast: bool = False,
     ):
         self.scenario = scenario
@@ -257,7 +276,11 @@ class Run:
             valid = ", ".join(m.name for m in scenario.modes)
             raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: {valid})")
         self.modes: list[Mode] = [scenario.mode(n) for n in names]
-        self.resume = resume
+        # Snapshots to resume from, oldest first (a later one's mode wins over an earlier one's).
+        self.resumes: list[dict[str, Any]] = [resume] if isinstance(resume, dict) else list(resume or [])
+        self._partial: dict[str, dict[str, Any]] = {}  # mode name -> its interrupted doc, continued
+        self._origin: dict[str, dict[str, Any]] = {}  # mode name -> the snapshot its kept data comes from
+        self._prior_series: list[dict[str, Any]] = []
         self.closed = scenario.ramp.load == "concurrency"
         self.salt = secrets.randbits(32)
         self.t0 = time.monotonic()
@@ -367,12 +390,12 @@ class Run:
     def run(self) -> dict[str, Any]:
         self.doc = self._new_doc()
         kept: list[dict[str, Any]] = []
-        if self.resume:
+        if self.resumes:
             kept = self._take_resumed()
         self.doc["modes"] = list(kept)
         self.writer = SnapshotWriter(self.out, self.doc)
-        if kept:
-            self._carry_records(kept)
+        if self.resumes:
+            self._carry_records()
         for m in kept:
             self.writer.mode_finished(m)
         self._emit("run_started", None, self.doc)
@@ -400,47 +423,154 @@ class Run:
         return self.doc
 
     def _take_resumed(self) -> list[dict[str, Any]]:
-        prev = self.resume or {}
-        kept = [m for m in prev.get("modes", []) if m.get("complete")]
-        old = prev.get("scenario") or {}
+        """The modes of the resumed snapshot(s) this run keeps, and those it continues.
+
+        Kept: modes that finished, under the settings the scenario has now. Run again: modes
+        that failed to start (the cause may be fixed: a model path, a dtype) and modes whose
+        settings changed since. Continued: modes cut short (a device call's time limit, Ctrl-C,
+        kill -9) keep their finished steps, and their search goes on from them.
+        """
         new = self.scenario.to_dict()
-        for key in ("server", "workload", "ramp", "slo"):
-            a = {k: v for k, v in (old.get(key) or {}).items() if k not in ("port", "startup_timeout_s")}
-            b = {k: v for k, v in (new.get(key) or {}).items() if k not in ("port", "startup_timeout_s")}
-            if a and a != b:
-                self._emit("warning", None, f"resumed snapshot's [{key}] differs from this scenario: modes are not under identical settings")
-                self.doc.setdefault("warnings", []).append(f"resumed across a changed [{key}]")
-        # Keep the earlier run's environment beside this one (the GPU may differ).
-        self.doc["resumed_from"] = {"path": prev.get("_path"), "environment": prev.get("environment"), "modes": [m["name"] for m in kept]}
+        wanted = {m.name: m for m in self.scenario.modes}
+        requested = {m.name for m in self.modes}
+        done: dict[str, dict[str, Any]] = {}
+        partial: dict[str, dict[str, Any]] = {}
+        origin: dict[str, dict[str, Any]] = {}
+        for prev in self.resumes:
+            src = prev.get("_path") or "(snapshot)"
+            old = prev.get("scenario") or {}
+            for key in ("server", "workload", "ramp", "slo"):
+                a = {k: v for k, v in (old.get(key) or {}).items() if k not in ("port", "startup_timeout_s")}
+                b = {k: v for k, v in (new.get(key) or {}).items() if k not in ("port", "startup_timeout_s")}
+                if a and a != b:
+                    self._emit("warning", None, f"resumed snapshot's [{key}] differs from this scenario: modes are not under identical settings")
+                    self.doc.setdefault("warnings", []).append(f"resumed across a changed [{key}]")
+            for m in prev.get("modes") or []:
+                name = m.get("name")
+                if not isinstance(name, str):
+                    continue
+                if name in wanted:
+                    changed = _settings_changed(m.get("settings") or {}, self._mode_doc(wanted[name], 0)["settings"])
+                    if changed:
+                        self._note_resume(name, f"mode {name}: settings changed since the resumed run {src} ({changed}): not kept from it")
+                        continue
+                error = m.get("error") or {}
+                if error and not m.get("steps"):
+                    self._note_resume(name, f"mode {name} failed in the resumed run {src} ({error.get('message', error.get('kind'))}): not kept from it")
+                    continue
+                if m.get("complete") or (name not in requested and m.get("steps")):
+                    # Finished, or cut short but not asked for this time: kept as it is.
+                    if name in done and done[name].get("complete") and not m.get("complete"):
+                        continue
+                    done[name] = m
+                    partial.pop(name, None)
+                    origin[name] = prev
+                elif name not in done and _finished_steps(m):
+                    partial[name] = m
+                    origin[name] = prev
+        if self.fast:  # an offline simulation is seconds long: measure a cut-short mode again
+            for name in partial:
+                origin.pop(name, None)
+            partial = {}
+        self._partial = partial
+        self._origin = origin
+        kept = list(done.values())
+        if kept and all(m.name in done for m in self.modes):
+            # Nothing is measured here (a join of earlier runs): the figures are of the machine they ran on.
+            envs = [origin[n].get("environment") for n in done if origin[n].get("environment")]
+            if envs:
+                self.doc["environment"] = {**envs[-1], "joined_on": (self.doc.get("environment") or {}).get("host")}
+                gpus = {tuple(e.get("gpu_names") or ()) for e in envs}
+                if len(gpus) > 1:
+                    self._note_resume(None, "the joined modes ran on different GPUs: " + "; ".join(", ".join(g) for g in sorted(gpus)))
+        self.doc["resumed_from"] = {
+            "path": self.resumes[-1].get("_path"), "environment": self.resumes[-1].get("environment"),
+            "modes": [m["name"] for m in kept], "continued": sorted(partial),
+            "paths": [p.get("_path") for p in self.resumes],
+        }
         return kept
 
-    def _carry_records(self, kept: list[dict[str, Any]]) -> None:
-        """Copy the kept modes' per-request records into this run's sidecar, so the snapshot stays self-contained.
+    def _note_resume(self, name: str | None, msg: str) -> None:
+        self._emit("warning", name, msg)
+        self.doc.setdefault("warnings", []).append(msg)
 
-        Resuming into the same sidecar rewrites it with the kept modes' records only: the
-        records of a mode cut short are dropped, as the mode is measured again.
+    def _carry_records(self) -> None:
+        """Copy the kept modes' per-request records (and those of the continued modes' finished
+        steps) into this run's sidecar, so the snapshot stays self-contained.
+
+        Resuming into the same sidecar rewrites it with those records only: the records of a
+        mode measured again, or of a step cut short, are dropped.
         """
-        prev = self.resume or {}
-        name, path = prev.get("records"), prev.get("_path")
-        if not name or not path or self.writer is None:
+        if self.writer is None:
             return
-        src = Path(name) if Path(name).is_absolute() else Path(path).with_name(name)
-        names = {m["name"] for m in kept}
-        try:
-            with open(src, encoding="utf-8") as f:
-                lines = [ln for ln in f if ln.strip() and _record_mode(ln) in names]
-        except OSError as e:
-            self.doc.setdefault("warnings", []).append(f"per-request records of the kept modes not carried over ({src}: {e.strerror or e})")
-            return
+        lines: list[str] = []
+        for prev in self.resumes:
+            name, path = prev.get("records"), prev.get("_path")
+            if not name or not path:
+                continue
+            src = Path(name) if Path(name).is_absolute() else Path(path).with_name(name)
+            want: dict[str, int | None] = {}  # mode -> records of steps below this index (None: all)
+            for mname, m in self._origin.items():
+                if m is prev:
+                    want[mname] = len(_finished_steps(self._partial[mname])) if mname in self._partial else None
+            if not want:
+                continue
+            try:
+                for rec in iter_record_lines(src):
+                    mode, step = _record_key(rec)
+                    if mode in want and (want[mode] is None or (step is not None and step < want[mode])):
+                        lines.append(rec if rec.endswith("\n") else rec + "\n")
+            except OSError as e:
+                self.doc.setdefault("warnings", []).append(f"per-request records of the kept modes not carried over ({src}: {e.strerror or e})")
         dst = self.writer.records_path
-        if src.resolve() == dst.resolve():
+        srcs = {Path(p.get("_path") or "").with_name(p.get("records") or "-").resolve() for p in self.resumes if p.get("_path")}
+        if dst.resolve() in srcs:
             from kvtui.report.snapshot import atomic_write
 
-            atomic_write(dst, "".join(ln if ln.endswith("\n") else ln + "\n" for ln in lines))
-        else:
+            atomic_write(dst, "".join(lines))
+        elif lines:
             with open(dst, "a", encoding="utf-8") as f:
-                f.writelines(ln if ln.endswith("\n") else ln + "\n" for ln in lines)
+                f.writelines(lines)
         self.records_written += len(lines)
+
+    def _replay_finished_steps(self, search, md: dict[str, Any], old: dict[str, Any]) -> int:
+        """Feed a continued mode's finished steps to its search, in their order, as long as the
+        search asks for exactly those loads; returns how many were kept. The kept steps and
+        their telemetry are moved onto this run's clock, ending just before now."""
+        steps = _finished_steps(old)
+        old_t0 = ((self.resumes[-1] if self.resumes else {}).get("run") or {}).get("t0_monotonic")
+        for prev in self.resumes:
+            if any(m is old for m in prev.get("modes") or []):
+                old_t0 = (prev.get("run") or {}).get("t0_monotonic")
+        end = max([s.get("t_rel_end") or 0.0 for s in steps] + [r.get("t", 0.0) for r in old.get("series") or []] + [0.0])
+        shift = (time.monotonic() - self.t0) - end - 1.0
+        kept = 0
+        for st in steps:
+            if st.get("why") in ("search", "confirm"):
+                if search.next() != st.get("load"):
+                    break  # the search now wants another load: measure from here
+                search.record(st["load"], st.get("passed"))
+            st = dict(st)
+            for k in ("t_rel_start", "t_rel_end"):
+                if isinstance(st.get(k), (int, float)):
+                    st[k] = round(st[k] + shift, 3)
+            if isinstance(old_t0, (int, float)):
+                for k in ("t_window_start", "t_window_end"):
+                    if isinstance(st.get(k), (int, float)):
+                        st[k] = st[k] - old_t0 + self.t0 + shift
+            st["resumed"] = True
+            md["steps"].append(st)
+            self.writer.step_finished(md["name"], st)
+            self._emit("step_finished", md["name"], st)
+            kept += 1
+        last_t = md["steps"][-1]["t_rel_end"] if kept else None
+        self._prior_series = [
+            {**r, "t": round(r["t"] + shift, 2)} for r in old.get("series") or []
+            if isinstance(r.get("t"), (int, float)) and (last_t is None or r["t"] + shift <= last_t)
+        ] if kept else []
+        md["continued"] = {"steps": kept, "of": len(steps), "started_at": old.get("started_at")}
+        self._emit("warning", md["name"], f"mode {md['name']}: continued from {kept} finished step(s) of the resumed run")
+        return kept
 
     def _mode_doc(self, mode: Mode, index: int) -> dict[str, Any]:
         md = dataclasses.asdict(mode)
@@ -471,6 +601,7 @@ class Run:
 
     def _run_mode(self, mode: Mode, index: int) -> None:
         md = self._mode_doc(mode, index)
+        self._prior_series = []
         self.current_mode = md
         self.doc["modes"].append(md)
         self._emit("mode_starting", mode.name, {"index": index, "of": len(self.modes), "mode": md})
@@ -494,6 +625,13 @@ class Run:
             self._emit("error", mode.name, f"mode {mode.name}: {md['error']['message'] if md['error']['kind'] == 'cancelled' else e}")
             self.writer.mode_started(md)
             md["complete"] = md["error"]["kind"] != "cancelled"
+            old = self._partial.pop(mode.name, None)
+            if old is not None:  # nothing measured is lost: keep the finished steps, to continue another time
+                md.update(steps=[dict(st, resumed=True) for st in _finished_steps(old)], series=old.get("series") or [],
+                          search=old.get("search") or {}, best_concurrency=old.get("best_concurrency"), complete=False,
+                          continued={"steps": 0, "of": len(_finished_steps(old)), "started_at": old.get("started_at")})
+                for st in md["steps"]:
+                    self.writer.step_finished(mode.name, st)
             self.writer.mode_finished(md)
             self._teardown_mode()
             return
@@ -512,7 +650,7 @@ class Run:
         try:
             self._search_mode(mode, md, endpoint, facts)
         finally:
-            md["series"] = list(self.telemetry.rows) if self.telemetry else []
+            md["series"] = self._prior_series + (list(self.telemetry.rows) if self.telemetry else [])
             self._teardown_mode()
         md["complete"] = not self.stopping or md["search"].get("done", False)
         md["finished_at"] = time.time()
@@ -550,12 +688,19 @@ class Run:
         req_tokens = _mean_request_tokens(sc)
         kv_guess = facts.kv_bound_concurrency(int(req_tokens)) if self.closed else None
         md["predicted_kv_concurrency"] = round(kv_guess, 1) if kv_guess else None
-        search = make_search(sc.ramp, self.closed, guess=kv_guess)
-        md["search"] = {"strategy": search.name, "guess": kv_guess}
+        old = self._partial.pop(mode.name, None)
+        # A continued mode searches from the guess it started with, so its finished steps replay.
+        guess = (old.get("search") or {}).get("guess", kv_guess) if old is not None else kv_guess
+        search = make_search(sc.ramp, self.closed, guess=guess)
+        md["search"] = {"strategy": search.name, "guess": guess}
         levels = ramp_levels(sc.ramp, self.closed)
         t_search = time.monotonic()
         last_load: float | None = None
         step_index = 0
+        if old is not None:
+            if self._replay_finished_steps(search, md, old):
+                last_load = md["steps"][-1]["load"]
+            step_index = len(_finished_steps(old))  # never reuse the index of a carried step's records
         while not self.stopping and not self._skip.is_set():
             while self._paused.is_set() and not self.stopping:
                 time.sleep(0.1)

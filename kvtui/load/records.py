@@ -117,9 +117,8 @@ def write_records(path: Path, records: Iterable[Record]) -> int:
     return n
 
 
-def read_records(path: Path) -> Iterator[Record]:
-    """Records from a JSON Lines file (or its .gz, as archived results keep them); a truncated
-    last line (crash mid-write) is skipped."""
+def iter_record_lines(path: Path) -> Iterator[str]:
+    """The non-empty lines of a records file (or of its .gz, as archived results keep them)."""
     path = Path(path)
     gz = path if path.suffix == ".gz" else path.with_name(path.name + ".gz")
     if gz.exists() and not (path.exists() and path.suffix != ".gz"):
@@ -130,11 +129,15 @@ def read_records(path: Path) -> Iterator[Record]:
         opener = open(path, encoding="utf-8")
     with opener as f:
         for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            yield Record.from_dict(d)
+            if line.strip():
+                yield line
+
+
+def read_records(path: Path) -> Iterator[Record]:
+    """Records from a JSON Lines file (or its .gz); a truncated last line (crash mid-write) is skipped."""
+    for line in iter_record_lines(path):
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        yield Record.from_dict(d)

@@ -187,12 +187,14 @@ def caveats(doc: dict[str, Any]) -> list[str]:
     if known:
         out.append("prefix-cache hit rate at the knee: " + ", ".join(f"{n} {h:.0%}" for n, h in known)
                    + ("  (above 5 %: prompt throughput and TTFT are flattered)" if any(h > 0.05 for _, h in known) else ""))
+    elif modes and ((doc.get("scenario") or {}).get("server") or {}).get("enable_prefix_caching") is False:
+        out.append("prefix caching off (server.enable_prefix_caching = false): no prompt-cache flattery")
     elif modes:
         out.append("prefix-cache hit rate at the knee: not reported by the server")
     for m in modes:
         s = m.get("search") or {}
         if s.get("noisy"):
-            out.append(f"{m['name']}: pass/fail did not flip once at the knee (noise): {s.get('describe')}")
+            out.append(f"{m['name']}: the knee is noisy, the same load passed and failed: {s.get('describe')}")
         if s.get("reached_max"):
             out.append(f"{m['name']}: passed up to the ramp's max; the real limit is higher")
         if m.get("error"):
@@ -207,6 +209,10 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         prev = (rf.get("environment") or {}).get("gpu_names")
         cur = env.get("gpu_names")
         out.append(f"modes {', '.join(rf['modes'])} kept from an earlier run" + (f" on {', '.join(prev)}" if prev and prev != cur else ""))
+    for m in modes:
+        c = m.get("continued")
+        if c:
+            out.append(f"{m['name']}: continued after an interruption; {c.get('steps')} of its steps were measured before it")
     for w in doc.get("warnings") or []:
         out.append(w)
     for w in doc.get("load_warnings") or []:

@@ -1,4 +1,5 @@
-"""Resuming a comparison: from a final snapshot with fewer modes, and from a journal after kill -9."""
+"""Resuming a comparison: from a final snapshot with fewer modes, from a journal after kill -9 (the
+cut-short mode continues from its finished steps), from several snapshots, past failed and changed modes."""
 
 from __future__ import annotations
 
@@ -144,15 +145,114 @@ def test_resume_from_the_journal_after_kill_9_mid_mode(tmp_path):
     assert kept == {**before["modes"][0]}  # unchanged
     second = doc["modes"][1]
     assert second["complete"] and second["search"]["done"] and len(second["steps"]) >= 3
-    assert second["started_at"] > before["modes"][1]["started_at"]  # measured again, from its first step
+    # Continued, not measured again: the finished steps are kept as they were, the search goes on from them.
+    cut = before["modes"][1]["steps"]
+    assert second["continued"]["steps"] == cut_steps and "continued from" in r.stdout
+    for old_s, new_s in zip(cut, second["steps"]):
+        assert new_s["resumed"] is True
+        assert all(new_s[k] == old_s[k] for k in ("index", "load", "passed", "requests", "started_at", "ttft_ms", "tpot_ms"))
+    fresh = second["steps"][cut_steps:]
+    assert fresh and all(s["index"] >= cut_steps and "resumed" not in s for s in fresh)
+    assert min(s["started_at"] for s in fresh) > max(s["started_at"] for s in cut)
+    # One clock for the mode: kept steps and telemetry end before the new ones begin.
+    ends = [s["t_rel_end"] for s in second["steps"]]
+    assert ends == sorted(ends)
+    ts = [row["t"] for row in second["series"]]
+    assert ts == sorted(ts) and len(ts) > len(before["modes"][1]["series"])
     assert doc["comparison"]["baseline"] == "baseline"
     best = second["best_concurrency"]
     assert doc["comparison"]["rows"][1]["best_x"] == (round(best / kept["best_concurrency"], 3) if best else None)
-    # The sidecar: the baseline's records as they were, the cut-short mode's stale ones gone.
+    # The sidecar: the baseline's records as they were; of the cut-short mode, those of its finished
+    # steps kept and those of the step the kill cut gone.
     recs = list(read_records(tmp_path / "run.records.jsonl"))
     old_base = {x.id for x in old_records if x.mode == "baseline"}
-    old_second = {x.id for x in old_records if x.mode == "second"}
+    old_done = {x.id for x in old_records if x.mode == "second" and x.step < cut_steps}
+    old_cut = {x.id for x in old_records if x.mode == "second" and x.step >= cut_steps}
+    ids = {x.id for x in recs}
     assert {x.id for x in recs if x.mode == "baseline"} == old_base
-    assert not old_second & {x.id for x in recs}
+    assert old_done and old_done <= ids and not old_cut & ids
     for s in second["steps"]:
         assert sum(1 for x in recs if x.mode == "second" and x.step == s["index"] and x.counted) == s["requests"]
+
+
+PICKY = """
+name = "picky"
+[server]
+engine = "sim"
+max_model_len = 2048
+time_scale = 1
+extra_args = ["--knee", "8", "--knee-tpot-ms", "20", "--knee-slowdown", "2"]
+[[modes]]
+name = "baseline"
+[[modes]]
+name = "fp8-kv"
+kv_cache_dtype = "fp8"
+[[modes]]
+name = "third"
+extra_args = ["--knee", "4"]
+[workload]
+prompt_tokens = 64
+output_tokens = 16
+[ramp]
+start = 1
+max = 8
+step = "double"
+warmup_s = 0.2
+window_s = 1
+[slo]
+tpot_p95_ms = 30
+"""
+
+
+def test_resume_from_several_snapshots_retries_failed_and_changed_modes(tmp_path):
+    """What the H200 session of 2026-11-29 needed: a mode that failed to start (fixed in the
+    scenario since) and a mode measured under other settings are run again, not kept; the
+    finished modes of two separate runs join in one snapshot."""
+    from kvtui.explore.run import Run
+    from kvtui.scenario import load_scenario
+
+    sp = tmp_path / "picky.toml"
+    sp.write_text(PICKY)
+    # Run A: the baseline, and fp8-kv with a flag the server rejects (fails at startup, for real).
+    bad = tmp_path / "bad.toml"
+    bad.write_text(PICKY.replace('kv_cache_dtype = "fp8"', 'kv_cache_dtype = "fp8"\nextra_args = ["--no-such-flag"]'))
+    a = tmp_path / "a.json"
+    Run(load_scenario(bad), a, modes=["baseline", "fp8-kv"]).run()
+    doc_a = load_snapshot(a)
+    assert doc_a["modes"][1]["error"] and not doc_a["modes"][1]["steps"]
+    # Resumed as it is, the failed mode is tried again (and fails again), the baseline kept.
+    a2 = tmp_path / "a2.json"
+    retry: list = []
+    Run(load_scenario(bad), a2, modes=["baseline", "fp8-kv"], resume=doc_a, listener=retry.append).run()
+    assert any(e.kind == "warning" and "failed in the resumed run" in e.data and "not kept" in e.data for e in retry)
+    doc_a2 = load_snapshot(a2)
+    assert [m["name"] for m in doc_a2["modes"]] == ["baseline", "fp8-kv"]
+    assert doc_a2["modes"][0] == doc_a["modes"][0] and doc_a2["modes"][1]["error"]
+    assert doc_a2["modes"][1]["started_at"] > doc_a["modes"][1]["started_at"]
+    # Run B: the third mode, under a knee the scenario no longer has.
+    old3 = tmp_path / "old3.toml"
+    old3.write_text(PICKY.replace('extra_args = ["--knee", "4"]', 'extra_args = ["--knee", "2"]'))
+    b = tmp_path / "b.json"
+    Run(load_scenario(old3), b, modes=["third"], fast=True).run()
+    # Joined: baseline kept from A, fp8-kv measured (its flag is gone), third measured again.
+    out = tmp_path / "joined.json"
+    events: list = []
+    Run(load_scenario(sp), out, resume=[doc_a2, load_snapshot(b)], listener=events.append, fast=True).run()
+    doc = load_snapshot(out)
+    names = [m["name"] for m in doc["modes"]]
+    assert names == ["baseline", "fp8-kv", "third"]
+    base, fp8, third = doc["modes"]
+    assert base == doc_a["modes"][0]
+    assert not fp8.get("error") and fp8["complete"] and fp8["steps"]
+    assert third["settings"]["extra_args"] == ["--knee", "4"] and third["complete"]
+    warnings = [e.data for e in events if e.kind == "warning"]
+    assert any("settings changed" in w and "fp8-kv" in w and "--no-such-flag" in w for w in warnings)
+    assert any("settings changed" in w and "third" in w and "extra_args" in w for w in warnings)
+    assert doc["resumed_from"]["modes"] == ["baseline"] and doc["resumed_from"]["paths"] == [str(a2), str(b)]
+    assert any("settings changed" in w and "not kept" in w for w in doc["warnings"])
+    # Only the baseline's records came along (the stale third mode's did not).
+    recs = list(read_records(out.with_name("joined.records.jsonl")))
+    old_base = {x.id for x in read_records(a.with_name("a.records.jsonl")) if x.mode == "baseline"}
+    assert old_base == {x.id for x in read_records(a2.with_name("a2.records.jsonl")) if x.mode == "baseline"}
+    assert {x.id for x in recs if x.mode == "baseline"} == old_base
+    assert not {x.id for x in read_records(b.with_name("b.records.jsonl"))} & {x.id for x in recs}

@@ -95,6 +95,26 @@ def test_weight_formats_shrink_the_weights():
     assert (int4 - kept) / (bf16 - kept) == pytest.approx(0.26, abs=0.01)  # "about quartered"
 
 
+@pytest.mark.parametrize("quantization", ["awq_marlin", "awq", "gptq_marlin"])
+def test_awq_marlin_mode_is_int4_weights_near_the_h200_measurement(quantization):
+    """The H200 re-run's awq-int4+fp8-kv mode (--quantization awq_marlin --dtype bfloat16
+    --kv-cache-dtype fp8, AWQ group 128): vLLM 0.26 measured 5.49 GiB of weights and 1,949,744 KV
+    tokens (docs/results/h200-v2-d.json). The simulator maps it to int4 weights + fp8 KV and lands
+    at 5.38 GiB (-2 %: the int4 format is a prior, not fitted) and within 0.2 % on the KV tokens."""
+    from kvtui.engines.sim.roofline import load_calibration
+    from kvtui.engines.sim.scheduler import SchedulerSim
+    from kvtui.scenario.schema import Mode, Server
+
+    mode = Mode("awq-int4+fp8-kv", dtype="bfloat16", kv_cache_dtype="fp8", quantization=quantization)
+    assert mode.weights == "int4"
+    m, g = load_model("llama-3.1-8b"), load_gpu("H200")
+    server = Server(max_model_len=8192, gpu_memory_utilization=0.9, enable_prefix_caching=False)
+    sched = SchedulerSim(m, g, mode, server, calibration=load_calibration())
+    assert (sched.weights_fmt, sched.kv_bytes) == ("int4", 1)
+    assert sched.est.weights_gib == pytest.approx(5.49, rel=0.03)
+    assert sched.est.kv_tokens == pytest.approx(1_949_744, rel=0.005)
+
+
 def test_the_formula_adds_up():
     m, g = load_model("qwen2.5-32b"), load_gpu("H100")
     s = resolve_settings(m, g, max_model_len=8192)
