@@ -139,3 +139,8 @@ def test_h200_failures_through_kvtui():
     assert "max seq len (131072), (16.0 GiB KV cache is needed" in oom.message
     flag = classify_exit(read_log("h200-0.26.0-fail-badflag.log"), 2)
     assert flag.kind == BAD_FLAG and "unrecognized arguments: --disable-log-requests" in flag.message
+    # AWQ int4 with float16 activations and an fp8 KV cache (issue 9's article pair, first try):
+    # the root cause sits deep in an engine-core traceback, under generic "initialization failed" lines.
+    awq = classify_exit(read_log("h200-0.26.0-fail-awq-fp16-kv-fp8.log"), 1)
+    assert awq.kind == UNSUPPORTED
+    assert "For FP8 input, output must have dtype BF16" in awq.message and 'dtype = "bfloat16"' in awq.message

@@ -90,6 +90,15 @@ _RULES: list[tuple[str, re.Pattern[str], bool, str]] = [
         "point server.model (or the mode's model) at a local model directory with config.json, tokenizer and weights",
     ),
     (
+        # FlashAttention 3 with an fp8 KV cache quantizes the queries to fp8 and writes bf16 out,
+        # so float16 activations (what AWQ checkpoints declare) fail at the first forward pass.
+        UNSUPPORTED,
+        re.compile(r"For FP16/BF16 input, output must have the same dtype as inputs\. For FP8 input, output must have dtype BF16.*"),
+        True,
+        "an fp8 KV cache on FlashAttention 3 needs bfloat16 activations: set the mode's dtype = \"bfloat16\" "
+        "(awq_marlin runs AWQ int4 weights in bf16), or keep float16 with kv_cache_dtype = \"auto\"",
+    ),
+    (
         UNSUPPORTED,
         re.compile(
             r"Model architectures? .* (?:are|is) not supported.*|"
