@@ -40,6 +40,21 @@ def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return out
 
 
+def mode_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Settings of the modes both runs have by name (a dtype, a quantization, an extra arg…)."""
+    mb = {m.get("name"): m for m in b.get("modes", [])}
+    out = []
+    for ma in a.get("modes", []):
+        other = mb.get(ma.get("name"))
+        if other is None:
+            continue
+        fa, fb = _flat(ma.get("settings") or {}), _flat(other.get("settings") or {})
+        for k in sorted(set(fa) & set(fb)):
+            if fa[k] != fb[k]:
+                out.append(f"mode {ma.get('name')}: {k} {fa[k]!r} → {fb[k]!r}")
+    return out
+
+
 def environment_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     ea, eb = a.get("environment") or {}, b.get("environment") or {}
     out = []
@@ -92,7 +107,7 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b
         "rows": rows,
         "note": "; ".join(notes) or None,
         "load_kind": kinds.pop() if len(kinds) == 1 else "mixed",
-        "differences": environment_differences(a, b) + scenario_differences(a, b),
+        "differences": environment_differences(a, b) + scenario_differences(a, b) + mode_differences(a, b),
     }
 
 

@@ -132,3 +132,16 @@ def test_diff_across_gpus_and_versions_shows_ratios_and_what_differs(tmp_path):
     r = kvtui("diff", pa, pb)
     assert r.returncode == 0, r.stderr
     assert "What differs between the runs:" in r.stdout and "0.50×" in r.stdout
+
+
+def test_diff_names_a_changed_mode_setting_on_the_real_h200_runs():
+    """The H200 session's AWQ mode ran first with float16 activations (crashed), then bfloat16:
+    a diff of the two snapshots must not call them the same settings."""
+    from kvtui.report.snapshot import load_snapshot
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "results"
+    a, b = load_snapshot(root / "h200-v2-b.json"), load_snapshot(root / "h200-v2-d.json")
+    comp = compare_docs(a, b)
+    assert "mode awq-int4+fp8-kv: dtype 'float16' → 'bfloat16'" in comp["differences"]
+    assert not [d for d in comp["differences"] if d.startswith("mode bf16")]  # bf16 is only in A
+    assert "Same environment" not in render_diff(a, b)
