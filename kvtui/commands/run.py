@@ -61,7 +61,10 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
         parts.append(f"KV {step['kv_cache_usage_max']:.0%}")
     if step.get("preemptions"):
         parts.append(f"preempt {step['preemptions']:g}")
-    from kvtui.explore.evaluate import LIMIT_WORDS
+    from kvtui.explore.evaluate import LIMIT_WORDS, LOCKSTEP
+
+    if (step.get("send_burst") or 0) >= LOCKSTEP:
+        parts.append(f"lock-step {step['send_burst']:.0%}")
 
     lim = LIMIT_WORDS.get(step.get("limited_by") or "", step.get("limited_by"))
     parts.append(verdict + (f" (limited by {lim})" if step.get("limited_by") else ""))

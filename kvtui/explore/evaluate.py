@@ -156,8 +156,31 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     }
     if ctx.max_num_seqs and ctx.closed and ctx.load > ctx.max_num_seqs:
         step["note"] = f"concurrency {ctx.load:g} > max_num_seqs {ctx.max_num_seqs}: the rest queue in the server"
+    if ctx.closed:
+        step["send_burst"] = send_burst(counted, ctx.load, ctx.time_scale)
     step["limited_by"] = limited_by(step, slo)
     return step
+
+
+LOCKSTEP = 0.5  # share of the slots sending within one second that marks a closed loop in lock-step
+
+
+def send_burst(counted: list[Record], load: float, time_scale: float = 1.0) -> float | None:
+    """The largest share of the slots whose counted requests were sent within one (modelled) second.
+
+    A steady closed loop spreads its sends over the run (c / E2E per second); one in lock-step
+    sends a whole wave at once, and the wave's prefills queue behind each other. In the H200
+    re-run (fixed 2048/256 lengths) the three AWQ steps above 0.75 failed on a TTFT p95 of
+    3.8–10 s; their repeats at the same loads, at 0.26–0.40, had 1.6 s.
+    """
+    if load < 8 or len(counted) < 8:
+        return None
+    import bisect
+
+    ts = sorted(r.t_sent for r in counted if r.t_sent is not None)
+    w = 1.0 * (time_scale or 1.0)
+    most = max((bisect.bisect_right(ts, t + w) - i for i, t in enumerate(ts)), default=0)
+    return round(most / load, 3)
 
 
 def client_limited(client: dict[str, Any], ttft: dict[str, Any]) -> bool:

@@ -201,6 +201,13 @@ def caveats(doc: dict[str, Any]) -> list[str]:
             out.append(f"{m['name']}: failed: {(m.get('error') or {}).get('message')}")
         elif not m.get("complete", True):
             out.append(f"{m['name']}: did not finish (stopped or interrupted)")
+        from kvtui.explore.evaluate import LOCKSTEP
+
+        waves = [s_ for s_ in m.get("steps", []) if (s_.get("send_burst") or 0) >= LOCKSTEP]
+        if waves:
+            out.append(f"{m['name']}: the closed loop ran in lock-step at load "
+                       + ", ".join(f"{fmt_load(s_.get('load'))} ({s_['send_burst']:.0%} of the slots sent within 1 s)" for s_ in waves)
+                       + ": those steps' TTFT tail is a wave's queue (fixed lengths keep waves together; a length distribution breaks them up)")
         lagged = [s_.get("load") for s_ in m.get("steps", []) if s_.get("client_limited")]
         if lagged:
             out.append(f"{m['name']}: the client lagged at load {', '.join(fmt_load(x) for x in lagged)}")
