@@ -175,33 +175,9 @@ def test_resume_from_the_journal_after_kill_9_mid_mode(tmp_path):
         assert sum(1 for x in recs if x.mode == "second" and x.step == s["index"] and x.counted) == s["requests"]
 
 
-PICKY = """
-name = "picky"
-[server]
-engine = "sim"
-max_model_len = 2048
-time_scale = 1
-extra_args = ["--knee", "8", "--knee-tpot-ms", "20", "--knee-slowdown", "2"]
-[[modes]]
-name = "baseline"
-[[modes]]
-name = "fp8-kv"
-kv_cache_dtype = "fp8"
-[[modes]]
-name = "third"
-extra_args = ["--knee", "4"]
-[workload]
-prompt_tokens = 64
-output_tokens = 16
-[ramp]
-start = 1
-max = 8
-step = "double"
-warmup_s = 0.2
-window_s = 1
-[slo]
-tpot_p95_ms = 30
-"""
+# The kill scenario with a third mode between: baseline, fp8-kv, third (the old "second").
+PICKY = KILL.replace('name = "kill"', 'name = "picky"').replace(
+    'name = "second"', 'name = "fp8-kv"\nkv_cache_dtype = "fp8"\n[[modes]]\nname = "third"')
 
 
 def test_resume_from_several_snapshots_retries_failed_and_changed_modes(tmp_path):
