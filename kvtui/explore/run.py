@@ -456,7 +456,8 @@ class Run:
                         continue
                 error = m.get("error") or {}
                 if error and not m.get("steps"):
-                    self._note_resume(name, f"mode {name} failed in the resumed run {src} ({error.get('message', error.get('kind'))}): not kept from it")
+                    if error.get("kind") != "cancelled":  # a start the user stopped is simply run now
+                        self._note_resume(name, f"mode {name} failed in the resumed run {src} ({error.get('message', error.get('kind'))}): not kept from it")
                     continue
                 if m.get("complete") or (name not in requested and m.get("steps")):
                     # Finished, or cut short but not asked for this time: kept as it is.
