@@ -6,6 +6,7 @@ run without re-running it (`evaluate_step` on the records from the JSON Lines si
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -175,8 +176,6 @@ def send_burst(counted: list[Record], load: float, time_scale: float = 1.0) -> f
     """
     if load < 8 or len(counted) < 8:
         return None
-    import bisect
-
     ts = sorted(r.t_sent for r in counted if r.t_sent is not None)
     w = 1.0 * (time_scale or 1.0)
     most = max((bisect.bisect_right(ts, t + w) - i for i, t in enumerate(ts)), default=0)

@@ -25,6 +25,7 @@ from kvtui.explore.evaluate import StepContext, evaluate_step
 from kvtui.explore.search import make_search, ramp_levels
 from kvtui.load.generator import LoadGenerator, WorkerConfig
 from kvtui.load.records import Record, iter_record_lines, write_records
+from kvtui.report.diff import setting_changes
 from kvtui.report.redact import Redactor
 from kvtui.report.snapshot import SCHEMA, SnapshotWriter
 from kvtui.scenario.schema import Mode, Scenario
@@ -249,13 +250,6 @@ def _finished_steps(mode_doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _settings_changed(old: dict[str, Any], new: dict[str, Any]) -> str:
-    """What differs between a resumed mode's settings and the scenario's now ('' if nothing);
-    keys only one side knows (a kvtui version apart) are not a change."""
-    diffs = [f"{k}: {old[k]!r} → {new[k]!r}" for k in sorted(old.keys() & new.keys()) if k != "name" and old[k] != new[k]]
-    return ", ".join(diffs)
-
-
 class Run:
     def __init__(
         self,
@@ -450,9 +444,9 @@ class Run:
                 if not isinstance(name, str):
                     continue
                 if name in wanted:
-                    changed = _settings_changed(m.get("settings") or {}, self._mode_doc(wanted[name], 0)["settings"])
+                    changed = setting_changes(m.get("settings") or {}, self._mode_doc(wanted[name], 0)["settings"])
                     if changed:
-                        self._note_resume(name, f"mode {name}: settings changed since the resumed run {src} ({changed}): not kept from it")
+                        self._note_resume(name, f"mode {name}: settings changed since the resumed run {src} ({', '.join(changed)}): not kept from it")
                         continue
                 error = m.get("error") or {}
                 if error and not m.get("steps"):
@@ -505,11 +499,13 @@ class Run:
         if self.writer is None:
             return
         lines: list[str] = []
+        srcs: set[Path] = set()
         for prev in self.resumes:
             name, path = prev.get("records"), prev.get("_path")
             if not name or not path:
                 continue
             src = Path(name) if Path(name).is_absolute() else Path(path).with_name(name)
+            srcs.add(src.resolve())
             want: dict[str, int | None] = {}  # mode -> records of steps below this index (None: all)
             for mname, m in self._origin.items():
                 if m is prev:
@@ -524,7 +520,6 @@ class Run:
             except OSError as e:
                 self.doc.setdefault("warnings", []).append(f"per-request records of the kept modes not carried over ({src}: {e.strerror or e})")
         dst = self.writer.records_path
-        srcs = {Path(p.get("_path") or "").with_name(p.get("records") or "-").resolve() for p in self.resumes if p.get("_path")}
         if dst.resolve() in srcs:
             from kvtui.report.snapshot import atomic_write
 
@@ -539,10 +534,7 @@ class Run:
         search asks for exactly those loads; returns how many were kept. The kept steps and
         their telemetry are moved onto this run's clock, ending just before now."""
         steps = _finished_steps(old)
-        old_t0 = ((self.resumes[-1] if self.resumes else {}).get("run") or {}).get("t0_monotonic")
-        for prev in self.resumes:
-            if any(m is old for m in prev.get("modes") or []):
-                old_t0 = (prev.get("run") or {}).get("t0_monotonic")
+        old_t0 = (self._origin[md["name"]].get("run") or {}).get("t0_monotonic")
         end = max([s.get("t_rel_end") or 0.0 for s in steps] + [r.get("t", 0.0) for r in old.get("series") or []] + [0.0])
         shift = (time.monotonic() - self.t0) - end - 1.0
         kept = 0

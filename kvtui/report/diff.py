@@ -40,18 +40,21 @@ def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return out
 
 
+def setting_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two modes' settings, key by key ("dtype 'float16' → 'bfloat16'");
+    keys only one side has (snapshots a kvtui version apart) are not a change."""
+    fa, fb = _flat(old), _flat(new)
+    return [f"{k} {fa[k]!r} → {fb[k]!r}" for k in sorted(set(fa) & set(fb)) if k != "name" and fa[k] != fb[k]]
+
+
 def mode_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """Settings of the modes both runs have by name (a dtype, a quantization, an extra arg…)."""
     mb = {m.get("name"): m for m in b.get("modes", [])}
     out = []
     for ma in a.get("modes", []):
         other = mb.get(ma.get("name"))
-        if other is None:
-            continue
-        fa, fb = _flat(ma.get("settings") or {}), _flat(other.get("settings") or {})
-        for k in sorted(set(fa) & set(fb)):
-            if fa[k] != fb[k]:
-                out.append(f"mode {ma.get('name')}: {k} {fa[k]!r} → {fb[k]!r}")
+        if other is not None:
+            out += [f"mode {ma.get('name')}: {c}" for c in setting_changes(ma.get("settings") or {}, other.get("settings") or {})]
     return out
 
 

@@ -191,6 +191,8 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         out.append("prefix caching off (server.enable_prefix_caching = false): no prompt-cache flattery")
     elif modes:
         out.append("prefix-cache hit rate at the knee: not reported by the server")
+    from kvtui.explore.evaluate import LOCKSTEP
+
     for m in modes:
         s = m.get("search") or {}
         if s.get("noisy"):
@@ -201,8 +203,6 @@ def caveats(doc: dict[str, Any]) -> list[str]:
             out.append(f"{m['name']}: failed: {(m.get('error') or {}).get('message')}")
         elif not m.get("complete", True):
             out.append(f"{m['name']}: did not finish (stopped or interrupted)")
-        from kvtui.explore.evaluate import LOCKSTEP
-
         waves = [s_ for s_ in m.get("steps", []) if (s_.get("send_burst") or 0) >= LOCKSTEP]
         if waves:
             out.append(f"{m['name']}: the closed loop ran in lock-step at load "

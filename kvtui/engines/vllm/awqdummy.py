@@ -7,7 +7,9 @@ the tokenizer and generation config — no weights. vLLM's dummy loader accepts 
 float tensors (scales) and leaves the packed int32 ones (qweight, qzeros) as allocated, so the
 model is built with AWQ layers and runs their kernels on meaningless weights, which is all a
 capacity run needs (shown on the CPU build by tests/vllm/test_vllm_awq_dummy.py). This is how the
-H200 scenario's `awq-int4+fp8-kv` mode gets its model without a download.
+H200 scenario's `awq-int4+fp8-kv` mode gets its model without a download. The config says
+float16, as AWQ checkpoints do; with an fp8 KV cache serve it with `--dtype bfloat16`
+(FlashAttention 3 rejects float16 with fp8 KV on vLLM 0.26.0; awq_marlin runs in bf16).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def awq_twin(src: str | Path, dst: str | Path) -> Path:
         if isinstance(cfg.get(key), int) and cfg[key] % group:
             raise ValueError(f"{cfg_path}: {key} {cfg[key]} is not a multiple of the AWQ group size {group}")
     cfg["quantization_config"] = dict(AWQ_CONFIG)
-    cfg["torch_dtype"] = "float16"  # AWQ checkpoints are float16; vLLM's AWQ kernels want it
+    cfg["torch_dtype"] = "float16"  # what AWQ checkpoints declare (a mode's dtype overrides it)
     dst.mkdir(parents=True, exist_ok=True)
     (dst / "config.json").write_text(json.dumps(cfg, indent=1) + "\n")
     for name in _COPIED:
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kvtui: {e}", file=sys.stderr)
         return 2
     print(f"{out}: AWQ int4 (group {AWQ_CONFIG['group_size']}) twin of {a.src}; serve with --load-format dummy "
-          "--quantization awq (awq_marlin on NVIDIA GPUs) --dtype float16")
+          "--quantization awq (awq_marlin on NVIDIA GPUs); with --kv-cache-dtype fp8 add --dtype bfloat16")
     return 0
 
 
