@@ -50,6 +50,8 @@ def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
 def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]]) -> str:
     kind = "c" if step.get("load_kind", "concurrency") == "concurrency" else "rate"
     verdict = {True: "PASS", False: "FAIL", None: "UNDECIDED"}[step["passed"]]
+    if step.get("cut"):
+        verdict = f"CUT SHORT ({step.get('aborted')}): no verdict"
     parts = [f"[{mode}] {kind}={step['load']:g}", f"n={step['requests']}", f"{_fmt(step['output_tok_s'])} tok/s"]
     shown = {("ttft", "p95"), ("tpot", "p95")} | {(m, p) for m, p, _ in slo_targets}
     for m, p in sorted(shown, key=lambda x: ("ttft", "tpot", "itl", "e2e").index(x[0])):

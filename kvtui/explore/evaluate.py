@@ -41,6 +41,9 @@ class StepContext:
     max_num_seqs: int | None = None
     error_burst: bool = False
     aborted: str | None = None
+    # Ended by a stop or skip, not by the server: the requests still in flight were cancelled, so
+    # the records are the early-finished part of the window and a verdict on them would be a guess.
+    cut: bool = False
 
 
 def _window_tokens(records: Iterable[Record], t0: float, t1: float) -> tuple[float, float]:
@@ -116,6 +119,8 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
         verdict = False if (ctx.error_burst or ctx.aborted) else None
     if ctx.error_burst:
         verdict = False
+    if ctx.cut:
+        verdict = None
 
     m = ctx.metrics
     step: dict[str, Any] = {
@@ -155,6 +160,8 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
         "error_burst": ctx.error_burst,
         "aborted": ctx.aborted,
     }
+    if ctx.cut:
+        step["cut"] = True
     if ctx.max_num_seqs and ctx.closed and ctx.load > ctx.max_num_seqs:
         step["note"] = f"concurrency {ctx.load:g} > max_num_seqs {ctx.max_num_seqs}: the rest queue in the server"
     if ctx.closed:
@@ -258,6 +265,7 @@ def reevaluate(step: dict[str, Any], records: list[Record], slo: Slo) -> dict[st
         gpu_mem_used_gib_max=step.get("gpu_mem_used_gib_max"),
         error_burst=bool(step.get("error_burst")),
         aborted=step.get("aborted"),
+        cut=bool(step.get("cut")),
     )
     new = evaluate_step(records, ctx, slo)
     for k in ("index", "t_window_start", "t_window_end", "started_at", "duration_s", "repeat_of", "search_phase", "note"):

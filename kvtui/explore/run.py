@@ -814,6 +814,7 @@ class Run:
             time_scale=self._time_scale(), metrics=metrics, client=run.stats.to_dict(),
             gpu_mem_used_gib_max=tel.gpu_mem_max(run.t_start, run.t_end), max_num_seqs=md["server"].get("max_num_seqs"),
             error_burst=run.error_burst, aborted=run.aborted or (f"engine died: {tel.dead}" if tel.dead else None),
+            cut=bool(run.aborted) and not tel.dead,
         )
         step = evaluate_step(recs, ctx, sc.slo)
         all_ok = [x for x in recs if x.ok]

@@ -268,7 +268,9 @@ class _Worker:
             await asyncio.sleep(delay)
             turns = self.workload.turns
             conv = None
-            while not self.stopping:
+            # After an error burst the step is over: sending on until the controller's next poll
+            # would only feed a failing server more requests (and spread the burst over the steps after).
+            while not self.stopping and not self.error_burst:
                 if turns > 1 and (conv is None or conv.turn >= turns):
                     conv = Conversation(cid=f"{self.cfg.salt:08x}-c{self.cfg.index}-{i}-{self.seq}")
                 c = self.next_counter()
@@ -293,7 +295,7 @@ class _Worker:
             now = time.monotonic()
             if t > now:
                 await asyncio.sleep(t - now)
-            if self.stopping:
+            if self.stopping or self.error_burst:
                 break
             if self.inflight >= spec.max_inflight:
                 self.capped += 1

@@ -5,14 +5,24 @@ Everything here is a pure function of a snapshot document (`doc["modes"]` and
 the live run printed. The arithmetic, per mode:
 
 - **best**: the mode's max load at the SLO (`best_concurrency`, from the search).
-- **at the knee**: the figures of the *passing* steps at the best load (the search step
-  and its confirmation repeat), averaged: output / input / total tok/s, error rate.
-  Preemptions and prefix-cache hit rate at the knee are the maximum over those steps.
+- **at the knee**: the *passing* steps at the best load (the search step and its
+  confirmation repeat; never a step cut short by a stop, whose in-flight requests were
+  cancelled). Preemptions, KV use and prefix-cache hit rate at the knee are the maximum
+  over those steps.
+- **@SLO rates and cost**: output / input / total tok/s and error rate, averaged over the
+  steps of the *fastest* load that met the SLO (`peak_load`): the knee, or a lower load
+  whose every step passed and whose mean output tok/s beats the knee's by more than
+  `PEAK_MARGIN` (5 %: on a plateau, repeats of one load differ by a few per cent, and a
+  lower load picked by that noise would move every published figure). They differ where the
+  KV cache binds: past the KV wall vLLM preempts and recomputes prefills, so more requests
+  at once can still meet the SLO yet deliver fewer tokens (H200, KV limited to 25 %, fp8 KV:
+  148 concurrent at 2,759 tok/s, 132 at 4,144 — docs/results/README.md). The cheapest
+  tokens within the SLO are at the fastest load; the knee's own figure is `knee_output_tok_s`.
 - **next step**: the first failing load above the best (`search.first_fail`): what
   limited it (`limited_by`) and its preemptions — why the mode could not go higher.
 - **peak GPU GiB**: the largest `gpu_mem_used_gib_max` over all the mode's steps.
-- **×**: mode ÷ baseline (max load, output tok/s at the knee, KV tokens).
-- **$/Mtok**: GPU cost per million tokens at the knee, output and input separately:
+- **×**: mode ÷ baseline (max load, output tok/s @SLO, KV tokens).
+- **$/Mtok**: GPU cost per million tokens at the fastest load, output and input separately:
 
       usd_per_mtok_out = gpu_hourly_usd × gpus / 3600 / output_tok_s × 10⁶ × billed_share
 
@@ -22,7 +32,7 @@ the live run printed. The arithmetic, per mode:
   (failed requests add none), so with `cost.count_failed = true` (the default) the GPU
   time burnt by failed requests — and by the retries a client would send — is billed to
   the successful tokens: billed_share = 1. With `count_failed = false` that time is left
-  out: billed_share = 1 − error rate at the knee.
+  out: billed_share = 1 − error rate at the fastest load.
   `gpus` is `cost.gpus`, or the server's tensor_parallel_size when 0.
 - **Δ cost**: mode's $/Mtok ÷ baseline's − 1.
 
@@ -37,10 +47,18 @@ from typing import Any
 from kvtui.scenario.schema import Scenario
 
 
+def measured_steps(mode: dict[str, Any]) -> list[dict[str, Any]]:
+    """The mode's steps that ran to their end: a step cut short (`aborted`: a stop, a skip, the
+    engine's death) lost its in-flight requests, so its rates and percentiles describe the part of
+    the window that finished early. Snapshots from before the `cut` flag carry such steps with a
+    verdict; they are left out here all the same."""
+    return [s for s in mode.get("steps", []) if not s.get("aborted")]
+
+
 def _passing_at(mode: dict[str, Any], load: float | None) -> list[dict[str, Any]]:
     if load is None:
         return []
-    return [s for s in mode.get("steps", []) if s.get("load") == load and s.get("passed")]
+    return [s for s in measured_steps(mode) if s.get("load") == load and s.get("passed")]
 
 
 def knee_steps(mode: dict[str, Any]) -> list[dict[str, Any]]:
@@ -48,12 +66,40 @@ def knee_steps(mode: dict[str, Any]) -> list[dict[str, Any]]:
     return _passing_at(mode, mode.get("best_concurrency"))
 
 
+PEAK_MARGIN = 0.05
+
+
+def peak_steps(mode: dict[str, Any]) -> list[dict[str, Any]]:
+    """The steps of the fastest load that met the SLO (what the "@SLO" rates and $/Mtok average):
+    the knee's passing steps, or those of a lower load whose every measured step passed and whose
+    mean output tok/s beats the knee's by more than PEAK_MARGIN. Loads above the knee never count
+    (a pass there was a flip)."""
+    best = mode.get("best_concurrency")
+    knee = knee_steps(mode)
+    if best is None:
+        return knee
+    by_load: dict[float, list[dict[str, Any]]] = {}
+    for s in measured_steps(mode):
+        if isinstance(s.get("load"), (int, float)) and s["load"] < best:
+            by_load.setdefault(s["load"], []).append(s)
+    knee_rate = _mean(_vals(knee, "output_tok_s"))
+    top, top_rate = knee, knee_rate
+    for load in sorted(by_load, reverse=True):
+        ss = by_load[load]
+        rate = _mean(_vals(ss, "output_tok_s"))
+        if not all(s.get("passed") for s in ss) or rate is None:
+            continue
+        if (knee_rate is None or rate > knee_rate * (1 + PEAK_MARGIN)) and (top_rate is None or rate > top_rate):
+            top, top_rate = ss, rate
+    return top
+
+
 def next_steps(mode: dict[str, Any]) -> list[dict[str, Any]]:
     """The failing steps at the first failing load above the best."""
     fail = (mode.get("search") or {}).get("first_fail")
     if fail is None:
         return []
-    return [s for s in mode.get("steps", []) if s.get("load") == fail and s.get("passed") is False]
+    return [s for s in measured_steps(mode) if s.get("load") == fail and s.get("passed") is False]
 
 
 def _vals(steps: list[dict[str, Any]], key: str) -> list[float]:
@@ -109,12 +155,13 @@ def mode_summary(mode: dict[str, Any], scenario: dict[str, Any] | Scenario) -> d
     cs = cost_settings(scenario)
     best = mode.get("best_concurrency")
     at = knee_steps(mode)
+    peak = peak_steps(mode)
     nxt = next_steps(mode)
     steps = mode.get("steps", [])
-    out_tok = _mean(_vals(at, "output_tok_s"))
-    in_tok = _mean(_vals(at, "input_tok_s"))
-    total_tok = _mean(_vals(at, "total_tok_s"))
-    err = _mean(_vals(at, "error_rate"))
+    out_tok = _mean(_vals(peak, "output_tok_s"))
+    in_tok = _mean(_vals(peak, "input_tok_s"))
+    total_tok = _mean(_vals(peak, "total_tok_s"))
+    err = _mean(_vals(peak, "error_rate"))  # what the billed share of the @SLO cost discounts
     billed = 1.0 if cs["count_failed"] else 1.0 - (err or 0.0)
     server = mode.get("server") or {}
     info = mode.get("engine_info") or {}
@@ -130,10 +177,13 @@ def mode_summary(mode: dict[str, Any], scenario: dict[str, Any] | Scenario) -> d
         "best": best,
         "search": (mode.get("search") or {}).get("describe"),
         "knee_steps": len(at),
+        "knee_output_tok_s": _round(_mean(_vals(at, "output_tok_s")), 1),
+        "peak_load": peak[0].get("load") if peak else None,
         "output_tok_s": _round(out_tok, 1),
         "input_tok_s": _round(in_tok, 1),
         "total_tok_s": _round(total_tok, 1),
-        "error_rate_at_knee": _round(err, 4),
+        "error_rate_at_knee": _round(_mean(_vals(at, "error_rate")), 4),
+        "error_rate_at_peak": _round(err, 4),
         "preemptions_at_knee": _max(_vals(at, "preemptions")),
         "prefix_cache_hit_rate_at_knee": _round(_max(_vals(at, "prefix_cache_hit_rate")), 4),
         "kv_cache_usage_at_knee": _round(_max(_vals(at, "kv_cache_usage_max")), 4),

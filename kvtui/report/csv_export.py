@@ -21,7 +21,7 @@ STEP_COLUMNS = (
 DIST_COLUMNS = tuple(f"{m}_ms_{k}" for m in ("ttft", "tpot", "itl", "e2e") for k in ("n", "mean", "p50", "p90", "p95", "p99"))
 TAIL_COLUMNS = (
     "kv_cache_usage_max", "kv_cache_usage_mean", "preemptions", "running_max", "waiting_max", "prefix_cache_hit_rate",
-    "gpu_mem_used_gib_max", "client_limited", "started_at", "duration_s", "window_s",
+    "gpu_mem_used_gib_max", "client_limited", "started_at", "duration_s", "window_s", "aborted",
 )
 COLUMNS = LABEL_COLUMNS + STEP_COLUMNS + DIST_COLUMNS + TAIL_COLUMNS
 

@@ -91,6 +91,12 @@ def _answer(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
                  f"{fmt(r['output_tok_s'])} output tok/s ({fmt_x(r.get('tok_s_x'))}), {cost}"
                  + (f" ({fmt_pct(r.get('cost_out_change'))})" if r.get("cost_out_change") is not None else "") + ".")
         extra = []
+        if r.get("complete") is False:
+            extra.append(f"its search did not finish ({r.get('search') or 'no verdict yet'}): resume the run to confirm it")
+        if r.get("peak_load") is not None and r["peak_load"] != r["best"]:
+            extra.append(f"its output tok/s @SLO comes from {fmt_load(r['peak_load'])}, where it peaked: at "
+                         f"{fmt_load(r['best'])} it made {fmt(r.get('knee_output_tok_s'))} tok/s"
+                         + (f" with {fmt(r['preemptions_at_knee'])} preemptions" if r.get("preemptions_at_knee") else ""))
         lim = r.get("knee_limited_by")
         if lim:
             from kvtui.explore.evaluate import LIMIT_WORDS
@@ -125,11 +131,13 @@ def _answer(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
 
 
 LEGEND = (
-    "*×*: ratio to the baseline. *@SLO* and *@knee*: the passing steps at the mode's max load (mean of the step and its "
-    "confirmation; preemptions: the larger). *next step limit*: what stopped the first failing load above it. "
-    "*peak GPU GiB*: largest GPU memory seen in any step. *$/Mtok*: GPU cost per million output (input) tokens at the "
-    "knee, each carrying the whole bill; *Δ*: change against the baseline. *quality*: fixed prompts at temperature 0 "
-    "against the reference mode."
+    "*×*: ratio to the baseline. *max conc @SLO*: the mode's highest load meeting the SLO (the knee). *out tok/s @SLO*: "
+    "the output rate of the fastest load meeting it — the knee (mean of the step and its confirmation), or a lower load "
+    "that was more than 5 % faster, shown as \"@load\" (past the KV wall preemptions cost throughput). *@knee*: the "
+    "passing steps at the knee (preemptions: the larger). *next step limit*: what stopped the first failing load above "
+    "it. *peak GPU GiB*: largest GPU memory seen in any step. *$/Mtok*: GPU cost per million output (input) tokens at "
+    "the fastest load, each carrying the whole bill; *Δ*: change against the baseline. *quality*: fixed prompts at "
+    "temperature 0 against the reference mode."
 )
 
 
@@ -178,10 +186,10 @@ def _charts_section(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
                 charts.bars([(r["mode"], r["best"], fmt_load(r["best"]) + (f"  {fmt_x(r.get('best_x'))}" if r.get("best_x") is not None else ""))
                              for r in rows]), "```", ""]
     if any(r.get("output_tok_s") is not None for r in rows):
-        out += ["Output tok/s at the knee", "", "```text",
+        out += ["Output tok/s @SLO (the fastest load meeting it)", "", "```text",
                 charts.bars([(r["mode"], r.get("output_tok_s"), fmt(r.get("output_tok_s"))) for r in rows]), "```", ""]
     if any(r.get("usd_per_mtok_out") is not None for r in rows):
-        out += ["$ per million output tokens at the knee (shorter is cheaper)", "", "```text",
+        out += ["$ per million output tokens @SLO (shorter is cheaper)", "", "```text",
                 charts.bars([(r["mode"], r.get("usd_per_mtok_out"),
                               fmt(r.get("usd_per_mtok_out"), 3) + (f"  {fmt_pct(r.get('cost_out_change'))}" if r.get("cost_out_change") is not None else ""))
                              for r in rows]), "```", ""]

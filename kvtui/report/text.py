@@ -111,13 +111,22 @@ def fmt_peak(r: dict[str, Any]) -> str:
     return fmt(r.get("peak_gpu_mem_gib"), 1)
 
 
+def fmt_rate_at(r: dict[str, Any]) -> str:
+    """Output tok/s @SLO, with the load it came from when that is not the knee ("4,144 @132")."""
+    cell = fmt(r["output_tok_s"])
+    peak = r.get("peak_load")
+    if peak is not None and r.get("best") is not None and peak != r["best"] and r["output_tok_s"] is not None:
+        cell += f" @{fmt_load(peak)}"
+    return cell
+
+
 def comparison_row(r: dict[str, Any]) -> list[str]:
     """One mode's cells (a row of `compare_modes`)."""
     from kvtui.explore.evaluate import LIMIT_WORDS
 
     lim = r.get("knee_limited_by")
     return [
-        r["mode"], fmt_load(r["best"]), fmt_x(r.get("best_x")), fmt(r["output_tok_s"]), fmt_x(r.get("tok_s_x")),
+        r["mode"], fmt_load(r["best"]), fmt_x(r.get("best_x")), fmt_rate_at(r), fmt_x(r.get("tok_s_x")),
         fmt_peak(r), fmt(r["weights_gib"], 2), fmt(r["kv_tokens"]), fmt_x(r.get("kv_tokens_x")),
         fmt(r["preemptions_at_knee"]), LIMIT_WORDS.get(lim or "", lim or "—"),
         fmt(r["usd_per_mtok_out"], 3), fmt_pct(r.get("cost_out_change")),
@@ -266,6 +275,8 @@ def step_row(step: dict[str, Any]) -> list[str]:
     from kvtui.explore.evaluate import LIMIT_WORDS
 
     verdict = {True: "PASS", False: "FAIL", None: "undecided"}.get(step.get("passed"), "—")
+    if step.get("aborted"):  # its in-flight requests were cancelled: not a measurement of the load
+        verdict = "cut short" if step.get("passed") is None else f"{verdict}, cut short"
     lim = step.get("limited_by")
     return [
         fmt(step.get("index")), fmt_load(step.get("load")), step.get("why") or "—", fmt(step.get("requests")),

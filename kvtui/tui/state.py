@@ -177,12 +177,12 @@ def best_load(steps: Iterable[dict[str, Any]]) -> float | None:
     """Highest load that passed below the lowest load that failed, by the latest verdict per load.
 
     The same rule as the search (`kvtui.explore.search`): a repeat overrides the earlier verdict,
-    an undecided step (too few samples) counts as a fail, hand-driven steps (hold, manual) do not
-    count.
+    an undecided step (too few samples) counts as a fail, hand-driven steps (hold, manual) and
+    steps cut short by a stop do not count.
     """
     latest: dict[float, bool] = {}
     for s in steps:
-        if s.get("why", "search") not in ("search", "confirm"):
+        if s.get("why", "search") not in ("search", "confirm") or s.get("aborted"):
             continue
         load = s.get("load")
         if load is None:

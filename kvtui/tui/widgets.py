@@ -395,7 +395,9 @@ class StepTable(DataTable):
         passed = s.get("passed")
         verdict = {True: Text("✓ PASS", style=f"bold {th.success}"), False: Text("✗ FAIL", style=f"bold {th.error}"),
                    None: Text("? n/a", style="dim")}[passed]
-        is_best = best is not None and s.get("load") == best and passed
+        if s.get("cut"):
+            verdict = Text("✂ cut", style="dim")
+        is_best = best is not None and s.get("load") == best and passed and not s.get("aborted")
         samples = s.get("samples") or {}
         why = s.get("why") or ""
         return {

@@ -97,3 +97,31 @@ def test_a_closed_loop_in_lock_step_is_measured_on_the_real_h200_records():
             st["send_burst"] = send_burst([r for r in recs[st["index"]] if r.counted], st["load"])
     text = "\n".join(caveats(doc))
     assert "awq-int4+fp8-kv: the closed loop ran in lock-step at load" in text and "192 (100% of the slots sent within 1 s)" in text
+
+
+def test_a_step_cut_by_a_stop_gets_no_verdict_on_the_real_h200_records():
+    """H200, KV limited to 25 %, fp8 weights + fp8 KV: the device call's time limit (SIGINT)
+    ended the knee's confirmation at c=198 mid-drain. Its in-flight requests were cancelled, so
+    the 125 it counted were the early finishers, and the kvtui of then printed PASS for them.
+    A cut step now carries no verdict, says why, and re-evaluating it (an SLO edit) keeps that."""
+    from kvtui.commands.run import step_line
+    from kvtui.explore.evaluate import reevaluate
+    from kvtui.load.records import read_records
+    from kvtui.report.snapshot import load_snapshot
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "results"
+    doc = load_snapshot(root / "h200-kvb.json")
+    mode = next(m for m in doc["modes"] if m["name"] == "fp8-w+kv")
+    step = mode["steps"][-1]
+    assert step["aborted"] == "stopped by SIGINT" and step["passed"] is True and "cut" not in step
+    recs = [r for r in read_records(root / "h200-kvb.records.jsonl") if r.mode == "fp8-w+kv" and r.step == step["index"]]
+    assert recs and any(r.error == "cancelled" for r in recs)
+    slo = Slo(latency={"ttft_p95_ms": 2000.0, "tpot_p95_ms": 50.0})
+    as_measured = reevaluate(step, recs, slo)
+    assert as_measured["passed"] is True  # what a verdict on the early finishers says
+    cut = reevaluate(dict(step, cut=True), recs, slo)
+    assert cut["passed"] is None and cut["cut"] is True
+    assert cut["ttft_ms"]["p95"] == as_measured["ttft_ms"]["p95"]  # the figures stay, for the record
+    line = step_line("fp8-w+kv", dict(cut, load=step["load"], why="confirm"), [])
+    assert "CUT SHORT (stopped by SIGINT): no verdict" in line and "PASS" not in line
+    assert reevaluate(cut, recs, slo)["passed"] is None

@@ -49,21 +49,27 @@ def _common(h, rc):
 
 @pytest.mark.parametrize("status,cls", [(503, "http_5xx"), (500, "http_5xx"), (429, "http_429")])
 def test_an_http_error_burst_fails_the_step_it_hits_and_the_run_goes_on(tmp_path, runs, fault_server_factory, status, cls):
-    srv = fault_server_factory("--http", f"{status}:30:70")  # 40 requests in a row get the error
+    # 19 requests in a row get the error. 10 in a row end a step (ramp.max_error_burst) and its
+    # slots send no more, so at most 9 are left for the next step, where they are warm-up (a slot
+    # warms on its first success, and 9 are too few to end that step too): the step after the
+    # burst measures a healthy server. Should a step's window close inside the burst, the next
+    # step still gets the 10 in a row. (A burst of 40 once outlasted its step and the
+    # confirmation after it on a loaded CI machine.)
+    srv = fault_server_factory("--http", f"{status}:30:49")
     h, rc = _run(tmp_path, runs, srv)
     doc = _common(h, rc)
     stats = srv.stats()
-    assert stats["answers"][f"http_{status}"] == 40
+    assert stats["answers"][f"http_{status}"] == 19
     recs = _records(h)
     _nothing_lost(recs, stats)
     failed = [r for r in recs if r.error == cls]
     cancelled = [r for r in recs if r.error == "cancelled"]  # in flight when a step ended: answer unread
-    assert 40 - len(cancelled) <= len(failed) <= 40  # every error answer read is in the records, classified
+    assert 19 - len(cancelled) <= len(failed) <= 19  # every error answer read is in the records, classified
     assert all(r.http_status == status and f"HTTP {status}" in r.detail for r in failed)
     steps = doc["modes"][0]["steps"]
     hit = [s for s in steps if s["errors_by_class"].get(cls)]
     assert hit and all(s["passed"] is False and s["limited_by"] == "errors" for s in hit)
-    # 10 errors in a row end a step early (ramp.max_error_burst): 40 in a row must have done so.
+    # 10 errors in a row end a step early (ramp.max_error_burst): 19 in a row must have done so.
     assert any(s["error_burst"] for s in hit)
     # The burst is over: a later step measured the healthy server again.
     last_bad = max(s["index"] for s in hit)

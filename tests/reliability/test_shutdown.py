@@ -73,6 +73,14 @@ def test_signal_stops_the_run_keeps_the_steps_and_leaves_no_process(tmp_path, kn
     assert "Traceback" not in h.stderr()
     doc = _check_final(h, before, f"stopped by {name}")
     assert doc["modes"][0]["complete"] is False  # cut mid-search: a resume measures it again
+    # The step the signal cut (if it had begun) is kept for the record, with no verdict: its
+    # in-flight requests were cancelled, so its figures describe only the early finishers.
+    for s in doc["modes"][0]["steps"]:
+        if s["aborted"]:
+            assert s["aborted"] == f"stopped by {name}" and s["cut"] is True and s["passed"] is None
+            assert "CUT SHORT" in h.stdout()
+        else:
+            assert "cut" not in s and s["passed"] is not None
     assert h.leftovers() == []
     assert "kvtui: snapshot" in h.stdout()
 
