@@ -190,8 +190,8 @@ def simulate_run(doc: dict, cal: Calibration | None = None, client: ReplayClient
         factory = PromptFactory(sc.workload, TokenSpace.synthetic(), sc.server.max_model_len, salt=1, seed=sc.seed)
         counter = 0
         for i, st in enumerate(m["steps"]):
-            if not st.get("requests"):
-                continue  # interrupted before anything was measured: nothing to compare with
+            if not st.get("requests") or st.get("aborted"):
+                continue  # cut short (its in-flight requests cancelled): not a measurement of the load
             res = simulate_step(sched, factory.lengths, st["load"], True, sc.ramp.warmup_s, sc.ramp.window_s, 0, sc.seed, m["name"], i,
                                 counter_start=counter, stagger_s=client.stagger_s(sc.ramp.warmup_s), warm_wait_s=client.warm_wait_s,
                                 send_delay=delay)
