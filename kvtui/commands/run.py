@@ -115,6 +115,15 @@ class HeadlessPrinter:
             what = "max concurrency" if self.scenario.ramp.load == "concurrency" else "max request rate (req/s)"
             w(f"[{ev.mode}] {what} at SLO: {s.get('describe', '—')}"
               f"{f'; KV-bound prediction {pred:g}' if pred else ''}; {s.get('steps', 0)} steps in {_fmt(s.get('wall_s'), ' s')}\n")
+            from kvtui.report.compare import knee_steps, peak_steps
+
+            knee, peak = knee_steps(ev.data), peak_steps(ev.data)
+            if knee and peak and peak[0]["load"] != knee[0]["load"]:
+                rate = sum(x["output_tok_s"] for x in peak) / len(peak)
+                at_knee = sum(x["output_tok_s"] for x in knee) / len(knee)
+                pre = max((x.get("preemptions") or 0) for x in knee)
+                w(f"[{ev.mode}] fastest within the SLO: {peak[0]['load']:g} at {_fmt(rate)} tok/s "
+                  f"(the knee {knee[0]['load']:g} made {_fmt(at_knee)}{f' with {pre:g} preemptions' if pre else ''})\n")
         elif k == "warning":
             w(f"kvtui: warning: {(ev.mode + ': ') if ev.mode else ''}{ev.data}\n")
         elif k == "error":

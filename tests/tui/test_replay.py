@@ -239,3 +239,32 @@ async def test_a_redraw_tick_during_teardown_does_nothing(frozen_doc):
         app.tick()
         dash.sync()
         assert app.ticks == ticks + 1 and not dash.query(InfoHeader)
+
+
+async def test_the_step_table_marks_a_cut_step_and_a_lock_step_one(frozen_doc):
+    """A step a stop ended shows no verdict and is never the best (★), even in a snapshot written
+    before the `cut` flag, whose cut step kept a PASS (docs/results/h200-kvb.json has one); a step
+    whose slots sent in lock-step says so beside why it ran."""
+    import copy
+
+    doc = copy.deepcopy(frozen_doc)
+    mode = doc["modes"][0]
+    best = mode["best_concurrency"]
+    knee = next(s for s in mode["steps"] if s["load"] == best and s["passed"])
+    cut = dict(knee, index=len(mode["steps"]), why="confirm", aborted="stopped by SIGINT", requests=3)
+    mode["steps"].append(cut)
+    lock = next(s for s in mode["steps"] if s["passed"] is False)
+    lock["send_burst"] = 0.9
+    app = create_app(snapshot=doc)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one(StepTable)
+        assert table.row_count == len(mode["steps"])
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        last = rows[-1]
+        assert "✂ cut" in last and "✓ PASS" not in last and "★" not in last
+        assert any("✓ PASS" in r and "★" in r for r in rows[:-1])  # the complete knee step keeps its ★
+        assert app.state.best(app.state.viewed) == best
+        marked = rows[lock["index"]]
+        assert any(c.endswith("lock-step") for c in marked), marked
+        assert sum(any(c.endswith("lock-step") for c in r) for r in rows) == 1
