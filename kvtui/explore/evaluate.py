@@ -115,6 +115,20 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
         checks.append({"target": "goodput", "limit": slo.min_goodput, "value": round(goodput, 4), "n": len(counted), "ok": g_ok})
         if not g_ok:
             verdict = False
+    if slo.max_preemptions_per_request is not None:
+        pre = ctx.metrics.get("preemptions")
+        if pre is None or not counted:
+            checks.append({"target": "preemptions_per_request", "limit": slo.max_preemptions_per_request, "value": None,
+                           "n": len(counted), "ok": None, "why": "the server reported no preemption count"})
+            if verdict is True:
+                verdict = None
+        else:
+            per = float(pre) / len(counted)
+            p_ok = per <= slo.max_preemptions_per_request
+            checks.append({"target": "preemptions_per_request", "limit": slo.max_preemptions_per_request,
+                           "value": round(per, 4), "n": len(counted), "ok": p_ok})
+            if not p_ok:
+                verdict = False
     if not counted:
         verdict = False if (ctx.error_burst or ctx.aborted) else None
     if ctx.error_burst:

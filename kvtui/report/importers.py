@@ -120,6 +120,11 @@ def _verdict(step: dict[str, Any], slo: Any) -> tuple[bool | None, list[dict[str
         elif g < slo.min_goodput:
             checks.append({"target": "goodput", "limit": slo.min_goodput, "value": g, "ok": False})
             verdict = False
+    if slo.max_preemptions_per_request is not None:
+        checks.append({"target": "preemptions_per_request", "limit": slo.max_preemptions_per_request, "value": None,
+                       "ok": None, "why": "no preemption count in the bench result"})
+        if verdict is True:
+            verdict = None
     if not step.get("requests"):
         verdict = False
     return verdict, checks

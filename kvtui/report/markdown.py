@@ -39,6 +39,8 @@ def _slo_text(sc: dict[str, Any]) -> str:
         parts.append(f"errors ≤ {slo['max_error_rate']:.0%}")
     if slo.get("min_goodput"):
         parts.append(f"goodput ≥ {slo['min_goodput']:.0%}")
+    if slo.get("max_preemptions_per_request") is not None:
+        parts.append(f"preemptions ≤ {slo['max_preemptions_per_request']:g}/request")
     return ", ".join(parts) or "—"
 
 

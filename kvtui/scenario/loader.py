@@ -229,7 +229,7 @@ def _slo(table: Any, path: tuple, probs: _Problems) -> Slo:
         probs.add(path, f"must be a table, got {_type_name(table)}")
         return slo
     latency: dict[str, float] = {}
-    valid = SLO_LATENCY_KEYS + ("max_error_rate", "min_goodput")
+    valid = SLO_LATENCY_KEYS + ("max_error_rate", "min_goodput", "max_preemptions_per_request")
     for key, value in table.items():
         p = path + (key,)
         if key in ("max_error_rate", "min_goodput"):
@@ -239,6 +239,13 @@ def _slo(table: Any, path: tuple, probs: _Problems) -> Slo:
                     probs.add(p, f"must be a share between 0 and 1, got {v:g}")
                 else:
                     setattr(slo, key, v)
+        elif key == "max_preemptions_per_request":
+            v = _convert(value, float, p, probs)
+            if v is not None:
+                if v < 0:
+                    probs.add(p, f"must be ≥ 0 (0: no preemption at all), got {v:g}")
+                else:
+                    slo.max_preemptions_per_request = v
         elif SLO_KEY.match(key):
             v = _convert(value, float, p, probs)
             if v is not None:

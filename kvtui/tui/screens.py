@@ -194,7 +194,8 @@ def parse_value(text: str) -> Any:
 
 
 class SloForm(Vertical):
-    """Inputs for the SLO's latency targets (ms; blank = no target), error rate and goodput."""
+    """Inputs for the SLO's latency targets (ms; blank = no target), error rate, goodput and
+    preemptions per request (blank = no target, 0 = none allowed)."""
 
     DEFAULT_CSS = """
     SloForm { height: auto; }
@@ -220,6 +221,10 @@ class SloForm(Vertical):
             yield Label("min goodput")
             yield Input(f"{self.slo.min_goodput:g}" if self.slo.min_goodput else "", placeholder="—", type="number",
                         id="slo-min_goodput", classes="slo-input")
+            yield Label("preempt/req")
+            mp = self.slo.max_preemptions_per_request
+            yield Input(f"{mp:g}" if mp is not None else "", placeholder="—", type="number",
+                        id="slo-max_preemptions_per_request", classes="slo-input")
 
     def table(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -253,6 +258,7 @@ class SetupScreen(Screen):
     SetupScreen .row Input { width: 1fr; }
     SetupScreen #problems { color: $error; height: auto; margin-top: 1; }
     SetupScreen #buttons { height: 3; margin-top: 1; }
+    SetupScreen SloForm Grid { grid-size: 6; grid-columns: 14 12 14 12 14 12; }
     SetupScreen #desc { color: $text-muted; height: auto; }
     """
 

@@ -208,6 +208,8 @@ def slo_table(slo: Slo) -> dict[str, Any]:
     d["max_error_rate"] = slo.max_error_rate
     if slo.min_goodput:
         d["min_goodput"] = slo.min_goodput
+    if slo.max_preemptions_per_request is not None:
+        d["max_preemptions_per_request"] = slo.max_preemptions_per_request
     return d
 
 
@@ -221,6 +223,8 @@ def slo_of(scenario: dict[str, Any] | None) -> Slo:
         slo.max_error_rate = float(sd["max_error_rate"])
     if isinstance(sd.get("min_goodput"), (int, float)):
         slo.min_goodput = float(sd["min_goodput"])
+    if isinstance(sd.get("max_preemptions_per_request"), (int, float)):
+        slo.max_preemptions_per_request = float(sd["max_preemptions_per_request"])
     return slo
 
 

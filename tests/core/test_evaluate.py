@@ -125,3 +125,38 @@ def test_a_step_cut_by_a_stop_gets_no_verdict_on_the_real_h200_records():
     line = step_line("fp8-w+kv", dict(cut, load=step["load"], why="confirm"), [])
     assert "CUT SHORT (stopped by SIGINT): no verdict" in line and "PASS" not in line
     assert reevaluate(cut, recs, slo)["passed"] is None
+
+
+def test_an_slo_on_preemptions_moves_the_knee_to_where_the_cache_held_on_the_real_h200_records():
+    """H200, KV limited to 25 %, fp8 KV: c=148 met the latency targets with ~0.23 preemptions per
+    request (2,759 tok/s); c=132 had none (4,144 tok/s). `slo.max_preemptions_per_request = 0`
+    asks for the knee without preemption: re-evaluated from the stored steps, only 132 passes."""
+    from collections import defaultdict
+
+    from kvtui.explore.evaluate import reevaluate
+    from kvtui.load.records import read_records
+    from kvtui.report.snapshot import load_snapshot
+    from kvtui.scenario.loader import scenario_from_dict
+    from kvtui.tui.state import best_load, slo_of, slo_table
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "results"
+    doc = load_snapshot(root / "h200-kvb.json")
+    mode = next(m for m in doc["modes"] if m["name"] == "fp8-kv")
+    recs = defaultdict(list)
+    for r in read_records(root / "h200-kvb.records.jsonl"):
+        if r.mode == "fp8-kv":
+            recs[r.step].append(r)
+    slo = scenario_from_dict({"slo": {"ttft_p95_ms": 2000, "tpot_p95_ms": 50, "max_preemptions_per_request": 0}}).slo
+    assert slo.max_preemptions_per_request == 0.0 and "preemptions ≤ 0/request" in slo.describe()
+    assert slo_of({"slo": slo_table(slo)}).max_preemptions_per_request == 0.0  # the TUI's SLO edit keeps it
+    before = [(s["load"], s["passed"]) for s in mode["steps"]]
+    after = [reevaluate(s, recs[s["index"]], slo) for s in mode["steps"]]
+    assert best_load(mode["steps"]) == 148 and (148.0, True) in before
+    assert best_load(after) == 132
+    s148 = next(s for s in after if s["load"] == 148)
+    check = next(c for c in s148["checks"] if c["target"] == "preemptions_per_request")
+    assert s148["passed"] is False and s148["limited_by"] == "kv_wall" and check["ok"] is False and 0.2 < check["value"] < 0.3
+    # Without the server's count there is nothing to judge: undecided, not a pass.
+    s132 = next(s for s in mode["steps"] if s["load"] == 132)
+    blind = reevaluate(dict(s132, preemptions=None), recs[s132["index"]], slo)
+    assert blind["passed"] is None

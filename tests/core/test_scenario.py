@@ -58,6 +58,8 @@ def test_unknown_section_and_slo_key(tmp_path):
     ("[workload]\napi = \"chats\"\n", "s.toml:2: workload.api: must be one of completions, chat, got 'chats' (did you mean 'chat'?)"),
     ("[slo]\nttft_p95_ms = -1\n", "s.toml:2: slo.ttft_p95_ms: must be > 0 ms, got -1"),
     ("[slo]\nmax_error_rate = 2\n", "s.toml:2: slo.max_error_rate: must be a share between 0 and 1, got 2"),
+    ("[slo]\nmax_preemptions_per_request = -0.5\n", "s.toml:2: slo.max_preemptions_per_request: must be ≥ 0 (0: no preemption at all), got -0.5"),
+    ("[slo]\nmax_preemption = 0\n", "s.toml:2: slo.max_preemption: unknown key (did you mean 'max_preemptions_per_request'?)"),
     ("[[modes]]\nname = \"a\"\n[[modes]]\nname = \"a\"\n", "s.toml:4: modes[1].name: duplicate mode name 'a'"),
     ("[[modes]]\ndtype = \"auto\"\n", "s.toml:1: modes[0]: a mode needs a name"),
     ("[[modes]]\nname = \"a\"\nkv_cache_dtype = \"fp4\"\n", "s.toml:3: modes[0].kv_cache_dtype: must be one of auto, fp8"),

@@ -147,6 +147,7 @@ def _table(cls) -> st.SearchStrategy:
 
 _slo = st.fixed_dictionaries({}, optional={
     **{k: _floats for k in SLO_LATENCY_KEYS[::3]}, "max_error_rate": _floats, "min_goodput": _floats,
+    "max_preemptions_per_request": _floats,
     "ttft_p97_ms": _floats, "tpot_p95_ms": st.one_of(_floats, _anyval)})
 _mode = st.one_of(_table(Mode).map(lambda d: d if "name" in d or not d else d),
                   st.fixed_dictionaries({"name": st.one_of(st.sampled_from(["a", "b", "fp8-kv", "bad name", ""]), _anyval)},
