@@ -57,7 +57,7 @@ from kvtui.engines.sim import catalog  # noqa: E402
 from kvtui.engines.sim.fast import FastStepResult, simulate_step  # noqa: E402
 from kvtui.engines.sim.roofline import DEFAULT_CALIBRATION, Calibration, load_calibration  # noqa: E402
 from kvtui.engines.sim.scheduler import SchedulerSim  # noqa: E402
-from kvtui.explore.evaluate import StepContext, evaluate_step  # noqa: E402
+from kvtui.explore.evaluate import StepContext, evaluate_step, ran_to_its_end  # noqa: E402
 from kvtui.load.workload import PromptFactory, TokenSpace  # noqa: E402
 from kvtui.report.snapshot import load_snapshot  # noqa: E402
 from kvtui.scenario import scenario_from_snapshot  # noqa: E402
@@ -190,7 +190,7 @@ def simulate_run(doc: dict, cal: Calibration | None = None, client: ReplayClient
         factory = PromptFactory(sc.workload, TokenSpace.synthetic(), sc.server.max_model_len, salt=1, seed=sc.seed)
         counter = 0
         for i, st in enumerate(m["steps"]):
-            if not st.get("requests") or st.get("aborted"):
+            if not st.get("requests") or not ran_to_its_end(st):
                 continue  # cut short (its in-flight requests cancelled): not a measurement of the load
             res = simulate_step(sched, factory.lengths, st["load"], True, sc.ramp.warmup_s, sc.ramp.window_s, 0, sc.seed, m["name"], i,
                                 counter_start=counter, stagger_s=client.stagger_s(sc.ramp.warmup_s), warm_wait_s=client.warm_wait_s,

@@ -63,9 +63,9 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
         parts.append(f"KV {step['kv_cache_usage_max']:.0%}")
     if step.get("preemptions"):
         parts.append(f"preempt {step['preemptions']:g}")
-    from kvtui.explore.evaluate import LIMIT_WORDS, LOCKSTEP
+    from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
 
-    if (step.get("send_burst") or 0) >= LOCKSTEP:
+    if in_lock_step(step):
         parts.append(f"lock-step {step['send_burst']:.0%}")
 
     lim = LIMIT_WORDS.get(step.get("limited_by") or "", step.get("limited_by"))
@@ -115,15 +115,13 @@ class HeadlessPrinter:
             what = "max concurrency" if self.scenario.ramp.load == "concurrency" else "max request rate (req/s)"
             w(f"[{ev.mode}] {what} at SLO: {s.get('describe', '—')}"
               f"{f'; KV-bound prediction {pred:g}' if pred else ''}; {s.get('steps', 0)} steps in {_fmt(s.get('wall_s'), ' s')}\n")
-            from kvtui.report.compare import knee_steps, peak_steps
+            from kvtui.report.compare import mode_summary
 
-            knee, peak = knee_steps(ev.data), peak_steps(ev.data)
-            if knee and peak and peak[0]["load"] != knee[0]["load"]:
-                rate = sum(x["output_tok_s"] for x in peak) / len(peak)
-                at_knee = sum(x["output_tok_s"] for x in knee) / len(knee)
-                pre = max((x.get("preemptions") or 0) for x in knee)
-                w(f"[{ev.mode}] fastest within the SLO: {peak[0]['load']:g} at {_fmt(rate)} tok/s "
-                  f"(the knee {knee[0]['load']:g} made {_fmt(at_knee)}{f' with {pre:g} preemptions' if pre else ''})\n")
+            r = mode_summary(ev.data, self.scenario)
+            if r["best"] is not None and r["peak_load"] not in (None, r["best"]):
+                pre = r["preemptions_at_knee"]
+                w(f"[{ev.mode}] fastest within the SLO: {r['peak_load']:g} at {_fmt(r['output_tok_s'])} tok/s "
+                  f"(the knee {r['best']:g} made {_fmt(r['knee_output_tok_s'])}{f' with {pre:g} preemptions' if pre else ''})\n")
         elif k == "warning":
             w(f"kvtui: warning: {(ev.mode + ': ') if ev.mode else ''}{ev.data}\n")
         elif k == "error":

@@ -187,6 +187,18 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
 LOCKSTEP = 0.5  # share of the slots sending within one second that marks a closed loop in lock-step
 
 
+def in_lock_step(step: dict[str, Any]) -> bool:
+    """The step's closed loop sent in waves (`send_burst` ≥ LOCKSTEP)."""
+    return (step.get("send_burst") or 0) >= LOCKSTEP
+
+
+def ran_to_its_end(step: dict[str, Any]) -> bool:
+    """Whether a step measured its load: one cut short (`aborted`: a stop, a skip, the engine's
+    death) lost its in-flight requests, so its figures describe the part of the window that
+    finished early. Snapshots from before the `cut` flag carry such steps with a verdict."""
+    return not step.get("aborted")
+
+
 def send_burst(counted: list[Record], load: float, time_scale: float = 1.0) -> float | None:
     """The largest share of the slots whose counted requests were sent within one (modelled) second.
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from kvtui import __version__
 from kvtui.engines.base import Endpoint, StartupFacts
 from kvtui.errors import EngineError, KvtuiError, RunAborted, UsageError
-from kvtui.explore.evaluate import StepContext, evaluate_step
+from kvtui.explore.evaluate import StepContext, evaluate_step, ran_to_its_end
 from kvtui.explore.search import make_search, ramp_levels
 from kvtui.load.generator import LoadGenerator, WorkerConfig
 from kvtui.load.records import Record, iter_record_lines, write_records
@@ -244,7 +244,7 @@ def _finished_steps(mode_doc: dict[str, Any]) -> list[dict[str, Any]]:
     """A mode's steps up to the first one cut short (its verdict would be a stop's, not a measurement's)."""
     out = []
     for st in mode_doc.get("steps") or []:
-        if not isinstance(st, dict) or st.get("aborted") or "load" not in st:
+        if not isinstance(st, dict) or not ran_to_its_end(st) or "load" not in st:
             break
         out.append(st)
     return out

@@ -48,11 +48,10 @@ from kvtui.scenario.schema import Scenario
 
 
 def measured_steps(mode: dict[str, Any]) -> list[dict[str, Any]]:
-    """The mode's steps that ran to their end: a step cut short (`aborted`: a stop, a skip, the
-    engine's death) lost its in-flight requests, so its rates and percentiles describe the part of
-    the window that finished early. Snapshots from before the `cut` flag carry such steps with a
-    verdict; they are left out here all the same."""
-    return [s for s in mode.get("steps", []) if not s.get("aborted")]
+    """The mode's steps that ran to their end (`evaluate.ran_to_its_end`)."""
+    from kvtui.explore.evaluate import ran_to_its_end
+
+    return [s for s in mode.get("steps", []) if ran_to_its_end(s)]
 
 
 def _passing_at(mode: dict[str, Any], load: float | None) -> list[dict[str, Any]]:

@@ -200,7 +200,7 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         out.append("prefix caching off (server.enable_prefix_caching = false): no prompt-cache flattery")
     elif modes:
         out.append("prefix-cache hit rate at the knee: not reported by the server")
-    from kvtui.explore.evaluate import LOCKSTEP
+    from kvtui.explore.evaluate import in_lock_step
 
     for m in modes:
         s = m.get("search") or {}
@@ -212,7 +212,7 @@ def caveats(doc: dict[str, Any]) -> list[str]:
             out.append(f"{m['name']}: failed: {(m.get('error') or {}).get('message')}")
         elif not m.get("complete", True):
             out.append(f"{m['name']}: did not finish (stopped or interrupted)")
-        waves = [s_ for s_ in m.get("steps", []) if (s_.get("send_burst") or 0) >= LOCKSTEP]
+        waves = [s_ for s_ in m.get("steps", []) if in_lock_step(s_)]
         if waves:
             out.append(f"{m['name']}: the closed loop ran in lock-step at load "
                        + ", ".join(f"{fmt_load(s_.get('load'))} ({s_['send_burst']:.0%} of the slots sent within 1 s)" for s_ in waves)
@@ -272,10 +272,10 @@ def _pct(step: dict[str, Any], metric: str, p: str) -> str:
 
 
 def step_row(step: dict[str, Any]) -> list[str]:
-    from kvtui.explore.evaluate import LIMIT_WORDS
+    from kvtui.explore.evaluate import LIMIT_WORDS, ran_to_its_end
 
     verdict = {True: "PASS", False: "FAIL", None: "undecided"}.get(step.get("passed"), "—")
-    if step.get("aborted"):  # its in-flight requests were cancelled: not a measurement of the load
+    if not ran_to_its_end(step):
         verdict = "cut short" if step.get("passed") is None else f"{verdict}, cut short"
     lim = step.get("limited_by")
     return [

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from kvtui.explore.evaluate import LIMIT_WORDS
+from kvtui.explore.evaluate import LIMIT_WORDS, ran_to_its_end
 from kvtui.scenario.schema import SLO_KEY, Slo
 
 SERIES_MAX = 4000  # rows per mode before the series is thinned 2:1
@@ -182,7 +182,7 @@ def best_load(steps: Iterable[dict[str, Any]]) -> float | None:
     """
     latest: dict[float, bool] = {}
     for s in steps:
-        if s.get("why", "search") not in ("search", "confirm") or s.get("aborted"):
+        if s.get("why", "search") not in ("search", "confirm") or not ran_to_its_end(s):
             continue
         load = s.get("load")
         if load is None:

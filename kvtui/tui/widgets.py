@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, RichLog, Static
 
-from kvtui.explore.evaluate import LOCKSTEP
+from kvtui.explore.evaluate import in_lock_step, ran_to_its_end
 from kvtui.tui.charts import fmt_num, hexrgb
 from kvtui.tui.state import RunState, limit_word
 
@@ -396,9 +396,10 @@ class StepTable(DataTable):
         passed = s.get("passed")
         verdict = {True: Text("✓ PASS", style=f"bold {th.success}"), False: Text("✗ FAIL", style=f"bold {th.error}"),
                    None: Text("? n/a", style="dim")}[passed]
-        if s.get("cut") or (s.get("aborted") and passed is not False):
+        measured = ran_to_its_end(s)
+        if not measured and passed is not False:
             verdict = Text("✂ cut", style="dim")  # a stop ended it: no verdict (older snapshots kept theirs)
-        is_best = best is not None and s.get("load") == best and passed and not s.get("aborted")
+        is_best = best is not None and s.get("load") == best and passed and measured
         samples = s.get("samples") or {}
         why = s.get("why") or ""
         return {
@@ -418,7 +419,7 @@ class StepTable(DataTable):
             "preempt": fmt_load(s.get("preemptions")),
             "prefix": fmt_share(s.get("prefix_cache_hit_rate")),
             "errors": str(s.get("errors", "—")),
-            "why": ("" if why == "search" else why) + (" lock-step" if (s.get("send_burst") or 0) >= LOCKSTEP else ""),
+            "why": ("" if why == "search" else why) + (" lock-step" if in_lock_step(s) else ""),
         }
 
     def sync(self, compact: bool) -> None:
