@@ -27,7 +27,7 @@ from kvtui.load.generator import LoadGenerator, WorkerConfig
 from kvtui.load.records import Record, iter_record_lines, write_records
 from kvtui.report.diff import setting_changes
 from kvtui.report.redact import Redactor
-from kvtui.report.snapshot import SCHEMA, SnapshotWriter
+from kvtui.report.snapshot import SCHEMA, SnapshotWriter, ran_on_devices
 from kvtui.scenario.schema import Mode, Scenario
 
 SERIES_MAX = 7200  # rows per mode before the series is thinned 2:1
@@ -361,6 +361,10 @@ class Run:
         else:
             inv = gpu_inventory()
             env["gpu_names"] = [g["name"] for g in inv.gpus] or ["no GPU seen"]
+            # Which physical devices: modes run in parallel on one host's GPUs, or on two hosts, and
+            # joined by --resume carry this in their mode's "ran_on".
+            env["gpu_uuids"] = [g["uuid"] for g in inv.gpus]
+            env["gpu_indices"] = [g["index"] for g in inv.gpus]
             env["gpu_memory_gib"] = [round(g["mem_total_gib"], 2) for g in inv.gpus]
             env["driver"] = inv.driver_version
             env["cuda"] = inv.cuda_version
@@ -478,6 +482,10 @@ class Run:
                 gpus = {tuple(e.get("gpu_names") or ()) for e in envs}
                 if len(gpus) > 1:
                     self._note_resume(None, "the joined modes ran on different GPUs: " + "; ".join(", ".join(g) for g in sorted(gpus)))
+            devices = ran_on_devices(list(done.values()))
+            if len(devices) > 1:
+                self._note_resume(None, "the joined modes ran on " + str(len(devices)) + " devices: "
+                                  + "; ".join(f"{d} ({', '.join(ms)})" for d, ms in devices.items()))
         self.doc["resumed_from"] = {
             "path": self.resumes[-1].get("_path"), "environment": self.resumes[-1].get("environment"),
             "modes": [m["name"] for m in kept], "continued": sorted(partial),
@@ -585,7 +593,12 @@ class Run:
             "series": [],
             "complete": False,
             "started_at": time.time(),
+            "ran_on": self._ran_on(),
         }
+
+    def _ran_on(self) -> dict[str, Any]:
+        env = self.doc.get("environment") or {}
+        return {k: env[k] for k in ("host", "gpu_names", "gpu_uuids", "gpu_indices") if k in env}
 
     def redactor_args(self, args: list[str]) -> list[str]:
         from kvtui.report.redact import redact_args

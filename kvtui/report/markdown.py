@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from kvtui.report import charts
+from kvtui.report.snapshot import ran_on_devices
 from kvtui.report.text import (
     caveats, comparison, comparison_headers, comparison_rows, fmt, fmt_load, fmt_pct, fmt_share, fmt_x, labels,
     mode_label, step_headers, step_rows, table,
@@ -321,6 +322,9 @@ def _env_section(doc: dict[str, Any]) -> list[str]:
     for m in doc.get("modes", []):
         info = m.get("engine_info") or {}
         rows.append([f"{m.get('name')}: server", f"{info.get('engine') or m.get('engine') or '?'} {info.get('version') or '(version unknown)'}"])
+    devices = ran_on_devices(doc.get("modes", []))
+    if len(devices) > 1:  # modes joined from runs on different GPUs (of one host, or of several)
+        rows += [[f"{', '.join(ms)}: ran on", d] for d, ms in devices.items()]
     run = doc.get("run") or {}
     if run.get("wall_s") is not None:
         rows.append(["run wall time", f"{run['wall_s']:.0f} s"])

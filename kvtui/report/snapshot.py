@@ -302,3 +302,15 @@ def load_journal(path: Path) -> dict[str, Any]:
     )
     doc["_path"] = str(path)
     return doc
+
+
+def ran_on_devices(modes: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Device (host and GPU index/uuid) → the modes that ran on it, for modes that say ("ran_on")."""
+    out: dict[str, list[str]] = {}
+    for m in modes:
+        r = m.get("ran_on") or {}
+        if not r.get("gpu_uuids"):
+            continue
+        gpus = ", ".join(f"GPU {i} {u[:12]}" for i, u in zip(r.get("gpu_indices") or [], r["gpu_uuids"]))
+        out.setdefault(f"{r.get('host', '?')} {gpus}", []).append(str(m.get("name")))
+    return out

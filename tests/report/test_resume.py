@@ -232,3 +232,38 @@ def test_resume_from_several_snapshots_retries_failed_and_changed_modes(tmp_path
     assert old_base == {x.id for x in read_records(a2.with_name("a2.records.jsonl")) if x.mode == "baseline"}
     assert {x.id for x in recs if x.mode == "baseline"} == old_base
     assert not {x.id for x in read_records(b.with_name("b.records.jsonl"))} & {x.id for x in recs}
+
+
+def test_modes_run_in_parallel_on_two_gpus_join_and_say_which_device(tmp_path):
+    """Two modes measured at once, each kvtui on its own GPU of one host (CUDA_VISIBLE_DEVICES=0
+    and =1), then joined: the joined snapshot and its report say which device ran which mode.
+
+    The two runs are the simulator's (no GPU here); their "ran_on" is set as kvtui writes it
+    on a GPU host (see telemetry.nvml.gpu_inventory), since the join only reads the snapshots."""
+    from kvtui.explore.run import Run
+    from kvtui.report.markdown import render_markdown
+    from kvtui.scenario import load_scenario
+
+    sp = tmp_path / "picky.toml"
+    sp.write_text(PICKY)
+    docs = []
+    for i, mode in enumerate(["baseline", "fp8-kv", "third"]):
+        p = tmp_path / f"gpu{i}.json"
+        Run(load_scenario(sp), p, modes=[mode], fast=True).run()
+        d = json.loads(p.read_text())
+        (m,) = d["modes"]
+        assert m["ran_on"]["host"] == d["environment"]["host"] and "gpu_uuids" not in m["ran_on"]  # simulated: no device
+        m["ran_on"].update(gpu_names=["NVIDIA H200"], gpu_uuids=[f"GPU-{'ab'[min(i, 1)] * 8}-0000"], gpu_indices=[min(i, 1)])
+        p.write_text(json.dumps(d))
+        docs.append(load_snapshot(p))
+    out = tmp_path / "joined.json"
+    events: list = []
+    Run(load_scenario(sp), out, resume=docs, listener=events.append, fast=True).run()
+    doc = load_snapshot(out)
+    assert [m["name"] for m in doc["modes"]] == ["baseline", "fp8-kv", "third"]
+    note = "the joined modes ran on 2 devices: "
+    (w,) = [w for w in doc["warnings"] if w.startswith(note)]
+    assert "GPU 0 GPU-aaaaaaaa (baseline)" in w and "GPU 1 GPU-bbbbbbbb (fp8-kv, third)" in w
+    assert any(e.kind == "warning" and e.data == w for e in events)
+    md = render_markdown(doc)
+    assert "| baseline: ran on |" in md and "| fp8-kv, third: ran on |" in md and "GPU 1 GPU-bbbbbbbb" in md
