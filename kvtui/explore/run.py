@@ -438,8 +438,9 @@ class Run:
             src = prev.get("_path") or "(snapshot)"
             old = prev.get("scenario") or {}
             for key in ("server", "workload", "ramp", "slo"):
-                a = {k: v for k, v in (old.get(key) or {}).items() if k not in ("port", "startup_timeout_s")}
-                b = {k: v for k, v in (new.get(key) or {}).items() if k not in ("port", "startup_timeout_s")}
+                # A key the older kvtui did not write is unset (None) there: not a change.
+                a = {k: v for k, v in (old.get(key) or {}).items() if k not in ("port", "startup_timeout_s") and v is not None}
+                b = {k: v for k, v in (new.get(key) or {}).items() if k not in ("port", "startup_timeout_s") and v is not None}
                 if a and a != b:
                     self._emit("warning", None, f"resumed snapshot's [{key}] differs from this scenario: modes are not under identical settings")
                     self.doc.setdefault("warnings", []).append(f"resumed across a changed [{key}]")

@@ -267,3 +267,25 @@ def test_modes_run_in_parallel_on_two_gpus_join_and_say_which_device(tmp_path):
     assert any(e.kind == "warning" and e.data == w for e in events)
     md = render_markdown(doc)
     assert "| baseline: ran on |" in md and "| fp8-kv, third: ran on |" in md and "GPU 1 GPU-bbbbbbbb" in md
+
+
+def test_resume_warns_of_a_changed_section_but_not_of_a_key_an_older_kvtui_did_not_write(tmp_path):
+    """The H200 snapshots of 2026-11-29/30 predate [slo] max_preemptions_per_request: resuming
+    them under the same scenario must not claim the SLO changed; a real change must be named."""
+    from kvtui.explore.run import Run
+    from kvtui.scenario import load_scenario
+
+    sp = tmp_path / "picky.toml"
+    sp.write_text(PICKY)
+    a = tmp_path / "a.json"
+    Run(load_scenario(sp), a, modes=["baseline"], fast=True).run()
+    d = json.loads(a.read_text())
+    assert "max_preemptions_per_request" in d["scenario"]["slo"]
+    del d["scenario"]["slo"]["max_preemptions_per_request"]  # as the older kvtui wrote it
+    a.write_text(json.dumps(d))
+    for overrides, warned in (([], False), (["slo.tpot_p95_ms=99"], True)):
+        events: list = []
+        out = tmp_path / f"b{len(overrides)}.json"
+        Run(load_scenario(sp, overrides), out, modes=["baseline"], resume=load_snapshot(a), listener=events.append, fast=True).run()
+        said = [e.data for e in events if e.kind == "warning" and "[slo] differs" in str(e.data)]
+        assert bool(said) is warned, said
