@@ -84,6 +84,8 @@ def test_warnings_in_a_healthy_log_are_no_cause():
         ("vllm: error: unrecognized arguments: --disable-log-requests", BAD_FLAG),
         ("vllm serve: error: argument --max-model-len: Value 32q cannot be converted to <function human_readable_int>.", BAD_FLAG),
         ("pydantic_core._pydantic_core.ValidationError: 1 validation error for CacheConfig", BAD_FLAG),
+        ("(APIServer pid=9)   Value error, max_num_batched_tokens (256) is smaller than max_model_len (8192). "
+         "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]", BAD_FLAG),
         ("OSError: [Errno 98] Address already in use", PORT_TAKEN),
         ("OSError: [Errno 98] error while attempting to bind on address ('127.0.0.1', 8000): address already in use", PORT_TAKEN),
         ("OSError: /models/x does not appear to have a file named config.json. Checkout 'https://huggingface.co//models/x/tree/None' for available files.", BAD_MODEL),
@@ -144,3 +146,9 @@ def test_h200_failures_through_kvtui():
     awq = classify_exit(read_log("h200-0.26.0-fail-awq-fp16-kv-fp8.log"), 1)
     assert awq.kind == UNSUPPORTED
     assert "For FP8 input, output must have dtype BF16" in awq.message and 'dtype = "bfloat16"' in awq.message
+    # A 70B-shape dummy model dir of 4,096 positions under max_model_len 8192 (2026-11-30): pydantic's
+    # "1 validation error for ModelConfig" was all kvtui said (a crash); the reason is the line under it.
+    mml = classify_exit(read_log("h200-0.26.0-fail-max-model-len.log"), 1)
+    assert mml.kind == BAD_FLAG
+    assert mml.message.startswith("Value error, User-specified max_model_len (8192) is greater than the derived max_model_len")
+    assert "tinymodel --max-position" in mml.message and "\n" not in mml.message

@@ -37,6 +37,15 @@ _ERRORISH = re.compile(r"Error\b|Exception\b|\bERROR\b|error:|Traceback|\bFATAL\
 # (kind, pattern, needs an error-looking line, hint)
 _RULES: list[tuple[str, re.Pattern[str], bool, str]] = [
     (
+        # pydantic's "1 validation error for ModelConfig" says nothing; the reason is on the
+        # "Value error, …" line under it (the H200 run of a 70B-shape config of 4,096 positions).
+        BAD_FLAG,
+        re.compile(r"Value error, User-specified max_model_len \(\d+\) is greater than the derived max_model_len[^.]*"),
+        False,
+        "lower server.max_model_len to the model's context length, or give the model a larger "
+        "max_position_embeddings (a dummy model dir: tinymodel --max-position)",
+    ),
+    (
         BAD_FLAG,
         re.compile(
             r"error: unrecognized arguments?:.*|error: argument [^:]+: .*|"
@@ -115,6 +124,13 @@ _RULES: list[tuple[str, re.Pattern[str], bool, str]] = [
         ),
         True,
         "pick a dtype / quantization / KV cache dtype this build and device support",
+    ),
+    (
+        # Last: any other reason pydantic gives under "validation error for …Config".
+        BAD_FLAG,
+        re.compile(r"Value error, .*"),
+        False,
+        "vLLM's configuration check refused these settings for this model",
     ),
 ]
 
