@@ -571,6 +571,8 @@ class Run:
             if isinstance(r.get("t"), (int, float)) and (last_t is None or r["t"] + shift <= last_t)
         ] if kept else []
         md["continued"] = {"steps": kept, "of": len(steps), "started_at": old.get("started_at")}
+        if kept and old.get("ran_on"):
+            md["continued"]["ran_on"] = old["ran_on"]  # the kept steps' device: maybe another GPU or host
         self._emit("warning", md["name"], f"mode {md['name']}: continued from {kept} finished step(s) of the resumed run")
         return kept
 

@@ -308,9 +308,15 @@ def ran_on_devices(modes: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Device (host and GPU index/uuid) → the modes that ran on it, for modes that say ("ran_on")."""
     out: dict[str, list[str]] = {}
     for m in modes:
-        r = m.get("ran_on") or {}
-        if not r.get("gpu_uuids"):
-            continue
-        gpus = ", ".join(f"GPU {i} {u[:12]}" for i, u in zip(r.get("gpu_indices") or [], r["gpu_uuids"]))
-        out.setdefault(f"{r.get('host', '?')} {gpus}", []).append(str(m.get("name")))
+        name = str(m.get("name"))
+        cont = m.get("continued") or {}
+        parts = [(m.get("ran_on") or {}, name)]
+        if cont.get("ran_on") and cont["ran_on"] != m.get("ran_on"):
+            # A mode continued elsewhere: its first steps ran on the earlier device.
+            parts = [(cont["ran_on"], f"{name} steps 1–{cont.get('steps')}"), (m.get("ran_on") or {}, f"{name} from step {(cont.get('steps') or 0) + 1}")]
+        for r, label in parts:
+            if not r.get("gpu_uuids"):
+                continue
+            gpus = ", ".join(f"GPU {i} {u[:12]}" for i, u in zip(r.get("gpu_indices") or [], r["gpu_uuids"]))
+            out.setdefault(f"{r.get('host', '?')} {gpus}", []).append(label)
     return out

@@ -485,7 +485,8 @@ def scenario_from_snapshot(d: dict, source: str = "<snapshot>") -> Scenario:
     """
     doc = {k: v for k, v in d.items() if k in _TOP_KEYS}
     slo = dict(doc.get("slo") or {})
-    doc["slo"] = {**(slo.pop("latency", None) or {}), **slo}
+    # None is "no target" in the dataclass; the file form has no way to say it but leaving the key out.
+    doc["slo"] = {k: v for k, v in {**(slo.pop("latency", None) or {}), **slo}.items() if v is not None}
     server = dict(doc.get("server") or {})
     server.pop("api_key", None)  # "<redacted>": never a real key
     server["env"] = {k: v for k, v in (server.get("env") or {}).items() if v != "<redacted>"}

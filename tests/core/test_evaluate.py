@@ -63,7 +63,7 @@ def test_preemptions_name_the_kv_wall_even_when_the_client_lagged():
 
 def test_a_closed_loop_in_lock_step_is_measured_on_the_real_h200_records():
     """H200, AWQ int4 + fp8 KV, fixed 2048/256: at c=192 one window's 192 requests were all sent
-    within a second (TTFT p95 7.9 s, fail); the same load's repeat and c=160 were spread out."""
+    within a second (TTFT p95 7.9 s, fail); the same load's repeats and c=160 were spread out."""
     from collections import defaultdict
 
     from kvtui.explore.evaluate import LOCKSTEP, reevaluate, send_burst
@@ -88,7 +88,9 @@ def test_a_closed_loop_in_lock_step_is_measured_on_the_real_h200_records():
         new = reevaluate(st, recs[st["index"]], slo)
         assert new["send_burst"] == b and new["passed"] == st["passed"]
         by_load[st["load"]].append((st["passed"], b))
-    assert by_load[192.0] == [(False, 1.0), (True, by_load[192.0][1][1])] and by_load[192.0][1][1] < LOCKSTEP
+    # 192: the lock-step fail, its repeat, and (2026-11-30, the search continued on another GPU) a third pass.
+    assert by_load[192.0][0] == (False, 1.0) and len(by_load[192.0]) == 3
+    assert all(p is True and b < LOCKSTEP for p, b in by_load[192.0][1:])
     assert all(b < LOCKSTEP for _, b in by_load[160.0])
     assert [p for p, b in by_load[256.0]] == [False] and by_load[256.0][0][1] >= 0.75
     # The stored snapshot predates the field: re-evaluated steps carry it into the caveats.
@@ -110,11 +112,11 @@ def test_a_step_cut_by_a_stop_gets_no_verdict_on_the_real_h200_records():
     from kvtui.report.snapshot import load_snapshot
 
     root = Path(__file__).resolve().parents[2] / "docs" / "results"
-    doc = load_snapshot(root / "h200-kvb.json")
+    doc = load_snapshot(root / "h200-kvb-s1.json")  # as the first device session left it
     mode = next(m for m in doc["modes"] if m["name"] == "fp8-w+kv")
     step = mode["steps"][-1]
     assert step["aborted"] == "stopped by SIGINT" and step["passed"] is True and "cut" not in step
-    recs = [r for r in read_records(root / "h200-kvb.records.jsonl") if r.mode == "fp8-w+kv" and r.step == step["index"]]
+    recs = [r for r in read_records(root / "h200-kvb-s1.records.jsonl") if r.mode == "fp8-w+kv" and r.step == step["index"]]
     assert recs and any(r.error == "cancelled" for r in recs)
     slo = Slo(latency={"ttft_p95_ms": 2000.0, "tpot_p95_ms": 50.0})
     as_measured = reevaluate(step, recs, slo)

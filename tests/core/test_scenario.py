@@ -110,3 +110,24 @@ def test_cli_bad_arguments_exit_2(tmp_path):
     assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
     r = subprocess.run([sys.executable, "-m", "kvtui", "run", str(tmp_path / "missing.toml"), "--headless"], capture_output=True, text=True)
     assert r.returncode == 2 and "no such scenario file" in r.stderr
+
+
+def test_a_snapshots_scenario_reads_back_with_targets_left_unset(tmp_path):
+    """A snapshot stores the dataclass, unset targets as null (the preemption target since
+    2026-11-30); reading it back (bench/sim_vs_h200.py does) must not call null a bad number."""
+    import dataclasses
+    import json
+
+    from kvtui.explore.run import Run
+    from kvtui.report.snapshot import load_snapshot
+    from kvtui.scenario import scenario_from_snapshot
+
+    sc = load_scenario("scenarios/h200-llama8b-kvbound.toml", ['server.engine="sim"', 'server.model="llama-3.1-8b"'])
+    out = tmp_path / "s.json"
+    Run(sc, out, modes=["bf16"], fast=True).run()
+    stored = load_snapshot(out)["scenario"]
+    assert stored["slo"]["max_preemptions_per_request"] is None
+    back = scenario_from_snapshot(json.loads(json.dumps(stored)))
+    assert back.slo.max_preemptions_per_request is None
+    assert dataclasses.asdict(back.slo) == dataclasses.asdict(sc.slo)
+    assert [m.name for m in back.modes] == [m.name for m in sc.modes]

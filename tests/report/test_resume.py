@@ -289,3 +289,30 @@ def test_resume_warns_of_a_changed_section_but_not_of_a_key_an_older_kvtui_did_n
         Run(load_scenario(sp, overrides), out, modes=["baseline"], resume=load_snapshot(a), listener=events.append, fast=True).run()
         said = [e.data for e in events if e.kind == "warning" and "[slo] differs" in str(e.data)]
         assert bool(said) is warned, said
+
+
+def test_a_mode_continued_on_another_device_says_where_its_first_steps_ran(tmp_path):
+    """The H200 sessions of 2026-11-30: a mode cut on one machine's GPU 1 was finished on another
+    machine. The continued mode keeps the earlier device (continued.ran_on) beside its own."""
+    from kvtui.explore.run import Run
+    from kvtui.report.snapshot import ran_on_devices
+    from kvtui.scenario import load_scenario
+
+    sp = tmp_path / "kill.toml"
+    sp.write_text(KILL)
+    first = tmp_path / "first.json"
+    fewer = ["ramp.max=4", "ramp.search=\"linear\"", "ramp.confirm=false"]
+    Run(load_scenario(sp, fewer), first, modes=["second"]).run()  # real time: the continuation needs it
+    d = json.loads(first.read_text())
+    (m,) = d["modes"]
+    assert len(m["steps"]) >= 3
+    m["steps"], m["complete"] = m["steps"][:2], False  # cut after two steps, as a device call's limit does
+    earlier = {"host": "vm", "gpu_names": ["NVIDIA H200"], "gpu_uuids": ["GPU-5d64e549-fa3b"], "gpu_indices": [1]}
+    m["ran_on"] = earlier
+    first.write_text(json.dumps(d))
+    out = tmp_path / "second.json"
+    Run(load_scenario(sp, fewer), out, modes=["second"], resume=load_snapshot(first)).run()
+    (cont,) = load_snapshot(out)["modes"]
+    assert cont["continued"]["steps"] == 2 and cont["continued"]["ran_on"] == earlier
+    assert cont["ran_on"] != earlier
+    assert ran_on_devices([cont]) == {"vm GPU 1 GPU-5d64e549": ["second steps 1–2"]}  # the simulator's own steps: no device

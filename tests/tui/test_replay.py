@@ -243,7 +243,7 @@ async def test_a_redraw_tick_during_teardown_does_nothing(frozen_doc):
 
 async def test_the_step_table_marks_a_cut_step_and_a_lock_step_one(frozen_doc):
     """A step a stop ended shows no verdict and is never the best (★), even in a snapshot written
-    before the `cut` flag, whose cut step kept a PASS (docs/results/h200-kvb.json has one); a step
+    before the `cut` flag, whose cut step kept a PASS (docs/results/h200-kvb-s1.json has one); a step
     whose slots sent in lock-step says so beside why it ran."""
     import copy
 
