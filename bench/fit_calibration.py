@@ -718,8 +718,8 @@ def write_toml(cal: Calibration, mem: dict, fit_info: dict, path: Path, client=N
         f"cpu_seq_s = {cal.cpu_seq_s:.6g}  # engine CPU per sequence, overlapped with the GPU: a step takes max(GPU, CPU)",
         f"frontend_s_per_request = {cal.frontend_s_per_request:.6g}  # not fitted: the noprefix c=512 series (see docs)",
         "step_jitter = 0.0",
-        "# int8 and int4 are NOT fitted (no such measurements): int8 = fp8's factors; int4 = 0.9 x bf16 weight",
-        "# bandwidth and 0.7 x bf16 GEMM efficiency (Marlin dequant). See docs/SIMULATOR.md.",
+        "# int8 is NOT fitted (no such measurements): fp8's factors. int4 (AWQ, Marlin W4A16) is fitted by",
+        "# bench/fit_int4.py on kvtui's H200 AWQ run (docs/results/h200-v2.json); see docs/SIMULATOR.md §7.",
         "",
         "[fit]",
     ]
@@ -839,12 +839,13 @@ def main() -> int:
         if moved < 0.005 and rnd > 0:
             break
     p = params_to_dict(x, base)
-    # not measured: int8 (W8A8, CUTLASS like fp8) takes fp8's factors; int4 (Marlin W4A16) reads
-    # weights about as well as bf16 GEMMs at small batch and computes at ~70 % of a bf16 GEMM
+    # not measured here: int8 (W8A8, CUTLASS like fp8) takes fp8's factors; int4 (Marlin W4A16)
+    # keeps what bench/fit_int4.py fitted on kvtui's AWQ runs (the file's own values; run that
+    # script after this one if the bf16/fp8 factors moved much)
     p["weights_bw_eff"]["int8"] = p["weights_bw_eff"]["fp8"]
     p["gemm_eff"]["int8"] = p["gemm_eff"]["fp8"]
-    p["weights_bw_eff"]["int4"] = round(0.9 * p["weights_bw_eff"]["bf16"], 4)
-    p["gemm_eff"]["int4"] = round(0.7 * p["gemm_eff"]["bf16"], 4)
+    p["weights_bw_eff"]["int4"] = base.weights_bw_eff["int4"]
+    p["gemm_eff"]["int4"] = base.gemm_eff["int4"]
     cal = calibration_from(p, base)
     for a, k, _, _, _ in PARAMS:
         print(f"  {a}{'[' + k + ']' if k else ''} = {(p[a][k] if k else p[a]):.4g}")
