@@ -54,6 +54,8 @@ from kvtui.engines.sim.roofline import DEFAULT_CALIBRATION, Calibration, Rooflin
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest  # noqa: E402
 from kvtui.scenario.schema import Mode, Server  # noqa: E402
 
+from bench.sim_vs_h200 import STEP_FIT_WEIGHTS  # noqa: E402
+
 DATA = ROOT / "bench" / "data" / "h200-vllm-0.26.0"
 DOC = ROOT / "docs" / "SIMULATOR.md"
 GIB = 1024**3
@@ -302,8 +304,8 @@ def cell_metrics(tr_cell: dict, cum: np.ndarray) -> dict[str, float]:
 
 
 # --- kvtui's own run (docs/results/h200-abc.json), replayed with that run's client ------------------
-KV_FIGS = (("output_tok_s", None), ("tpot_ms", "p50"), ("tpot_ms", "p95"), ("itl_ms", "p50"), ("itl_ms", "p99"))
-KV_WEIGHTS = {("output_tok_s", None): 1.0, ("tpot_ms", "p50"): 1.0, ("tpot_ms", "p95"): 1.0, ("itl_ms", "p50"): 0.5, ("itl_ms", "p99"): 1.0}
+KV_WEIGHTS = STEP_FIT_WEIGHTS
+KV_FIGS = tuple(KV_WEIGHTS)
 KV_STEP_WEIGHT = 0.6  # 25 steps, many of them repeats of the same load: about the bench sweep's weight in all
 
 

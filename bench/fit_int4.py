@@ -11,10 +11,11 @@ article's pair exist now, both vLLM 0.26.0 on an H200, 8B shape, AWQ int4 + fp8 
 
 Each candidate replays every AWQ step of the fit run through the real scheduler
 (bench/sim_vs_h200.simulate_run: the same loads, client and windows) and scores the sum of
-squared log errors of out tok/s, TPOT p50 and p95, ITL p99 (weight 1) and ITL p50 (0.5), as
-bench/fit_calibration.py does for kvtui's run. A coarse grid, then a finer one around the best.
+squared log errors of out tok/s, TPOT p50 and p95, ITL p99 (weight 1) and ITL p50 (0.5) —
+sim_vs_h200.STEP_FIT_WEIGHTS, the weights bench/fit_calibration.py uses for kvtui's run. A
+coarse grid, then a finer one around the best.
 
-    .venv/bin/python bench/fit_int4.py            # ~5 min on 2 cores; prints the fit and the held-out check
+    .venv/bin/python bench/fit_int4.py            # ~2 min on 2 cores; prints the fit and the held-out check
     .venv/bin/python bench/fit_int4.py --write    # also writes the two factors into the calibration file
 """
 
@@ -39,8 +40,6 @@ from kvtui.report.snapshot import load_snapshot  # noqa: E402
 MODE = "awq-int4+fp8-kv"
 FIT = ROOT / "docs/results/h200-v2.json"
 HELD_OUT = ROOT / "docs/results/h200-kvb.json"
-WEIGHTS = {"out tok/s": 1.0, "TPOT p50": 1.0, "TPOT p95": 1.0, "ITL p99": 1.0, "ITL p50": 0.5}
-KEYS = {label: (key, pct) for label, key, pct in S.FIGURES}
 
 
 def with_int4(cal, bw: float, gemm: float):
@@ -55,8 +54,7 @@ def replay(doc: dict, cal) -> list:
 def loss(rows: list) -> float:
     total = 0.0
     for r in rows:
-        for label, w in WEIGHTS.items():
-            key, pct = KEYS[label]
+        for (key, pct), w in S.STEP_FIT_WEIGHTS.items():
             s, m = S.fig(r.sim, key, pct), S.fig(r.real, key, pct)
             if s and m and not math.isinf(s) and not math.isinf(m):
                 total += w * math.log(s / m) ** 2
@@ -106,9 +104,8 @@ def main() -> None:
     report("fit run, after", fit_doc, new)
     report("held-out run, after", held, new)
     for name, doc in (("fit", fit_doc), ("held-out", held)):
-        awq = next(m for m in doc["modes"] if m["name"] == MODE)
-        sweep = S.knee_sweep({**doc, "modes": [awq]}, new, S.replay_client(None, S.client_kind(doc)[0], doc))
-        real = awq.get("best_concurrency")
+        sweep = S.knee_sweep(doc, new, S.replay_client(None, S.client_kind(doc)[0], doc), modes=[MODE])
+        real = next(m for m in doc["modes"] if m["name"] == MODE).get("best_concurrency")
         print(f"{name} run: simulated AWQ knee {S.knee_of(sweep[MODE])} (real {real:g})")
     if a.write:
         write(DEFAULT_CALIBRATION, bw, g)

@@ -78,6 +78,13 @@ FIGURES: list[tuple[str, str, str | None]] = [
 ]
 
 
+# The step figures a fit to kvtui's runs rests on, with their weights in the squared log error
+# (bench/fit_calibration.py for bf16/fp8, bench/fit_int4.py for int4).
+STEP_FIT_WEIGHTS: dict[tuple[str, str | None], float] = {
+    ("output_tok_s", None): 1.0, ("tpot_ms", "p50"): 1.0, ("tpot_ms", "p95"): 1.0, ("itl_ms", "p50"): 0.5, ("itl_ms", "p99"): 1.0,
+}
+
+
 def fig(step: dict, key: str, pct: str | None) -> float | None:
     v = step.get(key)
     if pct is not None:
@@ -392,7 +399,8 @@ def write_test_data(doc: dict, heads: dict, path: Path = TEST_DATA) -> None:
     path.write_text(json.dumps(out, indent=1) + "\n")
 
 
-def knee_sweep(doc: dict, cal: Calibration, client: ReplayClient, loads: list[float] | None = None) -> dict[str, list[tuple[float, dict]]]:
+def knee_sweep(doc: dict, cal: Calibration, client: ReplayClient, loads: list[float] | None = None,
+               modes: list[str] | None = None) -> dict[str, list[tuple[float, dict]]]:
     """The simulator's own search grid per mode: every load from the ramp's resolution up to its
     max (32, 64, … 256 here), each on a fresh simulated engine with the replayed client."""
     sc = scenario(doc)
@@ -402,7 +410,7 @@ def knee_sweep(doc: dict, cal: Calibration, client: ReplayClient, loads: list[fl
     model, gpu = catalog.load_model("llama-3.1-8b"), catalog.load_gpu("H200")
     out: dict[str, list[tuple[float, dict]]] = {}
     for m in doc["modes"]:
-        if not any(st.get("requests") for st in m["steps"]):
+        if (modes and m["name"] not in modes) or not any(st.get("requests") for st in m["steps"]):
             continue
         mode = sc.mode(m["name"])
         rows = []

@@ -51,6 +51,6 @@ def test_the_held_out_knee(replay):
     doc = load_snapshot(ROOT / "docs" / "results" / "h200-kvb.json")
     awq = next(m for m in doc["modes"] if m["name"] == MODE)
     client = replay.replay_client(None, replay.client_kind(doc)[0], doc)
-    grid = replay.knee_sweep({**doc, "modes": [awq]}, load_calibration(), client, loads=[160.0, 176.0, 192.0])
+    grid = replay.knee_sweep(doc, load_calibration(), client, loads=[160.0, 176.0, 192.0], modes=[MODE])
     assert awq["best_concurrency"] == 175
     assert replay.knee_of(grid[MODE]) == 176  # the 16-wide grid's load next to the real 175 (188 failed there)

@@ -40,7 +40,7 @@ _RULES: list[tuple[str, re.Pattern[str], bool, str]] = [
         # pydantic's "1 validation error for ModelConfig" says nothing; the reason is on the
         # "Value error, …" line under it (the H200 run of a 70B-shape config of 4,096 positions).
         BAD_FLAG,
-        re.compile(r"Value error, User-specified max_model_len \(\d+\) is greater than the derived max_model_len[^.]*"),
+        re.compile(r"Value error, User-specified max_model_len \(\d+\) is greater than the derived max_model_len"),
         False,
         "lower server.max_model_len to the model's context length, or give the model a larger "
         "max_position_embeddings (a dummy model dir: tinymodel --max-position)",
