@@ -14,7 +14,7 @@ import sys
 from kvtui import __version__
 from kvtui.errors import KvtuiError, ScenarioError
 
-COMMANDS = ("tui", "run", "sim", "estimate", "replay", "export", "diff", "web", "import")
+COMMANDS = ("tui", "run", "sim", "estimate", "replay", "export", "diff", "web", "import", "model")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -83,6 +83,7 @@ class HeadlessPrinter:
         self.out = out
         self.verbose = verbose
         self.label = ""
+        self.done: list[dict[str, Any]] = []  # finished modes, for the quality lines' reference
 
     def __call__(self, ev) -> None:
         k = ev.kind
@@ -118,6 +119,7 @@ class HeadlessPrinter:
             from kvtui.report.compare import mode_summary
 
             r = mode_summary(ev.data, self.scenario)
+            self._quality(ev.mode, ev.data)
             if r["best"] is not None and r["peak_load"] not in (None, r["best"]):
                 pre = r["preemptions_at_knee"]
                 w(f"[{ev.mode}] fastest within the SLO: {r['peak_load']:g} at {_fmt(r['output_tok_s'])} tok/s "
@@ -127,6 +129,20 @@ class HeadlessPrinter:
         elif k == "error":
             w(f"kvtui: error: {ev.data}\n")
         self.out.flush()
+
+
+    def _quality(self, mode: str, md: dict[str, Any]) -> None:
+        """The mode's quality lines, against the first mode that ran the suite (the reference)."""
+        if not md.get("quality"):
+            return
+        from kvtui.report.compare import compare_modes
+        from kvtui.report.text import quality_lines
+
+        self.done.append(md)
+        comp = compare_modes({"modes": list(self.done), "scenario": self.scenario.to_dict()}, self.scenario)
+        row = next((r for r in comp["rows"] if r["mode"] == mode), None)
+        for line in quality_lines(mode, (row or {}).get("quality")):
+            self.out.write(line + "\n")
 
 
 def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:

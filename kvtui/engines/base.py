@@ -86,6 +86,9 @@ class EngineInfo:
     command: list[str] = field(default_factory=list)  # launched command line, secrets redacted
     gpu_names: list[str] = field(default_factory=list)
     dummy_weights: bool = False
+    # Where the weights came from, when known: "dummy", or "real: SmolLM2-135M-Instruct, …" for
+    # kvtui's own builds (kvtui.models); None: the server's own model, not inspected.
+    weights: str | None = None
     time_scale: float = 1.0  # sim slow motion: wall seconds per modelled second
 
 

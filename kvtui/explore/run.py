@@ -685,6 +685,8 @@ class Run:
             from kvtui.explore.quality import collect_outputs
 
             md["quality"] = collect_outputs(endpoint, sc, space, dummy_weights=bool(self._info_dict().get("dummy_weights")))
+            if sc.quality.tasks or sc.quality.task_files:
+                self._quality_suite(mode, md, endpoint)
         max_len = endpoint.max_model_len or sc.server.max_model_len
         cfg = WorkerConfig(
             base_url=endpoint.base_url, model=endpoint.model, headers=endpoint.headers(),
@@ -737,6 +739,20 @@ class Run:
         md["knee_limited_by"] = knee["limited_by"] if knee else None
         if self._skip.is_set():
             md["search"]["skipped"] = True
+
+    def _quality_suite(self, mode: Mode, md: dict[str, Any], endpoint: Endpoint) -> None:
+        """The quality phase: tasks with ground truth, before the load (none of it counts in a step)."""
+        q = md.get("quality") or {}
+        if q.get("skipped"):
+            return  # no weights (dummy, simulated) or no output at all: nothing to judge
+        from kvtui.quality.runner import run_suite
+
+        self._emit("log", mode.name, f"[kvtui] quality phase for {mode.name} (not counted in any step)")
+        suite = run_suite(endpoint, self.scenario, on_log=lambda line: self._emit("log", mode.name, line))
+        q["tasks"] = suite.pop("tasks")
+        q["suite"] = suite
+        md["quality"] = q
+        self._emit("quality", mode.name, q)
 
     def _next_load(self, search, last: float | None, levels: list[float]) -> tuple[float | None, str]:
         with self._lock:

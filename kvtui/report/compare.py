@@ -249,7 +249,40 @@ def _quality(doc: dict[str, Any], rows: list[dict[str, Any]]) -> str | None:
             r["quality"] = {"reference": True, "prompts": len(q.get("outputs") or [])}
         else:
             r["quality"] = compare_quality(ref["quality"], q, th)
+        _suite(doc, ref, m, r, th)
     return ref.get("name") if ref else None
+
+
+def _suite(doc: dict[str, Any], ref: dict[str, Any] | None, m: dict[str, Any], r: dict[str, Any],
+           th: dict[str, float]) -> None:
+    """The quality suite's verdicts (kvtui.quality.verdict) and the quality-adjusted $/Mtok."""
+    from kvtui.explore.quality import compare_quality
+    from kvtui.quality.verdict import compare_suites, reference_summary
+
+    q = r.get("quality")
+    tasks = (m.get("quality") or {}).get("tasks")
+    r["usd_per_mtok_out_qadj"] = r["usd_per_mtok_in_qadj"] = None
+    if not q or q.get("skipped") or not tasks:
+        return
+    ref_tasks = (ref.get("quality") or {}).get("tasks") if ref else None
+    if m is ref or not ref_tasks:
+        suite = reference_summary(tasks)
+    else:
+        sc = doc.get("scenario") or {}
+        tol = float(((sc.get("quality") or {}) if isinstance(sc, dict) else {}).get("tolerance_pt", 2.0) or 0.0)
+        suite = compare_suites(ref_tasks, tasks, tol, agreement=lambda a, b: compare_quality(a, b, th))
+        if suite.get("flagged"):
+            bad = [f"{name} {v['delta_pt']:+.1f} pt" for name, v in suite["tasks"].items()
+                   if isinstance(v, dict) and v.get("verdict") == "regression"]
+            q["flagged"] = True
+            q["why"] = "; ".join([w for w in [q.get("why"), "accuracy regression: " + ", ".join(bad)] if w])
+    suite["wall_s"] = ((m.get("quality") or {}).get("suite") or {}).get("wall_s")
+    q["suite"] = suite
+    f = suite.get("cost_factor")
+    if f is not None:
+        for k in ("out", "in"):
+            v = r.get(f"usd_per_mtok_{k}")
+            r[f"usd_per_mtok_{k}_qadj"] = None if v is None else v * f
 
 
 def compare_modes(doc: dict[str, Any], scenario: dict[str, Any] | Scenario | None = None) -> dict[str, Any]:

@@ -23,7 +23,28 @@ TAIL_COLUMNS = (
     "kv_cache_usage_max", "kv_cache_usage_mean", "preemptions", "running_max", "waiting_max", "prefix_cache_hit_rate",
     "gpu_mem_used_gib_max", "client_limited", "started_at", "duration_s", "window_s", "aborted",
 )
-COLUMNS = LABEL_COLUMNS + STEP_COLUMNS + DIST_COLUMNS + TAIL_COLUMNS
+# Each mode's quality (kvtui.quality), repeated on its rows: accuracy, its 95 % CI and n per built-in
+# task, the verdict against the reference mode, and the quality-adjusted $/Mtok out.
+QUALITY_COLUMNS = tuple(f"quality_{t}_{k}" for t in ("passkey", "quotation") for k in ("accuracy", "ci_lo", "ci_hi", "n", "verdict")) + (
+    "quality_agreement_exact", "quality_flagged", "usd_per_mtok_out", "usd_per_mtok_out_qadj", "weights")
+COLUMNS = LABEL_COLUMNS + STEP_COLUMNS + DIST_COLUMNS + TAIL_COLUMNS + QUALITY_COLUMNS
+
+
+def _quality_cells(row: dict[str, Any] | None, info: dict[str, Any]) -> dict[str, Any]:
+    q = (row or {}).get("quality") or {}
+    suite = q.get("suite") or {}
+    out: dict[str, Any] = {"weights": info.get("weights") or ("dummy" if info.get("dummy_weights") else None)}
+    for t in ("passkey", "quotation"):
+        v = (suite.get("tasks") or {}).get(t) or {}
+        ci = v.get("ci") or [None, None]
+        out.update({f"quality_{t}_accuracy": v.get("accuracy"), f"quality_{t}_ci_lo": ci[0], f"quality_{t}_ci_hi": ci[1],
+                    f"quality_{t}_n": v.get("n"), f"quality_{t}_verdict": v.get("verdict")})
+    agree = (suite.get("tasks") or {}).get("agreement") or {}
+    out["quality_agreement_exact"] = agree.get("exact_match_rate")
+    out["quality_flagged"] = q.get("flagged") if q and not q.get("skipped") else None
+    out["usd_per_mtok_out"] = (row or {}).get("usd_per_mtok_out")
+    out["usd_per_mtok_out_qadj"] = (row or {}).get("usd_per_mtok_out_qadj")
+    return out
 
 
 def _cell(v: Any) -> str:
@@ -43,10 +64,14 @@ def _cell(v: Any) -> str:
 
 
 def step_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    from kvtui.report.text import comparison
+
     env = doc.get("environment") or {}
     out = []
+    comp_rows = {r.get("mode"): r for r in (comparison(doc).get("rows") or [])} if doc.get("modes") else {}
     for m in doc.get("modes", []):
         info = m.get("engine_info") or {}
+        qcells = _quality_cells(comp_rows.get(m.get("name")), info)
         knee_ids = {id(s) for s in knee_steps(m)}
         labels = {
             "mode": m.get("name"),
@@ -68,6 +93,7 @@ def step_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     row[f"{metric}_ms_{k}"] = d.get(k)
             for k in TAIL_COLUMNS:
                 row[k] = s.get(k)
+            row.update(qcells)
             out.append(row)
     return out
 

@@ -134,6 +134,7 @@ def render_diff(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b:
     lines.append(table(heads, rows, markdown))
     if comp["note"]:
         lines += ["", f"note: {comp['note']}"]
+    lines += _quality_diff(a, b, name_a, name_b)
     for nm, doc in ((name_a, a), (name_b, b)):
         cv = caveats(doc)
         if cv:
@@ -144,3 +145,25 @@ def render_diff(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b:
 
 def display_name(path: str | Path) -> str:
     return Path(path).name
+
+
+def _quality_diff(a: dict[str, Any], b: dict[str, Any], name_a: str, name_b: str) -> list[str]:
+    """Per mode present in both runs with the quality suite: B's accuracy per task against A's, paired by item."""
+    from kvtui.quality.verdict import compare_suites
+
+    by_a = {m.get("name"): m for m in a.get("modes", [])}
+    out: list[str] = []
+    for mb in b.get("modes", []):
+        ma = by_a.get(mb.get("name"))
+        ta, tb = ((ma or {}).get("quality") or {}).get("tasks"), (mb.get("quality") or {}).get("tasks")
+        if not ta or not tb:
+            continue
+        tol = float(((b.get("scenario") or {}).get("quality") or {}).get("tolerance_pt", 2.0) or 0.0)
+        v = compare_suites(ta, tb, tol)
+        for task, t in v["tasks"].items():
+            if not isinstance(t, dict) or t.get("reference_accuracy") is None:
+                continue
+            delta = f"Δ {t['delta_pt']:+.1f} pt, {t['verdict']}" if t.get("delta_pt") is not None else t.get("verdict", "")
+            out.append(f"- {mb['name']} quality {task}: {name_a} {t['reference_accuracy']:.0%} → {name_b} "
+                       f"{t['accuracy']:.0%} (n = {t['n']}; {delta})")
+    return (["", "Quality, same mode and items in both runs:"] + out) if out else []

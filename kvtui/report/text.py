@@ -66,7 +66,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool 
 
 COMPARISON_HEADERS = (
     "mode", "max conc @SLO", "×", "out tok/s @SLO", "×", "peak GPU GiB", "weights GiB", "KV tokens", "×",
-    "preempt @knee", "next step limit", "$/Mtok out", "Δ", "$/Mtok in", "Δ", "quality",
+    "preempt @knee", "next step limit", "$/Mtok out", "Δ", "$/Mtok in", "Δ", "q-adj $/Mtok out", "quality",
 )
 
 
@@ -95,8 +95,14 @@ def quality_cell(q: dict[str, Any] | None) -> str:
         return "—"
     if q.get("skipped"):
         return "skipped"
+    suite = q.get("suite") or {}
+    acc = suite.get("pooled_accuracy")
     if q.get("reference"):
-        return "reference"
+        return "reference" + (f" {fmt_share(acc)}" if acc is not None else "")
+    if acc is not None:
+        ref = suite.get("reference_pooled_accuracy")
+        delta = f" Δ{100 * (acc - ref):+.0f}pt" if ref is not None else ""
+        return ("FLAG " if q.get("flagged") else "ok ") + fmt_share(acc) + delta
     em = fmt_share(q.get("exact_match_rate"))
     lp = q.get("logprob_agreement")
     body = f"{em} exact" + (f" · lp {lp:.3f}" if lp is not None else "")
@@ -131,6 +137,7 @@ def comparison_row(r: dict[str, Any]) -> list[str]:
         fmt(r["preemptions_at_knee"]), LIMIT_WORDS.get(lim or "", lim or "—"),
         fmt(r["usd_per_mtok_out"], 3), fmt_pct(r.get("cost_out_change")),
         fmt(r["usd_per_mtok_in"], 4), fmt_pct(r.get("cost_in_change")),
+        fmt(r.get("usd_per_mtok_out_qadj"), 3),
         quality_cell(r.get("quality")),
     ]
 
@@ -152,6 +159,10 @@ def labels(doc: dict[str, Any]) -> str:
         parts.append("SIMULATED")
     if any((m.get("engine_info") or {}).get("dummy_weights") for m in doc.get("modes", [])):
         parts.append("dummy weights")
+    real = sorted({w.split(",")[0] for m in doc.get("modes", [])
+                   if isinstance(w := (m.get("engine_info") or {}).get("weights"), str) and w.startswith("real: ")})
+    if real:
+        parts.append("real weights (" + "; ".join(r[len("real: "):] for r in real) + ")")
     return " · ".join(parts)
 
 
@@ -166,6 +177,8 @@ def mode_label(doc: dict[str, Any], mode: dict[str, Any]) -> str:
         parts.append("SIMULATED")
     if info.get("dummy_weights"):
         parts.append("dummy weights")
+    elif isinstance(info.get("weights"), str) and info["weights"].startswith("real: "):
+        parts.append("real weights")
     return " · ".join(parts)
 
 
@@ -292,3 +305,42 @@ def step_row(step: dict[str, Any]) -> list[str]:
 
 def step_rows(mode: dict[str, Any]) -> list[list[str]]:
     return [step_row(s) for s in mode.get("steps", [])]
+
+
+def quality_lines(mode: str, q: dict[str, Any] | None) -> list[str]:
+    """One line per quality task of a mode: accuracy [95 % CI] (n), Δ against the reference, verdict.
+
+        [fp8-kv] quality passkey: 22/24 = 92% [74–98%], Δ −4.2 pt [−14–+6], p 0.62: within noise
+    """
+    if not q:
+        return []
+    if q.get("skipped"):
+        return [f"[{mode}] quality: skipped ({q['skipped']})"]
+    suite = q.get("suite") or {}
+    out = []
+    for name, t in (suite.get("tasks") or {}).items():
+        if not isinstance(t, dict):
+            continue
+        if name == "agreement":
+            out.append(f"[{mode}] quality agreement with the reference: exact {fmt_share(t.get('exact_match_rate'))} "
+                       f"of {t.get('prompts', '?')}, top-1 {fmt_share(t.get('top1_agreement'), 1)}, mean |Δ logprob| "
+                       + ("—" if t.get("mean_abs_logprob_diff") is None else f"{t['mean_abs_logprob_diff']:.3f}"))
+            continue
+        ci = t.get("ci") or [None, None]
+        line = (f"[{mode}] quality {name}: {fmt_share(t.get('accuracy'))} "
+                f"[{fmt_share(ci[0])}–{fmt_share(ci[1])}] (n = {t.get('n')})")
+        if t.get("errors"):
+            line += f", {t['errors']} errors"
+        if t.get("verdict") == "reference":
+            line += ": reference"
+        elif t.get("delta_pt") is not None:
+            lo, hi = t.get("delta_ci_pt") or [None, None]
+            line += (f", Δ {t['delta_pt']:+.1f} pt [{lo:+.0f}…{hi:+.0f}], p {t.get('p_value'):.2g}: "
+                     f"{'**REGRESSION**' if t.get('flagged') else t.get('verdict')}")
+        out.append(line)
+    if suite.get("cost_factor") not in (None, 1.0):
+        out.append(f"[{mode}] quality-adjusted $/Mtok = plain × {suite['cost_factor']:.3f}"
+                   f"{'' if suite.get('cost_factor_beyond_noise') else ' (drop within noise)'}")
+    if suite.get("wall_s") is not None:
+        out.append(f"[{mode}] quality phase took {suite['wall_s']:.0f} s (before the load; not counted in any step)")
+    return out

@@ -31,6 +31,7 @@ from kvtui.scenario.schema import (
     DISTS,
     ENGINES,
     LOAD_SHAPES,
+    QUALITY_TASKS,
     SEARCHES,
     SLO_KEY,
     SLO_LATENCY_KEYS,
@@ -120,6 +121,11 @@ def _convert(value: Any, hint: Any, path: tuple, probs: _Problems) -> Any:
             return value
         probs.add(path, f"must be a string, got {_type_name(value)} {value!r}")
         return None
+    if origin is list and args and args[0] is int:
+        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            probs.add(path, f"must be a list of integers, got {value!r}")
+            return None
+        return list(value)
     if origin is list:
         if isinstance(value, str):  # "a b c" is a common way to write extra args
             value = value.split()
@@ -221,6 +227,33 @@ def _build(cls: type, table: Any, path: tuple, probs: _Problems, skip: tuple = (
     except TypeError as e:  # a required field is missing
         probs.add(path, str(e).split(") ")[-1])
         return None
+
+
+def _check_quality(sc: Scenario, probs: _Problems) -> None:
+    """[quality]: known task names, task files that exist, counts and lengths in range."""
+    q = sc.quality
+    for t in q.tasks:
+        if t not in QUALITY_TASKS:
+            probs.add(("quality", "tasks"), f"unknown task {t!r}" + _suggest(t, list(QUALITY_TASKS)))
+    for key, lo, hi in (("items", 0, 10_000), ("concurrency", 1, 256), ("max_context", 0, 10_000_000),
+                        ("prompts", 0, 10_000), ("prompt_tokens", 1, 10_000_000), ("max_tokens", 1, 100_000)):
+        v = getattr(q, key)
+        if not lo <= v <= hi:
+            probs.add(("quality", key), f"must be from {lo:,} to {hi:,}, got {v!r}")
+    if not 0 <= q.tolerance_pt <= 100:
+        probs.add(("quality", "tolerance_pt"), f"must be from 0 to 100 percentage points, got {q.tolerance_pt:g}")
+    for n in q.lengths:
+        if not 64 <= n <= 10_000_000:
+            probs.add(("quality", "lengths"), f"each length must be from 64 tokens up, got {n}")
+        elif sc.server.max_model_len and n > sc.server.max_model_len:
+            probs.add(("quality", "lengths"), f"{n} is above server.max_model_len ({sc.server.max_model_len})")
+    base = Path(sc.source).parent if sc.source else Path(".")
+    for i, f in enumerate(q.task_files):
+        path = Path(f) if Path(f).is_absolute() else base / f
+        if not path.is_file():
+            probs.add(("quality", "task_files"), f"{f}: no such task file")
+        else:
+            q.task_files[i] = str(path)
 
 
 def _slo(table: Any, path: tuple, probs: _Problems) -> Slo:
@@ -440,6 +473,7 @@ def scenario_from_dict(doc: dict, source: str = "<scenario>", index: LineIndex |
         sc.cost = _build(Cost, doc["cost"], ("cost",), probs) or Cost()
     if "quality" in doc:
         sc.quality = _build(Quality, doc["quality"], ("quality",), probs) or Quality()
+        _check_quality(sc, probs)
     if not probs.items:
         _check(sc, probs)
     if probs.items:

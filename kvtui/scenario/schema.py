@@ -16,6 +16,7 @@ DISTS = ("fixed", "uniform", "normal", "lognormal")
 LOAD_SHAPES = ("concurrency", "rate")
 ARRIVALS = ("poisson", "bursty", "constant")
 SEARCHES = ("fast", "linear")
+QUALITY_TASKS = ("passkey", "quotation", "agreement")  # kvtui.quality.tasks builds them
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
 SLO_PCTS = ("p50", "p90", "p95", "p99")
 SLO_KEY = re.compile(r"^(ttft|tpot|itl|e2e)_(p50|p90|p95|p99)_ms$")
@@ -189,10 +190,19 @@ class Quality:
     """Optional per-mode check against the baseline on fixed prompts at temperature 0."""
 
     enabled: bool = False
+    # The smoke test (kvtui.explore.quality): repeated-phrase prompts, outputs against the baseline's.
     prompts: int = 8
     prompt_tokens: int = 128
     max_tokens: int = 32
     logprobs: bool = True
+    # The suite (kvtui.quality): tasks with ground truth, generated from the scenario's seed.
+    tasks: list[str] = field(default_factory=lambda: ["passkey", "quotation", "agreement"])
+    items: int = 24  # per task
+    lengths: list[int] = field(default_factory=list)  # passkey lengths in tokens ([]: ¼, ½ and all of max_context)
+    max_context: int = 0  # largest context to test (0: server.max_model_len)
+    task_files: list[str] = field(default_factory=list)  # the user's own JSONL tasks
+    tolerance_pt: float = 2.0  # an accuracy drop up to this many points is tolerated (if beyond noise)
+    concurrency: int = 4  # quality requests in flight (none of them counts in a step)
 
 
 @dataclass

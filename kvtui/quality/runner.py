@@ -1,0 +1,194 @@
+"""Run a mode's quality items against its server, before its load, and score them.
+
+One phase per mode, timed (`wall_s`), with `concurrency` requests in flight at most, each a
+chat request at temperature 0 (the model's own chat template), non-streaming. None of these
+requests is a step's: the load generator has not started when this runs, and the server is
+drained (no request in flight) when it returns. A request that fails is an error of the item,
+counted apart from wrong answers.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import time
+from typing import Any, Callable
+
+from kvtui.quality.stats import wilson
+from kvtui.quality.tasks import (
+    Item,
+    Sizer,
+    agreement_items,
+    default_lengths,
+    load_task_file,
+    passkey_items,
+    quotation_items,
+    score,
+)
+
+GOT_CHARS = 120  # how much of each answer the snapshot keeps (enough to see what went wrong)
+MARGIN_TOKENS = 32  # passkey prompts stay this far below max_context (answer + template slack)
+
+
+def build_items(scenario: Any, sizer: Sizer, max_model_len: int | None) -> list[Item]:
+    """Every quality item of the scenario, in a fixed order (the same in every mode)."""
+    q = scenario.quality
+    seed = int(scenario.seed)
+    ctx = int(q.max_context or max_model_len or scenario.server.max_model_len or 2048)
+    if max_model_len:
+        ctx = min(ctx, int(max_model_len))
+    items: list[Item] = []
+    for task in q.tasks:
+        if task == "passkey":
+            lengths = list(q.lengths) or default_lengths(ctx - MARGIN_TOKENS)
+            lengths = [min(n, ctx - MARGIN_TOKENS) for n in lengths]
+            items += passkey_items(q.items, lengths, seed, sizer)
+        elif task == "quotation":
+            items += quotation_items(q.items, seed)
+        elif task == "agreement":
+            items += agreement_items(q.items, seed)
+    for f in q.task_files:
+        items += load_task_file(f)
+    return items
+
+
+def items_digest(items: list[Item]) -> str:
+    return hashlib.sha256("".join(i.key() for i in items).encode()).hexdigest()[:16]
+
+
+def _tokenizer(client: Any, model: str) -> Callable[[list[dict[str, str]]], int | None]:
+    state = {"ok": True}
+
+    def count(messages: list[dict[str, str]]) -> int | None:
+        if not state["ok"]:
+            return None
+        try:
+            r = client.post("/tokenize", json={"model": model, "messages": messages, "add_generation_prompt": True})
+            n = r.json().get("count") if r.status_code == 200 else None
+        except Exception:  # no /tokenize (an external server): estimate, and say so
+            n = None
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            state["ok"] = False
+            return None
+        return n
+
+    return count
+
+
+def _ask(client: Any, model: str, item: Item) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": item.messages, "max_tokens": item.max_tokens,
+                            "temperature": 0.0, "seed": 0, "stream": False}
+    if item.logprobs:
+        body.update(logprobs=True, top_logprobs=1, return_tokens_as_token_ids=True)
+    t0 = time.monotonic()
+    try:
+        r = client.post("/v1/chat/completions", json=body)
+    except Exception as e:  # httpx errors and the like: the item's error, never the run's
+        return {"error": f"{type(e).__name__}: {str(e)[:100]}"}
+    if r.status_code != 200:
+        return {"error": f"HTTP {r.status_code}: {r.text[:100]}"}
+    try:
+        doc = r.json()
+        choice = doc["choices"][0]
+        text = choice["message"].get("content") or ""
+        if not isinstance(text, str):
+            raise TypeError("content")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return {"error": "answer is not a chat completion"}
+    usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
+    out: dict[str, Any] = {"text": text, "finish_reason": choice.get("finish_reason"),
+                           "prompt_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens"),
+                           "s": round(time.monotonic() - t0, 3)}
+    if item.logprobs:
+        tokens, lps = [], []
+        for c in ((choice.get("logprobs") or {}).get("content") or []):
+            if not isinstance(c, dict):
+                continue
+            tok = str(c.get("token", ""))
+            tokens.append(int(tok.split(":", 1)[1]) if tok.startswith("token_id:") and tok[9:].isdigit() else tok)
+            tops = [t.get("logprob") for t in (c.get("top_logprobs") or []) if isinstance(t, dict)]
+            tops = [v for v in tops if isinstance(v, (int, float))]
+            lp = c.get("logprob")
+            lps.append(max(tops) if tops else (lp if isinstance(lp, (int, float)) else None))
+        out["tokens"], out["logprobs"] = tokens, lps
+    return out
+
+
+def _task_result(task: str, items: list[Item], answers: list[dict[str, Any]]) -> dict[str, Any]:
+    rows = []
+    correct = errors = 0
+    by_length: dict[str, list[int]] = {}
+    for it, a in zip(items, answers):
+        if "error" in a:
+            errors += 1
+            ok = False
+        else:
+            ok = score(it, a["text"])
+        correct += ok
+        row = {"id": it.id, "key": it.key(), "ok": ok, "got": (a.get("text") or a.get("error") or "")[:GOT_CHARS],
+               "prompt_tokens": a.get("prompt_tokens"), "output_tokens": a.get("output_tokens")}
+        if "error" in a:
+            row["error"] = a["error"]
+        rows.append(row)
+        if "length" in it.meta:
+            cell = by_length.setdefault(str(it.meta["length"]), [0, 0])
+            cell[0] += ok
+            cell[1] += 1
+    n = len(items)
+    lo, hi = wilson(correct, n)
+    pts = [r["prompt_tokens"] for r in rows if isinstance(r.get("prompt_tokens"), int)]
+    return {"task": task, "scoring": items[0].scoring if items else None, "n": n, "correct": correct,
+            "errors": errors, "accuracy": round(correct / n, 4) if n else None, "ci": [round(lo, 4), round(hi, 4)],
+            "by_length": by_length or None, "prompt_tokens_max": max(pts) if pts else None, "items": rows}
+
+
+def _agreement_result(items: list[Item], answers: list[dict[str, Any]]) -> dict[str, Any]:
+    outs = []
+    errors = []
+    for it, a in zip(items, answers):
+        if "error" in a:
+            errors.append(f"{it.id}: {a['error']}")
+            outs.append(None)
+        else:
+            outs.append({"text": a["text"], "tokens": a.get("tokens"), "logprobs": a.get("logprobs"),
+                         "finish_reason": a.get("finish_reason")})
+    return {"task": "agreement", "scoring": "agreement with the reference's greedy outputs", "n": len(items),
+            "prompt_digest": items_digest(items), "outputs": outs, "errors": errors}
+
+
+def run_suite(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """{"tasks": {name: result}, "wall_s", "items", "items_digest", "lengths_exact"}; never raises for server errors."""
+    import httpx
+
+    log = on_log or (lambda _m: None)
+    q = scenario.quality
+    t0 = time.monotonic()
+    started_at = time.time()
+    timeout = max(30.0, float(getattr(scenario.ramp, "request_timeout_s", 600.0) or 600.0))
+    limits = httpx.Limits(max_connections=q.concurrency, max_keepalive_connections=q.concurrency)
+    with httpx.Client(base_url=endpoint.base_url, headers=endpoint.headers(), timeout=timeout, trust_env=False,
+                      limits=limits) as client:
+        sizer = Sizer(_tokenizer(client, endpoint.model))
+        items = build_items(scenario, sizer, getattr(endpoint, "max_model_len", None))
+        log(f"[kvtui] quality: {len(items)} items ({', '.join(sorted({i.task for i in items}))}), "
+            f"{q.concurrency} at a time, before the load")
+        with concurrent.futures.ThreadPoolExecutor(max_workers=q.concurrency) as pool:
+            answers = list(pool.map(lambda it: _ask(client, endpoint.model, it), items))
+    tasks: dict[str, Any] = {}
+    for name in dict.fromkeys(i.task for i in items):
+        idx = [k for k, it in enumerate(items) if it.task == name]
+        its, ans = [items[k] for k in idx], [answers[k] for k in idx]
+        tasks[name] = _agreement_result(its, ans) if name == "agreement" else _task_result(name, its, ans)
+    wall = round(time.monotonic() - t0, 2)
+    for name, t in tasks.items():
+        if name != "agreement":
+            log(f"[kvtui] quality: {name} {t['correct']}/{t['n']}"
+                + (f" ({t['errors']} errors)" if t["errors"] else ""))
+    return {"tasks": tasks, "wall_s": wall, "items": len(items), "items_digest": items_digest(items),
+            "lengths_exact": sizer.exact, "started_at": started_at, "ended_at": time.time(),
+            "concurrency": q.concurrency}
+
+
+def dumps(result: dict[str, Any]) -> str:
+    return json.dumps(result, indent=1)

