@@ -34,7 +34,6 @@ sys.path.insert(0, str(ROOT))
 
 from bench.knee import knee_scenario  # noqa: E402
 
-import kvtui.engines.sim.fastrun as fastrun_mod  # noqa: E402
 import kvtui.explore.run as run_mod  # noqa: E402
 from kvtui.explore.search import LinearSearch  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402
@@ -130,7 +129,6 @@ def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, An
     orig = run_mod.make_search
     if patch is not None:
         run_mod.make_search = patch
-        fastrun_mod.make_search = patch
     try:
         with tempfile.TemporaryDirectory() as td:
             t0 = time.monotonic()
@@ -138,7 +136,6 @@ def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, An
             wall = time.monotonic() - t0
     finally:
         run_mod.make_search = orig
-        fastrun_mod.make_search = orig
     out = {"strategy": strategy, "wall_s": round(wall, 1), "modes": []}
     for m in doc["modes"]:
         srch = m.get("search") or {}

@@ -93,22 +93,39 @@ class EngineInfo:
 
 
 class Engine(Protocol):
-    """Lifecycle of one server per mode. Implementations: sim, vllm, external."""
+    """Lifecycle of one server per mode. Implementations: sim, vllm, external (kvtui.engines.registry).
+
+    Everything the run asks of an engine is here, so the controller never probes with getattr.
+    """
 
     name: str
     simulated: bool
+    time_scale: float  # wall seconds per modelled second (the simulator's slow motion); 1.0 for a real server
 
     def start(self, scenario: Scenario, mode: Mode, on_log: LogSink) -> Endpoint:
         """Start (or attach to) the server for `mode`; block until ready. Raises EngineError."""
+        ...
 
     def facts(self) -> StartupFacts:
         """Startup facts known so far for the current mode."""
+        ...
 
     def info(self) -> EngineInfo:
         """Labels for the current mode."""
+        ...
 
     def check_alive(self) -> str | None:
         """None while healthy, else a one-line reason (process gone, /health 503)."""
+        ...
+
+    def pids(self) -> set[int]:
+        """The server's processes, for NVML's per-process memory (empty: none of ours, or simulated)."""
+        ...
+
+    def gpu_memory(self) -> dict[str, Any] | None:
+        """A simulated GPU's memory ({"used_gib", "gpu_total_gib"}); None for a real GPU (NVML reads it)."""
+        ...
 
     def stop(self) -> None:
         """Stop the server and release its memory. Idempotent; never raises."""
+        ...

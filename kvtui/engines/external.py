@@ -7,17 +7,21 @@ server: the mode names are labels only (the run says so).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 
 from kvtui.engines.base import EngineInfo, Endpoint, LogSink, StartupFacts
+from kvtui.engines.registry import register
 from kvtui.errors import EngineError
 from kvtui.scenario.schema import Mode, Scenario
 
 
+@register("external")
 class ExternalEngine:
     name = "external"
     simulated = False
+    time_scale = 1.0
 
     def __init__(self) -> None:
         self._facts = StartupFacts()
@@ -86,7 +90,10 @@ class ExternalEngine:
         return None
 
     def pids(self) -> set[int]:
-        return set()
+        return set()  # not our process: NVML reads the whole GPU
+
+    def gpu_memory(self) -> dict[str, Any] | None:
+        return None
 
     def stop(self) -> None:
         if self._client is not None:

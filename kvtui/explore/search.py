@@ -281,3 +281,6 @@ def make_search(ramp: Ramp, closed: bool, guess: float | None = None) -> _Base:
     if ramp.search == "linear":
         return LinearSearch(ramp, closed)
     return FastSearch(ramp, closed, guess=guess)
+
+
+Search = _Base  # the type every strategy is (make_search returns one)

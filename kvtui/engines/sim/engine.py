@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from kvtui.engines.base import EngineInfo
+from kvtui.engines.registry import register
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.scenario.schema import Mode, Scenario
 
@@ -61,6 +62,7 @@ def auto_time_scale(scenario: Scenario, mode: Mode) -> float:
     return max(1.0, round(peak_chunk_rate(scenario, mode) / budget, 2))
 
 
+@register("sim")
 class SimEngine(VllmEngine):
     name = "sim"
     simulated = True

@@ -1,29 +1,28 @@
-"""`kvtui run … --fast`: the same search per mode, each step simulated offline in virtual time.
+"""`kvtui run … --fast`: one mode's server as a model, each step simulated offline in virtual time.
 
 No HTTP, no wall clock: the scheduler model and a virtual client (kvtui.engines.sim.fast)
-produce the records a real step would, and the run evaluates them exactly as it does a
-real step. A whole ramp per mode takes seconds — for what-if questions. Every figure is
-labelled SIMULATED (fast, offline).
+produce the records a real step would; the run (kvtui.explore.offline_step) evaluates them
+exactly as it does a real step. A whole ramp per mode takes seconds — for what-if questions.
+Every figure is labelled SIMULATED (fast, offline).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from kvtui.engines.base import StartupFacts
 from kvtui.engines.sim import catalog
-from kvtui.engines.sim.fast import simulate_step
+from kvtui.engines.sim.fast import FastStepResult, simulate_step
 from kvtui.engines.sim.scheduler import SchedulerSim, SimConfigError
 from kvtui.engines.sim.server import SIM_VERSION, block_hashes
-from kvtui.explore.evaluate import StepContext, evaluate_step
-from kvtui.explore.search import make_search
-from kvtui.explore.stats import PCTS, min_samples_for
-from kvtui.load.records import write_records
 from kvtui.load.workload import PromptFactory, TokenSpace
-from kvtui.scenario.schema import Mode
+from kvtui.scenario.schema import Mode, Scenario
+
+__all__ = ["OfflineServer", "SimConfigError", "step_metrics", "series_rows"]
 
 
-def _metrics(res: Any, facts_kv_gib: float | None) -> dict[str, Any]:
+def step_metrics(res: FastStepResult) -> dict[str, Any]:
+    """The window's gauges and counter deltas, as the live run reads them from /metrics."""
     t0, t1 = res.window_start or res.t_start, res.window_end or res.t_end
     inside = [p for p in res.series if t0 <= p.t <= t1] or res.series
     b, a = res.stats_before, res.stats_after
@@ -41,7 +40,9 @@ def _metrics(res: Any, facts_kv_gib: float | None) -> dict[str, Any]:
     }
 
 
-def _series_rows(res: Any, t_offset: float, load: float, used_gib: float, kv_gib: float | None, tp: int = 1) -> list[dict[str, Any]]:
+def series_rows(res: FastStepResult, t_offset: float, load: float, used_gib: float, kv_gib: float | None,
+                tp: int = 1) -> list[dict[str, Any]]:
+    """The step's telemetry rows (what the live telemetry thread would have recorded)."""
     rows = []
     prev = None
     for p in res.series:
@@ -58,78 +59,50 @@ def _series_rows(res: Any, t_offset: float, load: float, used_gib: float, kv_gib
     return rows
 
 
-def run_mode_fast(run: Any, mode: Mode, md: dict[str, Any]) -> None:
-    """Fill `md` (the mode's snapshot entry) the way Run._run_mode would, offline."""
-    sc = run.scenario
-    s = sc.server
-    try:
-        sched = SchedulerSim(catalog.load_model(mode.model or s.model), catalog.load_gpu(s.gpu), mode, s, seed=sc.seed)
-    except SimConfigError as e:
-        md["error"] = {"kind": "oom_kv", "message": f"mode {mode.name}: {e}"}
-        run.writer.mode_started(md)
-        run._emit("error", mode.name, md["error"]["message"])
-        return
-    facts = sched.facts()
-    mem = sched.memory()
-    md["server"] = facts.to_dict()
-    md["engine_info"] = {"engine": "sim", "simulated": True, "version": f"{SIM_VERSION} (fast, offline)", "command": [],
-                         "gpu_names": [f"{s.gpu} (SIMULATED)"], "dummy_weights": False, "time_scale": 1.0, "fast": True}
-    run.writer.mode_started(md)
-    run._emit("engine_ready", mode.name, {"facts": md["server"], "info": md["engine_info"]})
-    space = TokenSpace.synthetic(vocab_size=int(getattr(catalog.load_model(mode.model or s.model), "vocab_size", 128256) or 128256))
-    factory = PromptFactory(sc.workload, space, s.max_model_len, run.salt, sc.seed + sc.workload.seed)
-    shared = sc.workload.shared_prefix > 0 or sc.workload.dataset
+class OfflineServer:
+    """One mode's simulated server, stepped in virtual time. Raises SimConfigError when the mode
+    does not fit (the live simulator's startup would fail the same way)."""
 
-    def sample(counter: int) -> tuple:
-        if shared:
-            p = factory.build(counter)
+    def __init__(self, scenario: Scenario, mode: Mode, salt: int):
+        self.scenario = scenario
+        self.salt = salt
+        s = scenario.server
+        model = catalog.load_model(mode.model or s.model)
+        self.sched = SchedulerSim(model, catalog.load_gpu(s.gpu), mode, s, seed=scenario.seed)
+        self.facts: StartupFacts = self.sched.facts()
+        self.memory = self.sched.memory()
+        self.tp = max(1, s.tensor_parallel_size)
+        self.t_mode = self.sched.now
+        space = TokenSpace.synthetic(vocab_size=int(getattr(model, "vocab_size", 128256) or 128256))
+        self._factory = PromptFactory(scenario.workload, space, s.max_model_len, salt, scenario.seed + scenario.workload.seed)
+        self._shared = scenario.workload.shared_prefix > 0 or scenario.workload.dataset
+
+    def engine_info(self) -> dict[str, Any]:
+        return {"engine": "sim", "simulated": True, "version": f"{SIM_VERSION} (fast, offline)", "command": [],
+                "gpu_names": [f"{self.scenario.server.gpu} (SIMULATED)"], "dummy_weights": False, "time_scale": 1.0,
+                "fast": True}
+
+    def _sample(self, counter: int) -> tuple:
+        if self._shared:
+            p = self._factory.build(counter)
             ids = p.ids if p.ids is not None else list(range(p.prompt_tokens))
-            return (len(ids), p.max_tokens, block_hashes(ids, sched.block_size))
-        return factory.lengths(counter)
+            return (len(ids), p.max_tokens, block_hashes(ids, self.sched.block_size))
+        return self._factory.lengths(counter)
 
-    from kvtui.explore.run import _mean_request_tokens
-
-    guess = facts.kv_bound_concurrency(int(_mean_request_tokens(sc))) if run.closed else None
-    md["predicted_kv_concurrency"] = round(guess, 1) if guess else None
-    search = make_search(sc.ramp, run.closed, guess=guess)
-    md["search"] = {"strategy": search.name, "guess": guess}
-    need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [sc.ramp.min_samples])
-    r = sc.ramp
-    counter = 1_000_000 * (md["index"] + 1)
-    t_mode = sched.now
-    t_wall = time.monotonic()
-    index = 0
-    while not run.stopping and not run._skip.is_set():
-        load = search.next()
-        if load is None:
-            break
-        why = "confirm" if getattr(search.s, "confirming", False) else "search"
-        run._emit("step_started", mode.name, {"load": load, "index": index, "why": why, "closed": run.closed})
-        res = simulate_step(sched, sample, load, run.closed, r.warmup_s, r.window_s, 0, sc.seed, mode.name, index,
-                            id_prefix=f"{run.salt:08x}-", counter_start=counter, request_timeout_s=r.request_timeout_s)
+    def step(self, mode_name: str, index: int, load: float, closed: bool, counter: int, need: int) -> FastStepResult:
+        """One step at `load`; if its window holds fewer than `need` requests, again by count."""
+        sc, r = self.scenario, self.scenario.ramp
+        res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, 0, sc.seed, mode_name, index,
+                            id_prefix=f"{self.salt:08x}-", counter_start=counter, request_timeout_s=r.request_timeout_s)
         if len(res.window_records()) < need:
             # Too few samples for the SLO's percentiles: the real run extends its window; here, re-run by count.
-            res = simulate_step(sched, sample, load, run.closed, r.warmup_s, r.window_s, need, sc.seed, mode.name, index,
-                                id_prefix=f"{run.salt:08x}-", counter_start=counter, request_timeout_s=r.request_timeout_s)
-        counter += len(res.records) + 1
-        run.records_written += write_records(run.writer.records_path, res.records)
-        ctx = StepContext(load=load, closed=run.closed, t_window_start=res.window_start or res.t_start,
-                          t_window_end=res.window_end or res.t_end, metrics=_metrics(res, facts.kv_cache_gib),
-                          gpu_mem_used_gib_max=round(mem.used_gib * max(1, s.tensor_parallel_size), 3), max_num_seqs=facts.max_num_seqs)
-        step = evaluate_step(res.records, ctx, sc.slo)
-        step.update(index=index, why=why, started_at=time.time(), duration_s=round(res.t_end - res.t_start, 2),
-                    t_window_start=ctx.t_window_start, t_window_end=ctx.t_window_end, fast=True,
-                    engine_limits=res.limited_by)
-        md["steps"].append(step)
-        md["series"].extend(_series_rows(res, t_mode, load, round(mem.used_gib, 3), facts.kv_cache_gib, max(1, s.tensor_parallel_size)))
-        run.writer.step_finished(mode.name, step)
-        run._emit("step_finished", mode.name, step)
-        search.record(load, step["passed"])
-        index += 1
-    res_ = search.result()
-    md["best_concurrency"] = res_.best
-    md["search"].update(best=res_.best, first_fail=res_.first_fail, confirmed=res_.confirmed, flips=res_.flips, noisy=res_.noisy,
-                        reached_max=res_.reached_max, steps=len(md["steps"]), wall_s=round(time.monotonic() - t_wall, 2),
-                        describe=res_.describe(), done=search.s.done)
-    knee = next((st for st in md["steps"] if res_.first_fail is not None and st["load"] == res_.first_fail and st["passed"] is False), None)
-    md["knee_limited_by"] = knee["limited_by"] if knee else None
+            res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, need, sc.seed, mode_name,
+                                index, id_prefix=f"{self.salt:08x}-", counter_start=counter,
+                                request_timeout_s=r.request_timeout_s)
+        return res
+
+    def series_rows(self, res: FastStepResult, load: float) -> list[dict[str, Any]]:
+        return series_rows(res, self.t_mode, load, round(self.memory.used_gib, 3), self.facts.kv_cache_gib, self.tp)
+
+    def gpu_mem_used_gib(self) -> float:
+        return round(self.memory.used_gib * self.tp, 3)

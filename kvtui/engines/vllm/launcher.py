@@ -28,11 +28,12 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import httpx
 
 from kvtui.engines.base import Endpoint, EngineInfo, LogSink, StartupFacts
+from kvtui.engines.registry import register
 from kvtui.engines import reaper
 from kvtui.engines.procs import free_port
 from kvtui.engines.vllm import failures
@@ -201,11 +202,13 @@ def _dummy_weights(scenario: Scenario, mode: Mode) -> bool:
     return False
 
 
+@register("vllm")
 class VllmEngine:
     """Engine protocol (kvtui.engines.base) for a vLLM server that kvtui launches itself."""
 
     name = "vllm"
     simulated = False
+    time_scale = 1.0  # a real server runs in wall time
 
     def __init__(
         self,
@@ -420,6 +423,9 @@ class VllmEngine:
         """The server's process group (for NVML's per-process memory)."""
         with self._lock:
             return set(self._pids) if self._proc is not None and not self._stopped else set()
+
+    def gpu_memory(self) -> dict[str, Any] | None:
+        return None  # a real GPU: NVML reads its memory
 
     # --- internals --------------------------------------------------------------------------
     def _start_once(self, scenario: Scenario, mode: Mode, on_log: LogSink, prefix: tuple[str, list[str]]) -> Endpoint:

@@ -1,0 +1,114 @@
+"""The run's snapshot document: its head (scenario, environment, run), each mode's entry, its close.
+
+Pure construction of the dicts the snapshot schema (kvtui.report.snapshot.SCHEMA) holds; the
+controller fills them as the run goes and the SnapshotWriter journals them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import time
+from typing import Any
+
+from kvtui import __version__
+from kvtui.report.redact import is_secret_env, redact_args
+from kvtui.report.snapshot import SCHEMA
+from kvtui.scenario.schema import Mode, Scenario
+
+
+def environment(scenario: Scenario) -> dict[str, Any]:
+    """Where the run is measured: host, software, GPUs (a simulated one says so)."""
+    from kvtui.telemetry.nvml import gpu_inventory
+
+    env: dict[str, Any] = {
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "kvtui_version": __version__,
+        "engine": scenario.server.engine,
+        "simulated": scenario.server.engine == "sim",
+        "started_at": time.time(),
+        "t0_epoch": time.time(),
+    }
+    if scenario.server.engine == "sim":
+        env["gpu_names"] = [f"{scenario.server.gpu} (SIMULATED)"]
+        env["gpu_count"] = scenario.server.tensor_parallel_size
+    else:
+        inv = gpu_inventory()
+        env["gpu_names"] = [g["name"] for g in inv.gpus] or ["no GPU seen"]
+        # Which physical devices: modes run in parallel on one host's GPUs, or on two hosts, and
+        # joined by --resume carry this in their mode's "ran_on".
+        env["gpu_uuids"] = [g["uuid"] for g in inv.gpus]
+        env["gpu_indices"] = [g["index"] for g in inv.gpus]
+        env["gpu_memory_gib"] = [round(g["mem_total_gib"], 2) for g in inv.gpus]
+        env["driver"] = inv.driver_version
+        env["cuda"] = inv.cuda_version
+        env["gpu_count"] = len(inv.gpus)
+        if not inv.available:
+            env["gpu_telemetry"] = inv.reason
+    return env
+
+
+def new_doc(scenario: Scenario, salt: int, fast: bool, modes: list[str], t0: float) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "kvtui_version": __version__,
+        "scenario": scenario.to_dict(),
+        "environment": environment(scenario),
+        "run": {"salt": f"{salt:08x}", "fast": fast, "modes_requested": modes, "t0_monotonic": t0},
+        "modes": [],
+    }
+
+
+def ran_on(doc: dict[str, Any]) -> dict[str, Any]:
+    """The device a mode runs on, from the run's environment."""
+    env = doc.get("environment") or {}
+    return {k: env[k] for k in ("host", "gpu_names", "gpu_uuids", "gpu_indices") if k in env}
+
+
+def mode_settings(scenario: Scenario, mode: Mode) -> dict[str, Any]:
+    """A mode's settings as the snapshot keeps them: secrets in its arguments and env redacted."""
+    md = dataclasses.asdict(mode)
+    md["extra_args"] = redact_args(md["extra_args"])
+    md["env"] = {k: ("<redacted>" if is_secret_env(k, scenario.server.secret_env) else v) for k, v in md["env"].items()}
+    return md
+
+
+def mode_doc(scenario: Scenario, mode: Mode, index: int, doc: dict[str, Any]) -> dict[str, Any]:
+    """A mode's fresh entry, before its engine starts."""
+    return {
+        "name": mode.name,
+        "index": index,
+        "settings": mode_settings(scenario, mode),
+        "engine": scenario.server.engine,
+        "simulated": scenario.server.engine == "sim",
+        "server": {},
+        "engine_info": {},
+        "best_concurrency": None,
+        "search": {},
+        "steps": [],
+        "series": [],
+        "complete": False,
+        "started_at": time.time(),
+        "ran_on": ran_on(doc),
+    }
+
+
+def crashed(reason: str) -> dict[str, str]:
+    return {"kind": "crashed", "message": f"engine died during the run: {reason}"}
+
+
+def close_doc(doc: dict[str, Any], scenario: Scenario, *, finished: bool, stop_reason: str | None,
+              records_written: int, wall_s: float) -> None:
+    """The run's last word: modes in the scenario's order, the comparison, how the run ended."""
+    from kvtui.report.compare import compare_modes
+
+    # The scenario's order (baseline first), also for modes kept from a resumed snapshot.
+    order = {m.name: i for i, m in enumerate(scenario.modes)}
+    doc["modes"].sort(key=lambda m: order.get(m.get("name"), len(order)))
+    doc["comparison"] = compare_modes(doc, scenario)
+    doc["run"]["finished"] = finished
+    doc["run"]["stop_reason"] = stop_reason
+    doc["run"]["records_written"] = records_written
+    doc["run"]["wall_s"] = wall_s

@@ -1,0 +1,273 @@
+"""Steps measured on a live server: the engine serves, the load generator drives it over HTTP,
+the telemetry thread watches it, and the server drains between steps."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Any
+
+from kvtui.engines import registry
+from kvtui.engines.base import Endpoint, Engine, StartupFacts
+from kvtui.errors import EngineError, RunAborted
+from kvtui.explore.evaluate import StepContext
+from kvtui.explore.executor import Controls, Measured
+from kvtui.explore.resume import finished_steps
+from kvtui.explore.telemetry_loop import TelemetryLoop
+from kvtui.load.generator import LoadGenerator, WorkerConfig
+from kvtui.load.records import Record, write_records
+from kvtui.scenario.schema import Mode
+
+
+class LiveStepExecutor:
+    wall_s_digits = 1
+
+    def __init__(self, run: Controls):
+        self.run = run
+        self.engine: Engine | None = None
+        self.endpoint: Endpoint | None = None
+        self.facts: StartupFacts | None = None
+        self.loadgen: LoadGenerator | None = None
+        self.telemetry: TelemetryLoop | None = None
+        self.md: dict[str, Any] | None = None  # the mode being measured
+        self._starting = False  # engine.start() in progress (vLLM: minutes)
+        self._cancel: threading.Thread | None = None
+
+    # -- the mode ----------------------------------------------------------------------------
+    def start_mode(self, mode: Mode, md: dict[str, Any], partial: dict[str, Any] | None) -> StartupFacts | None:
+        run, sc = self.run, self.run.scenario
+        self.md = md
+        self.engine = engine = registry.create(sc.server.engine)
+        t_start = time.monotonic()
+        self._starting = True
+        try:
+            if run.stopping:
+                raise RunAborted("engine start cancelled")
+            endpoint = engine.start(sc, mode, lambda line: run.emit("log", mode.name, run.redactor(line)))
+        except (EngineError, RunAborted) as e:
+            if isinstance(e, RunAborted) or self._cancel is not None:  # stopped while starting: not the engine's fault
+                md["error"] = {"kind": "cancelled", "message": f"engine start cancelled: {run.stop_reason}",
+                               "log_tail": run.redactor(getattr(e, "log_tail", ""))}
+            else:
+                md["error"] = {"kind": e.kind, "message": str(e), "log_tail": run.redactor(e.log_tail)}
+            md["server"] = engine.facts().to_dict()
+            md["engine_info"] = self._info_dict()
+            run.emit("error", mode.name, f"mode {mode.name}: {md['error']['message'] if md['error']['kind'] == 'cancelled' else e}")
+            run.mode_started(md)
+            md["complete"] = md["error"]["kind"] != "cancelled"
+            if partial is not None:  # nothing measured is lost: keep the finished steps, to continue another time
+                md.update(steps=[dict(st, resumed=True) for st in finished_steps(partial)], series=partial.get("series") or [],
+                          search=partial.get("search") or {}, best_concurrency=partial.get("best_concurrency"), complete=False,
+                          continued={"steps": 0, "of": len(finished_steps(partial)), "started_at": partial.get("started_at")})
+                for st in md["steps"]:
+                    run.step_finished(mode.name, st)
+            run.mode_finished(md)
+            self.teardown()
+            return None
+        finally:
+            self._starting = False
+        facts = engine.facts()
+        if facts.startup_s is None:
+            facts.startup_s = round(time.monotonic() - t_start, 2)
+        md["server"] = facts.to_dict()
+        md["engine_info"] = self._info_dict()
+        md["endpoint"] = {"base_url": endpoint.base_url, "model": endpoint.model, "max_model_len": endpoint.max_model_len}
+        run.mode_started(md)
+        run.emit("engine_ready", mode.name, {"facts": md["server"], "info": md["engine_info"]})
+        self.endpoint, self.facts = endpoint, facts
+        self.telemetry = TelemetryLoop(run.emit, engine, endpoint, facts, mode.name, run.t0, sc.server.tensor_parallel_size)
+        self.telemetry.start()
+        return facts
+
+    def _info_dict(self) -> dict[str, Any]:
+        info = self.engine.info() if self.engine else None
+        return dataclasses.asdict(info) if info else {}
+
+    def _time_scale(self) -> float:
+        return (self.engine.time_scale if self.engine is not None else 1.0) or 1.0
+
+    def begin_search(self, mode: Mode, md: dict[str, Any]) -> None:
+        from kvtui.load.workload import discover_token_space
+
+        sc, endpoint = self.run.scenario, self.endpoint
+        assert endpoint is not None
+        space = discover_token_space(endpoint.base_url, endpoint.model, endpoint.headers())
+        md["token_space"] = space.to_dict()
+        if not space.verified:
+            self.run.emit("warning", mode.name, space.source)
+        if sc.quality.enabled:
+            from kvtui.explore.quality import collect_outputs
+
+            md["quality"] = collect_outputs(endpoint, sc, space, dummy_weights=bool(self._info_dict().get("dummy_weights")))
+            if sc.quality.tasks or sc.quality.task_files:
+                self._quality_suite(mode, md)
+        max_len = endpoint.max_model_len or sc.server.max_model_len
+        cfg = WorkerConfig(
+            base_url=endpoint.base_url, model=endpoint.model, headers=endpoint.headers(),
+            workload=dataclasses.asdict(sc.workload), space=dataclasses.asdict(space), max_model_len=max_len,
+            salt=self.run.salt, seed=sc.seed + sc.workload.seed,
+            request_timeout_s=sc.ramp.request_timeout_s * max(1.0, self._time_scale()),
+        )
+        self.loadgen = LoadGenerator(cfg, sc.ramp.processes)
+        self.loadgen.counter = 1_000_000 * (md["index"] + 1)  # disjoint counters per mode
+        self.loadgen.start()
+
+    def _quality_suite(self, mode: Mode, md: dict[str, Any]) -> None:
+        """The quality phase: tasks with ground truth, before the load (none of it counts in a step)."""
+        q = md.get("quality") or {}
+        if q.get("skipped"):
+            return  # no weights (dummy, simulated) or no output at all: nothing to judge
+        from kvtui.quality.runner import run_suite
+
+        emit = self.run.emit
+        emit("log", mode.name, f"[kvtui] quality phase for {mode.name} (not counted in any step)")
+        suite = run_suite(self.endpoint, self.run.scenario, on_log=lambda line: emit("log", mode.name, line))
+        q["tasks"] = suite.pop("tasks")
+        q["suite"] = suite
+        md["quality"] = q
+        emit("quality", mode.name, q)
+
+    # -- one step ----------------------------------------------------------------------------
+    def measure(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str, need: int) -> Measured:
+        run = self.run
+        sc, r = run.scenario, run.scenario.ramp
+        tel, loadgen = self.telemetry, self.loadgen
+        assert loadgen is not None and tel is not None
+        tel.load, tel.phase = load, "warmup"
+        before = tel.scrape_now()
+        started_at = time.time()
+
+        def on_status(st: dict[str, Any]) -> None:
+            tel.phase = st.get("phase", tel.phase)
+            run.emit("step_progress", mode.name, {"load": load, **st})
+
+        records_error: list[str] = []
+
+        def on_records(recs: list[Record]) -> None:
+            # Appended as they stream in (every ~0.2 s), so a crash mid-step keeps them too.
+            if not records_error:
+                try:
+                    run.records_written += write_records(run.records_path, recs)
+                except OSError as e:
+                    records_error.append(e.strerror or str(e))
+            run.emit("records", mode.name, recs)
+
+        def should_stop() -> str | None:
+            if run.stop_reason:
+                return run.stop_reason
+            if run.skipping:
+                return "mode skipped by the user"
+            if tel.dead:
+                return f"engine died: {tel.dead}"
+            if records_error:
+                return f"records file unwritable: {records_error[0]}"
+            return None
+
+        # Warm-up and window are modelled seconds: a simulator in slow motion (time_scale s)
+        # needs s wall seconds for each. Open-loop rates are per modelled second too.
+        ts = self._time_scale()
+        wall_load = load if run.closed else load / ts
+        res = loadgen.run_step(
+            mode.name, index, wall_load, run.closed, r.warmup_s * ts, r.window_s * ts, r.window_requests, r.arrival,
+            r.burst_size, r.max_error_burst, on_records=on_records, on_status=on_status, should_stop=should_stop,
+            min_window_requests=need, window_timeout_s=r.request_timeout_s * ts,
+        )
+        if not tel.dead and (res.aborted or any(not x.ok for x in res.records)):
+            tel.confirm_alive()  # a dead server ends the mode now, not after another whole step
+        tel.phase = "drain"
+        self._drain(tel)
+        after = tel.scrape_now()
+        recs = res.records
+        if records_error:
+            run.emit("error", mode.name, f"cannot append records to {run.records_path}: {records_error[0]}")
+            run.stop(f"records file unwritable: {records_error[0]}")
+        metrics = tel.window(res.t_window_start, res.t_window_end)
+        if before is not None and after is not None and before.ok and after.ok:
+            from kvtui.telemetry.prom import window_delta
+
+            d = window_delta(before, after)
+            metrics["preemptions"] = d.get("preemptions")
+            metrics["prefix_cache_hit_rate"] = d.get("prefix_cache_hit_rate")
+            metrics["server_tokens"] = {"prompt": d.get("prompt_tokens"), "generation": d.get("generation_tokens")}
+            # The simulator reports modelled seconds already: no time-scale correction here.
+            metrics["server_means_ms"] = {
+                k: (round(d[f"{k}_mean_s"] * 1000, 3) if d.get(f"{k}_mean_s") is not None else None)
+                for k in ("ttft", "itl", "tpot", "e2e", "queue")
+            }
+        ctx = StepContext(
+            load=load, closed=run.closed, t_window_start=res.t_window_start, t_window_end=res.t_window_end,
+            time_scale=ts, metrics=metrics, client=res.stats.to_dict(),
+            gpu_mem_used_gib_max=tel.gpu_mem_max(res.t_start, res.t_end), max_num_seqs=md["server"].get("max_num_seqs"),
+            error_burst=res.error_burst, aborted=res.aborted or (f"engine died: {tel.dead}" if tel.dead else None),
+            cut=bool(res.aborted) and not tel.dead,
+        )
+        all_ok = [x for x in recs if x.ok]
+        extra = {
+            "client_tokens": {"prompt": sum(x.prompt_tokens or 0 for x in all_ok),
+                              "generation": sum(x.output_tokens or 0 for x in all_ok),
+                              "requests": len(recs), "cancelled": sum(1 for x in recs if x.error == "cancelled")},
+            "index": index, "why": why, "started_at": started_at, "duration_s": round(res.t_end - res.t_start, 2),
+            "t_window_start": res.t_window_start, "t_window_end": res.t_window_end,
+            "t_rel_start": round(res.t_start - run.t0, 3), "t_rel_end": round(res.t_end - run.t0, 3),
+        }
+        return Measured(recs, ctx, extra, aborted=bool(res.aborted))
+
+    def _drain(self, tel: TelemetryLoop) -> None:
+        """Between steps: wait until the server reports running = waiting = 0."""
+        run = self.run
+        deadline = time.monotonic() + run.scenario.ramp.drain_timeout_s
+        if tel.scraper is None:
+            time.sleep(0.5)
+            return
+        while time.monotonic() < deadline and not tel.dead and not run.stopping and not run.skipping:
+            s = tel.scrape_now()
+            if s is None or not s.ok:
+                time.sleep(0.5)
+                return
+            if not (s.running or 0) and not (s.waiting or 0):
+                return
+            time.sleep(0.25)
+        if not tel.dead and not run.stopping and not run.skipping:
+            run.emit("warning", None, f"server still busy after {run.scenario.ramp.drain_timeout_s:g} s of drain")
+
+    def dead(self) -> str | None:
+        return self.telemetry.dead if self.telemetry is not None else None
+
+    def after_step(self, md: dict[str, Any], load: float, measured: Measured) -> None:
+        pass  # the telemetry thread keeps the series
+
+    # -- the end -----------------------------------------------------------------------------
+    def end_mode(self, md: dict[str, Any], prior_series: list[dict[str, Any]]) -> None:
+        md["series"] = prior_series + (list(self.telemetry.rows) if self.telemetry else [])
+        self.teardown()
+
+    def complete(self, md: dict[str, Any]) -> bool:
+        return not self.run.stopping or md["search"].get("done", False)
+
+    def interrupt(self) -> None:
+        engine = self.engine
+        if self._starting and engine is not None and self._cancel is None:
+            # A start waits for /health (vLLM: minutes): end it now. From a thread, because this
+            # may run in a signal handler on the very thread that waits in engine.start().
+            self._cancel = threading.Thread(target=engine.stop, name="kvtui-cancel-start", daemon=True)
+            self._cancel.start()
+
+    def teardown(self) -> None:
+        if self._cancel is not None:
+            self._cancel.join()  # the cancelled start's server group is gone before we go on
+        if self.loadgen is not None:
+            try:
+                self.loadgen.close()
+            finally:
+                self.loadgen = None
+        if self.telemetry is not None:
+            self.telemetry.stop()
+            if self.md is not None and not self.md.get("series"):
+                self.md["series"] = list(self.telemetry.rows)
+            self.telemetry = None
+        if self.engine is not None:
+            try:
+                self.engine.stop()
+            finally:
+                self.engine = None

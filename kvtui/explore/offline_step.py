@@ -1,0 +1,87 @@
+"""Steps simulated offline (`kvtui run --fast`): the scheduler model in virtual time, no HTTP.
+
+The records it produces are evaluated exactly as a live step's are; every figure is labelled
+SIMULATED (fast, offline).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kvtui.engines.base import StartupFacts
+from kvtui.engines.sim.fastrun import OfflineServer, SimConfigError
+from kvtui.explore.evaluate import StepContext
+from kvtui.explore.executor import Controls, Measured
+from kvtui.load.records import write_records
+from kvtui.scenario.schema import Mode
+
+
+class OfflineStepExecutor:
+    wall_s_digits = 2
+
+    def __init__(self, run: Controls):
+        self.run = run
+        self.server: OfflineServer | None = None
+        self._counter = 0
+        self._rows: list[dict[str, Any]] = []
+
+    def start_mode(self, mode: Mode, md: dict[str, Any], partial: dict[str, Any] | None) -> StartupFacts | None:
+        run = self.run
+        try:
+            self.server = srv = OfflineServer(run.scenario, mode, run.salt)
+        except SimConfigError as e:
+            self.server = None
+            md["error"] = {"kind": "oom_kv", "message": f"mode {mode.name}: {e}"}
+            run.mode_started(md)
+            run.emit("error", mode.name, md["error"]["message"])
+            md["complete"] = True
+            md["finished_at"] = time.time()
+            run.mode_finished(md)
+            run.emit("mode_finished", mode.name, md)
+            return None
+        md["server"] = srv.facts.to_dict()
+        md["engine_info"] = srv.engine_info()
+        run.mode_started(md)
+        run.emit("engine_ready", mode.name, {"facts": md["server"], "info": md["engine_info"]})
+        self._counter = 1_000_000 * (md["index"] + 1)  # disjoint counters per mode
+        return srv.facts
+
+    def begin_search(self, mode: Mode, md: dict[str, Any]) -> None:
+        pass  # a model needs no token space, quality probe or workers
+
+    def measure(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str, need: int) -> Measured:
+        run, srv = self.run, self.server
+        assert srv is not None
+        res = srv.step(mode.name, index, load, run.closed, self._counter, need)
+        self._counter += len(res.records) + 1
+        run.records_written += write_records(run.records_path, res.records)
+        from kvtui.engines.sim.fastrun import step_metrics
+
+        ctx = StepContext(load=load, closed=run.closed, t_window_start=res.window_start or res.t_start,
+                          t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
+                          gpu_mem_used_gib_max=srv.gpu_mem_used_gib(), max_num_seqs=srv.facts.max_num_seqs)
+        extra = {"index": index, "why": why, "started_at": time.time(), "duration_s": round(res.t_end - res.t_start, 2),
+                 "t_window_start": ctx.t_window_start, "t_window_end": ctx.t_window_end, "fast": True,
+                 "engine_limits": res.limited_by}
+        self._rows = srv.series_rows(res, load)
+        return Measured(list(res.records), ctx, extra, check_samples=False)
+
+    def dead(self) -> str | None:
+        return None  # a model does not die
+
+    def after_step(self, md: dict[str, Any], load: float, measured: Measured) -> None:
+        md["series"].extend(self._rows)
+        self._rows = []
+
+    def end_mode(self, md: dict[str, Any], prior_series: list[dict[str, Any]]) -> None:
+        self.server = None
+
+    def complete(self, md: dict[str, Any]) -> bool:
+        return True  # an offline mode is measured again, never continued (Resume.take)
+
+    def interrupt(self) -> None:
+        pass  # the loop checks the stop between steps; a step takes well under a second
+
+    def teardown(self) -> None:
+        self.server = None

@@ -1,0 +1,208 @@
+"""--resume: which modes of earlier snapshots a run keeps, continues or measures again.
+
+Kept: modes that finished, under the settings the scenario has now. Run again: modes that
+failed to start (the cause may be fixed: a model path, a dtype) and modes whose settings
+changed since. Continued: modes cut short (a device call's time limit, Ctrl-C, kill -9)
+keep their finished steps, and their search goes on from them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from kvtui.explore.document import mode_settings
+from kvtui.explore.evaluate import ran_to_its_end
+from kvtui.explore.search import Search
+from kvtui.load.records import iter_record_lines
+from kvtui.report.diff import setting_changes
+from kvtui.report.snapshot import SnapshotWriter, atomic_write, ran_on_devices
+from kvtui.scenario.schema import Mode, Scenario
+
+Emit = Callable[[str, "str | None", Any], None]
+
+
+def record_key(line: str) -> tuple[str | None, int | None]:
+    """(mode, step index) of one records line."""
+    try:
+        d = json.loads(line)
+        return d.get("mode"), d.get("step")
+    except (ValueError, AttributeError):
+        return None, None  # a line cut by a crash mid-write
+
+
+def finished_steps(mode_doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A mode's steps up to the first one cut short (its verdict would be a stop's, not a measurement's)."""
+    out = []
+    for st in mode_doc.get("steps") or []:
+        if not isinstance(st, dict) or not ran_to_its_end(st) or "load" not in st:
+            break
+        out.append(st)
+    return out
+
+
+class Resume:
+    """The resumed snapshots (oldest first: a later one's mode wins) and what this run takes from them."""
+
+    def __init__(self, resumes: list[dict[str, Any]], emit: Emit):
+        self.resumes = resumes
+        self.emit = emit
+        self.partial: dict[str, dict[str, Any]] = {}  # mode name -> its interrupted doc, continued
+        self.origin: dict[str, dict[str, Any]] = {}  # mode name -> the snapshot its kept data comes from
+
+    def _note(self, doc: dict[str, Any], name: str | None, msg: str) -> None:
+        self.emit("warning", name, msg)
+        doc.setdefault("warnings", []).append(msg)
+
+    def take(self, doc: dict[str, Any], scenario: Scenario, modes: list[Mode], fast: bool) -> list[dict[str, Any]]:
+        """The modes of the resumed snapshot(s) this run keeps (returned) and those it continues
+        (`self.partial`); notes what it drops in `doc`'s warnings."""
+        new = scenario.to_dict()
+        wanted = {m.name: m for m in scenario.modes}
+        requested = {m.name for m in modes}
+        done: dict[str, dict[str, Any]] = {}
+        partial: dict[str, dict[str, Any]] = {}
+        origin: dict[str, dict[str, Any]] = {}
+        for prev in self.resumes:
+            src = prev.get("_path") or "(snapshot)"
+            old = prev.get("scenario") or {}
+            for key in ("server", "workload", "ramp", "slo"):
+                # A key the older kvtui did not write is unset (None) there: not a change.
+                a = {k: v for k, v in (old.get(key) or {}).items() if k not in ("port", "startup_timeout_s") and v is not None}
+                b = {k: v for k, v in (new.get(key) or {}).items() if k not in ("port", "startup_timeout_s") and v is not None}
+                if a and a != b:
+                    self.emit("warning", None,
+                              f"resumed snapshot's [{key}] differs from this scenario: modes are not under identical settings")
+                    doc.setdefault("warnings", []).append(f"resumed across a changed [{key}]")
+            for m in prev.get("modes") or []:
+                name = m.get("name")
+                if not isinstance(name, str):
+                    continue
+                if name in wanted:
+                    changed = setting_changes(m.get("settings") or {}, mode_settings(scenario, wanted[name]))
+                    if changed:
+                        self._note(doc, name, f"mode {name}: settings changed since the resumed run {src} "
+                                              f"({', '.join(changed)}): not kept from it")
+                        continue
+                error = m.get("error") or {}
+                if error and not m.get("steps"):
+                    if error.get("kind") != "cancelled":  # a start the user stopped is simply run now
+                        self._note(doc, name, f"mode {name} failed in the resumed run {src} "
+                                              f"({error.get('message', error.get('kind'))}): not kept from it")
+                    continue
+                if m.get("complete") or (name not in requested and m.get("steps")):
+                    # Finished, or cut short but not asked for this time: kept as it is.
+                    if name in done and done[name].get("complete") and not m.get("complete"):
+                        continue
+                    done[name] = m
+                    partial.pop(name, None)
+                    origin[name] = prev
+                elif name not in done and finished_steps(m):
+                    partial[name] = m
+                    origin[name] = prev
+        if fast:  # an offline simulation is seconds long: measure a cut-short mode again
+            for name in partial:
+                origin.pop(name, None)
+            partial = {}
+        self.partial = partial
+        self.origin = origin
+        kept = list(done.values())
+        if kept and all(m.name in done for m in modes):
+            # Nothing is measured here (a join of earlier runs): the figures are of the machine they ran on.
+            envs = [origin[n].get("environment") for n in done if origin[n].get("environment")]
+            if envs:
+                doc["environment"] = {**envs[-1], "joined_on": (doc.get("environment") or {}).get("host")}
+                gpus = {tuple(e.get("gpu_names") or ()) for e in envs}
+                if len(gpus) > 1:
+                    self._note(doc, None, "the joined modes ran on different GPUs: "
+                                          + "; ".join(", ".join(g) for g in sorted(gpus)))
+            devices = ran_on_devices(list(done.values()))
+            if len(devices) > 1:
+                self._note(doc, None, "the joined modes ran on " + str(len(devices)) + " devices: "
+                                      + "; ".join(f"{d} ({', '.join(ms)})" for d, ms in devices.items()))
+        doc["resumed_from"] = {
+            "path": self.resumes[-1].get("_path"), "environment": self.resumes[-1].get("environment"),
+            "modes": [m["name"] for m in kept], "continued": sorted(partial),
+            "paths": [p.get("_path") for p in self.resumes],
+        }
+        return kept
+
+    def carry_records(self, writer: SnapshotWriter, doc: dict[str, Any]) -> int:
+        """Copy the kept modes' per-request records (and those of the continued modes' finished
+        steps) into this run's sidecar, so the snapshot stays self-contained; returns how many.
+
+        Resuming into the same sidecar rewrites it with those records only: the records of a
+        mode measured again, or of a step cut short, are dropped.
+        """
+        lines: list[str] = []
+        srcs: set[Path] = set()
+        for prev in self.resumes:
+            name, path = prev.get("records"), prev.get("_path")
+            if not name or not path:
+                continue
+            src = Path(name) if Path(name).is_absolute() else Path(path).with_name(name)
+            srcs.add(src.resolve())
+            want: dict[str, int | None] = {}  # mode -> records of steps below this index (None: all)
+            for mname, m in self.origin.items():
+                if m is prev:
+                    want[mname] = len(finished_steps(self.partial[mname])) if mname in self.partial else None
+            if not want:
+                continue
+            try:
+                for rec in iter_record_lines(src):
+                    mode, step = record_key(rec)
+                    limit = want.get(mode) if mode is not None else None
+                    if mode in want and (limit is None or (step is not None and step < limit)):
+                        lines.append(rec if rec.endswith("\n") else rec + "\n")
+            except OSError as e:
+                doc.setdefault("warnings", []).append(
+                    f"per-request records of the kept modes not carried over ({src}: {e.strerror or e})")
+        dst = writer.records_path
+        if dst.resolve() in srcs:
+            atomic_write(dst, "".join(lines))
+        elif lines:
+            with open(dst, "a", encoding="utf-8") as f:
+                f.writelines(lines)
+        return len(lines)
+
+    def replay_finished_steps(self, search: Search, md: dict[str, Any], old: dict[str, Any], t0: float,
+                              writer: SnapshotWriter) -> tuple[int, list[dict[str, Any]]]:
+        """Feed a continued mode's finished steps to its search, in their order, as long as the
+        search asks for exactly those loads; returns how many were kept and the telemetry rows
+        kept with them. The kept steps and their telemetry are moved onto this run's clock
+        (origin `t0`), ending just before now."""
+        steps = finished_steps(old)
+        old_t0 = (self.origin[md["name"]].get("run") or {}).get("t0_monotonic")
+        end = max([s.get("t_rel_end") or 0.0 for s in steps] + [r.get("t", 0.0) for r in old.get("series") or []] + [0.0])
+        shift = (time.monotonic() - t0) - end - 1.0
+        kept = 0
+        for st in steps:
+            if st.get("why") in ("search", "confirm"):
+                if search.next() != st.get("load"):
+                    break  # the search now wants another load: measure from here
+                search.record(st["load"], st.get("passed"))
+            st = dict(st)
+            for k in ("t_rel_start", "t_rel_end"):
+                if isinstance(st.get(k), (int, float)):
+                    st[k] = round(st[k] + shift, 3)
+            if isinstance(old_t0, (int, float)):
+                for k in ("t_window_start", "t_window_end"):
+                    if isinstance(st.get(k), (int, float)):
+                        st[k] = st[k] - old_t0 + t0 + shift
+            st["resumed"] = True
+            md["steps"].append(st)
+            writer.step_finished(md["name"], st)
+            self.emit("step_finished", md["name"], st)
+            kept += 1
+        last_t = md["steps"][-1]["t_rel_end"] if kept else None
+        prior_series = [
+            {**r, "t": round(r["t"] + shift, 2)} for r in old.get("series") or []
+            if isinstance(r.get("t"), (int, float)) and (last_t is None or r["t"] + shift <= last_t)
+        ] if kept else []
+        md["continued"] = {"steps": kept, "of": len(steps), "started_at": old.get("started_at")}
+        if kept and old.get("ran_on"):
+            md["continued"]["ran_on"] = old["ran_on"]  # the kept steps' device: maybe another GPU or host
+        self.emit("warning", md["name"], f"mode {md['name']}: continued from {kept} finished step(s) of the resumed run")
+        return kept, prior_series

@@ -1,0 +1,173 @@
+"""The telemetry thread of one mode: scrapes /metrics (≤ 1 Hz), reads NVML, checks liveness.
+
+It reports through `emit(kind, mode, data)` (the run's event sink) and keeps the mode's
+series rows and gauge samples for the step evaluation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Any, Callable
+
+from kvtui.engines.base import Endpoint, Engine, StartupFacts
+
+SERIES_MAX = 7200  # rows per mode before the series is thinned 2:1
+
+Emit = Callable[[str, "str | None", Any], None]
+
+
+class TelemetryLoop(threading.Thread):
+    """Scrapes /metrics (≤ 1 Hz), reads NVML (through its own sampler thread), checks liveness."""
+
+    def __init__(self, emit: Emit, engine: Engine, endpoint: Endpoint, facts: StartupFacts, mode: str,
+                 t0: float, tensor_parallel_size: int = 1, interval_s: float = 1.0):
+        super().__init__(name="kvtui-telemetry", daemon=True)
+        from kvtui.telemetry.prom import MetricsScraper
+
+        self.emit = emit
+        self.engine = engine
+        self.mode = mode
+        self.facts = facts
+        self.t0 = t0  # the run's monotonic origin: rows carry t relative to it
+        self.tp = max(1, tensor_parallel_size)
+        self.interval_s = interval_s
+        self.scraper = MetricsScraper(endpoint.metrics_url, endpoint.api_key, timeout_s=5.0) if endpoint.metrics_url else None
+        self.samples: list[Any] = []  # MetricsSample, bounded
+        self.rows: list[dict[str, Any]] = []
+        self.dead: str | None = None
+        self._dead_lock = threading.Lock()
+        self.metrics_error: str | None = None
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+        self.nvml: Any = None
+        self.gpu_latest: list[Any] = []
+        if not engine.simulated:
+            from kvtui.telemetry.nvml import NvmlSampler, process_tree_provider
+
+            providers = [process_tree_provider(p) for p in sorted(engine.pids())]
+
+            def provider() -> set[int]:
+                out: set[int] = set()
+                for prov in providers:
+                    out |= prov()
+                return out
+
+            self.nvml = NvmlSampler(interval_s=interval_s, pids_provider=provider if providers else None,
+                                    on_unavailable=self._nvml_gone)
+        self.load = 0.0
+        self.phase = "startup"
+
+    def _nvml_gone(self, reason: str) -> None:
+        self.emit("warning", self.mode, reason)
+
+    def scrape_now(self) -> Any:
+        if self.scraper is None:
+            return None
+        with self._lock:
+            s = self.scraper.scrape()
+        if not s.ok:
+            if s.error != self.metrics_error:
+                self.metrics_error = s.error
+                self.emit("warning", self.mode, s.error)
+        else:
+            self.metrics_error = None
+        return s
+
+    def run(self) -> None:
+        if self.nvml is not None:
+            self.nvml.start()
+        last_alive = 0.0
+        prev = None
+        while not self._halt.wait(self.interval_s):
+            now = time.monotonic()
+            s = self.scrape_now()
+            if s is not None and s.ok:
+                # window() reads only the gauges: a full scrape with its histograms is ~10 KB, and
+                # 4000 of them grew a long run's memory by 40 MB (bench/soak.py, docs/SOAK.md).
+                self.samples.append(dataclasses.replace(s, histograms={}, cache_config={}))
+                if len(self.samples) > 4000:
+                    del self.samples[: len(self.samples) // 2]
+            row = self._row(s, prev)
+            if s is not None and s.ok:
+                prev = s
+            self.rows.append(row)
+            if len(self.rows) > SERIES_MAX:
+                self.rows = self.rows[::2]
+            self.emit("telemetry", self.mode, row)
+            if now - last_alive >= 1.0:
+                last_alive = now
+                self.confirm_alive()
+
+    def confirm_alive(self) -> None:
+        """Ask the engine now; on death record it once. Also called by the run after a step
+        ended in errors: the errors can end a step before this thread's next 1 s poll."""
+        reason = self.engine.check_alive()
+        with self._dead_lock:
+            if reason and not self.dead and not self._halt.is_set():  # not the stop we are making
+                self.dead = reason
+                self.emit("error", self.mode, f"engine died: {reason}")
+
+    def _row(self, s: Any, prev: Any) -> dict[str, Any]:
+        t = time.monotonic() - self.t0
+        row: dict[str, Any] = {"t": round(t, 2), "load": self.load, "phase": self.phase}
+        if s is not None and s.ok:
+            row.update(kv_usage=s.kv_usage, running=s.running, waiting=s.waiting, preemptions=s.preemptions)
+            if (prev is not None and s.generation_tokens is not None and prev.generation_tokens is not None
+                    and s.t > prev.t):
+                row["gen_tok_s"] = round((s.generation_tokens - prev.generation_tokens) / (s.t - prev.t), 1)
+                if s.prompt_tokens is not None and prev.prompt_tokens is not None:
+                    row["prompt_tok_s"] = round((s.prompt_tokens - prev.prompt_tokens) / (s.t - prev.t), 1)
+            if s.kv_usage is not None and self.facts.kv_cache_gib:
+                row["kv_in_use_gib"] = round(s.kv_usage * self.facts.kv_cache_gib, 3)
+        m = self.engine.gpu_memory()  # a simulated GPU's memory; None for a real one (NVML below)
+        if m is not None:
+            if m.get("used_gib") is not None:
+                # The simulator models one GPU of the tensor-parallel group; every rank holds the same.
+                tp = self.tp
+                row["gpus"] = [{"index": i, "mem_used_gib": m["used_gib"], "mem_total_gib": m.get("gpu_total_gib"),
+                                "simulated": True} for i in range(tp)]
+                row["gpu_mem_used_gib"] = round(m["used_gib"] * tp, 3)
+                row["gpu_mem_total_gib"] = round((m.get("gpu_total_gib") or 0) * tp, 2)
+        elif self.nvml is not None and self.nvml.available:
+            g = self.nvml.latest()
+            if g:
+                self.gpu_latest = g
+                row["gpus"] = [
+                    {"index": x.index, "mem_used_gib": round(x.mem_used_gib, 3), "mem_total_gib": round(x.mem_total_gib, 2),
+                     "util_pct": x.util_pct, "power_w": x.power_w, "sm_clock_mhz": x.sm_clock_mhz,
+                     "proc_mem_gib": x.proc_mem_gib, "throttle": x.throttle}
+                    for x in g
+                ]
+                used = [x for x in g if x.proc_mem_gib] or g
+                row["gpu_mem_used_gib"] = round(sum(x.mem_used_gib for x in used), 3)
+                row["gpu_mem_total_gib"] = round(sum(x.mem_total_gib for x in used), 2)
+        return row
+
+    def window(self, t0: float, t1: float) -> dict[str, Any]:
+        """Gauge maxima/means over [t0, t1] (monotonic) from the scrapes."""
+        inside = [s for s in self.samples if t0 <= s.t <= t1 + self.interval_s]
+        out: dict[str, Any] = {}
+        kv = [s.kv_usage for s in inside if s.kv_usage is not None]
+        if kv:
+            out["kv_usage_max"] = round(max(kv), 4)
+            out["kv_usage_mean"] = round(sum(kv) / len(kv), 4)
+        for key in ("running", "waiting"):
+            vals = [getattr(s, key) for s in inside if getattr(s, key) is not None]
+            if vals:
+                out[f"{key}_max"] = max(vals)
+        return out
+
+    def gpu_mem_max(self, t0: float, t1: float) -> float | None:
+        rows = [r for r in self.rows if t0 - self.t0 <= r["t"] <= t1 - self.t0 + self.interval_s]
+        vals = [r["gpu_mem_used_gib"] for r in rows if r.get("gpu_mem_used_gib") is not None]
+        return round(max(vals), 3) if vals else None
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(5)
+        if self.nvml is not None:
+            self.nvml.stop()
+        if self.scraper is not None:
+            self.scraper.close()
