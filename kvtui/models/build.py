@@ -37,6 +37,7 @@ from kvtui.errors import KvtuiError
 from kvtui.models.catalog import PREFIX, REAL_MODELS, RealModel, lookup
 
 PROVENANCE = "kvtui-model.json"
+GGUF_SUFFIX = "@gguf"  # kvtui:NAME@gguf: the model's GGUF file itself (its own quantization), not the bf16 build
 ENV_DIR = "KVTUI_MODELS_DIR"
 
 
@@ -224,3 +225,13 @@ def ensure_model(ref: str, on_log: Callable[[str], None] | None = None) -> Path:
         known = ", ".join(PREFIX + n for n in REAL_MODELS)
         raise ModelBuildError(f"unknown model {ref!r}: kvtui builds {known}")
     return build(model, on_log=on_log)
+
+
+def ensure_gguf(ref: str, on_log: Callable[[str], None] | None = None) -> Path:
+    """The checked GGUF file of `kvtui:NAME@gguf` (fetched into the cache if need be)."""
+    model = lookup(ref[: -len(GGUF_SUFFIX)] if ref.endswith(GGUF_SUFFIX) else ref)
+    if model is None:
+        raise ModelBuildError(f"unknown model {ref!r}: kvtui builds {', '.join(PREFIX + n for n in REAL_MODELS)}")
+    root = models_dir()
+    with _locked(root / f".{model.name}.lock"):
+        return _gguf(model, root, on_log or (lambda _m: None))

@@ -49,6 +49,7 @@ REAL_MODELS: dict[str, RealModel] = {SMOLLM2.name: SMOLLM2}
 def lookup(model: str) -> RealModel | None:
     """The catalogue entry for `kvtui:<name>` (or a bare catalogue name), else None."""
     name = model[len(PREFIX):] if model.startswith(PREFIX) else model
+    name = name.split("@", 1)[0]  # NAME@gguf: the same model's GGUF file
     return REAL_MODELS.get(name.strip().lower())
 
 

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 SCENARIO = SCENARIOS_DIR / "smollm2-cpu.toml"
 SMALL = ["quality.items=3", "quality.lengths=[256, 768]", "quality.prompts=2", 'ramp.step="1,2"', "ramp.max=2",
-         "ramp.window_s=6"]
+         "ramp.window_s=6", "ramp.min_samples=6"]
 
 
 def _vllm_missing() -> str | None:
@@ -142,7 +142,7 @@ def test_comparison_replay_exports_and_diff_carry_quality(run, env, tmp_path):
     assert md.returncode == 0, md.stderr
     text = (tmp_path / "r.md").read_text()
     assert "## Quality" in text and "passkey" in text and "quality-adjusted" in text
-    csv = _kvtui("export", str(out), "--format", "csv", env=env, timeout=300)
+    csv = _kvtui("export", str(out), "--format", "csv", "--out", "-", env=env, timeout=300)
     assert csv.returncode == 0 and "quality_passkey_accuracy" in csv.stdout.splitlines()[0]
     diff = _kvtui("diff", str(out), str(out), env=env, timeout=300)
     assert diff.returncode == 0 and "passkey" in diff.stdout

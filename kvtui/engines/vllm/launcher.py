@@ -278,8 +278,11 @@ class VllmEngine:
             prov = provenance(ref) if ref and Path(ref).is_dir() else None
             self._weights = prov.get("weights") if prov else None
             return scenario, mode
+        from kvtui.models.build import GGUF_SUFFIX, ensure_gguf
+
         try:
             path = ensure_model(ref, on_log=on_log)
+            gguf = ensure_gguf(ref, on_log=on_log) if ref.endswith(GGUF_SUFFIX) else None
         except ModelBuildError as e:
             raise EngineError(failures.BAD_MODEL, str(e)) from None
         entry = lookup(ref)
@@ -287,10 +290,18 @@ class VllmEngine:
         server = scenario.server
         if not server.served_model_name and entry is not None:
             server = dataclasses.replace(server, served_model_name=entry.name)
+        target = str(path)
+        if gguf is not None and entry is not None:
+            # The GGUF file served as it is (its own int4 quantization): vLLM reads the weights from
+            # it, the tokenizer and config from the converted directory.
+            target = str(gguf)
+            mode = dataclasses.replace(mode, extra_args=["--tokenizer", str(path), "--hf-config-path", str(path),
+                                                         *mode.extra_args])
+            self._weights = f"real: {entry.title}, GGUF {entry.gguf_quant} served as it is"
         if mode.model:
-            mode = dataclasses.replace(mode, model=str(path))
+            mode = dataclasses.replace(mode, model=target)
         else:
-            server = dataclasses.replace(server, model=str(path))
+            server = dataclasses.replace(server, model=target)
         return dataclasses.replace(scenario, server=server), mode
 
     def info(self) -> EngineInfo:
