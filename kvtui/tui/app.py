@@ -48,7 +48,7 @@ class KvtuiApp(App[int]):
 
     BINDINGS = [
         Binding("q", "quit", "quit"),
-        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
+        Binding("ctrl+c", "interrupt", "quit", show=False, priority=True),
         Binding("t", "cycle_theme", "theme"),
     ]
 
@@ -68,8 +68,11 @@ class KvtuiApp(App[int]):
         handle_signals: bool = False,
         replay_mode: str | None = None,
         replay_step: int | None = None,
+        view: str | None = None,
     ):
         super().__init__()
+        # Which screen a replay opens on: the answer, unless a step or "dashboard" was asked for.
+        self.view = view or ("dashboard" if replay_step else "answer")
         self.replay_mode = replay_mode
         self.replay_step = replay_step
         self.scenario = scenario
@@ -133,6 +136,8 @@ class KvtuiApp(App[int]):
                 self.state.move_cursor(to=self.replay_step - 1)
             self.dashboard = DashboardScreen(self.state, replay=True)
             self.push_screen(self.dashboard)
+            if self.view == "answer":
+                self.show_answer()
         elif self.autostart and self.scenario is not None:
             self.dashboard = DashboardScreen(self.state)
             self.push_screen(self.dashboard)
@@ -171,10 +176,25 @@ class KvtuiApp(App[int]):
         os._exit(129)  # 128 + SIGHUP
 
     def tick(self) -> None:
-        """The one redraw timer: only the dashboard's visible views, only what changed."""
+        """The one redraw timer: only the visible screen's views, only what changed."""
         self.ticks += 1
         if self.dashboard is not None and self.dashboard.is_attached:
             self.dashboard.sync()
+        sync = getattr(self.screen, "sync", None)
+        if sync is not None and self.screen is not self.dashboard:
+            sync()
+
+    LIVE_ONLY = ("toggle_pause", "stop_run", "skip_mode", "hold", "nudge")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Footer and keys per context: no run controls in a replay, no step keys live."""
+        if action in self.LIVE_ONLY:
+            return not self.state.replay
+        if action == "replay_step":
+            return self.state.replay
+        if action == "start":
+            return not self.state.replay
+        return True
 
     async def on_unmount(self) -> None:
         """Whatever closed the app (q, ctrl+c, the browser tab, a signal): stop the run first."""
@@ -251,9 +271,14 @@ class KvtuiApp(App[int]):
         if k == "mode_finished":
             d = ev.data
             best = d.get("best_concurrency")
-            self.notify(f"{ev.mode}: best {self.state.load_word}={best:g}" if best is not None
-                        else f"{ev.mode}: {(d.get('search') or {}).get('describe') or 'no result'}",
-                        title="mode finished", timeout=6)
+            if best is not None:
+                text = f"{ev.mode}: best {self.state.load_word}={best:g}"
+            elif d.get("complete") is False or (d.get("search") or {}).get("done") is False:
+                # A stop mid-mode: lower loads may never have been tried; no verdict to claim.
+                text = f"{ev.mode}: stopped before its search finished: no verdict"
+            else:
+                text = f"{ev.mode}: {(d.get('search') or {}).get('describe') or 'no result'}"
+            self.notify(text, title="mode finished", timeout=6)
         elif k == "error":
             self.notify(str(ev.data), severity="error", timeout=10)
         elif k == "warning":
@@ -261,6 +286,9 @@ class KvtuiApp(App[int]):
             if text not in self._warned:  # once each: a flapping /metrics must not bury the screen
                 self._warned.add(text)
                 self.notify(text, severity="warning", timeout=8)
+        elif k == "run_finished" and not self.quitting:
+            # The run ends on its answer (over the dashboard: d goes back to it).
+            self.call_after_refresh(self.show_answer)
         elif k == "step_finished" and self.state.edited:
             self._reevaluate_new_step(self.state.view_slo, ev.mode, ev.data.get("index"))
 
@@ -351,6 +379,58 @@ class KvtuiApp(App[int]):
             return
         self.exit(self.rc)
 
+    async def action_interrupt(self) -> None:
+        """ctrl+c: as q, with the exit code of an interrupted program (130 = 128 + SIGINT)."""
+        self.rc = 130
+        await self.action_quit()
+
+    def action_help(self) -> None:
+        from kvtui.tui.answer import AnswerScreen
+        from kvtui.tui.dialogs import HelpScreen
+        from kvtui.tui.screens import DashboardScreen
+
+        scr = self.screen
+        if isinstance(scr, AnswerScreen):
+            ctx = "answer"
+        elif isinstance(scr, DashboardScreen):
+            ctx = "replay dashboard" if scr.replay else "live dashboard"
+        else:
+            ctx = "setup"
+        self.push_screen(HelpScreen(ctx))
+
+    def show_answer(self) -> None:
+        """The answer screen over the dashboard (d or enter goes back)."""
+        from kvtui.tui.answer import AnswerScreen
+        from kvtui.tui.screens import DashboardScreen
+
+        if isinstance(self.screen, AnswerScreen):
+            self.screen.sync()
+            return
+        if not isinstance(self.screen, DashboardScreen) or not self.state.modes:
+            return  # a dialog is open, or nothing to answer yet
+        self.push_screen(AnswerScreen(self.state))
+
+    action_show_answer = show_answer
+
+    def show_dashboard(self, open_log: bool = False) -> None:
+        from kvtui.tui.answer import AnswerScreen
+
+        if isinstance(self.screen, AnswerScreen):
+            self.pop_screen()
+        if open_log and self.dashboard is not None:
+            box = self.dashboard.query("#logbox")
+            if box and box.first().collapsed:
+                self.dashboard.action_toggle_log()
+        self.dashboard and self.dashboard.sync()
+
+    def snapshot_path(self) -> Path | None:
+        """Where this run's (or this replay's) snapshot is on disk."""
+        if self.run_obj is not None:
+            return Path(self.run_obj.out)
+        if self.snapshot and self.snapshot.get("_path"):
+            return Path(self.snapshot["_path"])
+        return None
+
     def action_start(self) -> None:
         if self.run_active:
             self.notify("the run is going", severity="information")
@@ -361,7 +441,22 @@ class KvtuiApp(App[int]):
         if self.state.replay:
             self.notify("replay: nothing to start (kvtui run SCENARIO to measure)", severity="information")
             return
+        if self.state.modes and any(m.steps for m in self.state.modes.values()):
+            # A new run over a finished one: the old snapshot stays on disk, but the screen starts over.
+            self.confirm("Start a new run?", "The run on screen is kept in its snapshot; the screen starts over.",
+                         lambda: self.start_run(self.scenario, modes=self.modes))
+            return
         self.start_run(self.scenario, modes=self.modes)
+
+    def confirm(self, question: str, detail: str, then: Any) -> None:
+        """Ask y/n first (stop, skip-mode, new run while live); `then()` on yes."""
+        from kvtui.tui.dialogs import ConfirmScreen
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                then()
+
+        self.push_screen(ConfirmScreen(question, detail), done)
 
     def action_toggle_pause(self) -> None:
         r = self.run_obj
@@ -381,10 +476,22 @@ class KvtuiApp(App[int]):
         if not self.run_active:
             self.notify("no run is going", severity="information")
             return
+        self.confirm("Stop the run?", "The step in flight ends, the server stops, the snapshot is finalised. "
+                     "What was measured is kept.", self._stop_confirmed)
+
+    def _stop_confirmed(self) -> None:
+        if not self.run_active:
+            return
         self.stop_run()
         self.notify("stopping: the step in flight ends, the server stops, the snapshot is finalised")
 
     def action_skip_mode(self) -> None:
+        if self.run_active and self.run_obj is not None:
+            mv = self.state.modes.get(self.state.current or "")
+            self.confirm(f"Skip {mv.name if mv else 'this mode'}?",
+                         "Its steps so far are kept; the search moves to the next mode.", self._skip_confirmed)
+
+    def _skip_confirmed(self) -> None:
         if self.run_active and self.run_obj is not None:
             self.run_obj.skip_mode()
             self.notify("skipping to the next mode")
@@ -540,9 +647,22 @@ class KvtuiApp(App[int]):
         self.exports.append(path)
         return path, md_path
 
+    def action_svg_screenshot(self) -> None:
+        folder = _svg_folder(self)
+        name = f"kvtui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+        try:
+            path = self.save_screenshot(filename=name, path=str(folder))
+        except OSError as e:
+            self.notify(f"screenshot failed: {folder}: {e.strerror or e}", severity="error")
+            return
+        self.notify(f"screenshot written: {path}", title="screenshot")
+
     # -- command palette --------------------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        for c in super().get_system_commands(screen):
+            if c.title.lower().startswith(("save screenshot", "screenshot", "quit")):
+                continue  # Textual's screenshot needs ~/Downloads (ours below); its Quit would be a second one
+            yield c
         cmds = [
             ("Start the run", "s · start (or restart) the scenario's run", self.action_start),
             ("Pause / resume", "space · pause after the step in flight", self.action_toggle_pause),
@@ -559,9 +679,18 @@ class KvtuiApp(App[int]):
             ("Toggle server log", "l · the server's output, startup lines highlighted",
              lambda: self.dashboard and self.dashboard.action_toggle_log()),
             ("Quit", "q / ctrl+c · stops the run cleanly first", self.action_quit),
+            ("Show the answer", "a · who won each question, and why", self.show_answer),
+            ("Help: every key", "? · keys per screen and the abbreviations", self.action_help),
+            ("Screenshot (SVG)", "the screen as an SVG beside the snapshot (or in the current folder)",
+             self.action_svg_screenshot),
         ]
         for title, help_text, cb in cmds:
             yield SystemCommand(title, help_text, cb)
+
+
+def _svg_folder(app: KvtuiApp) -> Path:
+    snap = app.snapshot_path()
+    return snap.parent if snap is not None and snap.parent.is_dir() else Path.cwd()
 
 
 def _start_resource_tracker() -> None:

@@ -205,8 +205,23 @@ class Chart(PlotextPlot):
         plt.ylim(0, 1)
 
 
+def time_scale(mv: ModeView | None) -> float:
+    """The simulator's wall seconds per modelled second (1 for a real server)."""
+    if mv is None:
+        return 1.0
+    ts = _finite((mv.info or {}).get("time_scale"))
+    if ts is None:
+        ts = next((_finite(s.get("time_scale")) for s in mv.steps if _finite(s.get("time_scale"))), None)
+    return ts if ts and ts > 0 else 1.0
+
+
 class TimeChart(Chart):
-    """A telemetry series over the run's time (s)."""
+    """A telemetry series over the time since the mode started, in (modelled) seconds.
+
+    Per-mode origin: a replay joined from several runs has each mode on its own clock (the
+    run-relative times of a joined mode can be negative). The simulator's wall seconds are
+    turned back into modelled seconds, as every figure in the step table is.
+    """
 
     def data_key(self) -> Any:
         mv = self.viewed()
@@ -214,6 +229,25 @@ class TimeChart(Chart):
 
     def buckets(self, w: int) -> int:
         return max(8, w - 8)
+
+    def view(self, mv: ModeView, key: str, buckets: int, how: str = "max") -> tuple[list[float], list[float]]:
+        xs, ys = mv.series.view(key, buckets, self.state.t_max(), how)
+        t0 = mv.series.t[0] if mv.series.t else 0.0
+        ts = time_scale(mv)
+        return [(x - t0) / ts for x in xs], ys
+
+    def time_ticks(self, plt: "Plot", mv: ModeView, w: int) -> None:
+        """Round second ticks with a unit (the x axis of every time chart)."""
+        from kvtui.tui.ticks import nice_ticks
+
+        if not mv.series.t:
+            return
+        end = self.state.t_max()
+        last = mv.series.t[mv.series.end_index(end) - 1] if mv.series.end_index(end) else mv.series.t[-1]
+        span = max(1e-6, (last - mv.series.t[0]) / time_scale(mv))
+        xt, xl = nice_ticks(0.0, span, max(2, min(5, w // 14)), unit="s")
+        plt.xticks(xt, xl)
+        plt.xlim(0, span)
 
 
 class MemoryChart(TimeChart):
@@ -229,8 +263,8 @@ class MemoryChart(TimeChart):
             return ""
         s, t_max, b = mv.series, self.state.t_max(), self.buckets(w)
         f = mv.server or {}
-        xs, used = s.view("gpu_mem_used_gib", b, t_max)
-        kx, kv = s.view("kv_in_use_gib", b, t_max)
+        xs, used = self.view(mv, "gpu_mem_used_gib", b)
+        kx, kv = self.view(mv, "kv_in_use_gib", b)
         total = s.last("gpu_mem_total_gib") or f.get("gpu_total_gib")
         weights = _finite(f.get("weights_gib")) or 0.0
         static = weights + (_finite(f.get("activation_peak_gib")) or 0.0) + (_finite(f.get("cuda_graph_gib")) or 0.0)
@@ -241,7 +275,7 @@ class MemoryChart(TimeChart):
             # Tensor parallel: the startup facts are per GPU (each rank's weights and KV pool),
             # so show each GPU's NVML line against them, not the sum.
             for i, key in enumerate(per_gpu):
-                gx, gy = s.view(key, b, t_max)
+                gx, gy = self.view(mv, key, b)
                 if gx:
                     plt.plot(gx, gy, color=pal.line(0 if i == 0 else 4 + i % 2), marker="hd")
                     items.append((key.split("_")[0].upper(), pal.line(0 if i == 0 else 4 + i % 2)))
@@ -264,6 +298,7 @@ class MemoryChart(TimeChart):
             plt.horizontal_line(top, color=pal.slo)
             items.append(("total", pal.slo))
         plt.ylim(0, top * 1.02 if top else 1)
+        self.time_ticks(plt, mv, w)
         return self.legend(items)
 
 
@@ -274,11 +309,12 @@ class KvChart(TimeChart):
         if mv is None or not len(mv.series):
             self.empty(plt, "no /metrics yet")
             return ""
-        xs, ys = mv.series.view("kv_usage", self.buckets(w), self.state.t_max())
+        xs, ys = self.view(mv, "kv_usage", self.buckets(w))
         if xs:
             plt.plot(xs, [y * 100 for y in ys], color=pal.line(2), marker="hd", fillx=False)
         plt.horizontal_line(95, color=pal.slo)
         plt.ylim(0, 100)
+        self.time_ticks(plt, mv, w)
         last = mv.series.last("kv_usage")
         return f"now {last * 100:.1f}% · [{hexrgb(pal.slo)}]━[/] KV wall" if last is not None else ""
 
@@ -290,12 +326,28 @@ class TokChart(TimeChart):
         if mv is None or not len(mv.series):
             self.empty(plt, "no /metrics yet")
             return ""
-        xs, ys = mv.series.view("gen_tok_s", self.buckets(w), self.state.t_max(), how="mean")
+        # The server's counter rate is per wall second; the simulator's modelled rate is that
+        # times its time scale — the table's tok/s (figures scaled back to modelled time).
+        ts = time_scale(mv)
+        xs, ys = self.view(mv, "gen_tok_s", self.buckets(w), how="mean")
+        ys = [y * ts for y in ys]
         if xs:
             plt.plot(xs, ys, color=pal.line(0), marker="hd")
-            plt.ylim(0, max(ys) * 1.1 if max(ys) > 0 else 1)
-        last = mv.series.last("gen_tok_s")
-        return f"now {fmt_num(last)}" if last is not None else ""
+            top = max(ys) * 1.1 if max(ys) > 0 else 1
+            plt.ylim(0, top)
+            from kvtui.tui.ticks import nice_ticks
+
+            yt, yl = nice_ticks(0, top, max(2, min(4, h // 3)))
+            plt.yticks(yt, yl)
+        self.time_ticks(plt, mv, w)
+        last = self.now_tok_s(mv)
+        return f"now {fmt_num(last)}" + (" (modelled)" if ts != 1.0 else "") if last is not None else ""
+
+    def now_tok_s(self, mv: ModeView) -> float | None:
+        """The latest output tok/s as the chart shows it (modelled for the simulator)."""
+        last = mv.series.last("gen_tok_s") if self.state.t_max() is None else (
+            (mv.series.values("gen_tok_s", self.state.t_max()) or [None])[-1])
+        return None if last is None else last * time_scale(mv)
 
 
 class QueueChart(TimeChart):
@@ -308,16 +360,17 @@ class QueueChart(TimeChart):
         b, t_max, s = self.buckets(w), self.state.t_max(), mv.series
         items = []
         for i, (key, label) in enumerate((("running", "run"), ("waiting", "wait"), ("load", "target"))):
-            xs, ys = s.view(key, b, t_max)
+            xs, ys = self.view(mv, key, b)
             if xs:
                 c = pal.line(i if key != "load" else 5)
                 plt.plot(xs, ys, color=c, marker="hd")
                 items.append((label, c))
-        px, py = s.view("preempt", b, t_max)
+        px, py = self.view(mv, "preempt", b)
         pts = [(x, y) for x, y in zip(px, py) if y and y > 0]
         if pts:
             plt.scatter([p[0] for p in pts], [p[1] for p in pts], color=pal.slo, marker="x")
             items.append(("preempt", pal.slo))
+        self.time_ticks(plt, mv, w)
         return self.legend(items)
 
 
@@ -392,15 +445,30 @@ class LatencyChart(Chart):
             lo, hi = min(lo, pred), max(hi, pred)
         if lo == hi:
             lo, hi = lo - 1, hi + 1
+        # A latency tail far above the SLO would squash its line at the bottom: clip at 3× the target.
+        limits = [limit for metric, _p, limit in st.shown_slo.targets() if metric in metrics]
+        clipped = bool(limits) and ymax > 3 * max(limits)
+        if clipped:
+            ymax = 3 * max(limits)
+            items.append((f"clipped {ymax:g}", pal.slo))
+        from kvtui.tui.ticks import nice_ticks
+
         plt.xlim(lo, hi)
         plt.ylim(0, ymax * 1.15 if ymax > 0 else 1)
+        xt, xl = nice_ticks(lo, hi, max(2, min(5, w // 12)))
+        plt.xticks(xt, xl)
+        yt, yl = nice_ticks(0, ymax * 1.15 if ymax > 0 else 1, max(2, min(4, h // 3)))
+        plt.yticks(yt, yl)
+        top = ymax * 1.1 if ymax else 1
+        near = best is not None and pred is not None and abs(pred - best) < (hi - lo) * 0.2
         if pred and lo <= pred <= hi:
+            # Two labels closer than a fifth of the axis would merge ("111"): the KV one goes lower.
             plt.vertical_line(pred, color=pal.line(5))
-            plt.text(f"KV≈{pred:.0f}", pred, ymax * 1.1 if ymax else 1, color=pal.line(5), alignment="center")
+            plt.text(f"KV≈{pred:.0f}", pred, top * (0.8 if near else 1.0), color=pal.line(5), alignment="center")
             items.append(("KV-bound", pal.line(5)))
         if best is not None:
             plt.vertical_line(best, color=pal.best)
-            plt.text(f"★{best:g}", best, ymax * 1.1 if ymax else 1, color=pal.best, alignment="center")
+            plt.text(f"★{best:g}", best, top, color=pal.best, alignment="center")
         return self.legend(items)
 
 
@@ -465,7 +533,8 @@ class Spark(Widget):
         t_max = st.t_max()
         pairs = [(t, v) for t, v in pairs if v is not None and (t_max is None or t <= t_max)]
         _, ys = downsample(pairs, width, self.how)
-        return [y * self.scale for y in ys]
+        scale = self.scale * (time_scale(mv) if self.source == "gen_tok_s" else 1.0)  # modelled, as the table
+        return [y * scale for y in ys]
 
     def render(self):
         w = self.content_size.width

@@ -36,26 +36,30 @@ COMPACT_HEIGHT = 30
 class DashboardScreen(Screen):
     """The live dashboard; with a snapshot loaded, the same dashboard replays it."""
 
+    # Shown in the footer only where they act (app.check_action / check_action): the run's
+    # controls live, the step keys in a replay. The rest are in `?` and the palette.
     BINDINGS = [
-        Binding("space", "app.toggle_pause", "pause/resume"),
+        Binding("space", "app.toggle_pause", "pause"),
         Binding("x", "app.stop_run", "stop"),
-        Binding("n", "app.skip_mode", "next mode"),
-        Binding("h", "app.hold", "hold"),
-        Binding("plus,equals_sign", "app.nudge(1)", "step +", key_display="+"),
-        Binding("minus", "app.nudge(-1)", "step −", key_display="-"),
-        Binding("e", "app.edit_slo", "SLO"),
-        Binding("ctrl+s", "app.export", "export"),
-        Binding("s", "app.start", "start", show=False),
-        Binding("m", "app.cycle_mode", "mode", show=False),
-        Binding("c", "app.compare", "compare", show=False),
-        Binding("l", "toggle_log", "log", show=False),
-        Binding("left_square_bracket", "app.replay_step(-1)", "◀ step", show=False),
-        Binding("right_square_bracket", "app.replay_step(1)", "step ▶", show=False),
+        Binding("n", "app.skip_mode", "skip mode"),
+        Binding("h", "app.hold", "hold", show=False),
+        Binding("plus,equals_sign", "app.nudge(1)", "step +", key_display="+", show=False),
+        Binding("minus", "app.nudge(-1)", "step −", key_display="-", show=False),
         # Replay: the arrows move through the steps wherever the focus is.
-        Binding("left", "replay_move(-1)", "◀ step", show=False, priority=True),
+        Binding("left", "replay_move(-1)", "step", key_display="←→", priority=True),
         Binding("right", "replay_move(1)", "step ▶", show=False, priority=True),
         Binding("home", "replay_jump(0)", "first step", show=False, priority=True),
         Binding("end", "replay_jump(-1)", "last step", show=False, priority=True),
+        Binding("a", "app.show_answer", "answer"),
+        Binding("m", "app.cycle_mode", "mode"),
+        Binding("e", "app.edit_slo", "SLO"),
+        Binding("ctrl+s", "app.export", "export"),
+        Binding("c", "app.compare", "compare"),
+        Binding("question_mark", "app.help", "help", key_display="?"),
+        Binding("s", "app.start", "start", show=False),
+        Binding("l", "toggle_log", "log", show=False),
+        Binding("left_square_bracket", "app.replay_step(-1)", "◀ step", show=False),
+        Binding("right_square_bracket", "app.replay_step(1)", "step ▶", show=False),
     ]
 
     def __init__(self, state: RunState, replay: bool = False):
@@ -92,7 +96,7 @@ class DashboardScreen(Screen):
         yield StepTable(st, id="steps")
         with Collapsible(title="server log  (l)", collapsed=True, id="logbox"):
             yield LogPane(st, id="log")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._apply_layout()
@@ -489,6 +493,7 @@ class SloScreen(ModalScreen[Any]):
                 yield Button("Cancel", id="cancel")
 
     @on(Button.Pressed, "#apply")
+    @on(Input.Submitted)
     def action_apply(self) -> None:
         try:
             slo = slo_from_table(self.query_one(SloForm).table())
