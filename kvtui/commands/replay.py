@@ -1,4 +1,4 @@
-"""`kvtui replay SNAPSHOT.json`: the dashboard on a saved run, with a step slider. No GPU needed."""
+"""`kvtui replay SNAPSHOT.json`: a saved run's answer, and its dashboard with a step slider. No GPU needed."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--mode", help="show this mode first")
     p.add_argument("--step", type=int, help="start at this step (1-based; default: the last)")
     p.add_argument("--theme", help="theme name")
+    p.add_argument("--view", choices=("answer", "dashboard"), default=None,
+                   help="open on the answer (default) or the dashboard (default with --step or --mode)")
     p.set_defaults(func=run)
     return p
 
@@ -30,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     names = [m.get("name") for m in doc.get("modes") or []]
     if args.mode and args.mode not in names:
         raise UsageError(f"--mode {args.mode}: not in this snapshot (modes: {', '.join(map(str, names)) or 'none'})")
-    app = create_app(snapshot=doc, theme=args.theme, replay_mode=args.mode, replay_step=args.step)
+    view = args.view or ("dashboard" if args.step or args.mode else "answer")
+    app = create_app(snapshot=doc, theme=args.theme, replay_mode=args.mode, replay_step=args.step, view=view)
     rc = app.run()
     for p in app.exports:
         print(f"kvtui: exported {p}")

@@ -16,6 +16,7 @@ The resolution is one rule for every mode, so the modes compare fairly.
 from __future__ import annotations
 
 import math
+from typing import Any, Iterable
 from dataclasses import dataclass, field
 
 from kvtui.scenario.schema import Ramp
@@ -284,3 +285,28 @@ def make_search(ramp: Ramp, closed: bool, guess: float | None = None) -> _Base:
 
 
 Search = _Base  # the type every strategy is (make_search returns one)
+
+
+def best_load(steps: "Iterable[dict[str, Any]]") -> float | None:
+    """Highest load that passed below the lowest load that failed, by the latest verdict per load.
+
+    The same rule as the search (`kvtui.explore.search`): a repeat overrides the earlier verdict,
+    an undecided step (too few samples) counts as a fail, hand-driven steps (hold, manual) and
+    steps cut short by a stop do not count.
+    """
+    from kvtui.explore.evaluate import ran_to_its_end
+
+    latest: dict[float, bool] = {}
+    for s in steps:
+        if s.get("why", "search") not in ("search", "confirm") or not ran_to_its_end(s):
+            continue
+        load = s.get("load")
+        if load is None:
+            continue
+        latest[float(load)] = bool(s.get("passed"))
+    if not latest:
+        return None
+    fails = [x for x, ok in latest.items() if not ok]
+    lowest_fail = min(fails) if fails else math.inf
+    passes = [x for x, ok in latest.items() if ok and x < lowest_fail]
+    return max(passes) if passes else None

@@ -36,9 +36,11 @@ def limit_sentence(r: dict[str, Any]) -> str | None:
     return f"{fmt_load(r.get('next_load'))} failed on {words}"
 
 
-def mode_line(r: dict[str, Any], base: str | None) -> str:
+def mode_line(r: dict[str, Any], base: str | None, so_far: float | None = None) -> str:
     """One sentence per mode: its figures against the baseline, and why it stopped where it did."""
     if r.get("best") is None:
+        if r.get("complete") is False and not r.get("error") and so_far is not None:
+            return f"{r['mode']}: did not finish; {fmt_load(so_far)} met the SLO so far (unconfirmed, not compared)"
         why = r.get("error") or ("no load met the SLO" if r.get("complete", True) else "did not finish")
         return f"{r['mode']}: no result at the SLO ({why})"
     parts = [f"{fmt_load(r['best'])} at the SLO"]
@@ -53,6 +55,13 @@ def mode_line(r: dict[str, Any], base: str | None) -> str:
     if r.get("complete") is False:
         parts.append("search not finished")
     return f"{r['mode']}: " + "; ".join(parts)
+
+
+def _so_far(modes: list[dict[str, Any]], name: Any) -> float | None:
+    from kvtui.explore.search import best_load
+
+    m = next((x for x in modes if x.get("name") == name), None)
+    return best_load(m.get("steps") or []) if m else None
 
 
 def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +117,7 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
         "load_kind": comp.get("load_kind"),
         "questions": questions,
         "rows": rows,
-        "lines": [mode_line(r, base) for r in rows],
+        "lines": [mode_line(r, base, _so_far(modes, r["mode"])) for r in rows],
         "caveats": caveats,
         "predicted": predicted,
         "finished": bool((doc.get("run") or {}).get("finished")),

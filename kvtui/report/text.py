@@ -200,10 +200,13 @@ def caveats(doc: dict[str, Any]) -> list[str]:
             by_warning.setdefault(w, []).append(str(m.get("name")))
     for w, names in by_warning.items():
         out.append(f"{w} ({', '.join(names)})" if len(names) < len(modes) or len(modes) == 1 else f"{w} (every mode)")
-    slow = [f"{m['name']} ×{(m.get('engine_info') or {}).get('time_scale'):g}" for m in modes
-            if ((m.get("engine_info") or {}).get("time_scale") or 1.0) != 1.0]
+    scaled = [((m.get("engine_info") or {}).get("time_scale") or 1.0, m["name"]) for m in modes]
+    slow = [f"{n} ×{ts:g}" for ts, n in scaled if ts > 1.0]
+    fast = [f"{n} ×{1 / ts:g}" for ts, n in scaled if 0 < ts < 1.0]
     if slow:
         out.append(f"simulator in slow motion ({', '.join(slow)}): figures scaled back to modelled time")
+    if fast:  # time_scale < 1: fast-forward, said as the header says it
+        out.append(f"simulator fast-forwarded ({', '.join(fast)}): figures scaled back to modelled time")
     hits = [(n, r.get("prefix_cache_hit_rate_at_knee")) for n, r in rows.items()]
     known = [(n, h) for n, h in hits if h is not None]
     if known:

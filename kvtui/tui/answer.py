@@ -201,6 +201,8 @@ class AnswerScreen(Screen):
         self._layout()
 
     def _layout(self) -> None:
+        for footer in self.query(Footer):
+            footer.show_command_palette = self.size.width >= 100
         self.set_class(self.size.height >= CHART_MIN_HEIGHT and self.size.width >= 90, "-charts")
 
     def doc(self) -> dict[str, Any]:
@@ -210,7 +212,7 @@ class AnswerScreen(Screen):
     def sync(self) -> None:
         st = self.state
         key = (st.version, st.slo_version, self.app.theme, self.size.width)
-        if key == self._key or not self.is_mounted:
+        if key == self._key or not self.children:
             return
         self._key = key
         self.query_one(InfoHeader).sync()

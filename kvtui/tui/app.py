@@ -194,6 +194,8 @@ class KvtuiApp(App[int]):
             return self.state.replay
         if action == "start":
             return not self.state.replay
+        if action in ("cycle_mode", "show_answer") and not self.state.replay and self.size.width < 100:
+            return False  # 80 columns live: the run's controls, SLO, export, compare, help, quit, theme first
         return True
 
     async def on_unmount(self) -> None:
@@ -759,6 +761,7 @@ def create_app(
     handle_signals: bool = False,
     replay_mode: str | None = None,
     replay_step: int | None = None,
+    view: str | None = None,
 ) -> KvtuiApp:
     """The one app factory. `snapshot` (a document or a path) opens the replay dashboard."""
     if isinstance(scenario, (str, Path)):
@@ -771,4 +774,4 @@ def create_app(
         snapshot = load_snapshot(snapshot)
     return KvtuiApp(scenario, out=out, modes=modes, resume=resume, theme=theme, autostart=autostart, fast=fast,
                     snapshot=snapshot, setup_notice=setup_notice, refresh_hz=refresh_hz, handle_signals=handle_signals,
-                    replay_mode=replay_mode, replay_step=replay_step)
+                    replay_mode=replay_mode, replay_step=replay_step, view=view)

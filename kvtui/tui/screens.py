@@ -113,6 +113,9 @@ class DashboardScreen(Screen):
         self.compact = compact
         self.set_class(compact, "-compact")
         self.set_class(h >= 44 and not compact, "-tall")
+        for footer in self.query(Footer):
+            footer.show_command_palette = w >= COMPACT_WIDTH  # narrow: the keys that act come first
+        self.app.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("replay_move", "replay_jump"):

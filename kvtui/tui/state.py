@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from kvtui.explore.evaluate import LIMIT_WORDS, ran_to_its_end
+from kvtui.explore.evaluate import LIMIT_WORDS
+from kvtui.explore.search import best_load  # noqa: F401 - the knee rule lives with the search
 from kvtui.scenario.schema import SLO_KEY, Slo
 
 SERIES_MAX = 4000  # rows per mode before the series is thinned 2:1
@@ -171,29 +172,6 @@ class ModeView:
         if not edited:
             return self.steps
         return [self.view_steps.get(s.get("index", i), s) for i, s in enumerate(self.steps)]
-
-
-def best_load(steps: Iterable[dict[str, Any]]) -> float | None:
-    """Highest load that passed below the lowest load that failed, by the latest verdict per load.
-
-    The same rule as the search (`kvtui.explore.search`): a repeat overrides the earlier verdict,
-    an undecided step (too few samples) counts as a fail, hand-driven steps (hold, manual) and
-    steps cut short by a stop do not count.
-    """
-    latest: dict[float, bool] = {}
-    for s in steps:
-        if s.get("why", "search") not in ("search", "confirm") or not ran_to_its_end(s):
-            continue
-        load = s.get("load")
-        if load is None:
-            continue
-        latest[float(load)] = bool(s.get("passed"))
-    if not latest:
-        return None
-    fails = [x for x, ok in latest.items() if not ok]
-    lowest_fail = min(fails) if fails else math.inf
-    passes = [x for x, ok in latest.items() if ok and x < lowest_fail]
-    return max(passes) if passes else None
 
 
 def slo_from_table(table: dict[str, Any]) -> Slo:

@@ -13,7 +13,7 @@ from kvtui.tui.app import create_app
 @pytest.mark.parametrize("theme", ["kvtui-dark", "kvtui-light"])
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_dashboard(snap_compare, frozen_doc, size, theme):
-    assert snap_compare(create_app(snapshot=frozen_doc, theme=theme), terminal_size=size)
+    assert snap_compare(create_app(snapshot=frozen_doc, theme=theme, view="dashboard"), terminal_size=size)
 
 
 def test_dashboard_replay_mid_run_with_log(snap_compare, frozen_doc):
