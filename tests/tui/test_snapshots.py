@@ -27,3 +27,42 @@ def test_dashboard_replay_mid_run_with_log(snap_compare, frozen_doc):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=open_log)
+
+
+# -- issue 20: the answer (a replay opens on it), the comparison, the dashboard at three sizes, NO_COLOR --
+def _h200_doc():
+    from kvtui import PROJECT_ROOT
+    from kvtui.report.snapshot import load_snapshot
+
+    doc = load_snapshot(PROJECT_ROOT / "docs" / "results" / "h200-v2.json")
+    doc.pop("_path", None)  # no machine-specific path in the picture
+    return doc
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=["80x24", "120x40", "200x50"])
+def test_answer(snap_compare, size):
+    assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=size)
+
+
+def test_answer_no_color(snap_compare, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=(80, 24))
+
+
+def test_compare_80x24(snap_compare):
+    async def compare(pilot):
+        await pilot.press("c")
+        await pilot.pause()
+
+    assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=(80, 24), run_before=compare)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (200, 50)], ids=["120x40", "200x50"])
+def test_replay_dashboard_joined_modes(snap_compare, size):
+    """A replay joined from several GPUs: time axes in seconds since each mode started, never negative."""
+    assert snap_compare(create_app(snapshot=_h200_doc(), view="dashboard", replay_mode="fp8-w+kv"), terminal_size=size)
+
+
+def test_replay_dashboard_no_color(snap_compare, frozen_doc, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(create_app(snapshot=frozen_doc, view="dashboard"), terminal_size=(120, 40))
