@@ -154,5 +154,7 @@ def write_text_private(path: Path, text: str) -> None:
 
     try:
         atomic_write(path, text)
+    except FileNotFoundError:
+        raise KvtuiError(f"{path}: cannot write it: the folder {path.parent} does not exist")
     except OSError as e:
-        raise KvtuiError(f"{path}: cannot write the export: {e.strerror or e}")
+        raise KvtuiError(f"{path}: cannot write it: {e.strerror or e}")
