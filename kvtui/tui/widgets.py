@@ -198,6 +198,11 @@ class StatusBar(Static):
         elif st.status == "idle":
             t.append("press s to start", style="bold")
         parts.append(t)
+        from kvtui.tui.progress import progress_text
+
+        pt = progress_text(st)  # "step n of about m · ETA", live only
+        if pt:
+            parts.append(Text(pt, style="dim", end=""))
 
         t = Text(end="")
         t.append("SLO ", style="dim")

@@ -123,3 +123,24 @@ def test_export_svg_of_the_answer_a_mode_and_markdown_needs_force(tmp_path, froz
     assert r.returncode == 2 and "--force" in r.stderr and md.read_text() == "mine"
     r = kvtui("export", frozen_path, "--format", "md", "--out", md, "--force")
     assert r.returncode == 0 and md.read_text() != "mine"
+
+
+def test_progress_says_step_n_of_about_m_with_an_eta(h200_doc):
+    from kvtui.tui.progress import progress, progress_text
+    from kvtui.tui.state import RunState
+
+    st = RunState()
+    st.load_snapshot(h200_doc)
+    st.replay = False  # as if live: the run on its second mode, third step in flight
+    names = list(st.modes)
+    mv = st.modes[names[1]]
+    mv.steps = mv.steps[:2]
+    for n in names[2:]:
+        st.modes[n].status = "waiting"
+    st.step = {"mode": mv.name, "index": 2, "load": 192}
+    st.progress = {"elapsed_s": 5}
+    p = progress(st)
+    assert p["n"] == 3 and p["about"] >= 3 and p["modes_left"] == len(names) - 2
+    assert p["eta_run_s"] > p["eta_mode_s"] > 0
+    text = progress_text(st)
+    assert text.startswith("step 3 of about ") and "mode ETA" in text and "run ETA" in text
