@@ -575,11 +575,14 @@ class KvtuiApp(App[int]):
         if doc is None:
             self.notify("nothing measured yet", severity="information")
             return
+        shown = None
         try:
-            text = comparison_table(self.state.export_doc(doc))
+            shown = self.state.export_doc(doc)
+            text = comparison_table(shown)
         except Exception as e:  # a half-written mode must not take the screen down
             text = f"cannot compare yet: {type(e).__name__}: {e}"
-        self.push_screen(CompareScreen(text))
+            shown = None
+        self.push_screen(CompareScreen(text, shown))
 
     def _current_doc(self) -> dict[str, Any] | None:
         """A consistent copy of the run's document (the run thread keeps writing it)."""

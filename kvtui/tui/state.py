@@ -450,7 +450,13 @@ class RunState:
 
     def _add_row(self, mv: ModeView, row: dict[str, Any]) -> None:
         vals = {k: row.get(k) for k in SERIES_KEYS if k in row}
-        gpus = row.get("gpus") or []
+        gpus = [g for g in row.get("gpus") or [] if isinstance(g, dict)]
+        # What explains why decode binds: SM utilisation, power (summed over the GPUs), SM clock.
+        for key, col, how in (("util_pct", "gpu_util_pct", "mean"), ("power_w", "gpu_power_w", "sum"),
+                              ("sm_clock_mhz", "gpu_sm_clock_mhz", "mean")):
+            known = [v for v in (_num(g.get(key)) for g in gpus) if v is not None]
+            if known and len(known) == len(gpus):
+                vals[col] = sum(known) if how == "sum" else sum(known) / len(known)
         if len(gpus) > 1:  # tensor parallel: one memory line per GPU
             for g in gpus:
                 vals[f"gpu{int(g.get('index', 0))}_mem_gib"] = g.get("mem_used_gib")

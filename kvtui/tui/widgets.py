@@ -341,9 +341,37 @@ class MemoryBar(Static):
         t.append(" │ NVML ", style="dim")
         t.append(f"{fmt_num(used)}/{fmt_num(total)}" + ("" if narrow else " GiB"))
         tokens = f.get("kv_cache_tokens")
+        util = (mv.series.values("gpu_util_pct", t_max) or [None])[-1]
+        power = (mv.series.values("gpu_power_w", t_max) or [None])[-1]
+        clock = (mv.series.values("gpu_sm_clock_mhz", t_max) or [None])[-1]
+        if util is not None or power is not None:
+            # SM utilisation, power and clock: a flat memory line says nothing about why decode binds.
+            t.append(" │ ", style="dim")
+            t.append("SM ", style="dim")
+            t.append(f"{util:.0f}%" if util is not None else "—")
+            if power is not None:
+                t.append(f" {power:.0f} W")
+            if clock is not None and not narrow:
+                t.append(f" {clock:.0f} MHz")
+            j = step_j_per_token(mv, st.steps_of(mv))
+            if j is not None:
+                t.append(f" {j:.3f} J/tok", style="bold")
         if tokens and not narrow:
             t.append(f" │ {tokens:,} KV tokens", style="dim")
         return t
+
+
+def step_j_per_token(mv: Any, steps: list[dict[str, Any]]) -> float | None:
+    """Energy per output token of the last step shown: mean power over its times / its output tok/s."""
+    if not steps:
+        return None
+    s = steps[-1]
+    lo, hi, tok = _f(s.get("t_rel_start")), _f(s.get("t_rel_end")), _f(s.get("output_tok_s"))
+    col = mv.series.cols.get("gpu_power_w")
+    if lo is None or hi is None or not tok or not col:
+        return None
+    vals = [v for t, v in zip(mv.series.t, col) if v is not None and lo <= t <= hi]
+    return (sum(vals) / len(vals)) / tok if vals else None
 
 
 # -- the step table ----------------------------------------------------------------------------
