@@ -32,9 +32,23 @@ def run(args: argparse.Namespace) -> int:
     names = [m.get("name") for m in doc.get("modes") or []]
     if args.mode and args.mode not in names:
         raise UsageError(f"--mode {args.mode}: not in this snapshot (modes: {', '.join(map(str, names)) or 'none'})")
+    if dumb_terminal():
+        # No full-screen app on a dumb terminal: the answer as plain lines, no escapes.
+        import sys
+
+        from kvtui.report.answer import answer_text
+
+        sys.stdout.write(answer_text(doc))
+        return 0
     view = args.view or ("dashboard" if args.step or args.mode else "answer")
     app = create_app(snapshot=doc, theme=args.theme, replay_mode=args.mode, replay_step=args.step, view=view)
     rc = app.run()
     for p in app.exports:
         print(f"kvtui: exported {p}")
     return int(rc or 0)
+
+
+def dumb_terminal() -> bool:
+    import os
+
+    return os.environ.get("TERM", "") == "dumb"

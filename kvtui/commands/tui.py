@@ -82,6 +82,11 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
                resume: dict[str, Any] | list[dict[str, Any]] | None = None, theme: str | None = None, autostart: bool = False,
                fast: bool = False, notice: str | None = None) -> int:
     """Run the dashboard on `scenario`; returns the exit code (0, or 1 when the run failed)."""
+    from kvtui.commands.replay import dumb_terminal
+
+    if dumb_terminal():
+        raise UsageError("TERM=dumb: this terminal cannot show the dashboard; "
+                         "kvtui run SCENARIO --headless prints plain lines (no escapes)")
     check_theme(theme)
     if modes:
         unknown = [m for m in modes if m not in {x.name for x in scenario.modes}]

@@ -139,3 +139,21 @@ def headline(ans: dict[str, Any]) -> str:
 
 
 __all__ = ["build_answer", "headline", "mode_line", "limit_sentence", "fmt_pct"]
+
+
+def answer_text(doc: dict[str, Any]) -> str:
+    """The answer as plain lines (no escapes): for a terminal that cannot show the screen (TERM=dumb)."""
+    from kvtui.report.text import comparison_table, labels
+
+    ans = build_answer(doc)
+    out = [f"ANSWER: {headline(ans)}", f"({labels(doc)})"]
+    for q in ans["questions"]:
+        out.append(f"  {q['question']}: {'every mode' if q['tie'] else ', '.join(q['winners']) or '—'} ({q['text']})")
+    out.append("why:")
+    out += [f"  - {line}" for line in ans["lines"]]
+    if ans["caveats"]:
+        out.append("caveats:")
+        out += [f"  - {c}" for c in ans["caveats"]]
+    out.append("")
+    out.append(comparison_table(doc))
+    return "\n".join(out) + "\n"
