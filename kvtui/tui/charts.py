@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from textual_plotext.plot import Plot
 
 SPARK = "▁▂▃▄▅▆▇█"
+MONO_MARKERS = ("•", "+", "o", "x", "*", "#")  # one per series without colour (NO_COLOR, 16 colours)
 
 
 def _finite(x: Any) -> float | None:
@@ -74,15 +75,17 @@ def _pcolor(c: Any) -> RichColor | None:
     return None
 
 
-def _style(fg: Any, st: Any, bg: Any) -> Style:
-    key = (fg, st, bg)
+def _style(fg: Any, st: Any, bg: Any, default_bg: Any = None) -> Style:
+    key = (fg, st, bg, default_bg)
     s = _STYLE_CACHE.get(key)
     if s is None:
         from plotext import _utility as ut
 
         bold = isinstance(st, str) and "bold" in st
         try:
-            s = Style(color=_pcolor(fg), bgcolor=_pcolor(bg), bold=bold or None)
+            # A cell plotext leaves without a background gets the widget's own (tmux shows the
+            # terminal's default there otherwise, not the theme's surface).
+            s = Style(color=_pcolor(fg), bgcolor=_pcolor(bg) or default_bg, bold=bold or None)
         except Exception:
             s = Style()
         if st not in (None, ut.no_color) and not bold:
@@ -91,7 +94,7 @@ def _style(fg: Any, st: Any, bg: Any) -> Style:
     return s
 
 
-def matrix_strips(plt: "Plot", width: int) -> list[Strip]:
+def matrix_strips(plt: "Plot", width: int, default_bg: Any = None) -> list[Strip]:
     """The built plot as Textual strips, straight from plotext's marker/colour matrices.
 
     No ANSI string and no Rich-Text-to-Content conversion on the way (see bench/ui_frame_cost.py).
@@ -108,7 +111,7 @@ def matrix_strips(plt: "Plot", width: int) -> list[Strip]:
         for c in range(1, m.cols + 1):
             k = (fgs[c], sts[c], bgs[c]) if c < m.cols else None
             if k != key:
-                segs.append(Segment("".join(markers[start:c]), _style(*key)))
+                segs.append(Segment("".join(markers[start:c]), _style(*key, default_bg)))
                 start, key = c, k
         strips.append(Strip(segs, m.cols).adjust_cell_length(width))
     return strips
@@ -184,7 +187,8 @@ class Chart(PlotextPlot):
             self.border_subtitle = legend
             self.call_after_refresh(self.refresh)  # the border is painted outside render_line(): once more
         self.builds += 1
-        return matrix_strips(plt, w)
+        bg = self.rich_style.bgcolor if self.rich_style else None
+        return matrix_strips(plt, w, bg)
 
     def viewed(self) -> ModeView | None:
         return self.state.viewed
@@ -192,9 +196,26 @@ class Chart(PlotextPlot):
     def draw(self, plt: "Plot", mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         raise NotImplementedError
 
-    @staticmethod
-    def legend(items: list[tuple[str, tuple[int, int, int]]]) -> str:
-        return " ".join(f"[{hexrgb(c)}]━[/] {label}" for label, c in items)
+    @property
+    def mono(self) -> bool:
+        """No colour (NO_COLOR) or 16 colours (several series map to the same red): tell series
+        apart by their marker, not by colour alone."""
+        try:
+            return bool(self.app.no_color) or self.app.console.color_system in ("standard", "windows", None)
+        except Exception:
+            return False
+
+    def mark(self, i: int) -> str:
+        return MONO_MARKERS[i % len(MONO_MARKERS)] if self.mono else "hd"
+
+    def legend(self, items: list[tuple]) -> str:
+        """Legend items (label, colour[, marker]): the line colour, or in mono the series' marker."""
+        out = []
+        for it in items:
+            label, c = it[0], it[1]
+            m = it[2] if len(it) > 2 and self.mono else "━"
+            out.append(f"[{hexrgb(c)}]{m}[/] {label}")
+        return " ".join(out)
 
     @staticmethod
     def empty(plt: "Plot", msg: str) -> None:
@@ -277,16 +298,16 @@ class MemoryChart(TimeChart):
             for i, key in enumerate(per_gpu):
                 gx, gy = self.view(mv, key, b)
                 if gx:
-                    plt.plot(gx, gy, color=pal.line(0 if i == 0 else 4 + i % 2), marker="hd")
-                    items.append((key.split("_")[0].upper(), pal.line(0 if i == 0 else 4 + i % 2)))
+                    plt.plot(gx, gy, color=pal.line(0 if i == 0 else 4 + i % 2), marker=self.mark(i))
+                    items.append((key.split("_")[0].upper(), pal.line(0 if i == 0 else 4 + i % 2), self.mark(i)))
             total = (total / len(per_gpu)) if total else None
             used = [v / len(per_gpu) for v in used]
         elif xs:
-            plt.plot(xs, used, color=pal.line(0), marker="hd")
-            items.append(("NVML", pal.line(0)))
+            plt.plot(xs, used, color=pal.line(0), marker=self.mark(0))
+            items.append(("NVML", pal.line(0), self.mark(0)))
         if kx:
-            plt.plot(kx, [static + v for v in kv], color=pal.line(1), marker="hd")
-            items.append(("KV in use", pal.line(1)))
+            plt.plot(kx, [static + v for v in kv], color=pal.line(1), marker=self.mark(1))
+            items.append(("KV in use", pal.line(1), self.mark(1)))
         if weights:
             plt.horizontal_line(weights, color=pal.line(3))
             items.append(("weights", pal.line(3)))
@@ -311,7 +332,7 @@ class KvChart(TimeChart):
             return ""
         xs, ys = self.view(mv, "kv_usage", self.buckets(w))
         if xs:
-            plt.plot(xs, [y * 100 for y in ys], color=pal.line(2), marker="hd", fillx=False)
+            plt.plot(xs, [y * 100 for y in ys], color=pal.line(2), marker=self.mark(0), fillx=False)
         plt.horizontal_line(95, color=pal.slo)
         plt.ylim(0, 100)
         self.time_ticks(plt, mv, w)
@@ -332,7 +353,7 @@ class TokChart(TimeChart):
         xs, ys = self.view(mv, "gen_tok_s", self.buckets(w), how="mean")
         ys = [y * ts for y in ys]
         if xs:
-            plt.plot(xs, ys, color=pal.line(0), marker="hd")
+            plt.plot(xs, ys, color=pal.line(0), marker=self.mark(0))
             top = max(ys) * 1.1 if max(ys) > 0 else 1
             plt.ylim(0, top)
             from kvtui.tui.ticks import nice_ticks
@@ -363,13 +384,13 @@ class QueueChart(TimeChart):
             xs, ys = self.view(mv, key, b)
             if xs:
                 c = pal.line(i if key != "load" else 5)
-                plt.plot(xs, ys, color=c, marker="hd")
-                items.append((label, c))
+                plt.plot(xs, ys, color=c, marker=self.mark(i))
+                items.append((label, c, self.mark(i)))
         px, py = self.view(mv, "preempt", b)
         pts = [(x, y) for x, y in zip(px, py) if y and y > 0]
         if pts:
             plt.scatter([p[0] for p in pts], [p[1] for p in pts], color=pal.slo, marker="x")
-            items.append(("preempt", pal.slo))
+            items.append(("preempt", pal.slo, "x"))
         self.time_ticks(plt, mv, w)
         return self.legend(items)
 
@@ -412,12 +433,12 @@ class LatencyChart(Chart):
         items = []
         ymax = 0.0
         series = [("p50", pal.line(0)), ("p95", pal.line(1))]
-        for pct, color in series:
+        for k, (pct, color) in enumerate(series):
             xy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in line_pts]
             xy = [(x, y) for x, y in xy if y is not None]
             if xy:
-                plt.plot([p[0] for p in xy], [p[1] for p in xy], color=color, marker="hd")
-                items.append((pct, color))
+                plt.plot([p[0] for p in xy], [p[1] for p in xy], color=color, marker=self.mark(k))
+                items.append((pct, color, self.mark(k)))
                 ymax = max(ymax, max(p[1] for p in xy))
             rxy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in repeats]
             rxy = [(x, y) for x, y in rxy if y is not None]
@@ -429,7 +450,7 @@ class LatencyChart(Chart):
             xy = [(x, y) for x, y in xy if y is not None]
             if xy:
                 plt.scatter([p[0] for p in xy], [p[1] for p in xy], color=pal.line(4), marker="x")
-                items.append(("ITL p99", pal.line(4)))
+                items.append(("ITL p99", pal.line(4), "x"))
                 ymax = max(ymax, max(p[1] for p in xy))
         metrics = (m, "itl") if self.STALLS else (m,)
         for metric, pct, limit in st.shown_slo.targets():

@@ -66,3 +66,37 @@ def test_replay_dashboard_joined_modes(snap_compare, size):
 def test_replay_dashboard_no_color(snap_compare, frozen_doc, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(create_app(snapshot=frozen_doc, view="dashboard"), terminal_size=(120, 40))
+
+
+def _live(doc, size):
+    """The live dashboard on frozen data: a run on its second mode, a step in its window."""
+    from kvtui.tui.screens import DashboardScreen
+
+    app = create_app(snapshot=doc, view="dashboard")
+
+    async def go_live(pilot):
+        st = app.state
+        st.replay = False
+        st.status = "running"
+        st.cursor = None
+        names = list(st.modes)
+        st.current = st.viewing = names[-1]
+        st.step = {"mode": names[-1], "index": len(st.modes[names[-1]].steps), "load": 48, "why": "search"}
+        st.progress = {"phase": "window", "elapsed_s": 12, "window_started": 31, "completed": 20}
+        app.dashboard = DashboardScreen(st)
+        await app.push_screen(app.dashboard)
+        await pilot.pause()
+
+    return app, go_live
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=["80x24", "120x40", "200x50"])
+def test_live_dashboard(snap_compare, frozen_doc, size):
+    app, go_live = _live(frozen_doc, size)
+    assert snap_compare(app, terminal_size=size, run_before=go_live)
+
+
+def test_live_dashboard_no_color(snap_compare, frozen_doc, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    app, go_live = _live(frozen_doc, (120, 40))
+    assert snap_compare(app, terminal_size=(120, 40), run_before=go_live)
