@@ -282,7 +282,7 @@ class MemoryChart(TimeChart):
         if mv is None or not len(mv.series):
             self.empty(plt, "waiting for the server…")
             return ""
-        s, t_max, b = mv.series, self.state.t_max(), self.buckets(w)
+        s, b = mv.series, self.buckets(w)
         f = mv.server or {}
         xs, used = self.view(mv, "gpu_mem_used_gib", b)
         kx, kv = self.view(mv, "kv_in_use_gib", b)
@@ -378,7 +378,7 @@ class QueueChart(TimeChart):
         if mv is None or not len(mv.series):
             self.empty(plt, "no /metrics yet")
             return ""
-        b, t_max, s = self.buckets(w), self.state.t_max(), mv.series
+        b = self.buckets(w)
         items = []
         for i, (key, label) in enumerate((("running", "run"), ("waiting", "wait"), ("load", "target"))):
             xs, ys = self.view(mv, key, b)
