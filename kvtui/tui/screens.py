@@ -17,13 +17,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import Button, Collapsible, Footer, Input, Label, Select, SelectionList, Static
 
 from kvtui.errors import KvtuiError, ScenarioError
-from kvtui.scenario.schema import Length, Scenario, Slo
+from kvtui.scenario.schema import Length, Scenario
 from kvtui.tui.charts import KvChart, MemoryChart, QueueChart, Spark, TokChart, TpotChart, TtftChart
-from kvtui.tui.state import RunState, slo_from_table
+from kvtui.tui.state import RunState
+from kvtui.tui.compare_screen import CompareScreen  # noqa: F401 - imported from here by callers
+from kvtui.tui.slo_form import DEFAULT_SLO_KEYS, SloForm, SloScreen, parse_value  # noqa: F401
 from kvtui.tui.widgets import InfoHeader, LogPane, MemoryBar, StatusBar, StepSlider, StepTable
 
 if TYPE_CHECKING:
@@ -177,9 +179,6 @@ class DashboardScreen(Screen):
 
 
 # -- setup ------------------------------------------------------------------------------------
-DEFAULT_SLO_KEYS = ("ttft_p95_ms", "tpot_p95_ms", "itl_p99_ms", "e2e_p95_ms")
-
-
 def length_text(ln: Length) -> str:
     if ln.dist == "fixed":
         return str(ln.value)
@@ -187,60 +186,6 @@ def length_text(ln: Length) -> str:
         return f'{{dist = "uniform", min = {ln.min}, max = {ln.max}}}'
     cap = f", max = {ln.max}" if ln.max else ""
     return f'{{dist = "{ln.dist}", mean = {ln.mean:g}, std = {ln.std:g}, min = {ln.min}{cap}}}'
-
-
-def parse_value(text: str) -> Any:
-    """A form value as TOML (number, string, inline table); blank → None."""
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-class SloForm(Vertical):
-    """Inputs for the SLO's latency targets (ms; blank = no target), error rate, goodput and
-    preemptions per request (blank = no target, 0 = none allowed)."""
-
-    DEFAULT_CSS = """
-    SloForm { height: auto; }
-    SloForm Grid { grid-size: 4; grid-columns: 14 12 14 12; grid-rows: 3; height: auto; }
-    SloForm Label { padding: 1 0 0 1; }
-    """
-
-    def __init__(self, slo: Slo, **kw: Any):
-        super().__init__(**kw)
-        self.slo = slo
-
-    def compose(self) -> ComposeResult:
-        keys = list(dict.fromkeys(list(self.slo.latency) + list(DEFAULT_SLO_KEYS)))
-        with Grid():
-            for k in keys:
-                m, p, _ = k.split("_")
-                yield Label(f"{m.upper()} {p} ms")
-                v = self.slo.latency.get(k)
-                yield Input(f"{v:g}" if v is not None else "", placeholder="—", type="number", id=f"slo-{k}",
-                            classes="slo-input")
-            yield Label("max errors")
-            yield Input(f"{self.slo.max_error_rate:g}", type="number", id="slo-max_error_rate", classes="slo-input")
-            yield Label("min goodput")
-            yield Input(f"{self.slo.min_goodput:g}" if self.slo.min_goodput else "", placeholder="—", type="number",
-                        id="slo-min_goodput", classes="slo-input")
-            yield Label("preempt/req")
-            mp = self.slo.max_preemptions_per_request
-            yield Input(f"{mp:g}" if mp is not None else "", placeholder="—", type="number",
-                        id="slo-max_preemptions_per_request", classes="slo-input")
-
-    def table(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for inp in self.query(".slo-input").results(Input):
-            key = (inp.id or "")[4:]
-            v = parse_value(inp.value)
-            if v is not None:
-                out[key] = v
-        return out
 
 
 class SetupScreen(Screen):
@@ -462,109 +407,3 @@ class SetupScreen(Screen):
     @on(Button.Pressed, "#quit")
     def _quit(self) -> None:
         self.app.exit(0)
-
-
-# -- SLO editor -------------------------------------------------------------------------------
-class SloScreen(ModalScreen[Any]):
-    """Change the SLO; the app re-evaluates every step from the stored per-request records."""
-
-    BINDINGS = [Binding("escape", "dismiss_none", "cancel"), Binding("ctrl+r", "apply", "apply", priority=True)]
-
-    DEFAULT_CSS = """
-    SloScreen { align: center middle; }
-    SloScreen #box { width: 64; height: auto; max-height: 90%; background: $surface; border: round $primary; padding: 0 1; }
-    SloScreen #problems { color: $error; height: auto; }
-    SloScreen #buttons { height: 3; }
-    SloScreen #note { color: $text-muted; height: auto; }
-    """
-
-    def __init__(self, current: Slo, run_slo: Slo):
-        super().__init__()
-        self.current = current
-        self.run_slo = run_slo
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="box"):
-            yield Static("Change the SLO", classes="section")
-            yield Static(f"the run's SLO: {self.run_slo.describe()}\nPass/fail and the best load are recomputed from "
-                         "the stored per-request records; the search itself is not re-run.", id="note")
-            yield SloForm(self.current, id="slo")
-            yield Static("", id="problems")
-            with Horizontal(id="buttons"):
-                yield Button("Apply", variant="primary", id="apply")
-                yield Button("Run's SLO", id="reset")
-                yield Button("Cancel", id="cancel")
-
-    @on(Button.Pressed, "#apply")
-    @on(Input.Submitted)
-    def action_apply(self) -> None:
-        try:
-            slo = slo_from_table(self.query_one(SloForm).table())
-        except ScenarioError as e:
-            self.query_one("#problems", Static).update(Text("\n".join(p.replace("SLO: ", "") for p in e.problems)))
-            return
-        self.dismiss(slo)
-
-    @on(Button.Pressed, "#reset")
-    def _reset(self) -> None:
-        self.dismiss("reset")
-
-    @on(Button.Pressed, "#cancel")
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
-
-
-class CompareScreen(ModalScreen[None]):
-    """The modes side by side against the baseline (the headless summary's columns, every one):
-    a table whose mode column stays put when it scrolls right; the legend under it."""
-
-    BINDINGS = [Binding("escape,c,q", "dismiss_none", "close")]
-
-    DEFAULT_CSS = """
-    CompareScreen { align: center middle; }
-    CompareScreen #box { width: 98%; height: auto; max-height: 95%; background: $surface; border: round $primary;
-                         padding: 0 1; }
-    CompareScreen #compare-table { height: auto; max-height: 14; }
-    CompareScreen #compare-head, CompareScreen #compare-legend { height: auto; }
-    CompareScreen #compare-legend { color: $text-muted; }
-    """
-
-    def __init__(self, text: str, doc: dict[str, Any] | None = None):
-        super().__init__()
-        self.text = text  # the plain table (a doc that cannot be tabulated shows this)
-        self.doc = doc
-
-    def compose(self) -> ComposeResult:
-        from textual.widgets import DataTable
-
-        with Vertical(id="box"):
-            head, *_ = self.text.split("\n", 1)
-            yield Static(Text(head, style="bold"), id="compare-head")
-            yield DataTable(id="compare-table", zebra_stripes=True, fixed_columns=1, cursor_type="row")
-            yield Static("", id="compare-legend")
-
-    def on_mount(self) -> None:
-        from textual.widgets import DataTable
-
-        from kvtui.report.text import comparison, comparison_headers, comparison_rows
-
-        table = self.query_one(DataTable)
-        try:
-            headers, rows = comparison_headers(self.doc), comparison_rows(self.doc)
-            note = comparison(self.doc).get("note")
-        except Exception:  # a half-written mode must not take the screen down: the plain text then
-            self.query_one("#compare-head", Static).update(Text(self.text, no_wrap=True))
-            table.display = False
-            return
-        for i, h in enumerate(headers):
-            table.add_column(h, key=str(i))
-        for r in rows:
-            table.add_row(*r)
-        legend = ("× ratio to the baseline · Δ change against it · @SLO at the highest load meeting the SLO · "
-                  "\"@n\": the faster load the rate comes from · J/tok GPU energy per output token (NVML) · "
-                  "? lists every abbreviation")
-        self.query_one("#compare-legend", Static).update((f"note: {note}\n" if note else "") + legend)
-        table.focus()
-
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
