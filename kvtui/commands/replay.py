@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.commands.tui import check_theme
     from kvtui.errors import UsageError
     from kvtui.report.snapshot import load_snapshot
-    from kvtui.tui.app import create_app
+    from kvtui.commands.app_options import AppOptions, make_app
 
     check_theme(args.theme)
     doc = load_snapshot(args.snapshot)
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(answer_text(doc))
         return 0
     view = args.view or ("dashboard" if args.step or args.mode else "answer")
-    app = create_app(snapshot=doc, theme=args.theme, replay_mode=args.mode, replay_step=args.step, view=view)
+    app = make_app(AppOptions(snapshot=doc, theme=args.theme, replay_mode=args.mode, replay_step=args.step, view=view))
     rc = app.run()
     for p in app.exports:
         print(f"kvtui: exported {p}")

@@ -93,10 +93,10 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
         if unknown:
             valid = ", ".join(m.name for m in scenario.modes)
             raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: {valid})")
-    from kvtui.tui.app import create_app
+    from kvtui.commands.app_options import AppOptions, make_app
 
-    app = create_app(scenario, out=out, modes=modes, resume=resume, theme=theme, autostart=autostart, fast=fast,
-                     setup_notice=notice, handle_signals=True)
+    app = make_app(AppOptions(scenario=scenario, out=out, modes=modes, resume=resume, theme=theme, autostart=autostart,
+                              fast=fast, setup_notice=notice, handle_signals=True))
     rc = app.run()
     for p in app.exports:
         print(f"kvtui: exported {p}")

@@ -14,6 +14,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -303,8 +304,15 @@ class AnswerScreen(Screen):
             t.append("replay of a document with no path")
         return t
 
+    class ShowDashboard(Message):
+        """Asks the app for the dashboard behind the answer (the screen does not reach into the app)."""
+
+        def __init__(self, open_log: bool = False) -> None:
+            super().__init__()
+            self.open_log = open_log
+
     def action_dashboard(self) -> None:
-        self.kapp.show_dashboard()
+        self.post_message(self.ShowDashboard())
 
     def action_log(self) -> None:
-        self.kapp.show_dashboard(open_log=True)
+        self.post_message(self.ShowDashboard(open_log=True))

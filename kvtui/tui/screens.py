@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Collapsible, Footer, Input, Label, Select, SelectionList, Static
 
@@ -402,7 +403,15 @@ class SetupScreen(Screen):
             self.notify("fix the problems shown first", severity="error")
             return
         modes = list(self.query_one("#modes", SelectionList).selected)
-        self.kapp.start_run(sc, modes=modes)
+        self.post_message(self.StartRequested(sc, modes))
+
+    class StartRequested(Message):
+        """The form is valid: the app starts the run (the screen does not reach into the app)."""
+
+        def __init__(self, scenario: Scenario, modes: list[str]) -> None:
+            super().__init__()
+            self.scenario = scenario
+            self.modes = modes
 
     @on(Button.Pressed, "#quit")
     def _quit(self) -> None:

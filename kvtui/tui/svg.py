@@ -12,10 +12,10 @@ from typing import Any
 
 async def _render(doc: dict[str, Any], width: int, height: int, theme: str, mode: str | None, step: int | None,
                   view: str) -> str:
-    from kvtui.tui.app import create_app
+    from kvtui.commands.app_options import AppOptions, make_app
 
-    app = create_app(snapshot=doc, theme=theme, replay_mode=mode, replay_step=step,
-                     view="dashboard" if view == "compare" else view)
+    app = make_app(AppOptions(snapshot=doc, theme=theme, replay_mode=mode, replay_step=step,
+                              view="dashboard" if view == "compare" else view))
     async with app.run_test(size=(width, height), notifications=False) as pilot:
         await pilot.pause()
         if view == "compare":
