@@ -8,7 +8,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
@@ -98,16 +98,18 @@ class SloScreen(ModalScreen[Any]):
         self.run_slo = run_slo
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="box"):
-            yield Static("Change the SLO", classes="section")
-            yield Static(f"the run's SLO: {self.run_slo.describe()}\nPass/fail and the best load are recomputed from "
-                         "the stored per-request records; the search itself is not re-run.", id="note")
-            yield SloForm(self.current, id="slo")
-            yield Static("", id="problems")
+        # The buttons first: at 80×24 the form is taller than the screen, and Apply must stay in
+        # reach (Enter in any field applies too). The form scrolls below them.
+        with VerticalScroll(id="box"):
+            yield Static("Change the SLO  (enter applies · esc cancels)", classes="section")
             with Horizontal(id="buttons"):
                 yield Button("Apply", variant="primary", id="apply")
                 yield Button("Run's SLO", id="reset")
                 yield Button("Cancel", id="cancel")
+            yield Static("", id="problems")
+            yield Static(f"the run's SLO: {self.run_slo.describe()}\nPass/fail and the best load are recomputed from "
+                         "the stored per-request records; the search itself is not re-run.", id="note")
+            yield SloForm(self.current, id="slo")
 
     @on(Button.Pressed, "#apply")
     @on(Input.Submitted)

@@ -144,3 +144,21 @@ def test_progress_says_step_n_of_about_m_with_an_eta(h200_doc):
     assert p["eta_run_s"] > p["eta_mode_s"] > 0
     text = progress_text(st)
     assert text.startswith("step 3 of about ") and "mode ETA" in text and "run ETA" in text
+
+
+async def test_enter_applies_the_slo_form_and_apply_is_on_screen_at_80x24(frozen_doc):
+    from kvtui.tui.screens import SloScreen
+
+    app = create_app(snapshot=frozen_doc, view="dashboard")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, SloScreen), "the SLO editor")
+        await pilot.pause()
+        apply = app.screen.query_one("#apply")
+        assert apply.region.bottom <= 24 and apply.region.height > 0  # in reach without scrolling
+        inp = app.screen.query_one("#slo-tpot_p95_ms")
+        inp.value = "1"
+        inp.focus()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.state.edited, "the SLO applied by Enter")
+        assert "TPOT p95 ≤ 1 ms" in app.state.shown_slo.describe()
