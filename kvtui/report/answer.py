@@ -82,6 +82,7 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     ask(f"most {unit} at the SLO", "best", max, fmt_load)
     ask("most output tok/s at the SLO", "output_tok_s", max, lambda v: f"{fmt(v)} tok/s")
     ask("cheapest output tokens", "usd_per_mtok_out", min, lambda v: f"${v:.3f}/Mtok")
+    ask("cheapest at equal quality", "usd_per_mtok_out_qadj", min, lambda v: f"${v:.3f}/Mtok quality-adjusted")
     ask("least energy per output token", "j_per_token_out", min, lambda v: f"{v:.3f} J/token")
     quality = [r for r in rows if r.get("quality")]
     if quality:

@@ -41,6 +41,7 @@ ANSWER_COLUMNS = [
     ("tok_x", "×"),
     ("usd", "$/Mtok"),
     ("usd_d", "Δ"),
+    ("qadj", "q-adj $/Mtok"),
     ("j", "J/tok"),
     ("kv", "KV tokens"),
     ("limit", "next step"),
@@ -65,6 +66,7 @@ def answer_cells(r: dict[str, Any], base: str | None) -> dict[str, str]:
         "usd": fmt(r.get("usd_per_mtok_out"), 3),
         "usd_d": fmt_pct(r.get("cost_out_change")),
         "j": f"{j:.3f}" if isinstance(j, (int, float)) else "—",
+        "qadj": fmt(r.get("usd_per_mtok_out_qadj"), 3),
         "kv": fmt(r.get("kv_tokens")),
         "limit": LIMIT_WORDS.get(lim or "", lim or "—"),
         "quality": quality_cell(r.get("quality")),
@@ -274,8 +276,9 @@ class AnswerScreen(Screen):
         lw = self.state.load_word
         has_q = any(r.get("quality") for r in ans["rows"])
         has_j = any(r.get("j_per_token_out") is not None for r in ans["rows"])
+        has_qadj = any(r.get("usd_per_mtok_out_qadj") is not None for r in ans["rows"])
         cols = [(k, h.format(lw=lw)) for k, h in ANSWER_COLUMNS
-                if (k != "quality" or has_q) and (k != "j" or has_j)]
+                if (k != "quality" or has_q) and (k != "j" or has_j) and (k != "qadj" or has_qadj)]
         for k, h in cols:
             table.add_column(h, key=k)
         th = self.app.current_theme
@@ -284,7 +287,8 @@ class AnswerScreen(Screen):
             cells = answer_cells(r, ans["baseline"])
             row = []
             for k, _ in cols:
-                src = {"best": "best", "tok": "output_tok_s", "usd": "usd_per_mtok_out", "j": "j_per_token_out"}.get(k)
+                src = {"best": "best", "tok": "output_tok_s", "usd": "usd_per_mtok_out", "j": "j_per_token_out",
+                       "qadj": "usd_per_mtok_out_qadj"}.get(k)
                 won = src is not None and r["mode"] in winners.get(src, set()) and len(ans["rows"]) > 1
                 row.append(Text(("★" if won else "") + cells[k], style=f"bold {th.success}" if won else ""))
             table.add_row(*row, key=str(r["mode"]))

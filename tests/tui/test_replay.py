@@ -184,7 +184,7 @@ async def test_command_palette_lists_the_controls(frozen_doc):
         keys = set(app.active_bindings)
         for k in ("left", "right", "m", "c", "a", "e", "ctrl+s", "t", "q", "question_mark"):
             assert k in keys
-        await pilot.pause()
+        await wait_until(pilot, lambda: "answer" in screen_text(app).splitlines()[-1], "the replay footer")
         footer = screen_text(app).splitlines()[-1]
         for word in ("step", "answer", "mode", "SLO", "export", "compare", "help", "quit", "palette"):
             assert word in footer
