@@ -200,4 +200,9 @@ def test_tmux_80x24_every_footer_key_and_the_answer(tmux_factory, knee_path, fro
     live.wait_for("ANSWER", limit_s=180)  # the run ends on its answer
     live.keys("C-c")
     live.wait_for("KVTUI-EXIT=130")
+    # multiprocessing's resource tracker leaves once it sees its parent gone (it holds nothing):
+    # wait for that, bounded, as the dropped-session test does.
+    end = time.monotonic() + 60
+    while live.tagged_processes() and time.monotonic() < end:
+        time.sleep(0.3)
     assert live.tagged_processes() == []
