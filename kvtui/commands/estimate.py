@@ -85,8 +85,57 @@ def run(args) -> int:
         raise UsageError(f"{req} tokens per request exceed max_model_len {settings.max_model_len} (raise --max-model-len)")
     est = estimate_memory(model, gpu, weights, args.kv_dtype, settings, cal,
                           prompt_tokens=args.prompt, output_tokens=args.output, context_tokens=args.context)
+    # bf16 and fp8 side by side (weights × KV cache), the figures people compare first.
+    pairs = list(dict.fromkeys([(weights, args.kv_dtype), ("bf16", "auto"), ("bf16", "fp8"), ("fp8", "auto"), ("fp8", "fp8")]))
+    side = []
+    for w_, kv_ in pairs:
+        e = estimate_memory(model, gpu, w_, kv_, settings, cal,
+                            prompt_tokens=args.prompt, output_tokens=args.output, context_tokens=args.context)
+        side.append(e)
+    alias = alias_note(args.gpu, gpu.name)
     if args.json:
-        print(json.dumps(est.to_dict(), indent=2, default=str))
+        d = est.to_dict()
+        d["gpu_asked"] = args.gpu
+        d["side_by_side"] = [{"weights": e.weights, "kv_cache_dtype": e.kv_cache_dtype, "fits": e.fits,
+                              "kv_cache_gib": round(e.kv_cache_gib, 3), "kv_tokens": e.kv_tokens,
+                              "kv_bound_concurrency": e.kv_bound_concurrency,
+                              "max_concurrency_reported": e.max_concurrency_reported} for e in side]
+        print(json.dumps(d, indent=2, default=str))
     else:
+        print(verdict_line(est))
+        if alias:
+            print(alias)
+        print()
         print(est.table())
-    return 0
+        print()
+        print(side_by_side(side, req))
+    return 0 if est.fits else 1  # a script asking whether it fits gets the answer in the exit code too
+
+
+def alias_note(asked: str, name: str) -> str | None:
+    """Say when a GPU name was read as another (A100 → A100-80G), never silently."""
+    if asked.strip().lower().replace(" ", "-") == name.lower():
+        return None
+    return f"note: --gpu {asked} read as {name} (the catalogue's entry for it); name it exactly to be sure"
+
+
+def verdict_line(est) -> str:
+    where = f"{est.model} on {est.gpu}" + (f" x{est.tp}" if est.tp > 1 else "") + f" (weights {est.weights}, KV {est.kv_cache_dtype})"
+    if not est.fits:
+        return f"DOES NOT FIT: {where}: {est.problem}"
+    conc = (f", {est.kv_bound_concurrency:,} requests of {est.request_tokens} tokens at once" if est.request_tokens
+            else f", {est.max_concurrency_reported:.2f}x max_model_len requests")
+    return f"FITS: {where}: {est.kv_cache_gib:.2f} GiB KV cache = {est.kv_tokens:,} KV tokens{conc}"
+
+
+def side_by_side(side, req) -> str:
+    from kvtui.report.text import table
+
+    head = ["weights", "KV cache dtype", "KV cache GiB", "KV tokens",
+            f"KV-bound c @{req} tok" if req else "max conc @max_model_len", "fits"]
+    rows = []
+    for e in side:
+        kv = f"{e.kv_cache_gib:.2f}" if e.kv_cache_gib >= 0 else f"none (short {-e.kv_cache_gib:.1f})"
+        conc = (f"{e.kv_bound_concurrency:,}" if e.kv_bound_concurrency is not None else "—") if req else f"{e.max_concurrency_reported:.2f}x"
+        rows.append([e.weights, e.kv_cache_dtype, kv, f"{e.kv_tokens:,}", conc, "yes" if e.fits else "NO"])
+    return "bf16 / fp8 side by side:\n" + table(head, rows)

@@ -22,6 +22,10 @@ def add_parser(sub):
     p.add_argument("--width", type=int, default=160, help="svg: terminal columns (default 160)")
     p.add_argument("--height", type=int, default=48, help="svg: terminal rows (default 48)")
     p.add_argument("--theme", help="svg: theme name")
+    p.add_argument("--view", choices=("answer", "dashboard", "compare"), default=None,
+                   help="svg: which screen (default: the answer; dashboard with --mode)")
+    p.add_argument("--mode", help="svg: this mode's dashboard (implies --view dashboard)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing output file")
     p.set_defaults(func=run)
     return p
 
@@ -39,11 +43,21 @@ def run(args: argparse.Namespace) -> int:
     if args.width < 40 or args.height < 10:
         raise UsageError("--width must be ≥ 40 and --height ≥ 10")
     doc = load_snapshot(args.snapshot)
-    text = render(doc, fmt, width=args.width, height=args.height, theme=args.theme)
+    mode = getattr(args, "mode", None)
+    names = [m.get("name") for m in doc.get("modes") or []]
+    if mode and mode not in names:
+        raise UsageError(f"--mode {mode}: not in this snapshot (modes: {', '.join(map(str, names)) or 'none'})")
+    view = getattr(args, "view", None) or ("dashboard" if mode else "answer")
+    out = None if args.out == "-" else (Path(args.out) if args.out else default_out(args.snapshot, fmt))
+    if out is not None and out.resolve() == Path(args.snapshot).resolve():
+        raise UsageError(f"{out}: the export would overwrite its own snapshot; pick another --out")
+    if out is not None and out.exists() and not getattr(args, "force", False):
+        raise UsageError(f"{out}: exists; --force overwrites it, --out picks another file")
+    text = render(doc, fmt, width=args.width, height=args.height, theme=args.theme, view=view, mode=mode)
     if args.out == "-":
         sys.stdout.write(text)
         return 0
-    out = Path(args.out) if args.out else default_out(args.snapshot, fmt)
+    assert out is not None
     if out.resolve() == Path(args.snapshot).resolve():
         raise UsageError(f"{out}: the export would overwrite its own snapshot; pick another --out")
     write_text_private(out, text)

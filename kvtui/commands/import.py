@@ -50,6 +50,12 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if any(out.resolve() == Path(f).resolve() for f in args.files):
         raise UsageError(f"{out}: would overwrite an input file; pick another --out")
+    if not out.parent.exists():
+        try:  # --out runs/new/x.json: make the folder, and say so
+            out.parent.mkdir(parents=True)
+        except OSError as e:
+            raise UsageError(f"--out {out}: cannot create the folder {out.parent}: {e.strerror or e}")
+        print(f"kvtui: created the folder {out.parent}", file=sys.stderr)
     write_text_private(out, dumps(doc) + "\n")
     sys.stdout.write(comparison_table(doc) + "\n")
     print(f"kvtui: wrote {out} ({len(doc['modes'])} mode(s), {sum(len(m['steps']) for m in doc['modes'])} step(s))", file=sys.stderr)

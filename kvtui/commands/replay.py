@@ -1,4 +1,4 @@
-"""`kvtui replay SNAPSHOT.json`: the dashboard on a saved run, with a step slider. No GPU needed."""
+"""`kvtui replay SNAPSHOT.json`: a saved run's answer, and its dashboard with a step slider. No GPU needed."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--mode", help="show this mode first")
     p.add_argument("--step", type=int, help="start at this step (1-based; default: the last)")
     p.add_argument("--theme", help="theme name")
+    p.add_argument("--view", choices=("answer", "dashboard"), default=None,
+                   help="open on the answer (default) or the dashboard (default with --step or --mode)")
     p.set_defaults(func=run)
     return p
 
@@ -23,15 +25,30 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.commands.tui import check_theme
     from kvtui.errors import UsageError
     from kvtui.report.snapshot import load_snapshot
-    from kvtui.tui.app import create_app
+    from kvtui.commands.app_options import AppOptions, make_app
 
     check_theme(args.theme)
     doc = load_snapshot(args.snapshot)
     names = [m.get("name") for m in doc.get("modes") or []]
     if args.mode and args.mode not in names:
         raise UsageError(f"--mode {args.mode}: not in this snapshot (modes: {', '.join(map(str, names)) or 'none'})")
-    app = create_app(snapshot=doc, theme=args.theme, replay_mode=args.mode, replay_step=args.step)
+    if dumb_terminal():
+        # No full-screen app on a dumb terminal: the answer as plain lines, no escapes.
+        import sys
+
+        from kvtui.report.answer import answer_text
+
+        sys.stdout.write(answer_text(doc))
+        return 0
+    view = args.view or ("dashboard" if args.step or args.mode else "answer")
+    app = make_app(AppOptions(snapshot=doc, theme=args.theme, replay_mode=args.mode, replay_step=args.step, view=view))
     rc = app.run()
     for p in app.exports:
         print(f"kvtui: exported {p}")
     return int(rc or 0)
+
+
+def dumb_terminal() -> bool:
+    import os
+
+    return os.environ.get("TERM", "") == "dumb"

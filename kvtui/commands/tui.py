@@ -82,16 +82,21 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
                resume: dict[str, Any] | list[dict[str, Any]] | None = None, theme: str | None = None, autostart: bool = False,
                fast: bool = False, notice: str | None = None) -> int:
     """Run the dashboard on `scenario`; returns the exit code (0, or 1 when the run failed)."""
+    from kvtui.commands.replay import dumb_terminal
+
+    if dumb_terminal():
+        raise UsageError("TERM=dumb: this terminal cannot show the dashboard; "
+                         "kvtui run SCENARIO --headless prints plain lines (no escapes)")
     check_theme(theme)
     if modes:
         unknown = [m for m in modes if m not in {x.name for x in scenario.modes}]
         if unknown:
             valid = ", ".join(m.name for m in scenario.modes)
             raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: {valid})")
-    from kvtui.tui.app import create_app
+    from kvtui.commands.app_options import AppOptions, make_app
 
-    app = create_app(scenario, out=out, modes=modes, resume=resume, theme=theme, autostart=autostart, fast=fast,
-                     setup_notice=notice, handle_signals=True)
+    app = make_app(AppOptions(scenario=scenario, out=out, modes=modes, resume=resume, theme=theme, autostart=autostart,
+                              fast=fast, setup_notice=notice, handle_signals=True))
     rc = app.run()
     for p in app.exports:
         print(f"kvtui: exported {p}")

@@ -16,6 +16,7 @@ The resolution is one rule for every mode, so the modes compare fairly.
 from __future__ import annotations
 
 import math
+from typing import Any, Iterable
 from dataclasses import dataclass, field
 
 from kvtui.scenario.schema import Ramp
@@ -284,3 +285,63 @@ def make_search(ramp: Ramp, closed: bool, guess: float | None = None) -> _Base:
 
 
 Search = _Base  # the type every strategy is (make_search returns one)
+
+
+def best_load(steps: "Iterable[dict[str, Any]]") -> float | None:
+    """Highest load that passed below the lowest load that failed, by the latest verdict per load.
+
+    The same rule as the search (`kvtui.explore.search`): a repeat overrides the earlier verdict,
+    an undecided step (too few samples) counts as a fail, hand-driven steps (hold, manual) and
+    steps cut short by a stop do not count.
+    """
+    from kvtui.explore.evaluate import ran_to_its_end
+
+    latest: dict[float, bool] = {}
+    for s in steps:
+        if s.get("why", "search") not in ("search", "confirm") or not ran_to_its_end(s):
+            continue
+        load = s.get("load")
+        if load is None:
+            continue
+        latest[float(load)] = bool(s.get("passed"))
+    if not latest:
+        return None
+    fails = [x for x, ok in latest.items() if not ok]
+    lowest_fail = min(fails) if fails else math.inf
+    passes = [x for x, ok in latest.items() if ok and x < lowest_fail]
+    return max(passes) if passes else None
+
+
+def steps_left_estimate(ramp: dict[str, Any], steps: list[dict[str, Any]], closed: bool = True) -> int:
+    """About how many steps the search still needs (progress: "step n of about m").
+
+    From what the steps so far bracket: growing (no fail yet) doubles towards ramp.max, then
+    bisects; a bracket [pass, fail] halves down to the resolution; then the confirmation repeats
+    the knee and its next load. An estimate, said as one ("about").
+    """
+    counted = [s for s in steps if s.get("why", "search") in ("search", "confirm") and s.get("load") is not None]
+    if any(s.get("why") == "confirm" for s in counted):
+        return max(0, 2 - sum(1 for s in counted if s.get("why") == "confirm"))
+    passes = [float(s["load"]) for s in counted if s.get("passed")]
+    fails = [float(s["load"]) for s in counted if not s.get("passed")]
+    lo = max(passes) if passes else float(ramp.get("start") or 1)
+    hi = min(fails) if fails else None
+    rv = float(ramp.get("resolution") or 0)
+
+    def res(x: float) -> float:
+        if rv > 0:
+            return rv
+        return max(1.0, math.floor(x / 16)) if closed else max(0.05, x / 16)
+
+    left = 0
+    if hi is None:
+        top = float(ramp.get("max") or lo * 2)
+        if lo >= top:
+            return 0
+        grow = max(1, math.ceil(math.log2(max(top / max(lo, 1e-9), 1.0))))
+        left += grow
+        hi, lo = min(top, lo * 2), lo  # the first fail lands about one doubling up
+    span = max(0.0, hi - lo)
+    if span > res(lo):
+        left += max(0, math.ceil(math.log2(span / res(lo))))
+    return left + (2 if ramp.get("confirm", True) else 0)

@@ -99,7 +99,8 @@ def portable_doc(doc: dict[str, Any], extra_secrets: list[str] | None = None) ->
     return scrub(d, extra_secrets)
 
 
-def render_svg(doc: dict[str, Any], width: int = 160, height: int = 48, theme: str | None = None) -> str:
+def render_svg(doc: dict[str, Any], width: int = 160, height: int = 48, theme: str | None = None,
+               view: str = "answer", mode: str | None = None) -> str:
     try:
         from kvtui.tui.svg import render_dashboard_svg
     except ImportError as e:
@@ -107,7 +108,8 @@ def render_svg(doc: dict[str, Any], width: int = 160, height: int = 48, theme: s
         if missing and str(missing).startswith("kvtui.tui"):
             raise KvtuiError("--format svg: this kvtui has no dashboard SVG renderer yet (kvtui.tui.svg); use --format md or csv")
         raise KvtuiError(f"--format svg needs {missing}, which is not installed: {e}")
-    kwargs = {"theme": theme} if theme else {}
+    kwargs: dict[str, Any] = {"theme": theme} if theme else {}
+    kwargs.update(view=view, mode=mode)
     try:
         return render_dashboard_svg(doc, width, height, **kwargs)
     except KvtuiError:
@@ -117,7 +119,7 @@ def render_svg(doc: dict[str, Any], width: int = 160, height: int = 48, theme: s
 
 
 def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, theme: str | None = None,
-           extra_secrets: list[str] | None = None) -> str:
+           extra_secrets: list[str] | None = None, view: str = "answer", mode: str | None = None) -> str:
     """The export of `doc` in format `fmt` as text (already portable and scrubbed)."""
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: not a format kvtui exports (choose from {', '.join(FORMATS)})")
@@ -135,7 +137,7 @@ def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, th
 
         text = render_csv(d)
     else:
-        text = render_svg(d, width, height, theme)
+        text = render_svg(d, width, height, theme, view=view, mode=mode)
     return scrub_text(text, sorted(set(process_secrets()) | set(s for s in (extra_secrets or []) if s and len(s) >= 4), key=len, reverse=True))
 
 
@@ -152,5 +154,7 @@ def write_text_private(path: Path, text: str) -> None:
 
     try:
         atomic_write(path, text)
+    except FileNotFoundError:
+        raise KvtuiError(f"{path}: cannot write it: the folder {path.parent} does not exist")
     except OSError as e:
-        raise KvtuiError(f"{path}: cannot write the export: {e.strerror or e}")
+        raise KvtuiError(f"{path}: cannot write it: {e.strerror or e}")

@@ -139,7 +139,8 @@ LEGEND = (
     "that was more than 5 % faster, shown as \"@load\" (past the KV wall preemptions cost throughput). *@knee*: the "
     "passing steps at the knee (preemptions: the larger). *next step limit*: what stopped the first failing load above "
     "it. *peak GPU GiB*: largest GPU memory seen in any step. *$/Mtok*: GPU cost per million output (input) tokens at "
-    "the fastest load, each carrying the whole bill; *Δ*: change against the baseline. *quality*: fixed prompts at "
+    "the fastest load, each carrying the whole bill; *J/tok out*: GPU energy per output token there (NVML power; — "
+    "where the GPU reported none, as the simulator); *Δ*: change against the baseline. *quality*: fixed prompts at "
     "temperature 0 against the reference mode."
 )
 

@@ -66,18 +66,24 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool 
 
 COMPARISON_HEADERS = (
     "mode", "max conc @SLO", "×", "out tok/s @SLO", "×", "peak GPU GiB", "weights GiB", "KV tokens", "×",
-    "preempt @knee", "next step limit", "$/Mtok out", "Δ", "$/Mtok in", "Δ", "q-adj $/Mtok out", "quality",
+    "preempt @knee", "next step limit", "$/Mtok out", "Δ", "J/tok out", "Δ", "$/Mtok in", "Δ", "q-adj $/Mtok out",
+    "quality",
 )
 
 
 def comparison(doc: dict[str, Any]) -> dict[str, Any]:
-    """The doc's comparison, computed from its modes when it has none yet."""
-    comp = doc.get("comparison")
-    if comp and comp.get("rows") is not None and len(comp["rows"]) == len(doc.get("modes", [])):
-        return comp
-    from kvtui.report.compare import compare_modes
+    """The doc's comparison, computed from its modes when it has none yet, with energy per token
+    (J/token, from NVML power) on each row — a copy: the stored comparison is not changed."""
+    from kvtui.report.energy import add_energy
 
-    return compare_modes(doc)
+    comp = doc.get("comparison")
+    if not (comp and comp.get("rows") is not None and len(comp["rows"]) == len(doc.get("modes", []))):
+        from kvtui.report.compare import compare_modes
+
+        comp = compare_modes(doc)
+    if all("j_per_token_out" in r for r in comp["rows"]):
+        return comp
+    return add_energy(doc, dict(comp, rows=[dict(r) for r in comp["rows"]]))
 
 
 def comparison_headers(doc: dict[str, Any] | None = None, load_kind: str | None = None) -> list[str]:
@@ -136,6 +142,7 @@ def comparison_row(r: dict[str, Any]) -> list[str]:
         fmt_peak(r), fmt(r["weights_gib"], 2), fmt(r["kv_tokens"]), fmt_x(r.get("kv_tokens_x")),
         fmt(r["preemptions_at_knee"]), LIMIT_WORDS.get(lim or "", lim or "—"),
         fmt(r["usd_per_mtok_out"], 3), fmt_pct(r.get("cost_out_change")),
+        fmt(r.get("j_per_token_out"), 3), fmt_pct(r.get("energy_change")),
         fmt(r["usd_per_mtok_in"], 4), fmt_pct(r.get("cost_in_change")),
         fmt(r.get("usd_per_mtok_out_qadj"), 3),
         quality_cell(r.get("quality")),
@@ -200,10 +207,13 @@ def caveats(doc: dict[str, Any]) -> list[str]:
             by_warning.setdefault(w, []).append(str(m.get("name")))
     for w, names in by_warning.items():
         out.append(f"{w} ({', '.join(names)})" if len(names) < len(modes) or len(modes) == 1 else f"{w} (every mode)")
-    slow = [f"{m['name']} ×{(m.get('engine_info') or {}).get('time_scale'):g}" for m in modes
-            if ((m.get("engine_info") or {}).get("time_scale") or 1.0) != 1.0]
+    scaled = [((m.get("engine_info") or {}).get("time_scale") or 1.0, m["name"]) for m in modes]
+    slow = [f"{n} ×{ts:g}" for ts, n in scaled if ts > 1.0]
+    fast = [f"{n} ×{1 / ts:g}" for ts, n in scaled if 0 < ts < 1.0]
     if slow:
         out.append(f"simulator in slow motion ({', '.join(slow)}): figures scaled back to modelled time")
+    if fast:  # time_scale < 1: fast-forward, said as the header says it
+        out.append(f"simulator fast-forwarded ({', '.join(fast)}): figures scaled back to modelled time")
     hits = [(n, r.get("prefix_cache_hit_rate_at_knee")) for n, r in rows.items()]
     known = [(n, h) for n, h in hits if h is not None]
     if known:

@@ -10,26 +10,27 @@ widgets up to date inside `batch_update()`. Nothing that measures waits on the U
 from __future__ import annotations
 
 import asyncio
-import copy
 import signal
 import threading
-import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from textual import on, work
-from textual.app import App, SystemCommand
+from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from kvtui.errors import KvtuiError
-from kvtui.scenario.schema import Scenario, Slo
-from kvtui.tui.state import RunState, reevaluate_modes
+from kvtui.scenario.schema import Scenario
+from kvtui.tui.state import RunState
+from kvtui.tui.controls import Controls
+from kvtui.tui.documents import DocumentActions, write_markdown  # noqa: F401 - imported from here
 from kvtui.tui.themes import DEFAULT_THEME, ChartPalette, builtin_palette, load_themes, palette_for
 
-REFRESH_HZ = 2.0  # the one redraw timer; ≤ 2 Hz by design (a chart rebuild costs milliseconds of CPU)
+from kvtui.commands.app_options import REFRESH_HZ, AppOptions  # noqa: F401,E402
+
 QUIT_GRACE_S = 3.0  # after this, a run still starting its engine is killed rather than waited for
 
 
@@ -41,47 +42,35 @@ class RunEvent(Message):
         self.event = event
 
 
-class KvtuiApp(App[int]):
+class KvtuiApp(Controls, DocumentActions, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "kvtui"
     ENABLE_COMMAND_PALETTE = True
 
     BINDINGS = [
         Binding("q", "quit", "quit"),
-        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
+        Binding("ctrl+c", "interrupt", "quit", show=False, priority=True),
         Binding("t", "cycle_theme", "theme"),
     ]
 
-    def __init__(
-        self,
-        scenario: Scenario | None = None,
-        *,
-        out: str | Path | None = None,
-        modes: list[str] | None = None,
-        resume: dict[str, Any] | list[dict[str, Any]] | None = None,
-        theme: str | None = None,
-        autostart: bool = False,
-        fast: bool = False,
-        snapshot: dict[str, Any] | None = None,
-        setup_notice: str | None = None,
-        refresh_hz: float = REFRESH_HZ,
-        handle_signals: bool = False,
-        replay_mode: str | None = None,
-        replay_step: int | None = None,
-    ):
+    def __init__(self, options: "AppOptions | None" = None):
         super().__init__()
-        self.replay_mode = replay_mode
-        self.replay_step = replay_step
-        self.scenario = scenario
-        self.out = Path(out) if out else None
-        self.modes = modes
-        self.resume = resume
-        self.autostart = autostart
-        self.fast = fast
-        self.snapshot = snapshot
-        self.setup_notice = setup_notice
-        self.refresh_hz = min(2.0, max(0.2, refresh_hz))
-        self.handle_signals = handle_signals
+        from kvtui.commands.app_options import AppOptions
+
+        o = self.options = options or AppOptions()
+        self.view = o.opens_on  # a replay opens on its answer, unless a step or the dashboard was asked for
+        self.replay_mode = o.replay_mode
+        self.replay_step = o.replay_step
+        self.scenario = o.scenario
+        self.out = Path(o.out) if o.out else None
+        self.modes = o.modes
+        self.resume = o.resume
+        self.autostart = o.autostart
+        self.fast = o.fast
+        self.snapshot = o.snapshot
+        self.setup_notice = o.setup_notice
+        self.refresh_hz = min(2.0, max(0.2, o.refresh_hz))
+        self.handle_signals = o.handle_signals
         self.state = RunState()
         self.run_obj: Any = None  # kvtui.explore.run.Run
         self.worker_run: Worker | None = None
@@ -102,7 +91,7 @@ class KvtuiApp(App[int]):
             self.register_theme(th)
             self._palettes[name] = pal
             self._theme_names.append(name)
-        want = theme or DEFAULT_THEME
+        want = o.theme or DEFAULT_THEME
         if want not in self.available_themes:
             self.theme_problems.append(f"theme {want!r} not found; using {DEFAULT_THEME}")
             want = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
@@ -133,6 +122,8 @@ class KvtuiApp(App[int]):
                 self.state.move_cursor(to=self.replay_step - 1)
             self.dashboard = DashboardScreen(self.state, replay=True)
             self.push_screen(self.dashboard)
+            if self.view == "answer":
+                self.show_answer()
         elif self.autostart and self.scenario is not None:
             self.dashboard = DashboardScreen(self.state)
             self.push_screen(self.dashboard)
@@ -171,10 +162,27 @@ class KvtuiApp(App[int]):
         os._exit(129)  # 128 + SIGHUP
 
     def tick(self) -> None:
-        """The one redraw timer: only the dashboard's visible views, only what changed."""
+        """The one redraw timer: only the visible screen's views, only what changed."""
         self.ticks += 1
         if self.dashboard is not None and self.dashboard.is_attached:
             self.dashboard.sync()
+        sync = getattr(self.screen, "sync", None)
+        if sync is not None and self.screen is not self.dashboard:
+            sync()
+
+    LIVE_ONLY = ("toggle_pause", "stop_run", "skip_mode", "hold", "nudge")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Footer and keys per context: no run controls in a replay, no step keys live."""
+        if action in self.LIVE_ONLY:
+            return not self.state.replay
+        if action == "replay_step":
+            return self.state.replay
+        if action == "start":
+            return not self.state.replay
+        if action in ("cycle_mode", "show_answer") and not self.state.replay and self.size.width < 100:
+            return False  # 80 columns live: the run's controls, SLO, export, compare, help, quit, theme first
+        return True
 
     async def on_unmount(self) -> None:
         """Whatever closed the app (q, ctrl+c, the browser tab, a signal): stop the run first."""
@@ -251,9 +259,14 @@ class KvtuiApp(App[int]):
         if k == "mode_finished":
             d = ev.data
             best = d.get("best_concurrency")
-            self.notify(f"{ev.mode}: best {self.state.load_word}={best:g}" if best is not None
-                        else f"{ev.mode}: {(d.get('search') or {}).get('describe') or 'no result'}",
-                        title="mode finished", timeout=6)
+            if best is not None:
+                text = f"{ev.mode}: best {self.state.load_word}={best:g}"
+            elif d.get("complete") is False or (d.get("search") or {}).get("done") is False:
+                # A stop mid-mode: lower loads may never have been tried; no verdict to claim.
+                text = f"{ev.mode}: stopped before its search finished: no verdict"
+            else:
+                text = f"{ev.mode}: {(d.get('search') or {}).get('describe') or 'no result'}"
+            self.notify(text, title="mode finished", timeout=6)
         elif k == "error":
             self.notify(str(ev.data), severity="error", timeout=10)
         elif k == "warning":
@@ -261,8 +274,17 @@ class KvtuiApp(App[int]):
             if text not in self._warned:  # once each: a flapping /metrics must not bury the screen
                 self._warned.add(text)
                 self.notify(text, severity="warning", timeout=8)
+        elif k == "run_finished" and not self.quitting:
+            # The run ends on its answer (over the dashboard: d goes back to it).
+            self.call_after_refresh(self.show_answer)
         elif k == "step_finished" and self.state.edited:
             self._reevaluate_new_step(self.state.view_slo, ev.mode, ev.data.get("index"))
+
+    def on_setup_screen_start_requested(self, message: Any) -> None:
+        self.start_run(message.scenario, modes=message.modes)
+
+    def on_answer_screen_show_dashboard(self, message: Any) -> None:
+        self.show_dashboard(open_log=message.open_log)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         w = event.worker
@@ -351,218 +373,10 @@ class KvtuiApp(App[int]):
             return
         self.exit(self.rc)
 
-    def action_start(self) -> None:
-        if self.run_active:
-            self.notify("the run is going", severity="information")
-            return
-        if self.scenario is None:
-            self.notify("no scenario: open one in the setup screen", severity="warning")
-            return
-        if self.state.replay:
-            self.notify("replay: nothing to start (kvtui run SCENARIO to measure)", severity="information")
-            return
-        self.start_run(self.scenario, modes=self.modes)
-
-    def action_toggle_pause(self) -> None:
-        r = self.run_obj
-        if r is None or not self.run_active:
-            if self.state.status in ("idle",) and self.scenario is not None and not self.state.replay:
-                self.action_start()
-            return
-        if r.paused:
-            r.unpause()
-            self.notify("resumed")
-        else:
-            r.pause()
-            self.notify("pausing after this step")
-        self.dashboard and self.dashboard.sync()
-
-    def action_stop_run(self) -> None:
-        if not self.run_active:
-            self.notify("no run is going", severity="information")
-            return
-        self.stop_run()
-        self.notify("stopping: the step in flight ends, the server stops, the snapshot is finalised")
-
-    def action_skip_mode(self) -> None:
-        if self.run_active and self.run_obj is not None:
-            self.run_obj.skip_mode()
-            self.notify("skipping to the next mode")
-
-    def action_hold(self) -> None:
-        if self.run_active and self.run_obj is not None:
-            on = self.run_obj.hold()
-            self.notify("holding this load: steps repeat until h again" if on else "hold released: the search goes on")
-            self.dashboard and self.dashboard.sync()
-
-    def action_nudge(self, delta: int) -> None:
-        if self.run_active and self.run_obj is not None:
-            self.run_obj.nudge(delta)
-            self.notify(f"next step one level {'up' if delta > 0 else 'down'} (by hand)")
-        elif self.state.replay:
-            self.action_replay_step(delta)
-
-    def action_replay_step(self, delta: int) -> None:
-        if self.state.replay:
-            self.state.move_cursor(delta)
-            self.dashboard and self.dashboard.sync()
-
-    def action_cycle_mode(self) -> None:
-        name = self.state.cycle_view(1)
-        if name:
-            self.notify(f"showing mode {name}")
-            self.dashboard and self.dashboard.sync()
-
-    def action_cycle_theme(self) -> None:
-        names = self._theme_names or [self.theme]
-        i = names.index(self.theme) if self.theme in names else -1
-        self.theme = names[(i + 1) % len(names)]
-        self.notify(f"theme {self.theme}", timeout=2)
-        self.dashboard and self.dashboard.sync()
-
-    def action_edit_slo(self) -> None:
-        from kvtui.tui.screens import SloScreen
-
-        def done(result: Any) -> None:
-            if result is None:
-                return
-            if result == "reset":
-                self.state.set_view_slo(None)
-                self.notify(f"back to the run's SLO: {self.state.slo.describe()}")
-                self.dashboard and self.dashboard.sync()
-                return
-            self.apply_slo(result)
-
-        self.push_screen(SloScreen(self.state.shown_slo, self.state.slo), done)
-
-    def apply_slo(self, slo: Slo) -> Worker:
-        """Re-evaluate every step under `slo` from the records sidecar (a thread; the screen stays live)."""
-        modes = [(mv.name, list(mv.steps), self.state.records_file_for(mv)) for mv in self.state.modes.values()]
-        return self._reevaluate(slo, modes)
-
-    @work(thread=True, exclusive=True, group="slo", exit_on_error=False, name="kvtui-slo")
-    def _reevaluate(self, slo: Slo, modes: list) -> tuple[Slo, dict, list[str]]:
-        results, problems = reevaluate_modes(modes, slo)
-        return slo, results, problems
-
-    def _reevaluate_new_step(self, slo: Slo | None, mode: str | None, index: int | None) -> None:
-        mv = self.state.modes.get(mode or "")
-        if slo is None or mv is None or index is None:
-            return
-        step = next((s for s in mv.steps if s.get("index") == index), None)
-        if step is not None:
-            self._reevaluate_step(slo, [(mv.name, [step], self.state.records_file_for(mv))], {(mv.name, index)})
-
-    @work(thread=True, group="slo-step", exit_on_error=False, name="kvtui-slo-step")
-    def _reevaluate_step(self, slo: Slo, modes: list, only: set) -> tuple[Slo, dict, list[str]]:
-        results, problems = reevaluate_modes(modes, slo, only=only)
-        return slo, results, problems
-
-    def action_compare(self) -> None:
-        from kvtui.report.text import comparison_table
-        from kvtui.tui.screens import CompareScreen
-
-        doc = self._current_doc()
-        if doc is None:
-            self.notify("nothing measured yet", severity="information")
-            return
-        try:
-            text = comparison_table(self.state.export_doc(doc))
-        except Exception as e:  # a half-written mode must not take the screen down
-            text = f"cannot compare yet: {type(e).__name__}: {e}"
-        self.push_screen(CompareScreen(text))
-
-    def _current_doc(self) -> dict[str, Any] | None:
-        """A consistent copy of the run's document (the run thread keeps writing it)."""
-        if self.run_obj is not None and self.run_obj.doc:
-            for _ in range(20):
-                try:
-                    return copy.deepcopy(self.run_obj.doc)
-                except RuntimeError:  # changed size during the copy: try again
-                    time.sleep(0.005)
-            return None
-        return self.state.doc or None
-
-    def action_export(self) -> None:
-        self._export()
-
-    @work(thread=True, exclusive=True, group="export", exit_on_error=False, name="kvtui-export")
-    def _export(self) -> Path | None:
-        try:
-            path, md = self.export_now()
-        except (OSError, KvtuiError, ValueError, TypeError) as e:
-            self.call_from_thread(self.notify, f"export failed: {e}", severity="error", timeout=10)
-            return None
-        msg = f"snapshot written: {path}" + (f"\nreport: {md}" if md else "")
-        self.call_from_thread(self.notify, msg, title="export", timeout=10)
-        return path
-
-    def export_now(self) -> tuple[Path, Path | None]:
-        """Write the document as shown (edited SLO applied) next to the run's snapshot; a Markdown report too."""
-        from kvtui.report.snapshot import atomic_write, dumps
-
-        base = self._current_doc()
-        if not base:
-            raise ValueError("nothing to export yet")
-        doc = self.state.export_doc(base)
-        doc["exported"] = {"at": time.time(), "by": "kvtui tui", "finished": bool((doc.get("run") or {}).get("finished")),
-                           "replay_of": self.state.source_name or None}
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        if self.state.replay:
-            src = Path(self.snapshot.get("_path") or "snapshot.json") if self.snapshot else Path("snapshot.json")
-            folder, stem = src.parent, src.name.split(".json")[0]  # run.json and run.json.journal → run
-        else:
-            out = self.run_obj.out if self.run_obj is not None else Path("runs/kvtui.json")
-            folder, stem = out.parent, out.stem
-        rec = doc.get("records")
-        if rec and not Path(rec).is_absolute():
-            doc["records"] = rec  # the sidecar sits in the same folder as the export
-        path = folder / f"{stem}-export-{stamp}.json"
-        n = 1
-        while path.exists():
-            n += 1
-            path = folder / f"{stem}-export-{stamp}-{n}.json"
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, dumps(doc))
-        except OSError:
-            if rec and not Path(rec).is_absolute():
-                doc["records"] = str((folder / rec).resolve())
-            fallback = Path("runs")
-            fallback.mkdir(exist_ok=True)
-            path = fallback / path.name
-            atomic_write(path, dumps(doc))
-        md_path = None
-        if (doc.get("run") or {}).get("finished") or self.state.replay:
-            md_path = write_markdown(doc, path.with_suffix(".md"))
-            if md_path is not None:
-                self.reports.append(md_path)
-        self.exports.append(path)
-        return path, md_path
-
-    # -- command palette --------------------------------------------------------------------------
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        cmds = [
-            ("Start the run", "s · start (or restart) the scenario's run", self.action_start),
-            ("Pause / resume", "space · pause after the step in flight", self.action_toggle_pause),
-            ("Stop the run", "x · end the step, stop the server, finalise the snapshot", self.action_stop_run),
-            ("Next mode", "n · skip to the next precision mode", self.action_skip_mode),
-            ("Hold this load", "h · repeat the current concurrency until released", self.action_hold),
-            ("Step up", "+ · next step one level higher, by hand", lambda: self.action_nudge(1)),
-            ("Step down", "- · next step one level lower, by hand", lambda: self.action_nudge(-1)),
-            ("Change the SLO", "e · recompute pass/fail and the best load from the stored records", self.action_edit_slo),
-            ("Export snapshot", "ctrl+s · write the document as shown (and a Markdown report)", self.action_export),
-            ("Compare modes", "c · the modes side by side against the baseline", self.action_compare),
-            ("Show next mode", "m · view another mode's charts and steps", self.action_cycle_mode),
-            ("Cycle theme", "t · " + ", ".join(self._theme_names), self.action_cycle_theme),
-            ("Toggle server log", "l · the server's output, startup lines highlighted",
-             lambda: self.dashboard and self.dashboard.action_toggle_log()),
-            ("Quit", "q / ctrl+c · stops the run cleanly first", self.action_quit),
-        ]
-        for title, help_text, cb in cmds:
-            yield SystemCommand(title, help_text, cb)
-
+    async def action_interrupt(self) -> None:
+        """ctrl+c: as q, with the exit code of an interrupted program (130 = 128 + SIGINT)."""
+        self.rc = 130
+        await self.action_quit()
 
 def _start_resource_tracker() -> None:
     """Start multiprocessing's resource tracker with its stderr on /dev/null.
@@ -590,56 +404,8 @@ def _g(x: Any) -> str:
     return "—" if x is None else f"{x:g}"
 
 
-def write_markdown(doc: dict[str, Any], path: Path) -> Path | None:
-    """A Markdown report through kvtui.report.markdown when that module exists (else skipped)."""
-    try:
-        from kvtui.report import markdown as md_mod  # written by the exports work; optional here
-    except ImportError:
-        return None
-    fn = None
-    for name in ("render_markdown", "markdown_report", "render", "to_markdown", "report"):
-        fn = getattr(md_mod, name, None)
-        if callable(fn):
-            break
-    if fn is None:
-        return None
-    from kvtui.report.snapshot import atomic_write
+def create_app(scenario: Any = None, **kw: Any) -> KvtuiApp:
+    """`make_app(AppOptions(scenario, **kw))`: the same options object the CLI fills (tests, SVG export)."""
+    from kvtui.commands.app_options import AppOptions, make_app
 
-    try:
-        text = fn(doc)
-    except Exception:
-        return None
-    if not isinstance(text, str):
-        return None
-    atomic_write(path, text)
-    return path
-
-
-def create_app(
-    scenario: Scenario | str | Path | None = None,
-    *,
-    out: str | Path | None = None,
-    modes: list[str] | None = None,
-    resume: dict[str, Any] | list[dict[str, Any]] | None = None,
-    theme: str | None = None,
-    autostart: bool = False,
-    fast: bool = False,
-    snapshot: dict[str, Any] | str | Path | None = None,
-    setup_notice: str | None = None,
-    refresh_hz: float = REFRESH_HZ,
-    handle_signals: bool = False,
-    replay_mode: str | None = None,
-    replay_step: int | None = None,
-) -> KvtuiApp:
-    """The one app factory. `snapshot` (a document or a path) opens the replay dashboard."""
-    if isinstance(scenario, (str, Path)):
-        from kvtui.scenario import load_scenario
-
-        scenario = load_scenario(scenario)
-    if isinstance(snapshot, (str, Path)):
-        from kvtui.report.snapshot import load_snapshot
-
-        snapshot = load_snapshot(snapshot)
-    return KvtuiApp(scenario, out=out, modes=modes, resume=resume, theme=theme, autostart=autostart, fast=fast,
-                    snapshot=snapshot, setup_notice=setup_notice, refresh_hz=refresh_hz, handle_signals=handle_signals,
-                    replay_mode=replay_mode, replay_step=replay_step)
+    return make_app(AppOptions(scenario=scenario, **kw))

@@ -18,18 +18,17 @@ from typing import TYPE_CHECKING, Any
 from rich.color import Color as RichColor
 from rich.style import Style
 from rich.segment import Segment
-from rich.text import Text
 from textual.strip import Strip
-from textual.widget import Widget
 from textual_plotext import PlotextPlot
 
-from kvtui.tui.state import ModeView, RunState, downsample
+from kvtui.tui.state import ModeView, RunState
 from kvtui.tui.themes import ChartPalette
 
 if TYPE_CHECKING:
     from textual_plotext.plot import Plot
 
 SPARK = "▁▂▃▄▅▆▇█"
+MONO_MARKERS = ("•", "+", "o", "x", "*", "#")  # one per series without colour (NO_COLOR, 16 colours)
 
 
 def _finite(x: Any) -> float | None:
@@ -74,15 +73,17 @@ def _pcolor(c: Any) -> RichColor | None:
     return None
 
 
-def _style(fg: Any, st: Any, bg: Any) -> Style:
-    key = (fg, st, bg)
+def _style(fg: Any, st: Any, bg: Any, default_bg: Any = None) -> Style:
+    key = (fg, st, bg, default_bg)
     s = _STYLE_CACHE.get(key)
     if s is None:
         from plotext import _utility as ut
 
         bold = isinstance(st, str) and "bold" in st
         try:
-            s = Style(color=_pcolor(fg), bgcolor=_pcolor(bg), bold=bold or None)
+            # A cell plotext leaves without a background gets the widget's own (tmux shows the
+            # terminal's default there otherwise, not the theme's surface).
+            s = Style(color=_pcolor(fg), bgcolor=_pcolor(bg) or default_bg, bold=bold or None)
         except Exception:
             s = Style()
         if st not in (None, ut.no_color) and not bold:
@@ -91,7 +92,7 @@ def _style(fg: Any, st: Any, bg: Any) -> Style:
     return s
 
 
-def matrix_strips(plt: "Plot", width: int) -> list[Strip]:
+def matrix_strips(plt: "Plot", width: int, default_bg: Any = None) -> list[Strip]:
     """The built plot as Textual strips, straight from plotext's marker/colour matrices.
 
     No ANSI string and no Rich-Text-to-Content conversion on the way (see bench/ui_frame_cost.py).
@@ -108,7 +109,7 @@ def matrix_strips(plt: "Plot", width: int) -> list[Strip]:
         for c in range(1, m.cols + 1):
             k = (fgs[c], sts[c], bgs[c]) if c < m.cols else None
             if k != key:
-                segs.append(Segment("".join(markers[start:c]), _style(*key)))
+                segs.append(Segment("".join(markers[start:c]), _style(*key, default_bg)))
                 start, key = c, k
         strips.append(Strip(segs, m.cols).adjust_cell_length(width))
     return strips
@@ -184,7 +185,8 @@ class Chart(PlotextPlot):
             self.border_subtitle = legend
             self.call_after_refresh(self.refresh)  # the border is painted outside render_line(): once more
         self.builds += 1
-        return matrix_strips(plt, w)
+        bg = self.rich_style.bgcolor if self.rich_style else None
+        return matrix_strips(plt, w, bg)
 
     def viewed(self) -> ModeView | None:
         return self.state.viewed
@@ -192,9 +194,26 @@ class Chart(PlotextPlot):
     def draw(self, plt: "Plot", mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         raise NotImplementedError
 
-    @staticmethod
-    def legend(items: list[tuple[str, tuple[int, int, int]]]) -> str:
-        return " ".join(f"[{hexrgb(c)}]━[/] {label}" for label, c in items)
+    @property
+    def mono(self) -> bool:
+        """No colour (NO_COLOR) or 16 colours (several series map to the same red): tell series
+        apart by their marker, not by colour alone."""
+        try:
+            return bool(self.app.no_color) or self.app.console.color_system in ("standard", "windows", None)
+        except Exception:
+            return False
+
+    def mark(self, i: int) -> str:
+        return MONO_MARKERS[i % len(MONO_MARKERS)] if self.mono else "hd"
+
+    def legend(self, items: list[tuple]) -> str:
+        """Legend items (label, colour[, marker]): the line colour, or in mono the series' marker."""
+        out = []
+        for it in items:
+            label, c = it[0], it[1]
+            m = it[2] if len(it) > 2 and self.mono else "━"
+            out.append(f"[{hexrgb(c)}]{m}[/] {label}")
+        return " ".join(out)
 
     @staticmethod
     def empty(plt: "Plot", msg: str) -> None:
@@ -205,8 +224,23 @@ class Chart(PlotextPlot):
         plt.ylim(0, 1)
 
 
+def time_scale(mv: ModeView | None) -> float:
+    """The simulator's wall seconds per modelled second (1 for a real server)."""
+    if mv is None:
+        return 1.0
+    ts = _finite((mv.info or {}).get("time_scale"))
+    if ts is None:
+        ts = next((_finite(s.get("time_scale")) for s in mv.steps if _finite(s.get("time_scale"))), None)
+    return ts if ts and ts > 0 else 1.0
+
+
 class TimeChart(Chart):
-    """A telemetry series over the run's time (s)."""
+    """A telemetry series over the time since the mode started, in (modelled) seconds.
+
+    Per-mode origin: a replay joined from several runs has each mode on its own clock (the
+    run-relative times of a joined mode can be negative). The simulator's wall seconds are
+    turned back into modelled seconds, as every figure in the step table is.
+    """
 
     def data_key(self) -> Any:
         mv = self.viewed()
@@ -214,6 +248,25 @@ class TimeChart(Chart):
 
     def buckets(self, w: int) -> int:
         return max(8, w - 8)
+
+    def view(self, mv: ModeView, key: str, buckets: int, how: str = "max") -> tuple[list[float], list[float]]:
+        xs, ys = mv.series.view(key, buckets, self.state.t_max(), how)
+        t0 = mv.series.t[0] if mv.series.t else 0.0
+        ts = time_scale(mv)
+        return [(x - t0) / ts for x in xs], ys
+
+    def time_ticks(self, plt: "Plot", mv: ModeView, w: int) -> None:
+        """Round second ticks with a unit (the x axis of every time chart)."""
+        from kvtui.tui.ticks import nice_ticks
+
+        if not mv.series.t:
+            return
+        end = self.state.t_max()
+        last = mv.series.t[mv.series.end_index(end) - 1] if mv.series.end_index(end) else mv.series.t[-1]
+        span = max(1e-6, (last - mv.series.t[0]) / time_scale(mv))
+        xt, xl = nice_ticks(0.0, span, max(2, min(5, w // 14)), unit="s")
+        plt.xticks(xt, xl)
+        plt.xlim(0, span)
 
 
 class MemoryChart(TimeChart):
@@ -227,10 +280,10 @@ class MemoryChart(TimeChart):
         if mv is None or not len(mv.series):
             self.empty(plt, "waiting for the server…")
             return ""
-        s, t_max, b = mv.series, self.state.t_max(), self.buckets(w)
+        s, b = mv.series, self.buckets(w)
         f = mv.server or {}
-        xs, used = s.view("gpu_mem_used_gib", b, t_max)
-        kx, kv = s.view("kv_in_use_gib", b, t_max)
+        xs, used = self.view(mv, "gpu_mem_used_gib", b)
+        kx, kv = self.view(mv, "kv_in_use_gib", b)
         total = s.last("gpu_mem_total_gib") or f.get("gpu_total_gib")
         weights = _finite(f.get("weights_gib")) or 0.0
         static = weights + (_finite(f.get("activation_peak_gib")) or 0.0) + (_finite(f.get("cuda_graph_gib")) or 0.0)
@@ -241,18 +294,18 @@ class MemoryChart(TimeChart):
             # Tensor parallel: the startup facts are per GPU (each rank's weights and KV pool),
             # so show each GPU's NVML line against them, not the sum.
             for i, key in enumerate(per_gpu):
-                gx, gy = s.view(key, b, t_max)
+                gx, gy = self.view(mv, key, b)
                 if gx:
-                    plt.plot(gx, gy, color=pal.line(0 if i == 0 else 4 + i % 2), marker="hd")
-                    items.append((key.split("_")[0].upper(), pal.line(0 if i == 0 else 4 + i % 2)))
+                    plt.plot(gx, gy, color=pal.line(0 if i == 0 else 4 + i % 2), marker=self.mark(i))
+                    items.append((key.split("_")[0].upper(), pal.line(0 if i == 0 else 4 + i % 2), self.mark(i)))
             total = (total / len(per_gpu)) if total else None
             used = [v / len(per_gpu) for v in used]
         elif xs:
-            plt.plot(xs, used, color=pal.line(0), marker="hd")
-            items.append(("NVML", pal.line(0)))
+            plt.plot(xs, used, color=pal.line(0), marker=self.mark(0))
+            items.append(("NVML", pal.line(0), self.mark(0)))
         if kx:
-            plt.plot(kx, [static + v for v in kv], color=pal.line(1), marker="hd")
-            items.append(("KV in use", pal.line(1)))
+            plt.plot(kx, [static + v for v in kv], color=pal.line(1), marker=self.mark(1))
+            items.append(("KV in use", pal.line(1), self.mark(1)))
         if weights:
             plt.horizontal_line(weights, color=pal.line(3))
             items.append(("weights", pal.line(3)))
@@ -264,6 +317,7 @@ class MemoryChart(TimeChart):
             plt.horizontal_line(top, color=pal.slo)
             items.append(("total", pal.slo))
         plt.ylim(0, top * 1.02 if top else 1)
+        self.time_ticks(plt, mv, w)
         return self.legend(items)
 
 
@@ -274,11 +328,12 @@ class KvChart(TimeChart):
         if mv is None or not len(mv.series):
             self.empty(plt, "no /metrics yet")
             return ""
-        xs, ys = mv.series.view("kv_usage", self.buckets(w), self.state.t_max())
+        xs, ys = self.view(mv, "kv_usage", self.buckets(w))
         if xs:
-            plt.plot(xs, [y * 100 for y in ys], color=pal.line(2), marker="hd", fillx=False)
+            plt.plot(xs, [y * 100 for y in ys], color=pal.line(2), marker=self.mark(0), fillx=False)
         plt.horizontal_line(95, color=pal.slo)
         plt.ylim(0, 100)
+        self.time_ticks(plt, mv, w)
         last = mv.series.last("kv_usage")
         return f"now {last * 100:.1f}% · [{hexrgb(pal.slo)}]━[/] KV wall" if last is not None else ""
 
@@ -290,12 +345,28 @@ class TokChart(TimeChart):
         if mv is None or not len(mv.series):
             self.empty(plt, "no /metrics yet")
             return ""
-        xs, ys = mv.series.view("gen_tok_s", self.buckets(w), self.state.t_max(), how="mean")
+        # The server's counter rate is per wall second; the simulator's modelled rate is that
+        # times its time scale — the table's tok/s (figures scaled back to modelled time).
+        ts = time_scale(mv)
+        xs, ys = self.view(mv, "gen_tok_s", self.buckets(w), how="mean")
+        ys = [y * ts for y in ys]
         if xs:
-            plt.plot(xs, ys, color=pal.line(0), marker="hd")
-            plt.ylim(0, max(ys) * 1.1 if max(ys) > 0 else 1)
-        last = mv.series.last("gen_tok_s")
-        return f"now {fmt_num(last)}" if last is not None else ""
+            plt.plot(xs, ys, color=pal.line(0), marker=self.mark(0))
+            top = max(ys) * 1.1 if max(ys) > 0 else 1
+            plt.ylim(0, top)
+            from kvtui.tui.ticks import nice_ticks
+
+            yt, yl = nice_ticks(0, top, max(2, min(4, h // 3)))
+            plt.yticks(yt, yl)
+        self.time_ticks(plt, mv, w)
+        last = self.now_tok_s(mv)
+        return f"now {fmt_num(last)}" + (" (modelled)" if ts != 1.0 else "") if last is not None else ""
+
+    def now_tok_s(self, mv: ModeView) -> float | None:
+        """The latest output tok/s as the chart shows it (modelled for the simulator)."""
+        last = mv.series.last("gen_tok_s") if self.state.t_max() is None else (
+            (mv.series.values("gen_tok_s", self.state.t_max()) or [None])[-1])
+        return None if last is None else last * time_scale(mv)
 
 
 class QueueChart(TimeChart):
@@ -305,187 +376,25 @@ class QueueChart(TimeChart):
         if mv is None or not len(mv.series):
             self.empty(plt, "no /metrics yet")
             return ""
-        b, t_max, s = self.buckets(w), self.state.t_max(), mv.series
+        b = self.buckets(w)
         items = []
         for i, (key, label) in enumerate((("running", "run"), ("waiting", "wait"), ("load", "target"))):
-            xs, ys = s.view(key, b, t_max)
+            xs, ys = self.view(mv, key, b)
             if xs:
                 c = pal.line(i if key != "load" else 5)
-                plt.plot(xs, ys, color=c, marker="hd")
-                items.append((label, c))
-        px, py = s.view("preempt", b, t_max)
+                plt.plot(xs, ys, color=c, marker=self.mark(i))
+                items.append((label, c, self.mark(i)))
+        px, py = self.view(mv, "preempt", b)
         pts = [(x, y) for x, y in zip(px, py) if y and y > 0]
         if pts:
             plt.scatter([p[0] for p in pts], [p[1] for p in pts], color=pal.slo, marker="x")
-            items.append(("preempt", pal.slo))
+            items.append(("preempt", pal.slo, "x"))
+        self.time_ticks(plt, mv, w)
         return self.legend(items)
 
 
-class LatencyChart(Chart):
-    """A latency metric's p50/p95 per step against the load, the SLO as a line, the best load marked."""
-
-    METRIC = "ttft"
-    STALLS = False
-    SUFFIX = ""
-
-    def data_key(self) -> Any:
-        st = self.state
-        mv = self.viewed()
-        return (mv.name if mv else None, st.steps_version, st.slo_version, st.cursor, st.best(mv) if mv else None,
-                mv.predicted_kv if mv else None)
-
-    def update_if_changed(self) -> bool:
-        title = f"{self.TITLE} vs {self.state.load_word}{self.SUFFIX}"
-        if self.border_title != title:
-            self.border_title = title
-        return super().update_if_changed()
-
-    def draw(self, plt, mv, w, h, pal):
-        st = self.state
-        steps = st.steps_of(mv) if mv else []
-        if not steps:
-            self.empty(plt, "no step finished yet")
-            return ""
-        m = self.METRIC
-        pts = sorted(steps, key=lambda s: s.get("load") or 0)
-        # One point per load on the line: the latest step there (a repeat overrides, as in the search);
-        # earlier repeats stay as dots.
-        latest: dict[float, dict] = {}
-        for s in steps:
-            if s.get("load") is not None:
-                latest[s["load"]] = s
-        line_pts = [latest[x] for x in sorted(latest)]
-        repeats = [s for s in steps if s.get("load") is not None and latest.get(s["load"]) is not s]
-        items = []
-        ymax = 0.0
-        series = [("p50", pal.line(0)), ("p95", pal.line(1))]
-        for pct, color in series:
-            xy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in line_pts]
-            xy = [(x, y) for x, y in xy if y is not None]
-            if xy:
-                plt.plot([p[0] for p in xy], [p[1] for p in xy], color=color, marker="hd")
-                items.append((pct, color))
-                ymax = max(ymax, max(p[1] for p in xy))
-            rxy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in repeats]
-            rxy = [(x, y) for x, y in rxy if y is not None]
-            if rxy:
-                plt.scatter([p[0] for p in rxy], [p[1] for p in rxy], color=color, marker="•")
-                ymax = max(ymax, max(p[1] for p in rxy))
-        if self.STALLS:
-            xy = [(s["load"], _finite((s.get("itl_ms") or {}).get("p99"))) for s in pts]
-            xy = [(x, y) for x, y in xy if y is not None]
-            if xy:
-                plt.scatter([p[0] for p in xy], [p[1] for p in xy], color=pal.line(4), marker="x")
-                items.append(("ITL p99", pal.line(4)))
-                ymax = max(ymax, max(p[1] for p in xy))
-        metrics = (m, "itl") if self.STALLS else (m,)
-        for metric, pct, limit in st.shown_slo.targets():
-            if metric in metrics:
-                plt.horizontal_line(limit, color=pal.slo)
-                items.append((f"SLO {limit:g}", pal.slo))
-                ymax = max(ymax, limit)
-        best = st.best(mv)
-        loads = [s["load"] for s in pts if s.get("load") is not None]
-        lo, hi = min(loads), max(loads)
-        pred = mv.predicted_kv if mv else None
-        if pred and lo * 0.5 <= pred <= hi * 1.5:  # the KV-bound prediction beside the best load
-            lo, hi = min(lo, pred), max(hi, pred)
-        if lo == hi:
-            lo, hi = lo - 1, hi + 1
-        plt.xlim(lo, hi)
-        plt.ylim(0, ymax * 1.15 if ymax > 0 else 1)
-        if pred and lo <= pred <= hi:
-            plt.vertical_line(pred, color=pal.line(5))
-            plt.text(f"KV≈{pred:.0f}", pred, ymax * 1.1 if ymax else 1, color=pal.line(5), alignment="center")
-            items.append(("KV-bound", pal.line(5)))
-        if best is not None:
-            plt.vertical_line(best, color=pal.best)
-            plt.text(f"★{best:g}", best, ymax * 1.1 if ymax else 1, color=pal.best, alignment="center")
-        return self.legend(items)
-
-
-class TtftChart(LatencyChart):
-    TITLE = "TTFT ms"
-    METRIC = "ttft"
-
-
-class TpotChart(LatencyChart):
-    TITLE = "TPOT ms"
-    SUFFIX = " · ITL p99 = stalls"
-    METRIC = "tpot"
-    STALLS = True
-
-
-# -- compact: sparklines ----------------------------------------------------------------------
-class Spark(Widget):
-    """One line: label, sparkline of the series (downsampled to the width), last value."""
-
-    DEFAULT_CSS = """
-    Spark { height: 1; width: 1fr; }
-    """
-
-    def __init__(self, state: RunState, label: str, source: str, palette: Any, *, how: str = "max",
-                 scale: float = 1.0, unit: str = "", fixed_max: float | None = None, color: int = 0,
-                 id: str | None = None, classes: str | None = None):
-        super().__init__(id=id, classes=classes)
-        self.state = state
-        self.label = label
-        self.source = source  # a series column, or "step:<metric>:<pct>" for per-step values
-        self.how = how
-        self.scale = scale
-        self.unit = unit
-        self.fixed_max = fixed_max
-        self._palette_getter = palette
-        self.color = color
-        self._key: Any = None
-
-    def data_key(self) -> Any:
-        st = self.state
-        mv = st.viewed
-        return (mv.name if mv else None, mv.series.version if mv else 0, st.steps_version, st.slo_version, st.cursor)
-
-    def update_if_changed(self) -> bool:
-        key = self.data_key()
-        if key != self._key:
-            self._key = key
-            self.refresh()
-            return True
-        return False
-
-    def _values(self, width: int) -> list[float]:
-        st = self.state
-        mv = st.viewed
-        if mv is None:
-            return []
-        if self.source.startswith("step:"):
-            _, metric, pct = self.source.split(":")
-            vals = [_finite((s.get(f"{metric}_ms") or {}).get(pct)) for s in st.steps_of(mv)]
-            return [v for v in vals if v is not None][-width:]
-        pairs = list(zip(mv.series.t, mv.series.cols.get(self.source) or []))
-        t_max = st.t_max()
-        pairs = [(t, v) for t, v in pairs if v is not None and (t_max is None or t <= t_max)]
-        _, ys = downsample(pairs, width, self.how)
-        return [y * self.scale for y in ys]
-
-    def render(self):
-        w = self.content_size.width
-        label_w = 9
-        val_w = 8
-        spark_w = max(4, w - label_w - val_w - 2)
-        vals = self._values(spark_w)
-        pal: ChartPalette = self._palette_getter()
-        t = Text(no_wrap=True, overflow="crop", end="")
-        t.append(f"{self.label:<{label_w}}", style="bold")
-        if vals:
-            top = self.fixed_max if self.fixed_max else max(vals)
-            top = top if top and top > 0 else 1.0
-            chars = "".join(SPARK[min(7, max(0, int(v / top * 7.999)))] for v in vals)
-            t.append(f"{chars:<{spark_w}}", style=hexrgb(pal.line(self.color)))
-            t.append(f" {fmt_num(vals[-1], self.unit):>{val_w}}")
-        else:
-            t.append(f"{'·' * spark_w} {'—':>{val_w}}", style="dim")
-        return t
-
+from kvtui.tui.latency_charts import LatencyChart, TpotChart, TtftChart  # noqa: E402,F401 - imported from here
+from kvtui.tui.sparks import Spark  # noqa: E402,F401
 
 __all__ = ["Chart", "MemoryChart", "KvChart", "TokChart", "QueueChart", "TtftChart", "TpotChart", "Spark", "matrix_strips",
            "fmt_num"]

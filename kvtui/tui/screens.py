@@ -16,14 +16,17 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
-from textual.containers import Grid, Horizontal, ScrollableContainer, Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
 from textual.widgets import Button, Collapsible, Footer, Input, Label, Select, SelectionList, Static
 
 from kvtui.errors import KvtuiError, ScenarioError
-from kvtui.scenario.schema import Length, Scenario, Slo
+from kvtui.scenario.schema import Length, Scenario
 from kvtui.tui.charts import KvChart, MemoryChart, QueueChart, Spark, TokChart, TpotChart, TtftChart
-from kvtui.tui.state import RunState, slo_from_table
+from kvtui.tui.state import RunState
+from kvtui.tui.compare_screen import CompareScreen  # noqa: F401 - imported from here by callers
+from kvtui.tui.slo_form import DEFAULT_SLO_KEYS, SloForm, SloScreen, parse_value  # noqa: F401
 from kvtui.tui.widgets import InfoHeader, LogPane, MemoryBar, StatusBar, StepSlider, StepTable
 
 if TYPE_CHECKING:
@@ -36,26 +39,30 @@ COMPACT_HEIGHT = 30
 class DashboardScreen(Screen):
     """The live dashboard; with a snapshot loaded, the same dashboard replays it."""
 
+    # Shown in the footer only where they act (app.check_action / check_action): the run's
+    # controls live, the step keys in a replay. The rest are in `?` and the palette.
     BINDINGS = [
-        Binding("space", "app.toggle_pause", "pause/resume"),
+        Binding("space", "app.toggle_pause", "pause"),
         Binding("x", "app.stop_run", "stop"),
-        Binding("n", "app.skip_mode", "next mode"),
-        Binding("h", "app.hold", "hold"),
-        Binding("plus,equals_sign", "app.nudge(1)", "step +", key_display="+"),
-        Binding("minus", "app.nudge(-1)", "step −", key_display="-"),
-        Binding("e", "app.edit_slo", "SLO"),
-        Binding("ctrl+s", "app.export", "export"),
-        Binding("s", "app.start", "start", show=False),
-        Binding("m", "app.cycle_mode", "mode", show=False),
-        Binding("c", "app.compare", "compare", show=False),
-        Binding("l", "toggle_log", "log", show=False),
-        Binding("left_square_bracket", "app.replay_step(-1)", "◀ step", show=False),
-        Binding("right_square_bracket", "app.replay_step(1)", "step ▶", show=False),
+        Binding("n", "app.skip_mode", "skip mode"),
+        Binding("h", "app.hold", "hold", show=False),
+        Binding("plus,equals_sign", "app.nudge(1)", "step +", key_display="+", show=False),
+        Binding("minus", "app.nudge(-1)", "step −", key_display="-", show=False),
         # Replay: the arrows move through the steps wherever the focus is.
-        Binding("left", "replay_move(-1)", "◀ step", show=False, priority=True),
+        Binding("left", "replay_move(-1)", "step", key_display="←→", priority=True),
         Binding("right", "replay_move(1)", "step ▶", show=False, priority=True),
         Binding("home", "replay_jump(0)", "first step", show=False, priority=True),
         Binding("end", "replay_jump(-1)", "last step", show=False, priority=True),
+        Binding("a", "app.show_answer", "answer"),
+        Binding("m", "app.cycle_mode", "mode"),
+        Binding("e", "app.edit_slo", "SLO"),
+        Binding("ctrl+s", "app.export", "export"),
+        Binding("c", "app.compare", "compare"),
+        Binding("question_mark", "app.help", "help", key_display="?"),
+        Binding("s", "app.start", "start", show=False),
+        Binding("l", "toggle_log", "log", show=False),
+        Binding("left_square_bracket", "app.replay_step(-1)", "◀ step", show=False),
+        Binding("right_square_bracket", "app.replay_step(1)", "step ▶", show=False),
     ]
 
     def __init__(self, state: RunState, replay: bool = False):
@@ -92,7 +99,7 @@ class DashboardScreen(Screen):
         yield StepTable(st, id="steps")
         with Collapsible(title="server log  (l)", collapsed=True, id="logbox"):
             yield LogPane(st, id="log")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._apply_layout()
@@ -109,6 +116,9 @@ class DashboardScreen(Screen):
         self.compact = compact
         self.set_class(compact, "-compact")
         self.set_class(h >= 44 and not compact, "-tall")
+        for footer in self.query(Footer):
+            footer.show_command_palette = w >= COMPACT_WIDTH  # narrow: the keys that act come first
+        self.app.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("replay_move", "replay_jump"):
@@ -170,9 +180,6 @@ class DashboardScreen(Screen):
 
 
 # -- setup ------------------------------------------------------------------------------------
-DEFAULT_SLO_KEYS = ("ttft_p95_ms", "tpot_p95_ms", "itl_p99_ms", "e2e_p95_ms")
-
-
 def length_text(ln: Length) -> str:
     if ln.dist == "fixed":
         return str(ln.value)
@@ -180,60 +187,6 @@ def length_text(ln: Length) -> str:
         return f'{{dist = "uniform", min = {ln.min}, max = {ln.max}}}'
     cap = f", max = {ln.max}" if ln.max else ""
     return f'{{dist = "{ln.dist}", mean = {ln.mean:g}, std = {ln.std:g}, min = {ln.min}{cap}}}'
-
-
-def parse_value(text: str) -> Any:
-    """A form value as TOML (number, string, inline table); blank → None."""
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-class SloForm(Vertical):
-    """Inputs for the SLO's latency targets (ms; blank = no target), error rate, goodput and
-    preemptions per request (blank = no target, 0 = none allowed)."""
-
-    DEFAULT_CSS = """
-    SloForm { height: auto; }
-    SloForm Grid { grid-size: 4; grid-columns: 14 12 14 12; grid-rows: 3; height: auto; }
-    SloForm Label { padding: 1 0 0 1; }
-    """
-
-    def __init__(self, slo: Slo, **kw: Any):
-        super().__init__(**kw)
-        self.slo = slo
-
-    def compose(self) -> ComposeResult:
-        keys = list(dict.fromkeys(list(self.slo.latency) + list(DEFAULT_SLO_KEYS)))
-        with Grid():
-            for k in keys:
-                m, p, _ = k.split("_")
-                yield Label(f"{m.upper()} {p} ms")
-                v = self.slo.latency.get(k)
-                yield Input(f"{v:g}" if v is not None else "", placeholder="—", type="number", id=f"slo-{k}",
-                            classes="slo-input")
-            yield Label("max errors")
-            yield Input(f"{self.slo.max_error_rate:g}", type="number", id="slo-max_error_rate", classes="slo-input")
-            yield Label("min goodput")
-            yield Input(f"{self.slo.min_goodput:g}" if self.slo.min_goodput else "", placeholder="—", type="number",
-                        id="slo-min_goodput", classes="slo-input")
-            yield Label("preempt/req")
-            mp = self.slo.max_preemptions_per_request
-            yield Input(f"{mp:g}" if mp is not None else "", placeholder="—", type="number",
-                        id="slo-max_preemptions_per_request", classes="slo-input")
-
-    def table(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for inp in self.query(".slo-input").results(Input):
-            key = (inp.id or "")[4:]
-            v = parse_value(inp.value)
-            if v is not None:
-                out[key] = v
-        return out
 
 
 class SetupScreen(Screen):
@@ -450,81 +403,16 @@ class SetupScreen(Screen):
             self.notify("fix the problems shown first", severity="error")
             return
         modes = list(self.query_one("#modes", SelectionList).selected)
-        self.kapp.start_run(sc, modes=modes)
+        self.post_message(self.StartRequested(sc, modes))
+
+    class StartRequested(Message):
+        """The form is valid: the app starts the run (the screen does not reach into the app)."""
+
+        def __init__(self, scenario: Scenario, modes: list[str]) -> None:
+            super().__init__()
+            self.scenario = scenario
+            self.modes = modes
 
     @on(Button.Pressed, "#quit")
     def _quit(self) -> None:
         self.app.exit(0)
-
-
-# -- SLO editor -------------------------------------------------------------------------------
-class SloScreen(ModalScreen[Any]):
-    """Change the SLO; the app re-evaluates every step from the stored per-request records."""
-
-    BINDINGS = [Binding("escape", "dismiss_none", "cancel"), Binding("ctrl+r", "apply", "apply", priority=True)]
-
-    DEFAULT_CSS = """
-    SloScreen { align: center middle; }
-    SloScreen #box { width: 64; height: auto; max-height: 90%; background: $surface; border: round $primary; padding: 0 1; }
-    SloScreen #problems { color: $error; height: auto; }
-    SloScreen #buttons { height: 3; }
-    SloScreen #note { color: $text-muted; height: auto; }
-    """
-
-    def __init__(self, current: Slo, run_slo: Slo):
-        super().__init__()
-        self.current = current
-        self.run_slo = run_slo
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="box"):
-            yield Static("Change the SLO", classes="section")
-            yield Static(f"the run's SLO: {self.run_slo.describe()}\nPass/fail and the best load are recomputed from "
-                         "the stored per-request records; the search itself is not re-run.", id="note")
-            yield SloForm(self.current, id="slo")
-            yield Static("", id="problems")
-            with Horizontal(id="buttons"):
-                yield Button("Apply", variant="primary", id="apply")
-                yield Button("Run's SLO", id="reset")
-                yield Button("Cancel", id="cancel")
-
-    @on(Button.Pressed, "#apply")
-    def action_apply(self) -> None:
-        try:
-            slo = slo_from_table(self.query_one(SloForm).table())
-        except ScenarioError as e:
-            self.query_one("#problems", Static).update(Text("\n".join(p.replace("SLO: ", "") for p in e.problems)))
-            return
-        self.dismiss(slo)
-
-    @on(Button.Pressed, "#reset")
-    def _reset(self) -> None:
-        self.dismiss("reset")
-
-    @on(Button.Pressed, "#cancel")
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
-
-
-class CompareScreen(ModalScreen[None]):
-    """The modes side by side against the baseline (the same table as the headless summary)."""
-
-    BINDINGS = [Binding("escape,c,q", "dismiss_none", "close")]
-
-    DEFAULT_CSS = """
-    CompareScreen { align: center middle; }
-    CompareScreen #box { width: 95%; height: auto; max-height: 90%; background: $surface; border: round $primary;
-                         padding: 0 1; overflow-x: auto; }
-    CompareScreen #compare { width: auto; text-wrap: nowrap; }
-    """
-
-    def __init__(self, text: str):
-        super().__init__()
-        self.text = text
-
-    def compose(self) -> ComposeResult:
-        with ScrollableContainer(id="box"):
-            yield Static(Text(self.text, no_wrap=True), id="compare")
-
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)

@@ -15,10 +15,9 @@ from textual.binding import Binding
 from textual.events import Click
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import DataTable, RichLog, Static
+from textual.widgets import RichLog, Static
 
-from kvtui.explore.evaluate import in_lock_step, ran_to_its_end
-from kvtui.tui.charts import fmt_num, hexrgb
+from kvtui.tui.charts import fmt_num
 from kvtui.tui.state import RunState, limit_word
 
 STATUS_WORDS = {
@@ -198,6 +197,11 @@ class StatusBar(Static):
         elif st.status == "idle":
             t.append("press s to start", style="bold")
         parts.append(t)
+        from kvtui.tui.progress import progress_text
+
+        pt = progress_text(st)  # "step n of about m · ETA", live only
+        if pt:
+            parts.append(Text(pt, style="dim", end=""))
 
         t = Text(end="")
         t.append("SLO ", style="dim")
@@ -245,215 +249,6 @@ class StatusBar(Static):
             out.append_text(part)
             line += part.cell_len
         return out
-
-
-class MemoryBar(Static):
-    """The GPU memory split from the startup facts, KV in use inside the pool, NVML's used/total."""
-
-    DEFAULT_CSS = """
-    MemoryBar { height: 1; width: 1fr; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
-    """
-
-    def __init__(self, state: RunState, palette: Any, **kw: Any):
-        super().__init__("", **kw)
-        self.state = state
-        self._palette = palette
-        self._key: Any = None
-
-    def sync(self) -> None:
-        mv = self.state.viewed
-        key = (mv.name if mv else None, mv.series.version if mv else 0, self.state.header_version,
-               self.state.cursor, self.size.width, self.app.theme)
-        if key == self._key:
-            return
-        self._key = key
-        self.update(self.build(), layout=False)
-
-    def build(self) -> Text:
-        st = self.state
-        mv = st.viewed
-        pal = self._palette()
-        t = Text(no_wrap=True, overflow="ellipsis", end="")
-        t.append("GPU mem ", style="bold")
-        if mv is None or not mv.server:
-            t.append("— (startup facts come when the server is ready)", style="dim")
-            return t
-        f = mv.server
-        w = _f(f.get("weights_gib")) or 0.0
-        a = _f(f.get("activation_peak_gib")) or 0.0
-        g = _f(f.get("cuda_graph_gib")) or 0.0
-        kv = _f(f.get("kv_cache_gib")) or 0.0
-        t_max = st.t_max()
-        usage = None
-        total = None
-        used = None
-        if len(mv.series):
-            vals = mv.series.values("kv_usage", t_max)
-            usage = vals[-1] if vals else None
-            tv = mv.series.values("gpu_mem_total_gib", t_max)
-            total = tv[-1] if tv else None
-            uv = mv.series.values("gpu_mem_used_gib", t_max)
-            used = uv[-1] if uv else None
-        total = total or _f(f.get("gpu_total_gib"))
-        denom = total or (w + a + g + kv) or 1.0
-        narrow = (self.size.width or 80) < 130
-        width = 12 if narrow else max(10, min(40, (self.size.width or 80) - 90))
-        cells = []
-
-        def add(n_gib: float, ch: str, color: tuple[int, int, int]) -> None:
-            n = int(round(n_gib / denom * width))
-            cells.append((ch * n, hexrgb(color)))
-
-        add(w, "█", pal.line(3))
-        add(a, "▓", pal.line(4))
-        add(g, "▒", pal.line(5))
-        in_use = kv * (usage or 0.0)
-        add(in_use, "█", pal.line(1))
-        add(max(0.0, kv - in_use), "░", pal.line(2))
-        drawn = sum(len(c[0]) for c in cells)
-        t.append("▕", style="dim")
-        for s, c in cells:
-            t.append(s, style=c)
-        t.append(" " * max(0, width - drawn))
-        t.append("▏", style="dim")
-        d = 1 if narrow else 2
-        words = (("w", "act", "gr", "KV", "use") if narrow else ("weights", "act", "graphs", "KV pool", "in use"))
-        t.append(f" {words[0]} ", style=hexrgb(pal.line(3)))
-        t.append(f"{w:.{d}f}")
-        if a:
-            t.append(f" {words[1]} ", style=hexrgb(pal.line(4)))
-            t.append(f"{a:.{d}f}")
-        if g:
-            t.append(f" {words[2]} ", style=hexrgb(pal.line(5)))
-            t.append(f"{g:.{d}f}")
-        t.append(f" {words[3]} ", style=hexrgb(pal.line(2)))
-        t.append(f"{kv:.{d}f}")
-        t.append(f" {words[4]} ", style=hexrgb(pal.line(1)))
-        if narrow:
-            t.append(f"{usage:.0%}" if usage is not None else "—")
-        else:
-            t.append(f"{in_use:.2f}" + (f" ({usage:.0%})" if usage is not None else ""))
-        t.append(" │ NVML ", style="dim")
-        t.append(f"{fmt_num(used)}/{fmt_num(total)}" + ("" if narrow else " GiB"))
-        tokens = f.get("kv_cache_tokens")
-        if tokens and not narrow:
-            t.append(f" │ {tokens:,} KV tokens", style="dim")
-        return t
-
-
-# -- the step table ----------------------------------------------------------------------------
-COLUMNS = [
-    # key, label, compact?
-    ("mark", " ", True),
-    ("load", "c", True),
-    ("verdict", "SLO", True),
-    ("limit", "limit", True),
-    ("n", "n", True),
-    ("req_s", "req/s", False),
-    ("tok_s", "tok/s", True),
-    ("ttft", "TTFT p95", True),
-    ("tpot", "TPOT p95", True),
-    ("itl", "ITL p99", False),
-    ("e2e", "E2E p95", False),
-    ("goodput", "good", False),
-    ("kv", "KV max", True),
-    ("preempt", "preempt", False),
-    ("prefix", "prefix", False),
-    ("errors", "err", True),
-    ("why", "step", False),
-]
-
-
-class StepTable(DataTable):
-    """One row per finished step of the viewed mode; ★ marks the best load."""
-
-    DEFAULT_CSS = """
-    StepTable { height: 1fr; min-height: 4; }
-    """
-
-    def __init__(self, state: RunState, **kw: Any):
-        super().__init__(cursor_type="row", zebra_stripes=True, **kw)
-        self.state = state
-        self._cols_for: tuple | None = None
-        self._rows_key: Any = None
-        self._n_rows = 0
-
-    def setup_columns(self, compact: bool) -> None:
-        load_label = self.state.load_word
-        key = (compact, load_label)
-        if key == self._cols_for:
-            return
-        self._cols_for = key
-        self.clear(columns=True)
-        for k, label, in_compact in COLUMNS:
-            if compact and not in_compact:
-                continue
-            self.add_column(load_label if k == "load" else label, key=k)
-        self._rows_key = None
-        self._n_rows = 0
-
-    def row_cells(self, s: dict[str, Any], best: float | None, th: Any) -> dict[str, Any]:
-        passed = s.get("passed")
-        verdict = {True: Text("✓ PASS", style=f"bold {th.success}"), False: Text("✗ FAIL", style=f"bold {th.error}"),
-                   None: Text("? n/a", style="dim")}[passed]
-        measured = ran_to_its_end(s)
-        if not measured and passed is not False:
-            verdict = Text("✂ cut", style="dim")  # a stop ended it: no verdict (older snapshots kept theirs)
-        is_best = best is not None and s.get("load") == best and passed and measured
-        samples = s.get("samples") or {}
-        why = s.get("why") or ""
-        return {
-            "mark": Text("★", style=f"bold {th.success}") if is_best else Text(""),
-            "load": Text(fmt_load(s.get("load")), style="bold" if is_best else ""),
-            "verdict": verdict,
-            "limit": limit_word(s) if s.get("limited_by") else "—",
-            "n": str(samples.get("ttft", s.get("requests", "—"))),
-            "req_s": fmt_num(s.get("request_s")),
-            "tok_s": fmt_num(s.get("output_tok_s")),
-            "ttft": fmt_ms((s.get("ttft_ms") or {}).get("p95")),
-            "tpot": fmt_ms((s.get("tpot_ms") or {}).get("p95")),
-            "itl": fmt_ms((s.get("itl_ms") or {}).get("p99")),
-            "e2e": fmt_ms((s.get("e2e_ms") or {}).get("p95")),
-            "goodput": fmt_share(s.get("goodput")),
-            "kv": fmt_share(s.get("kv_cache_usage_max")),
-            "preempt": fmt_load(s.get("preemptions")),
-            "prefix": fmt_share(s.get("prefix_cache_hit_rate")),
-            "errors": str(s.get("errors", "—")),
-            "why": ("" if why == "search" else why) + (" lock-step" if in_lock_step(s) else ""),
-        }
-
-    def sync(self, compact: bool) -> None:
-        self.setup_columns(compact)
-        st = self.state
-        mv = st.viewed
-        key = (mv.name if mv else None, st.steps_version, st.slo_version, st.cursor, self.app.theme, self._cols_for)
-        if key == self._rows_key:
-            return
-        self._rows_key = key
-        steps = mv.shown_steps(st.edited) if mv else []
-        best = st.best(mv)
-        th = self.app.current_theme
-        cols = [k for k, _, c in COLUMNS if not (compact and not c)]
-        rows = [self.row_cells(s, best, th) for s in steps]
-        limit = len(steps) if not st.replay or st.cursor is None else st.cursor + 1
-        cursor_row, prev = self.cursor_row, self._n_rows
-        if prev and prev <= len(rows) and not st.replay:
-            # Update the rows already there (an SLO change, a new best), append the new ones.
-            for i in range(prev):
-                for c in cols:
-                    self.update_cell(str(i), c, rows[i][c])
-            for i in range(prev, len(rows)):
-                self.add_row(*[rows[i][c] for c in cols], key=str(i))
-        else:
-            self.clear()
-            for i, r in enumerate(rows[:limit]):
-                self.add_row(*[r[c] for c in cols], key=str(i))
-        self._n_rows = min(len(rows), limit)
-        if st.replay and st.cursor is not None and self.row_count:
-            self.move_cursor(row=min(st.cursor, self.row_count - 1))
-        elif self.row_count:
-            follow = cursor_row < 0 or cursor_row >= prev - 1  # on the last row: follow new steps
-            self.move_cursor(row=self.row_count - 1 if follow else cursor_row)
 
 
 class LogPane(RichLog):
@@ -563,3 +358,7 @@ class StepSlider(Widget, can_focus=True):
         x = event.x - left - 1
         if 0 <= x < width:
             self.post_message(self.Moved(round(x / (width - 1) * (n - 1))))
+
+
+from kvtui.tui.gpupanel import MemoryBar, step_j_per_token  # noqa: E402,F401 - imported from here by callers
+from kvtui.tui.steptable import COLUMNS, StepTable  # noqa: E402,F401

@@ -145,3 +145,12 @@ def test_diff_names_a_changed_mode_setting_on_the_real_h200_runs():
     assert "mode awq-int4+fp8-kv: dtype 'float16' → 'bfloat16'" in comp["differences"]
     assert not [d for d in comp["differences"] if d.startswith("mode bf16")]  # bf16 is only in A
     assert "Same environment" not in render_diff(a, b)
+
+
+def test_import_out_into_a_missing_folder_creates_it(tmp_path):
+    """Issue 20: `import --out dir/x.json` with no dir/ made it, and says so (it used to fail with
+    "cannot write the export")."""
+    out = tmp_path / "new" / "deeper" / "x.json"
+    r = kvtui("import", *BENCH, "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert load_snapshot(out)["modes"] and f"created the folder {out.parent}" in r.stderr

@@ -206,3 +206,23 @@ def test_estimate_bad_choice_exit_2(capsys):
         main(["estimate", "--model", "llama-3.1-8b", "--gpu", "H200", "--weights", "int3"])
     assert e.value.code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_estimate_verdict_first_side_by_side_and_exit_1_when_it_does_not_fit(capsys):
+    """Issue 20: the verdict on the first line, bf16/fp8 side by side, exit 1 when it does not fit,
+    no negative KV cache, and an alias said out loud (A100 is read as A100-80G)."""
+    assert main(["estimate", "--model", "llama-3.1-70b", "--gpu", "A100"]) == 1
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("DOES NOT FIT: llama-3.1-70b on A100-80G")
+    assert "--gpu A100 read as A100-80G" in lines[1]
+    kv = next(line for line in lines if "= KV cache" in line)
+    assert "none" in kv and "short by" in kv and "-" not in kv.split("=", 1)[1].split("short")[0]
+    assert "bf16 / fp8 side by side" in out and "fp8" in out.split("side by side")[1]
+    assert main(["estimate", "--model", "llama-3.1-8b", "--gpu", "H200", "--context", "2304"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("FITS: llama-3.1-8b on H200") and "read as" not in out
+    table = out.split("side by side:")[1].splitlines()
+    rows = [r.split() for r in table if r.startswith(("bf16", "fp8"))]
+    conc = {(r[0], r[1]): int(r[4].replace(",", "")) for r in rows}
+    assert conc[("bf16", "fp8")] >= 2 * conc[("bf16", "auto")] - 1  # fp8 KV: twice the tokens per byte

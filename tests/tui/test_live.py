@@ -36,6 +36,12 @@ async def test_live_run_fills_table_marks_best_recomputes_slo_exports_and_quits(
         assert not app.screen.compact
         # The run ends by itself: best concurrency 4 (the knee model's), marked in the table and the status line.
         await wait_until(pilot, lambda: not app.run_active, "the run to finish")
+        # The run ends on its answer; d goes back to the dashboard.
+        from kvtui.tui.answer import AnswerScreen
+
+        await wait_until(pilot, lambda: isinstance(app.screen, AnswerScreen) and "ANSWER" in screen_text(app),
+                         "the answer screen")
+        await pilot.press("d")
         await pilot.pause(0.6)
         mv = app.state.viewed
         assert mv.run_best == 4 and app.state.best(mv) == 4
@@ -108,7 +114,18 @@ async def test_quit_mid_run_stops_server_and_load_generator(knee_scenario, tmp_p
         assert run.paused and "PAUSED" in screen_text(app)
         await pilot.press("space")
         assert not run.paused
+        # Skip-mode asks first (n or escape keeps the mode, y skips it).
+        from kvtui.tui.dialogs import ConfirmScreen
+
         await pilot.press("n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        await pilot.press("n")
+        await pilot.pause()
+        assert not run._skip.is_set()
+        await pilot.press("n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        await pilot.press("y")
+        await pilot.pause()
         assert run._skip.is_set()
         await pilot.press("q")
         await wait_for_exit(app)
@@ -185,3 +202,33 @@ async def test_quit_while_the_engine_starts_stops_it(tmp_path, monkeypatch, key)
     assert not left, f"processes left behind: {left}"
     doc = load_snapshot(tmp_path / "slow.json")
     assert doc["run"]["stop_reason"] == "quit"
+
+
+async def test_the_tok_s_chart_equals_the_table_for_the_same_step(knee_path, tmp_path):
+    """The simulator fast-forwarded ×4: the server's counters tick per wall second, the table's
+    figures are modelled. The chart shows modelled tok/s over modelled seconds, as the table does
+    (before, it showed the wall rate: ×4 here, ×8 in the demo)."""
+    from kvtui.scenario import load_scenario
+    from kvtui.tui.charts import TokChart, time_scale
+
+    p = tmp_path / "ff.toml"
+    p.write_text(knee_path.read_text().replace('engine = "sim"', 'engine = "sim"\ntime_scale = 0.25')
+                 .replace("window_s = 1", "window_s = 12"))
+    app = create_app(load_scenario(p), out=tmp_path / "ff.json", autostart=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_until(pilot, lambda: app.state.viewed is not None and len(app.state.viewed.steps) >= 1, "a step")
+        mv = app.state.viewed
+        s = mv.steps[0]
+        assert time_scale(mv) == 0.25
+        chart = app.screen.query_one(TokChart)
+        xs, ys = chart.view(mv, "gen_tok_s", 10_000, how="mean")
+        t0 = mv.series.t[0]
+        # The chart's points in the step's measurement window (x: modelled seconds since the mode began),
+        # in the modelled rate the chart draws (TokChart.draw multiplies by the time scale).
+        lo, hi = (s["t_rel_end"] - t0) / 0.25 - s["window_s"], (s["t_rel_end"] - t0) / 0.25
+        shown = [y * time_scale(mv) for x, y in zip(xs, ys) if lo <= x <= hi]
+        assert shown
+        mean = sum(shown) / len(shown)
+        assert 0.6 < mean / s["output_tok_s"] < 1.5, (mean, s["output_tok_s"])  # the same figure, not ×4
+        assert all(x >= 0 for x in xs)  # time since the mode started: never negative
+        await pilot.press("q")

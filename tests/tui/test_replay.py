@@ -23,6 +23,12 @@ async def test_replay_shows_the_saved_run_and_the_slider_moves_through_steps(fro
     app = create_app(snapshot=frozen_doc)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
+        # A replay opens on its answer; d goes to the dashboard behind it.
+        from kvtui.tui.answer import AnswerScreen
+
+        assert isinstance(app.screen, AnswerScreen) and "ANSWER" in screen_text(app)
+        await pilot.press("d")
+        await pilot.pause()
         assert isinstance(app.screen, DashboardScreen) and app.screen.replay
         st = app.state
         mv = st.viewed
@@ -60,7 +66,7 @@ async def test_replay_shows_the_saved_run_and_the_slider_moves_through_steps(fro
 
 
 async def test_replay_slo_change_recomputes_from_the_records(frozen_doc):
-    app = create_app(snapshot=frozen_doc)
+    app = create_app(snapshot=frozen_doc, view="dashboard")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         st = app.state
@@ -85,7 +91,7 @@ async def test_replay_slo_change_recomputes_from_the_records(frozen_doc):
 
 
 async def test_slo_editor_refuses_bad_values(frozen_doc):
-    app = create_app(snapshot=frozen_doc)
+    app = create_app(snapshot=frozen_doc, view="dashboard")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("e")
         await wait_until(pilot, lambda: isinstance(app.screen, SloScreen), "the SLO editor")
@@ -110,7 +116,7 @@ async def test_replay_export_writes_a_snapshot_beside_the_original(frozen_path):
 
 
 async def test_compact_layout_collapses_charts_to_sparklines(frozen_doc):
-    app = create_app(snapshot=frozen_doc)
+    app = create_app(snapshot=frozen_doc, view="dashboard")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         scr = app.screen
@@ -130,7 +136,7 @@ async def test_compact_layout_collapses_charts_to_sparklines(frozen_doc):
 async def test_theme_files_cycle_key_and_charts_follow(frozen_doc):
     themes, problems = load_themes()
     assert {"kvtui-dark", "kvtui-light", "kvtui-high-contrast"} <= set(themes) and not problems
-    app = create_app(snapshot=frozen_doc, theme="kvtui-light")
+    app = create_app(snapshot=frozen_doc, theme="kvtui-light", view="dashboard")
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause(0.7)
         assert app.theme == "kvtui-light"
@@ -157,7 +163,7 @@ def test_unknown_theme_is_a_usage_error():
 
 async def test_no_color_is_respected(frozen_doc, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
-    app = create_app(snapshot=frozen_doc)
+    app = create_app(snapshot=frozen_doc, view="dashboard")
     assert app.no_color and any(isinstance(f, (NoColor, Monochrome)) for f in app._filters)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -167,19 +173,23 @@ async def test_no_color_is_respected(frozen_doc, monkeypatch):
 
 
 async def test_command_palette_lists_the_controls(frozen_doc):
-    app = create_app(snapshot=frozen_doc)
+    app = create_app(snapshot=frozen_doc, view="dashboard")
     async with app.run_test(size=(120, 40)) as pilot:
         titles = {c.title for c in app.get_system_commands(app.screen)}
         for t in ("Pause / resume", "Stop the run", "Next mode", "Hold this load", "Step up", "Step down",
                   "Change the SLO", "Export snapshot", "Cycle theme", "Quit"):
             assert t in titles
+        # A replay's keys and footer: the step keys, not the run's controls (they act only live;
+        # tests/tui/test_live.py presses them in a run).
         keys = set(app.active_bindings)
-        for k in ("space", "x", "n", "h", "e", "ctrl+s", "minus", "plus", "t", "q"):
+        for k in ("left", "right", "m", "c", "a", "e", "ctrl+s", "t", "q", "question_mark"):
             assert k in keys
-        await pilot.pause()
+        await wait_until(pilot, lambda: "answer" in screen_text(app).splitlines()[-1], "the replay footer")
         footer = screen_text(app).splitlines()[-1]
-        for word in ("pause/resume", "stop", "next mode", "hold", "SLO", "export", "quit", "palette"):
+        for word in ("step", "answer", "mode", "SLO", "export", "compare", "help", "quit", "palette"):
             assert word in footer
+        for word in ("pause", "stop", "skip", "hold"):
+            assert word not in footer
 
 
 def test_render_dashboard_svg(frozen_doc):
@@ -229,7 +239,7 @@ async def test_a_redraw_tick_during_teardown_does_nothing(frozen_doc):
     dashboard's children, and the redraw's query raised NoMatches out of the timer."""
     from kvtui.tui.widgets import InfoHeader
 
-    app = create_app(snapshot=frozen_doc)
+    app = create_app(snapshot=frozen_doc, view="dashboard")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         dash = app.screen
@@ -255,7 +265,7 @@ async def test_the_step_table_marks_a_cut_step_and_a_lock_step_one(frozen_doc):
     mode["steps"].append(cut)
     lock = next(s for s in mode["steps"] if s["passed"] is False)
     lock["send_burst"] = 0.9
-    app = create_app(snapshot=doc)
+    app = create_app(snapshot=doc, view="dashboard")
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         table = app.screen.query_one(StepTable)

@@ -13,7 +13,7 @@ from kvtui.tui.app import create_app
 @pytest.mark.parametrize("theme", ["kvtui-dark", "kvtui-light"])
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_dashboard(snap_compare, frozen_doc, size, theme):
-    assert snap_compare(create_app(snapshot=frozen_doc, theme=theme), terminal_size=size)
+    assert snap_compare(create_app(snapshot=frozen_doc, theme=theme, view="dashboard"), terminal_size=size)
 
 
 def test_dashboard_replay_mid_run_with_log(snap_compare, frozen_doc):
@@ -27,3 +27,76 @@ def test_dashboard_replay_mid_run_with_log(snap_compare, frozen_doc):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=open_log)
+
+
+# -- issue 20: the answer (a replay opens on it), the comparison, the dashboard at three sizes, NO_COLOR --
+def _h200_doc():
+    from kvtui import PROJECT_ROOT
+    from kvtui.report.snapshot import load_snapshot
+
+    doc = load_snapshot(PROJECT_ROOT / "docs" / "results" / "h200-v2.json")
+    doc.pop("_path", None)  # no machine-specific path in the picture
+    return doc
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=["80x24", "120x40", "200x50"])
+def test_answer(snap_compare, size):
+    assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=size)
+
+
+def test_answer_no_color(snap_compare, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=(80, 24))
+
+
+def test_compare_80x24(snap_compare):
+    async def compare(pilot):
+        await pilot.press("c")
+        await pilot.pause()
+
+    assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=(80, 24), run_before=compare)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (200, 50)], ids=["120x40", "200x50"])
+def test_replay_dashboard_joined_modes(snap_compare, size):
+    """A replay joined from several GPUs: time axes in seconds since each mode started, never negative."""
+    assert snap_compare(create_app(snapshot=_h200_doc(), view="dashboard", replay_mode="fp8-w+kv"), terminal_size=size)
+
+
+def test_replay_dashboard_no_color(snap_compare, frozen_doc, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(create_app(snapshot=frozen_doc, view="dashboard"), terminal_size=(120, 40))
+
+
+def _live(doc, size):
+    """The live dashboard on frozen data: a run on its second mode, a step in its window."""
+    from kvtui.tui.screens import DashboardScreen
+
+    app = create_app(snapshot=doc, view="dashboard")
+
+    async def go_live(pilot):
+        st = app.state
+        st.replay = False
+        st.status = "running"
+        st.cursor = None
+        names = list(st.modes)
+        st.current = st.viewing = names[-1]
+        st.step = {"mode": names[-1], "index": len(st.modes[names[-1]].steps), "load": 48, "why": "search"}
+        st.progress = {"phase": "window", "elapsed_s": 12, "window_started": 31, "completed": 20}
+        app.dashboard = DashboardScreen(st)
+        await app.push_screen(app.dashboard)
+        await pilot.pause()
+
+    return app, go_live
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=["80x24", "120x40", "200x50"])
+def test_live_dashboard(snap_compare, frozen_doc, size):
+    app, go_live = _live(frozen_doc, size)
+    assert snap_compare(app, terminal_size=size, run_before=go_live)
+
+
+def test_live_dashboard_no_color(snap_compare, frozen_doc, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    app, go_live = _live(frozen_doc, (120, 40))
+    assert snap_compare(app, terminal_size=(120, 40), run_before=go_live)

@@ -12,5 +12,5 @@ def test_dashboard_draws_one_memory_line_per_gpu(tmp_path):
                        ['server.engine="sim"', 'server.model="llama-3.1-70b"', "ramp.max=32"])
     doc = Run(sc, tmp_path / "tp2.json", fast=True).run()
     assert all(len(r["gpus"]) == 2 for m in doc["modes"] for r in m["series"])
-    svg = render_dashboard_svg(doc, width=160, height=48)
+    svg = render_dashboard_svg(doc, width=160, height=48, view="dashboard")
     assert "GPU0" in svg and "GPU1" in svg

@@ -51,6 +51,13 @@ class Tmux:
                 raise AssertionError(f"never saw {words} on screen; last screen:\n{text}")
             time.sleep(0.3)
 
+    def wait_gone(self, word: str, limit_s: float = 60.0) -> None:
+        end = time.monotonic() + limit_s
+        while word in self.capture():
+            if time.monotonic() > end:
+                raise AssertionError(f"{word!r} stayed on screen:\n{self.capture()}")
+            time.sleep(0.2)
+
     def tagged_processes(self) -> list[str]:
         """Processes started from this session's command (they inherit its environment tag)."""
         out = []
@@ -105,6 +112,8 @@ def test_tmux_live_run_keys_and_clean_quit(tmux_factory, knee_path, tmp_path):
 
 def test_tmux_80x24_replay_and_demo(tmux_factory, frozen_path):
     t = tmux_factory(f"{shlex.quote(sys.executable)} -m kvtui replay {shlex.quote(str(frozen_path))}", width=80, height=24)
+    t.wait_for("REPLAY", "SIMULATED", "ANSWER")  # a replay opens on its answer; d: the dashboard
+    t.keys("d")
     text = t.wait_for("REPLAY", "SIMULATED", "KV %", "TTFT p95")
     assert "GPU memory GiB" not in text  # compact: sparklines instead of charts
     t.keys("Home")
@@ -137,3 +146,63 @@ def test_tmux_dropped_session_stops_the_run(tmux_factory, knee_path, tmp_path):
 
     doc = load_snapshot(out)
     assert doc["run"]["stop_reason"] == "stopped by SIGHUP" and "load_warnings" not in doc
+
+
+def test_tmux_80x24_every_footer_key_and_the_answer(tmux_factory, knee_path, frozen_path, tmp_path):
+    """Issue 20: at 80×24 the footer keeps its essential keys, each of them acts, a replay opens on
+    the answer, a live run ends on it, and ctrl+c exits 130."""
+    py = shlex.quote(sys.executable)
+    t = tmux_factory(f"{py} -m kvtui replay {shlex.quote(str(frozen_path))}", width=80, height=24)
+    text = t.wait_for("ANSWER", "SIMULATED", "most concurrent requests at the SLO")
+    footer = text.rstrip("\n").splitlines()[-1]
+    for word in ("dashboard", "compare", "SLO", "export", "help", "quit", "theme"):
+        assert word in footer, footer
+    for key, seen in (("?", "this help"), ("c", "Modes vs baseline"), ("e", "Change the SLO")):
+        t.keys(key)
+        t.wait_for(seen)
+        t.keys("Escape")
+        t.wait_gone(seen)  # (a key sent right after Escape would read as alt+key)
+    t.keys("C-s")
+    t.wait_for("snapshot written")
+    t.keys("t")
+    t.wait_for("theme kvtui-")
+    t.keys("d")
+    text = t.wait_for("←→ step")
+    footer = text.rstrip("\n").splitlines()[-1]
+    assert "pause" not in footer and "answer" in footer
+    t.keys("Left")
+    t.wait_for("step 5/6")
+    t.keys("m")
+    t.wait_for("showing mode fp8-kv")
+    t.keys("a")
+    t.wait_for("ANSWER")
+    t.keys("q")
+    t.wait_for("KVTUI-EXIT=0")
+
+    out = tmp_path / "live.json"
+    live = tmux_factory(f"{py} -m kvtui run {shlex.quote(str(knee_path))} --out {shlex.quote(str(out))}", width=80, height=24)
+    text = live.wait_for("RUNNING", "in window")
+    footer = text.rstrip("\n").splitlines()[-1]
+    for word in ("pause", "stop", "skip", "SLO", "export", "compare", "help", "quit", "theme"):
+        assert word in footer, footer
+    live.keys("x")
+    live.wait_for("Stop the run?")
+    live.keys("n")  # no: the run goes on
+    live.wait_gone("Stop the run?")
+    live.keys("n")
+    live.wait_for("Skip ")
+    live.keys("Escape")
+    live.wait_gone("Skip ")
+    live.keys("Space")
+    live.wait_for("pausing after this step")
+    live.keys("Space")
+    live.wait_for("resumed")
+    live.wait_for("ANSWER", limit_s=180)  # the run ends on its answer
+    live.keys("C-c")
+    live.wait_for("KVTUI-EXIT=130")
+    # multiprocessing's resource tracker leaves once it sees its parent gone (it holds nothing):
+    # wait for that, bounded, as the dropped-session test does.
+    end = time.monotonic() + 60
+    while live.tagged_processes() and time.monotonic() < end:
+        time.sleep(0.3)
+    assert live.tagged_processes() == []

@@ -168,6 +168,9 @@ class MemoryEstimate:
         ]
         for label, val, note in self.terms():
             v = f"{val:9.2f} GiB" if val is not None else " " * 13
+            if label == "= KV cache" and val is not None and val < 0:
+                # No memory is left for it: say how much is missing, not a negative cache.
+                v, note = f"{'none':>9}    ", f"short by {-val:.2f} GiB"
             lines.append(f"  {label:<{w}}{v}   {note}".rstrip())
         lines.append("")
         lines.append(f"  {'KV bytes per token':<{w}}{self.kv_bytes_per_token:>9,} B     {self.kv_formula}")

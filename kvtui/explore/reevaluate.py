@@ -1,0 +1,56 @@
+"""Re-evaluate stored steps under another SLO from the per-request records sidecar (pure; the
+TUI runs it off its UI thread when the SLO is edited on screen)."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from typing import Any
+
+from kvtui.scenario.schema import Slo
+
+
+def reevaluate_modes(modes: list[tuple[str, list[dict[str, Any]], Path | None]], slo: Slo,
+                     only: set[tuple[str, int]] | None = None) -> tuple[dict[str, dict[int, dict[str, Any]]], list[str]]:
+    """Re-evaluate steps under `slo` from the records sidecar(s). Pure; runs off the UI thread.
+
+    `modes` is [(mode name, steps, records path)]. Returns ({mode: {step index: step}}, problems).
+    """
+    from kvtui.explore.evaluate import reevaluate
+    from kvtui.load.records import read_records
+
+    wanted: dict[Path, set[str]] = {}
+    problems: list[str] = []
+    for name, _steps, path in modes:
+        if path is None:
+            problems.append(f"{name}: no per-request records file: verdicts kept as measured")
+            continue
+        wanted.setdefault(path, set()).add(name)
+    grouped: dict[tuple[str, int], list[Any]] = collections.defaultdict(list)
+    for path, names in wanted.items():
+        try:
+            for r in read_records(path):
+                if r.mode in names and (only is None or (r.mode, r.step) in only):
+                    grouped[(r.mode, r.step)].append(r)
+        except OSError as e:
+            problems.append(f"cannot read the records {path}: {e.strerror or e}; verdicts kept as measured")
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for name, steps, path in modes:
+        if path is None:
+            continue
+        for i, s in enumerate(steps):
+            idx = s.get("index", i)
+            if only is not None and (name, idx) not in only:
+                continue
+            recs = grouped.get((name, idx))
+            if not recs or "t_window_start" not in s:
+                continue
+            try:
+                new = reevaluate(s, recs, slo)
+            except (KeyError, TypeError, ValueError) as e:
+                problems.append(f"{name} step {idx}: cannot re-evaluate ({type(e).__name__}: {e})")
+                continue
+            for key, v in s.items():  # keep what re-evaluation does not recompute (why, times, tokens)
+                new.setdefault(key, v)
+            out.setdefault(name, {})[idx] = new
+    return out, problems

@@ -1,0 +1,160 @@
+"""The answer of a run as data: who won each question, each mode against the baseline, and why.
+
+One document in, one plain structure out (no drawing): the TUI's answer screen, the SVG
+export of it and the tests read the same thing. The questions are the ones the comparison
+answers — most concurrency at the SLO, most output tok/s at the SLO, cheapest $/Mtok,
+least energy per token where the GPU reported power, quality where it was measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
+from kvtui.report.energy import add_energy
+from kvtui.report.text import comparison, fmt, fmt_load, fmt_pct, fmt_x
+
+
+def _winners(rows: list[dict[str, Any]], key: str, best: Any) -> tuple[list[str], Any]:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    if not vals:
+        return [], None
+    top = best(vals)
+    return [str(r["mode"]) for r in rows if r.get(key) == top], top
+
+
+def limit_sentence(r: dict[str, Any]) -> str | None:
+    """What stopped the next load above the knee, in words ("decode, not the KV wall")."""
+    lim = r.get("knee_limited_by")
+    if not lim:
+        return None
+    words = LIMIT_WORDS.get(lim, lim)
+    if lim == "kv_wall":
+        return f"{fmt_load(r.get('next_load'))} hit the KV wall (cache full, preemptions)"
+    if lim in ("decode", "prefill"):
+        return f"{fmt_load(r.get('next_load'))} failed on {words}, not the KV wall"
+    return f"{fmt_load(r.get('next_load'))} failed on {words}"
+
+
+def mode_line(r: dict[str, Any], base: str | None, so_far: float | None = None) -> str:
+    """One sentence per mode: its figures against the baseline, and why it stopped where it did."""
+    if r.get("best") is None:
+        if r.get("complete") is False and not r.get("error") and so_far is not None:
+            return f"{r['mode']}: did not finish; {fmt_load(so_far)} met the SLO so far (unconfirmed, not compared)"
+        why = r.get("error") or ("no load met the SLO" if r.get("complete", True) else "did not finish")
+        return f"{r['mode']}: no result at the SLO ({why})"
+    parts = [f"{fmt_load(r['best'])} at the SLO"]
+    if r["mode"] != base and r.get("best_x") is not None:
+        parts[0] += f" ({fmt_x(r['best_x'])})"
+    lim = limit_sentence(r)
+    if lim:
+        parts.append(lim)
+    if (r.get("kv_tokens_x") or 0) >= 1.3 and (r.get("best_x") or 0) < 1.1 and r.get("knee_limited_by") not in (None, "kv_wall"):
+        parts.append(f"{fmt_x(r['kv_tokens_x'])} the KV tokens bought little: "
+                     f"{LIMIT_WORDS.get(r['knee_limited_by'], r['knee_limited_by'])} set the limit")
+    if r.get("complete") is False:
+        parts.append("search not finished")
+    return f"{r['mode']}: " + "; ".join(parts)
+
+
+def _so_far(modes: list[dict[str, Any]], name: Any) -> float | None:
+    from kvtui.explore.search import best_load
+
+    m = next((x for x in modes if x.get("name") == name), None)
+    return best_load(m.get("steps") or []) if m else None
+
+
+def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
+    """{"baseline", "load_kind", "questions": [...], "rows": [...], "lines": [...], "caveats": [...]}."""
+    comp = add_energy(doc, dict(comparison(doc), rows=[dict(r) for r in comparison(doc).get("rows") or []]))
+    rows = comp.get("rows") or []
+    base = comp.get("baseline")
+    done = [r for r in rows if r.get("best") is not None]
+    unit = "req/s" if comp.get("load_kind") == "rate" else "concurrent requests"
+    questions: list[dict[str, Any]] = []
+
+    def ask(question: str, key: str, pick: Any, show: Any) -> None:
+        names, top = _winners(done, key, pick)
+        if names:
+            questions.append({"question": question, "key": key, "winners": names, "value": top, "text": show(top),
+                              "tie": len(names) == len(done) and len(done) > 1})
+
+    ask(f"most {unit} at the SLO", "best", max, fmt_load)
+    ask("most output tok/s at the SLO", "output_tok_s", max, lambda v: f"{fmt(v)} tok/s")
+    ask("cheapest output tokens", "usd_per_mtok_out", min, lambda v: f"${v:.3f}/Mtok")
+    ask("cheapest at equal quality", "usd_per_mtok_out_qadj", min, lambda v: f"${v:.3f}/Mtok quality-adjusted")
+    ask("least energy per output token", "j_per_token_out", min, lambda v: f"{v:.3f} J/token")
+    quality = [r for r in rows if r.get("quality")]
+    if quality:
+        flagged = [str(r["mode"]) for r in quality if (r["quality"] or {}).get("flagged")]
+        questions.append({"question": "quality against the reference", "key": "quality", "winners": flagged,
+                          "value": None, "text": ("flagged: " + ", ".join(flagged)) if flagged else "no mode flagged",
+                          "tie": False})
+    caveats: list[str] = []
+    env = doc.get("environment") or {}
+    modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]
+    if env.get("simulated") or any(m.get("simulated") for m in modes):
+        caveats.append("SIMULATED: kvtui's simulated vLLM, not a GPU")
+    for m in modes:
+        s = m.get("search") or {}
+        if s.get("noisy") or (s.get("flips") or 0) > 0:
+            caveats.append(f"{m.get('name')}: noisy knee, pass/fail flipped {s.get('flips') or 1}×")
+        if s.get("reached_max"):
+            caveats.append(f"{m.get('name')}: passed up to the ramp's max; the limit is higher")
+        waves = [x for x in m.get("steps") or [] if in_lock_step(x)]
+        if waves:
+            caveats.append(f"{m.get('name')}: lock-step at {', '.join(fmt_load(x.get('load')) for x in waves)} (TTFT tail is a wave's queue)")
+        if not m.get("complete", True) and not m.get("error"):
+            caveats.append(f"{m.get('name')}: did not finish; resume the run to confirm")
+    predicted = []
+    for m in modes:
+        r = next((x for x in rows if x.get("mode") == m.get("name")), {})
+        pk = m.get("predicted_kv_concurrency")
+        if pk and r.get("best") is not None and comp.get("load_kind") != "rate":
+            predicted.append({"mode": m.get("name"), "what": "KV-bound", "predicted": pk, "measured": r["best"]})
+    return {
+        "baseline": base,
+        "note": comp.get("note"),
+        "load_kind": comp.get("load_kind"),
+        "questions": questions,
+        "rows": rows,
+        "lines": [mode_line(r, base, _so_far(modes, r["mode"])) for r in rows],
+        "caveats": caveats,
+        "predicted": predicted,
+        "finished": bool((doc.get("run") or {}).get("finished")),
+    }
+
+
+def headline(ans: dict[str, Any]) -> str:
+    """The answer in one line: the winner of the first question and by how much."""
+    if not ans["questions"]:
+        return ans.get("note") or "no mode met the SLO"
+    q = ans["questions"][0]
+    if q["tie"]:
+        return f"every mode reaches {q['text']} at the SLO"
+    rows = {r["mode"]: r for r in ans["rows"]}
+    w = q["winners"][0]
+    x = rows[w].get("best_x")
+    more = f" ({fmt_x(x)} {ans['baseline']})" if x is not None and w != ans["baseline"] else ""
+    return f"{' & '.join(q['winners'])}: {q['text']} {q['question'].split(' at ')[0].replace('most ', '')}{more}"
+
+
+__all__ = ["build_answer", "headline", "mode_line", "limit_sentence", "fmt_pct"]
+
+
+def answer_text(doc: dict[str, Any]) -> str:
+    """The answer as plain lines (no escapes): for a terminal that cannot show the screen (TERM=dumb)."""
+    from kvtui.report.text import comparison_table, labels
+
+    ans = build_answer(doc)
+    out = [f"ANSWER: {headline(ans)}", f"({labels(doc)})"]
+    for q in ans["questions"]:
+        out.append(f"  {q['question']}: {'every mode' if q['tie'] else ', '.join(q['winners']) or '—'} ({q['text']})")
+    out.append("why:")
+    out += [f"  - {line}" for line in ans["lines"]]
+    if ans["caveats"]:
+        out.append("caveats:")
+        out += [f"  - {c}" for c in ans["caveats"]]
+    out.append("")
+    out.append(comparison_table(doc))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,78 @@
+"""Energy per output token (J/token) from NVML power samples, per step and per mode.
+
+vLLM's own `bench sweep` reports energy per token; kvtui has the power in its telemetry rows
+(`gpus[].power_w`, sampled every ~0.5 s). A step's energy per output token is the mean power
+(summed over the mode's GPUs) over the samples of its measurement window, divided by the
+step's output tok/s. The simulator draws no power: no figure there, never an estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def row_power_w(row: dict[str, Any]) -> float | None:
+    """The row's power over all GPUs (W); None unless every GPU reported one."""
+    gpus = row.get("gpus") or []
+    vals = [_num(g.get("power_w")) for g in gpus if isinstance(g, dict)]
+    if not vals or any(v is None for v in vals):
+        return None
+    return sum(vals)  # type: ignore[arg-type]
+
+
+def step_power_w(mode: dict[str, Any], step: dict[str, Any]) -> float | None:
+    """Mean power over the step's window rows (its load, phase window, within its run-relative times)."""
+    lo, hi = _num(step.get("t_rel_start")), _num(step.get("t_rel_end"))
+    vals = []
+    for row in mode.get("series") or []:
+        if not isinstance(row, dict) or row.get("phase") not in (None, "window"):
+            continue
+        t = _num(row.get("t"))
+        if t is None or lo is None or hi is None or not lo <= t <= hi:
+            continue
+        if step.get("load") is not None and row.get("load") is not None and row.get("load") != step.get("load"):
+            continue
+        p = row_power_w(row)
+        if p is not None:
+            vals.append(p)
+    return sum(vals) / len(vals) if vals else None
+
+
+def step_j_per_token(mode: dict[str, Any], step: dict[str, Any]) -> float | None:
+    """Joules per output token in the step's window (power / output tok/s)."""
+    p = step_power_w(mode, step)
+    tok = _num(step.get("output_tok_s"))
+    if p is None or not tok:
+        return None
+    return p / tok
+
+
+def mode_j_per_token(mode: dict[str, Any], load: float | None) -> float | None:
+    """A mode's J/token at `load` (the fastest load meeting the SLO): the mean over its passing steps there."""
+    if load is None:
+        return None
+    vals = [step_j_per_token(mode, s) for s in mode.get("steps") or [] if s.get("load") == load and s.get("passed")]
+    known = [v for v in vals if v is not None]
+    return round(sum(known) / len(known), 4) if known else None
+
+
+def add_energy(doc: dict[str, Any], comp: dict[str, Any]) -> dict[str, Any]:
+    """Put `j_per_token_out` (and its Δ against the baseline) on each comparison row, in place."""
+    by_name = {m.get("name"): m for m in doc.get("modes") or [] if isinstance(m, dict)}
+    rows = comp.get("rows") or []
+    for r in rows:
+        m = by_name.get(r.get("mode"))
+        load = r.get("peak_load") if r.get("peak_load") is not None else r.get("best")
+        r["j_per_token_out"] = mode_j_per_token(m, load) if m else None
+    base = next((r for r in rows if r.get("mode") == comp.get("baseline")), None)
+    for r in rows:
+        a, b = r.get("j_per_token_out"), (base or {}).get("j_per_token_out")
+        r["energy_change"] = round(a / b - 1, 4) if a is not None and b else None
+    return comp

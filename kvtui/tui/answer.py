@@ -1,0 +1,322 @@
+"""The answer screen: who won each question, each mode against the baseline, why, and every
+mode's latency against the load on one chart. A finished run ends here; a replay opens here.
+
+The figures come from `kvtui.report.answer.build_answer` (the same data the exports use), on
+the document as shown (an edited SLO applied). 80×24 keeps the headline, the winners, the
+mode table and the footer; the chart and the reasons come with more rows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from kvtui.report.answer import build_answer, headline
+from kvtui.report.text import fmt, fmt_load, fmt_pct, fmt_x, quality_cell
+from kvtui.tui.charts import Chart, _finite, hexrgb
+from kvtui.tui.state import RunState
+from kvtui.tui.ticks import nice_ticks
+from kvtui.tui.widgets import InfoHeader
+
+if TYPE_CHECKING:
+    from kvtui.tui.app import KvtuiApp
+
+CHART_MIN_HEIGHT = 34  # below this the answer (text and table) gets every row
+MARKERS = ("●", "■", "▲", "◆", "✚", "✖", "○", "□")  # one per mode: series stay apart without colour
+CLIP_X_SLO = 3.0  # the latency axis stops at 3× the SLO target (said in the legend), so the line is visible
+
+# (key, header, cell) of the answer's mode table; the mode name stays fixed when it scrolls.
+ANSWER_COLUMNS = [
+    ("mode", "mode"),
+    ("best", "max {lw}@SLO"),
+    ("best_x", "×"),
+    ("tok", "tok/s@SLO"),
+    ("tok_x", "×"),
+    ("usd", "$/Mtok"),
+    ("usd_d", "Δ"),
+    ("qadj", "q-adj $/Mtok"),
+    ("j", "J/tok"),
+    ("kv", "KV tokens"),
+    ("limit", "next step"),
+    ("quality", "quality"),
+]
+
+
+def answer_cells(r: dict[str, Any], base: str | None) -> dict[str, str]:
+    from kvtui.explore.evaluate import LIMIT_WORDS
+
+    lim = r.get("knee_limited_by")
+    tok = fmt(r.get("output_tok_s"))
+    if r.get("peak_load") is not None and r.get("best") is not None and r["peak_load"] != r["best"]:
+        tok += f"@{fmt_load(r['peak_load'])}"
+    j = r.get("j_per_token_out")
+    return {
+        "mode": str(r["mode"]) + (" (base)" if r["mode"] == base else ""),
+        "best": fmt_load(r.get("best")),
+        "best_x": fmt_x(r.get("best_x")),
+        "tok": tok,
+        "tok_x": fmt_x(r.get("tok_s_x")),
+        "usd": fmt(r.get("usd_per_mtok_out"), 3),
+        "usd_d": fmt_pct(r.get("cost_out_change")),
+        "j": f"{j:.3f}" if isinstance(j, (int, float)) else "—",
+        "qadj": fmt(r.get("usd_per_mtok_out_qadj"), 3),
+        "kv": fmt(r.get("kv_tokens")),
+        "limit": LIMIT_WORDS.get(lim or "", lim or "—"),
+        "quality": quality_cell(r.get("quality")),
+    }
+
+
+class LoadLatencyChart(Chart):
+    """Every mode's p95 of one SLO metric against the load, its knee (★) and the SLO line."""
+
+    DEFAULT_CSS = """
+    LoadLatencyChart { height: 1fr; min-height: 8; }
+    """
+
+    def __init__(self, state: RunState, palette: Any, metric: str, pct: str, limit: float | None, **kw: Any):
+        super().__init__(state, palette, **kw)
+        self.metric, self.pct, self.limit = metric, pct, limit
+        self.border_title = f"{metric.upper()} {pct} ms vs {state.load_word} — every mode"
+
+    def data_key(self) -> Any:
+        st = self.state
+        return (st.steps_version, st.slo_version, len(st.modes), self.limit)
+
+    def draw(self, plt, mv, w, h, pal):
+        st = self.state
+        ymax = 0.0
+        loads: list[float] = []
+        knees: list[tuple[float, float, tuple[int, int, int], str]] = []
+        for i, m in enumerate(st.modes.values()):
+            latest: dict[float, dict] = {}
+            for s in st.steps_of(m, upto_cursor=False):
+                if s.get("load") is not None:
+                    latest[float(s["load"])] = s
+            xy = [(x, _finite((latest[x].get(f"{self.metric}_ms") or {}).get(self.pct))) for x in sorted(latest)]
+            xy = [(x, y) for x, y in xy if y is not None]
+            if not xy:
+                continue
+            color, marker = pal.line(i), MARKERS[i % len(MARKERS)]
+            plt.plot([p[0] for p in xy], [p[1] for p in xy], color=color, marker=marker)
+            loads += [p[0] for p in xy]
+            ymax = max(ymax, max(p[1] for p in xy))
+            best = st.best(m, upto_cursor=False)
+            if best is not None and best in latest:
+                y = _finite((latest[best].get(f"{self.metric}_ms") or {}).get(self.pct))
+                if y is not None:
+                    knees.append((best, y, color, m.name))
+        if not loads:
+            self.empty(plt, "no step finished yet")
+            return ""
+        top = ymax
+        clipped = False
+        if self.limit:
+            top = max(top, self.limit * 1.1)
+            if ymax > self.limit * CLIP_X_SLO:
+                top, clipped = self.limit * CLIP_X_SLO, True
+            plt.horizontal_line(self.limit, color=pal.slo)
+        lo, hi = min(loads), max(loads)
+        if lo == hi:
+            lo, hi = lo - 1, hi + 1
+        plt.xlim(lo, hi)
+        plt.ylim(0, top * 1.05 if top > 0 else 1)
+        xt, xl = nice_ticks(lo, hi, max(2, min(6, w // 14)))
+        plt.xticks(xt, xl)
+        yt, yl = nice_ticks(0, top, max(2, min(5, h // 3)))
+        plt.yticks(yt, yl)
+        for x, y, color, _name in knees:
+            plt.scatter([x], [min(y, top)], color=pal.best, marker="★")
+        title = f"{self.metric.upper()} {self.pct} ms vs {st.load_word} — every mode" + (f" · clipped at {top:g}" if clipped else "")
+        if title != self.border_title:
+            self.border_title = title
+            self.call_after_refresh(self.refresh)
+        return ""  # one legend for both charts, under them (AnswerScreen.legend)
+
+
+class AnswerScreen(Screen):
+    """The run's answer. `d` (or enter) opens the dashboard behind it."""
+
+    BINDINGS = [
+        Binding("d,enter", "dashboard", "dashboard"),
+        Binding("c", "app.compare", "compare"),
+        Binding("e", "app.edit_slo", "SLO"),
+        Binding("ctrl+s", "app.export", "export"),
+        Binding("l", "log", "log", show=False),
+        Binding("question_mark", "app.help", "help", key_display="?"),
+    ]
+
+    DEFAULT_CSS = """
+    AnswerScreen { layout: vertical; }
+    AnswerScreen #answer-body { height: 1fr; padding: 0 1; }
+    AnswerScreen #answer-head { height: auto; }
+    AnswerScreen #answer-table { height: auto; max-height: 12; margin: 0 0 1 0; }
+    AnswerScreen #answer-why { height: auto; color: $text; }
+    AnswerScreen #answer-charts { height: 16; display: none; }
+    AnswerScreen.-charts #answer-charts { display: block; }
+    AnswerScreen #answer-legend { height: auto; display: none; }
+    AnswerScreen.-charts #answer-legend { display: block; }
+    AnswerScreen #answer-paths { height: auto; color: $text-muted; margin-top: 1; }
+    """
+
+    def __init__(self, state: RunState):
+        super().__init__()
+        self.state = state
+        self._key: Any = None
+        self.answer: dict[str, Any] = {}
+
+    @property
+    def kapp(self) -> "KvtuiApp":
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        st = self.state
+        pal = lambda: self.kapp.palette  # noqa: E731
+        yield InfoHeader(st, id="header")
+        with VerticalScroll(id="answer-body"):
+            yield Static("", id="answer-head")
+            yield DataTable(id="answer-table", cursor_type="row", zebra_stripes=True, fixed_columns=1)
+            with Horizontal(id="answer-charts"):
+                for metric, pct, limit in self._chart_targets():
+                    yield LoadLatencyChart(st, pal, metric, pct, limit, id=f"answer-chart-{metric}")
+            yield Static("", id="answer-legend")
+            yield Static("", id="answer-why")
+            yield Static("", id="answer-paths")
+        yield Footer(compact=True)
+
+    def _chart_targets(self) -> list[tuple[str, str, float | None]]:
+        """The SLO's TTFT and TPOT targets (the ones a load moves), at most two charts."""
+        targets = [(m, p, lim) for m, p, lim in self.state.shown_slo.targets() if m in ("ttft", "tpot", "itl", "e2e")]
+        return targets[:2] or [("ttft", "p95", None)]
+
+    def on_mount(self) -> None:
+        self.query_one("#answer-table", DataTable).focus()
+        self._layout()
+        self.sync()
+
+    def on_resize(self) -> None:
+        self._layout()
+
+    def _layout(self) -> None:
+        for footer in self.query(Footer):
+            footer.show_command_palette = self.size.width >= 100
+        self.set_class(self.size.height >= CHART_MIN_HEIGHT and self.size.width >= 90, "-charts")
+
+    def doc(self) -> dict[str, Any]:
+        base = self.kapp._current_doc() or self.state.doc
+        return self.state.export_doc(base) if base else {}
+
+    def sync(self) -> None:
+        st = self.state
+        key = (st.version, st.slo_version, self.app.theme, self.size.width)
+        if key == self._key or not self.children:
+            return
+        self._key = key
+        self.query_one(InfoHeader).sync()
+        doc = self.doc()
+        if not doc:
+            return
+        self.answer = ans = build_answer(doc)
+        th = self.app.current_theme
+        head = Text()
+        head.append("ANSWER ", style=f"bold reverse {th.primary}")
+        head.append(" " + headline(ans), style="bold")
+        head.append(f"\nSLO {st.shown_slo.describe()}" + ("  (edited: recomputed)" if st.edited else ""), style="dim")
+        if not ans["finished"] and not st.replay:
+            head.append("  · the run is not finished: figures so far", style=th.warning or "")
+        for q in ans["questions"]:
+            head.append("\n")
+            head.append(f"{q['question']:<36}", style="dim")
+            head.append("= " if q["tie"] else "★ ", style=f"bold {th.success}")
+            head.append(", ".join(q["winners"]) if q["winners"] else "—", style="bold")
+            head.append(f"  {q['text']}")
+        if ans.get("note"):
+            head.append(f"\nnote: {ans['note']}", style=th.warning or "")
+        self.query_one("#answer-head", Static).update(head)
+        self._fill_table(ans)
+        why = Text()
+        why.append("why", style="bold")
+        for line in ans["lines"]:
+            why.append(f"\n• {line}")
+        for p in ans["predicted"]:
+            why.append(f"\n• {p['mode']}: KV-bound prediction ≈{p['predicted']:,.0f}, measured knee {fmt_load(p['measured'])}",
+                       style="dim")
+        if ans["caveats"]:
+            why.append("\ncaveats", style="bold")
+            for c in ans["caveats"]:
+                why.append(f"\n• {c}", style=th.warning or "")
+        self.query_one("#answer-why", Static).update(why)
+        self.query_one("#answer-paths", Static).update(self._paths_text())
+        self.query_one("#answer-legend", Static).update(self.legend())
+        for ch in self.query(LoadLatencyChart):
+            ch.update_if_changed()
+
+    def legend(self) -> Text:
+        """The charts' one legend: each mode's marker and colour (markers keep them apart without colour)."""
+        pal = self.kapp.palette
+        t = Text()
+        for i, m in enumerate(self.state.modes.values()):
+            t.append(f"{MARKERS[i % len(MARKERS)]} ", style=hexrgb(pal.line(i)))
+            t.append(f"{m.name}  ")
+        t.append("━ ", style=hexrgb(pal.slo))
+        t.append("SLO  ")
+        t.append("★ ", style=hexrgb(pal.best))
+        t.append("knee (best load at the SLO)")
+        return t
+
+    def _fill_table(self, ans: dict[str, Any]) -> None:
+        table = self.query_one("#answer-table", DataTable)
+        table.clear(columns=True)
+        lw = self.state.load_word
+        has_q = any(r.get("quality") for r in ans["rows"])
+        has_j = any(r.get("j_per_token_out") is not None for r in ans["rows"])
+        has_qadj = any(r.get("usd_per_mtok_out_qadj") is not None for r in ans["rows"])
+        cols = [(k, h.format(lw=lw)) for k, h in ANSWER_COLUMNS
+                if (k != "quality" or has_q) and (k != "j" or has_j) and (k != "qadj" or has_qadj)]
+        for k, h in cols:
+            table.add_column(h, key=k)
+        th = self.app.current_theme
+        winners = {q["key"]: set(q["winners"]) for q in ans["questions"]}
+        for r in ans["rows"]:
+            cells = answer_cells(r, ans["baseline"])
+            row = []
+            for k, _ in cols:
+                src = {"best": "best", "tok": "output_tok_s", "usd": "usd_per_mtok_out", "j": "j_per_token_out",
+                       "qadj": "usd_per_mtok_out_qadj"}.get(k)
+                won = src is not None and r["mode"] in winners.get(src, set()) and len(ans["rows"]) > 1
+                row.append(Text(("★" if won else "") + cells[k], style=f"bold {th.success}" if won else ""))
+            table.add_row(*row, key=str(r["mode"]))
+
+    def _paths_text(self) -> Text:
+        st = self.state
+        snap = self.kapp.snapshot_path()
+        t = Text()
+        if snap:
+            t.append("snapshot ", style="bold")
+            t.append(str(snap))
+            t.append(f"\n  kvtui export {snap} --format md   ·   kvtui export {snap} --format svg   ·   "
+                     f"kvtui diff {snap} OTHER.json")
+        for p in self.kapp.exports:
+            t.append(f"\nexported {p}")
+        if st.replay and not snap:
+            t.append("replay of a document with no path")
+        return t
+
+    class ShowDashboard(Message):
+        """Asks the app for the dashboard behind the answer (the screen does not reach into the app)."""
+
+        def __init__(self, open_log: bool = False) -> None:
+            super().__init__()
+            self.open_log = open_log
+
+    def action_dashboard(self) -> None:
+        self.post_message(self.ShowDashboard())
+
+    def action_log(self) -> None:
+        self.post_message(self.ShowDashboard(open_log=True))

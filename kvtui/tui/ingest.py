@@ -1,0 +1,310 @@
+"""How the view-model fills: the run's events one by one (live), or a whole snapshot (replay).
+
+Mixins of `kvtui.tui.state.RunState` (they use its fields and helpers: `_mode`, `_bump`,
+`_append_log`, `modes`, …); kept apart so the state itself stays a small model.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from kvtui.scenario.slo_table import slo_of
+from kvtui.tui.loglines import classify_log_line
+from kvtui.tui.series import Series, _num
+
+if TYPE_CHECKING:
+    from kvtui.tui.state import ModeView
+
+SERIES_KEYS = ("kv_usage", "running", "waiting", "preempt", "gen_tok_s", "prompt_tok_s", "kv_in_use_gib",
+               "gpu_mem_used_gib", "gpu_mem_total_gib", "load")
+
+
+class RunEvents:
+    """Live: one `kvtui.explore.run.Event` at a time, on the UI thread."""
+
+    def ingest(self, ev: Any) -> None:
+        k, name, data = ev.kind, ev.mode, ev.data
+        handler: Callable[[str | None, Any], None] | None = getattr(self, f"_on_{k}", None)
+        if handler is not None:
+            handler(name, data)
+
+    def _on_run_started(self, _name: str | None, doc: dict[str, Any]) -> None:
+        self.doc = doc
+        self.scenario = doc.get("scenario") or {}
+        self.environment = doc.get("environment") or {}
+        self.slo = slo_of(self.scenario)
+        self.status = "running"
+        requested = (doc.get("run") or {}).get("modes_requested") or []
+        for m in doc.get("modes") or []:  # modes kept from a resumed snapshot
+            self._load_mode(m, kept=True)
+        for n in requested:
+            self._mode(n)
+        self._bump(steps=True, header=True)
+
+    def _on_mode_starting(self, name: str | None, data: dict[str, Any]) -> None:
+        mv = self._mode(name)
+        if mv is None:
+            return
+        md = data.get("mode") or {}
+        mv.index = data.get("index", mv.index)
+        mv.settings = md.get("settings") or {}
+        mv.engine = md.get("engine") or ""
+        mv.simulated = bool(md.get("simulated"))
+        mv.status = "starting"
+        mv.t_start = self.series_t_now(mv)
+        mv.started_mono = time.monotonic()
+        from kvtui.engines.vllm.logparse import StartupLogParser
+
+        mv.parser = StartupLogParser()
+        mv.phase = mv.parser.phase
+        self.current = name
+        self.step = None
+        self._bump(steps=True, header=True)
+
+    def series_t_now(self, mv: ModeView) -> float | None:
+        return mv.series.t[-1] if mv.series.t else None
+
+    def _on_log(self, name: str | None, line: Any) -> None:
+        line = str(line)
+        kind = classify_log_line(line)
+        mv = self.modes.get(name) if name else None
+        if mv is not None and mv.parser is not None and mv.status == "starting":
+            try:
+                moved = mv.parser.feed(line)
+            except Exception:  # a parser bug must not hide the log
+                moved = None
+            if moved:
+                mv.phase = moved
+                kind = kind or "fact"
+                self._bump(header=True)
+        self._append_log(name, line, kind)
+        self.version += 1
+
+    def _on_engine_ready(self, name: str | None, data: dict[str, Any]) -> None:
+        mv = self._mode(name)
+        if mv is None:
+            return
+        mv.server = dict(data.get("facts") or {})
+        mv.info = dict(data.get("info") or {})
+        mv.status = "running"
+        mv.phase = "ready"
+        mv.parser = None
+        if mv.predicted_kv is None:
+            mv.predicted_kv = self.kv_bound(mv.server.get("kv_cache_tokens"))
+        self._bump(header=True)
+
+    def kv_bound(self, kv_tokens: Any) -> float | None:
+        """Requests of the scenario's mean length that fit in the KV cache (the run's own prediction
+        arrives with the mode's end; this is the same rule, known as soon as the server is up)."""
+        if not self.closed or not isinstance(kv_tokens, (int, float)) or kv_tokens <= 0:
+            return None
+        w = self.scenario.get("workload") or {}
+
+        def mean(ln: Any) -> float:
+            if not isinstance(ln, dict):
+                return float(ln or 0)
+            if ln.get("dist") == "fixed":
+                return float(ln.get("value") or 0)
+            if ln.get("dist") == "uniform":
+                return (float(ln.get("min") or 0) + float(ln.get("max") or 0)) / 2
+            return float(ln.get("mean") or 0)
+
+        per = (mean(w.get("prompt_tokens")) + mean(w.get("output_tokens"))) * float(w.get("turns") or 1)
+        return round(kv_tokens / per, 1) if per > 0 else None
+
+    def _on_telemetry(self, name: str | None, row: dict[str, Any]) -> None:
+        mv = self._mode(name)
+        if mv is None or not isinstance(row, dict):
+            return
+        self._add_row(mv, row)
+        self.version += 1
+
+    def _add_row(self, mv: ModeView, row: dict[str, Any]) -> None:
+        vals = {k: row.get(k) for k in SERIES_KEYS if k in row}
+        gpus = [g for g in row.get("gpus") or [] if isinstance(g, dict)]
+        # What explains why decode binds: SM utilisation, power (summed over the GPUs), SM clock.
+        for key, col, how in (("util_pct", "gpu_util_pct", "mean"), ("power_w", "gpu_power_w", "sum"),
+                              ("sm_clock_mhz", "gpu_sm_clock_mhz", "mean")):
+            known = [v for v in (_num(g.get(key)) for g in gpus) if v is not None]
+            if known and len(known) == len(gpus):
+                vals[col] = sum(known) if how == "sum" else sum(known) / len(known)
+        if len(gpus) > 1:  # tensor parallel: one memory line per GPU
+            for g in gpus:
+                vals[f"gpu{int(g.get('index', 0))}_mem_gib"] = g.get("mem_used_gib")
+        p = _num(row.get("preemptions"))
+        if p is not None:
+            vals["preempt"] = max(0.0, p - mv._last_preempt) if mv._last_preempt is not None else 0.0
+            mv._last_preempt = p
+        t = _num(row.get("t"))
+        if t is None:
+            return
+        mv.series.append(t, vals)
+
+    def _on_step_started(self, name: str | None, data: dict[str, Any]) -> None:
+        self.step = {"mode": name, **data}
+        self.progress = {}
+        self._bump(header=True)
+
+    def _on_step_progress(self, name: str | None, data: dict[str, Any]) -> None:
+        self.progress = data
+        self.version += 1
+
+    def _on_records(self, name: str | None, recs: Any) -> None:
+        try:
+            self.records_seen += len(recs)
+        except TypeError:
+            pass
+
+    def _on_step_finished(self, name: str | None, step: dict[str, Any]) -> None:
+        mv = self._mode(name)
+        if mv is None:
+            return
+        mv.steps.append(dict(step))
+        self.step = None
+        self.progress = {}
+        self._bump(steps=True, header=True)
+
+    def _on_mode_finished(self, name: str | None, md: dict[str, Any]) -> None:
+        mv = self._mode(name)
+        if mv is None:
+            return
+        self._finish_mode(mv, md)
+        self._bump(steps=True, header=True)
+
+    def _finish_mode(self, mv: ModeView, md: dict[str, Any]) -> None:
+        mv.search = dict(md.get("search") or {})
+        mv.run_best = md.get("best_concurrency")
+        mv.predicted_kv = md.get("predicted_kv_concurrency")
+        mv.knee_limited_by = md.get("knee_limited_by")
+        if md.get("server"):
+            mv.server = dict(md["server"])
+        if md.get("engine_info"):
+            mv.info = dict(md["engine_info"])
+        err = md.get("error")
+        mv.error = (err or {}).get("message") if isinstance(err, dict) else (str(err) if err else None)
+        if mv.error:
+            mv.status = "failed"
+        elif mv.search.get("skipped"):
+            mv.status = "skipped"
+        elif md.get("complete") is False:
+            mv.status = "stopped"
+        else:
+            mv.status = "done"
+        mv.parser = None
+        if len(mv.series) == 0 and md.get("series"):  # offline (fast) modes send no telemetry events
+            for row in md["series"]:
+                self._add_row(mv, row)
+        if len(mv.steps) < len(md.get("steps") or []):
+            mv.steps = [dict(s) for s in md["steps"]]
+
+    def _on_run_finished(self, _name: str | None, doc: dict[str, Any]) -> None:
+        run = doc.get("run") or {}
+        self.comparison = doc.get("comparison")
+        self.stop_reason = run.get("stop_reason")
+        self.status = "finished" if run.get("finished") else "stopped"
+        self.finished_at = time.time()
+        self.step = None
+        for m in doc.get("modes") or []:
+            mv = self.modes.get(m.get("name"))
+            if mv is not None and mv.status in ("starting", "running", "waiting"):
+                self._finish_mode(mv, m)
+        for mv in self.modes.values():
+            if mv.status == "waiting":
+                mv.status = "not run"
+        self._bump(steps=True, header=True)
+
+    def _on_warning(self, name: str | None, text: Any) -> None:
+        self.notices.append(("warning", f"{name + ': ' if name else ''}{text}"))
+        self._append_log(name, f"kvtui: warning: {text}", "warning")
+        self.version += 1
+
+    def _on_error(self, name: str | None, text: Any) -> None:
+        self.notices.append(("error", f"{name + ': ' if name else ''}{text}"))
+        self._append_log(name, f"kvtui: error: {text}", "error")
+        self.version += 1
+
+
+
+class SnapshotLoading:
+    """Replay: a saved document, every mode at once."""
+
+    def _load_mode(self, m: dict[str, Any], kept: bool = False) -> ModeView:
+        mv = self._mode(m.get("name") or f"mode{len(self.modes)}")
+        assert mv is not None
+        mv.index = m.get("index", mv.index)
+        mv.settings = m.get("settings") or {}
+        mv.engine = m.get("engine") or ""
+        mv.simulated = bool(m.get("simulated"))
+        mv.steps = [dict(s) for s in m.get("steps") or []]
+        mv.records_file = m.get("records_file")
+        mv.series = Series()
+        mv._last_preempt = None
+        for row in m.get("series") or []:
+            if isinstance(row, dict):
+                self._add_row(mv, row)
+        self._finish_mode(mv, m)
+        if kept:
+            mv.status = "kept"
+        elif not m.get("complete") and not mv.error:
+            mv.status = "stopped"
+        return mv
+
+    def load_snapshot(self, doc: dict[str, Any]) -> None:
+        """Show a saved run (replay): every mode, cursor on the last step of the first mode."""
+        self.doc = doc
+        self.replay = True
+        self.status = "replay"
+        self.scenario = doc.get("scenario") or {}
+        self.environment = doc.get("environment") or {}
+        self.slo = slo_of(self.scenario)
+        self.comparison = doc.get("comparison")
+        self.stop_reason = (doc.get("run") or {}).get("stop_reason")
+        self.modes = {}
+        for m in doc.get("modes") or []:
+            if isinstance(m, dict):
+                self._load_mode(m)
+        self.current = next(iter(self.modes), None)
+        self.viewing = self.current
+        mv = self.viewed
+        self.cursor = (len(mv.steps) - 1) if mv and mv.steps else None
+        path = doc.get("_path")
+        self.source_name = Path(path).name if path else ""
+        rec = doc.get("records")
+        if rec and path:
+            p = Path(rec)
+            self.records_path = p if p.is_absolute() else Path(path).with_name(p.name)
+        for w in doc.get("load_warnings") or []:
+            self.notices.append(("warning", w))
+        self._replay_log(doc)
+        self._bump(steps=True, header=True)
+
+    def _replay_log(self, doc: dict[str, Any]) -> None:
+        """Snapshots keep no server log; the log pane shows what they do keep about each server."""
+        self._append_log(None, "replay: the server's own log is not stored in snapshots; what the snapshot keeps:", "kvtui")
+        for m in doc.get("modes") or []:
+            name = m.get("name")
+            info = m.get("engine_info") or {}
+            f = m.get("server") or {}
+            if info.get("command"):
+                self._append_log(name, "command: " + " ".join(map(str, info["command"])), "")
+            if f:
+                self._append_log(name, f"startup {f.get('startup_s', '—')} s: weights {f.get('weights_gib', '—')} GiB, "
+                                       f"KV cache {f.get('kv_cache_gib', '—')} GiB = {f.get('kv_cache_tokens', '—')} tokens, "
+                                       f"max concurrency reported {f.get('max_concurrency_reported', '—')}", "fact")
+                if f.get("phases"):
+                    self._append_log(name, "phases: " + " → ".join(f["phases"]), "fact")
+                for w in f.get("warnings") or []:
+                    self._append_log(name, f"warning: {w}", "warning")
+            err = m.get("error")
+            if isinstance(err, dict):
+                self._append_log(name, f"error ({err.get('kind')}): {err.get('message')}", "error")
+                for line in str(err.get("log_tail") or "").splitlines()[-40:]:
+                    self._append_log(name, line)
+            search = m.get("search") or {}
+            if search.get("describe"):
+                self._append_log(name, f"search ({search.get('strategy')}): {search['describe']}", "kvtui")
+        for w in doc.get("warnings") or []:
+            self._append_log(None, f"warning: {w}", "warning")
+

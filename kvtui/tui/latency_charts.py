@@ -1,0 +1,118 @@
+"""A latency metric's p50/p95 per step against the load: the SLO as a line (the axis clipped at 3×
+its target so the line stays visible), the best load and the KV-bound prediction marked apart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvtui.tui.charts import Chart, _finite
+
+
+class LatencyChart(Chart):
+    """A latency metric's p50/p95 per step against the load, the SLO as a line, the best load marked."""
+
+    METRIC = "ttft"
+    STALLS = False
+    SUFFIX = ""
+
+    def data_key(self) -> Any:
+        st = self.state
+        mv = self.viewed()
+        return (mv.name if mv else None, st.steps_version, st.slo_version, st.cursor, st.best(mv) if mv else None,
+                mv.predicted_kv if mv else None)
+
+    def update_if_changed(self) -> bool:
+        title = f"{self.TITLE} vs {self.state.load_word}{self.SUFFIX}"
+        if self.border_title != title:
+            self.border_title = title
+        return super().update_if_changed()
+
+    def draw(self, plt, mv, w, h, pal):
+        st = self.state
+        steps = st.steps_of(mv) if mv else []
+        if not steps:
+            self.empty(plt, "no step finished yet")
+            return ""
+        m = self.METRIC
+        pts = sorted(steps, key=lambda s: s.get("load") or 0)
+        # One point per load on the line: the latest step there (a repeat overrides, as in the search);
+        # earlier repeats stay as dots.
+        latest: dict[float, dict] = {}
+        for s in steps:
+            if s.get("load") is not None:
+                latest[s["load"]] = s
+        line_pts = [latest[x] for x in sorted(latest)]
+        repeats = [s for s in steps if s.get("load") is not None and latest.get(s["load"]) is not s]
+        items = []
+        ymax = 0.0
+        series = [("p50", pal.line(0)), ("p95", pal.line(1))]
+        for k, (pct, color) in enumerate(series):
+            xy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in line_pts]
+            xy = [(x, y) for x, y in xy if y is not None]
+            if xy:
+                plt.plot([p[0] for p in xy], [p[1] for p in xy], color=color, marker=self.mark(k))
+                items.append((pct, color, self.mark(k)))
+                ymax = max(ymax, max(p[1] for p in xy))
+            rxy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in repeats]
+            rxy = [(x, y) for x, y in rxy if y is not None]
+            if rxy:
+                plt.scatter([p[0] for p in rxy], [p[1] for p in rxy], color=color, marker="•")
+                ymax = max(ymax, max(p[1] for p in rxy))
+        if self.STALLS:
+            xy = [(s["load"], _finite((s.get("itl_ms") or {}).get("p99"))) for s in pts]
+            xy = [(x, y) for x, y in xy if y is not None]
+            if xy:
+                plt.scatter([p[0] for p in xy], [p[1] for p in xy], color=pal.line(4), marker="x")
+                items.append(("ITL p99", pal.line(4), "x"))
+                ymax = max(ymax, max(p[1] for p in xy))
+        metrics = (m, "itl") if self.STALLS else (m,)
+        for metric, pct, limit in st.shown_slo.targets():
+            if metric in metrics:
+                plt.horizontal_line(limit, color=pal.slo)
+                items.append((f"SLO {limit:g}", pal.slo))
+                ymax = max(ymax, limit)
+        best = st.best(mv)
+        loads = [s["load"] for s in pts if s.get("load") is not None]
+        lo, hi = min(loads), max(loads)
+        pred = mv.predicted_kv if mv else None
+        if pred and lo * 0.5 <= pred <= hi * 1.5:  # the KV-bound prediction beside the best load
+            lo, hi = min(lo, pred), max(hi, pred)
+        if lo == hi:
+            lo, hi = lo - 1, hi + 1
+        # A latency tail far above the SLO would squash its line at the bottom: clip at 3× the target.
+        limits = [limit for metric, _p, limit in st.shown_slo.targets() if metric in metrics]
+        clipped = bool(limits) and ymax > 3 * max(limits)
+        if clipped:
+            ymax = 3 * max(limits)
+            items.append((f"clipped {ymax:g}", pal.slo))
+        from kvtui.tui.ticks import nice_ticks
+
+        plt.xlim(lo, hi)
+        plt.ylim(0, ymax * 1.15 if ymax > 0 else 1)
+        xt, xl = nice_ticks(lo, hi, max(2, min(5, w // 12)))
+        plt.xticks(xt, xl)
+        yt, yl = nice_ticks(0, ymax * 1.15 if ymax > 0 else 1, max(2, min(4, h // 3)))
+        plt.yticks(yt, yl)
+        top = ymax * 1.1 if ymax else 1
+        near = best is not None and pred is not None and abs(pred - best) < (hi - lo) * 0.2
+        if pred and lo <= pred <= hi:
+            # Two labels closer than a fifth of the axis would merge ("111"): the KV one goes lower.
+            plt.vertical_line(pred, color=pal.line(5))
+            plt.text(f"KV≈{pred:.0f}", pred, top * (0.8 if near else 1.0), color=pal.line(5), alignment="center")
+            items.append(("KV-bound", pal.line(5)))
+        if best is not None:
+            plt.vertical_line(best, color=pal.best)
+            plt.text(f"★{best:g}", best, top, color=pal.best, alignment="center")
+        return self.legend(items)
+
+
+class TtftChart(LatencyChart):
+    TITLE = "TTFT ms"
+    METRIC = "ttft"
+
+
+class TpotChart(LatencyChart):
+    TITLE = "TPOT ms"
+    SUFFIX = " · ITL p99 = stalls"
+    METRIC = "tpot"
+    STALLS = True

@@ -1,0 +1,68 @@
+"""Progress of a live run: "step n of about m" and an ETA for the mode and for the run.
+
+From the search's position (`kvtui.explore.search.steps_left_estimate`, an estimate: "about")
+and the wall durations of the steps already run. Modes not started yet are assumed to need as
+many steps as this one, plus its engine start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def fmt_eta(s: float | None) -> str:
+    if s is None:
+        return "—"
+    s = max(0.0, s)
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def _durations(steps: list[dict[str, Any]]) -> list[float]:
+    out = []
+    for s in steps:
+        a, b = s.get("t_rel_start"), s.get("t_rel_end")
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > a:
+            out.append(float(b - a))
+        elif isinstance(s.get("duration_s"), (int, float)):
+            out.append(float(s["duration_s"]))
+    return out
+
+
+def progress(state: Any) -> dict[str, Any] | None:
+    """{"n", "about", "eta_mode_s", "eta_run_s"} for the mode the run is on; None when no step runs."""
+    from kvtui.explore.search import steps_left_estimate
+
+    if state.replay or not state.step:
+        return None
+    mv = state.modes.get(state.step.get("mode") or "")
+    if mv is None:
+        return None
+    ramp = (state.scenario or {}).get("ramp") or {}
+    done = len(mv.steps)
+    left = max(1, steps_left_estimate(ramp, mv.steps, state.closed))
+    durs = _durations(mv.steps) or _durations([s for m in state.modes.values() for s in m.steps])
+    mean = sum(durs) / len(durs) if durs else None
+    elapsed = float((state.progress or {}).get("elapsed_s") or 0.0)
+    eta_mode = None if mean is None else max(0.0, left * mean - min(elapsed, mean))
+    waiting = [m for m in state.modes.values() if m.status == "waiting"]
+    startup = (mv.server or {}).get("startup_s")
+    per_mode = None if mean is None else (done + left) * mean + (float(startup) if isinstance(startup, (int, float)) else 0.0)
+    eta_run = None if eta_mode is None or per_mode is None else eta_mode + len(waiting) * per_mode
+    return {"n": done + 1, "about": done + left, "eta_mode_s": eta_mode, "eta_run_s": eta_run,
+            "modes_left": len(waiting)}
+
+
+def progress_text(state: Any) -> str:
+    p = progress(state)
+    if p is None:
+        return ""
+    t = f"step {p['n']} of about {p['about']}"
+    if p["eta_mode_s"] is not None:
+        t += f" · mode ETA {fmt_eta(p['eta_mode_s'])}"
+        if p["modes_left"]:
+            t += f" · run ETA {fmt_eta(p['eta_run_s'])}"
+    return t

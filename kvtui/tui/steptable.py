@@ -1,0 +1,152 @@
+"""The step table: one row per finished step of the viewed mode; ★ marks the best load."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from kvtui.explore.evaluate import in_lock_step, ran_to_its_end
+from kvtui.tui.charts import fmt_num
+from kvtui.tui.state import RunState, limit_word
+
+
+def _f(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x)
+
+
+def fmt_ms(x: Any) -> str:
+    v = _f(x)
+    if v is None:
+        return "—"
+    if math.isinf(v):
+        return "∞"
+    return f"{v:.1f}" if v < 100 else f"{v:,.0f}"
+
+
+def fmt_load(x: Any) -> str:
+    v = _f(x)
+    return "—" if v is None else f"{v:g}"
+
+
+def fmt_share(x: Any) -> str:
+    v = _f(x)
+    return "—" if v is None else f"{v:.0%}"
+
+
+COLUMNS = [
+    # key, label, compact?
+    ("mark", " ", True),
+    ("load", "c", True),
+    ("verdict", "SLO", True),
+    ("limit", "limit", True),
+    ("n", "n", True),
+    ("req_s", "req/s", False),
+    ("tok_s", "tok/s", True),
+    ("ttft", "TTFT p95", True),
+    ("tpot", "TPOT p95", True),
+    ("itl", "ITL p99", False),
+    ("e2e", "E2E p95", False),
+    ("goodput", "good", False),
+    ("kv", "KV max", True),
+    ("preempt", "preempt", False),
+    ("prefix", "prefix", False),
+    ("errors", "err", True),
+    ("why", "step", False),
+]
+
+
+class StepTable(DataTable):
+    """One row per finished step of the viewed mode; ★ marks the best load."""
+
+    DEFAULT_CSS = """
+    StepTable { height: 1fr; min-height: 4; }
+    """
+
+    def __init__(self, state: RunState, **kw: Any):
+        super().__init__(cursor_type="row", zebra_stripes=True, **kw)
+        self.state = state
+        self._cols_for: tuple | None = None
+        self._rows_key: Any = None
+        self._n_rows = 0
+
+    def setup_columns(self, compact: bool) -> None:
+        load_label = self.state.load_word
+        key = (compact, load_label)
+        if key == self._cols_for:
+            return
+        self._cols_for = key
+        self.clear(columns=True)
+        for k, label, in_compact in COLUMNS:
+            if compact and not in_compact:
+                continue
+            self.add_column(load_label if k == "load" else label, key=k)
+        self._rows_key = None
+        self._n_rows = 0
+
+    def row_cells(self, s: dict[str, Any], best: float | None, th: Any) -> dict[str, Any]:
+        passed = s.get("passed")
+        verdict = {True: Text("✓ PASS", style=f"bold {th.success}"), False: Text("✗ FAIL", style=f"bold {th.error}"),
+                   None: Text("? n/a", style="dim")}[passed]
+        measured = ran_to_its_end(s)
+        if not measured and passed is not False:
+            verdict = Text("✂ cut", style="dim")  # a stop ended it: no verdict (older snapshots kept theirs)
+        is_best = best is not None and s.get("load") == best and passed and measured
+        samples = s.get("samples") or {}
+        why = s.get("why") or ""
+        return {
+            "mark": Text("★", style=f"bold {th.success}") if is_best else Text(""),
+            "load": Text(fmt_load(s.get("load")), style="bold" if is_best else ""),
+            "verdict": verdict,
+            "limit": limit_word(s) if s.get("limited_by") else "—",
+            "n": str(samples.get("ttft", s.get("requests", "—"))),
+            "req_s": fmt_num(s.get("request_s")),
+            "tok_s": fmt_num(s.get("output_tok_s")),
+            "ttft": fmt_ms((s.get("ttft_ms") or {}).get("p95")),
+            "tpot": fmt_ms((s.get("tpot_ms") or {}).get("p95")),
+            "itl": fmt_ms((s.get("itl_ms") or {}).get("p99")),
+            "e2e": fmt_ms((s.get("e2e_ms") or {}).get("p95")),
+            "goodput": fmt_share(s.get("goodput")),
+            "kv": fmt_share(s.get("kv_cache_usage_max")),
+            "preempt": fmt_load(s.get("preemptions")),
+            "prefix": fmt_share(s.get("prefix_cache_hit_rate")),
+            "errors": str(s.get("errors", "—")),
+            "why": ("" if why == "search" else why) + (" lock-step" if in_lock_step(s) else ""),
+        }
+
+    def sync(self, compact: bool) -> None:
+        self.setup_columns(compact)
+        st = self.state
+        mv = st.viewed
+        key = (mv.name if mv else None, st.steps_version, st.slo_version, st.cursor, self.app.theme, self._cols_for)
+        if key == self._rows_key:
+            return
+        self._rows_key = key
+        steps = mv.shown_steps(st.edited) if mv else []
+        best = st.best(mv)
+        th = self.app.current_theme
+        cols = [k for k, _, c in COLUMNS if not (compact and not c)]
+        rows = [self.row_cells(s, best, th) for s in steps]
+        limit = len(steps) if not st.replay or st.cursor is None else st.cursor + 1
+        cursor_row, prev = self.cursor_row, self._n_rows
+        if prev and prev <= len(rows) and not st.replay:
+            # Update the rows already there (an SLO change, a new best), append the new ones.
+            for i in range(prev):
+                for c in cols:
+                    self.update_cell(str(i), c, rows[i][c])
+            for i in range(prev, len(rows)):
+                self.add_row(*[rows[i][c] for c in cols], key=str(i))
+        else:
+            self.clear()
+            for i, r in enumerate(rows[:limit]):
+                self.add_row(*[r[c] for c in cols], key=str(i))
+        self._n_rows = min(len(rows), limit)
+        if st.replay and st.cursor is not None and self.row_count:
+            self.move_cursor(row=min(st.cursor, self.row_count - 1))
+        elif self.row_count:
+            follow = cursor_row < 0 or cursor_row >= prev - 1  # on the last row: follow new steps
+            self.move_cursor(row=self.row_count - 1 if follow else cursor_row)

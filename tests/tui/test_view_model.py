@@ -1,0 +1,50 @@
+"""The view-model (kvtui.tui.state.RunState) on its own: fed events as a run sends them, no App."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from kvtui.commands.app_options import AppOptions
+from kvtui.tui.progress import progress_text
+from kvtui.tui.state import RunState
+
+
+def ev(kind, mode=None, data=None):
+    return SimpleNamespace(kind=kind, mode=mode, data=data if data is not None else {})
+
+
+def step(i, load, ok, t0):
+    return {"index": i, "load": load, "passed": ok, "why": "search", "output_tok_s": 100.0 * load,
+            "t_rel_start": t0, "t_rel_end": t0 + 10, "requests": 40, "ttft_ms": {"p95": 10.0 * load}}
+
+
+def test_events_fill_the_view_model_and_its_answers():
+    st = RunState()
+    st.scenario = {"name": "vm", "ramp": {"start": 2, "max": 64, "confirm": True}, "workload": {}}
+    st.ingest(ev("mode_starting", "a", {"settings": {}}))
+    st.ingest(ev("engine_ready", "a", {"facts": {"weights_gib": 15.0}, "info": {"time_scale": 1.0}}))
+    for t in range(0, 40, 2):
+        st.ingest(ev("telemetry", "a", {"t": float(t), "gen_tok_s": 200.0,
+                                         "gpus": [{"index": 0, "power_w": 300.0, "util_pct": 90.0, "sm_clock_mhz": 1500.0},
+                                                  {"index": 1, "power_w": 310.0, "util_pct": 70.0, "sm_clock_mhz": 1400.0}]}))
+    mv = st.modes["a"]
+    # Power summed over the GPUs, utilisation and clock averaged: what the GPU panel shows.
+    assert mv.series.last("gpu_power_w") == 610.0 and mv.series.last("gpu_util_pct") == 80.0
+    assert mv.series.last("gpu_sm_clock_mhz") == 1450.0
+    st.ingest(ev("step_started", "a", {"load": 2, "index": 0}))
+    st.ingest(ev("step_finished", "a", step(0, 2, True, 0)))
+    st.ingest(ev("step_finished", "a", step(1, 4, True, 10)))
+    st.ingest(ev("step_started", "a", {"load": 8, "index": 2}))
+    assert progress_text(st).startswith("step 3 of about ")
+    st.ingest(ev("step_finished", "a", step(2, 8, False, 20)))
+    assert st.best(mv) == 4  # the knee rule: highest pass below the lowest fail
+    st.ingest(ev("mode_finished", "a", {"best_concurrency": 4, "search": {"best": 4}, "complete": True}))
+    assert mv.status == "done" and st.best(mv) == 4
+    st.ingest(ev("run_finished", None, {"run": {"finished": True}, "modes": []}))
+    assert st.status == "finished" and progress_text(st) == ""
+
+
+def test_options_decide_where_a_replay_opens():
+    assert AppOptions().opens_on == "answer"
+    assert AppOptions(replay_step=3).opens_on == "dashboard"
+    assert AppOptions(view="dashboard").opens_on == "dashboard"
