@@ -87,9 +87,20 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     quality = [r for r in rows if r.get("quality")]
     if quality:
         flagged = [str(r["mode"]) for r in quality if (r["quality"] or {}).get("flagged")]
+        text = ("flagged: " + ", ".join(flagged)) if flagged else "no mode flagged"
+        # The largest accuracy change of any mode on any ground-truth task, with its verdict:
+        # "fp8-w quotation −3.3 pt (within noise, n=150)".
+        worst = None
+        for r in quality:
+            for task, t in (((r["quality"] or {}).get("suite") or {}).get("tasks") or {}).items():
+                if task != "agreement" and isinstance(t, dict) and isinstance(t.get("delta_pt"), (int, float)):
+                    if worst is None or t["delta_pt"] < worst[2]["delta_pt"]:
+                        worst = (r["mode"], task, t)
+        if worst is not None:
+            m, task, t = worst
+            text += f"; largest drop: {m} {task} {t['delta_pt']:+.1f} pt ({t.get('verdict')}, n={t.get('n')})"
         questions.append({"question": "quality against the reference", "key": "quality", "winners": flagged,
-                          "value": None, "text": ("flagged: " + ", ".join(flagged)) if flagged else "no mode flagged",
-                          "tie": False})
+                          "value": None, "text": text, "tie": False})
     caveats: list[str] = []
     env = doc.get("environment") or {}
     modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]
