@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.peers import Req, from_kvtui, latency_summary, pct, vllm_bench  # noqa: E402
 from kvtui.explore.evaluate import StepContext, evaluate_step  # noqa: E402
-from kvtui.load.generator import LoadGenerator, WorkerConfig  # noqa: E402
+from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
 from kvtui.load.workload import PromptFactory, discover_token_space  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402
 from kvtui.scenario.schema import Length, Slo, Workload  # noqa: E402
@@ -123,7 +123,7 @@ def run_kvtui(ep, workload: Workload, space, max_len: int, conc: int, window: in
                        space=dataclasses.asdict(space), max_model_len=max_len, salt=salt, seed=workload.seed,
                        request_timeout_s=600)
     with LoadGenerator(cfg, 1) as lg:
-        run = lg.run_step("agree", 0, conc, True, warmup_s=2.0, window_s=0.0, window_requests=window)
+        run = lg.run_step(StepParams("agree", 0, conc, True, warmup_s=2.0, window_s=0.0, window_requests=window))
     ctx = StepContext(load=conc, t_window_start=run.t_window_start, t_window_end=run.t_window_end, client=run.stats.to_dict())
     step = evaluate_step(run.records, ctx, Slo(latency={"ttft_p95_ms": 1e9}))
     figures = {k: {"p50": step[f"{k}_ms"].get("p50"), "p95": step[f"{k}_ms"].get("p95"), "n": step[f"{k}_ms"]["n"]}

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from bench.agreement_vllm import client_means, scrape, server_delta, wait_idle  # noqa: E402
 from bench.peers import from_kvtui  # noqa: E402
 from kvtui.load.client import StreamClient, stream_request  # noqa: E402
-from kvtui.load.generator import LoadGenerator, WorkerConfig  # noqa: E402
+from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
 from kvtui.load.records import Record  # noqa: E402
 from kvtui.load.workload import PromptFactory, discover_token_space, request_body  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402
@@ -67,7 +67,7 @@ def worker(ep, workload, space, max_len, conc, n, salt) -> list[Record]:
                        space=dataclasses.asdict(space), max_model_len=max_len, salt=salt, seed=workload.seed,
                        request_timeout_s=600)
     with LoadGenerator(cfg, 1) as lg:
-        run = lg.run_step("probe", 0, conc, True, warmup_s=0.0, window_s=0.0, window_requests=n)
+        run = lg.run_step(StepParams("probe", 0, conc, True, warmup_s=0.0, window_s=0.0, window_requests=n))
     st = run.stats.to_dict()
     print(f"  (worker: loop lag p99 {st['loop_lag_ms_p99']:.0f} ms, max {st['loop_lag_ms_max']:.0f} ms, "
           f"CPU share {st['cpu_share']:.2f}, wall {st['wall_s']:.1f} s, run-queue wait {st['runq_wait_s'] or 0:.2f} s)", file=sys.stderr, flush=True)

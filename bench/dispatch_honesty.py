@@ -33,7 +33,7 @@ from bench.loadgen_capacity import start_server  # noqa: E402
 from bench.peers import pct  # noqa: E402
 from kvtui.explore.evaluate import StepContext, evaluate_step  # noqa: E402
 from kvtui.explore.run import Run  # noqa: E402
-from kvtui.load.generator import LoadGenerator, WorkerConfig  # noqa: E402
+from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
 from kvtui.load.workload import TokenSpace  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402
 from kvtui.scenario.schema import Length, Slo, Workload  # noqa: E402
@@ -75,7 +75,7 @@ def part_b(rates: list[float], window_s: float) -> list[dict]:
                            request_timeout_s=120)
         with LoadGenerator(cfg, 1) as lg:
             for i, rate in enumerate(rates):
-                run = lg.run_step("dispatch", i, rate, False, warmup_s=1.0, window_s=window_s)
+                run = lg.run_step(StepParams("dispatch", i, rate, False, warmup_s=1.0, window_s=window_s))
                 ctx = StepContext(load=rate, closed=False, t_window_start=run.t_window_start, t_window_end=run.t_window_end,
                                   client=run.stats.to_dict())
                 step = evaluate_step(run.records, ctx, Slo(latency={"ttft_p95_ms": 1e9}))

@@ -47,7 +47,7 @@ from bench.peers import (  # noqa: E402
     vllm_bench,
 )
 from kvtui.engines.procs import free_port  # noqa: E402
-from kvtui.load.generator import LoadGenerator, WorkerConfig  # noqa: E402
+from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
 from kvtui.load.workload import TokenSpace  # noqa: E402
 from kvtui.scenario.schema import Length, Workload  # noqa: E402
 
@@ -94,7 +94,7 @@ def kvtui_run(base: str, conc: int, procs: int, chunks: int, n_requests: int) ->
                        space=dataclasses.asdict(TokenSpace.synthetic()), max_model_len=1 << 20, salt=random.getrandbits(32),
                        seed=0, request_timeout_s=300)
     with LoadGenerator(cfg, procs) as lg:
-        run = lg.run_step("bench", 0, conc, True, warmup_s=0.5, window_s=0.0, window_requests=max(1, n_requests - conc))
+        run = lg.run_step(StepParams("bench", 0, conc, True, warmup_s=0.5, window_s=0.0, window_requests=max(1, n_requests - conc)))
     st = run.stats
     return ToolRun(f"kvtui ×{procs}", from_kvtui(run.records), st.cpu_s, st.wall_s,
                    extra={"stats": st.to_dict(), "cpu_per_chunk_us": st.cpu_s / max(1, st.chunks) * 1e6})

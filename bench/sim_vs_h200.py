@@ -28,7 +28,7 @@ v1 — the client of docs/results/h200-abc.json (httpx, one pool shared by all s
   not have it (fast mode does not add it).
 
 v2 — the fixed client of the h200-v2 re-run (aiohttp, one connection per slot):
-- the same staggered start (kvtui/load/generator.py run_step);
+- the same staggered start (kvtui/load/generator.py LoadGenerator.run_step);
 - no send delay: each slot has its own connection, so nothing holds a send back;
 - the window opens once warm-up_s has passed AND every slot has finished one request
   (LoadGenerator.run_step's warm rule), capped at warm-up_s + window_timeout_s, which
@@ -122,7 +122,7 @@ class ReplayClient:
 
     @staticmethod
     def stagger_s(warmup_s: float) -> float:
-        return min(2.0, max(0.2, warmup_s / 2))  # kvtui/load/generator.py run_step
+        return min(2.0, max(0.2, warmup_s / 2))  # kvtui/load/generator.py LoadGenerator.run_step
 
 
 def client_kind(doc: dict) -> tuple[str, str]:

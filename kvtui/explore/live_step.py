@@ -15,7 +15,7 @@ from kvtui.explore.evaluate import StepContext
 from kvtui.explore.executor import Controls, Measured
 from kvtui.explore.resume import finished_steps
 from kvtui.explore.telemetry_loop import TelemetryLoop
-from kvtui.load.generator import LoadGenerator, WorkerConfig
+from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
 from kvtui.load.records import Record, write_records
 from kvtui.scenario.schema import Mode
 
@@ -168,11 +168,11 @@ class LiveStepExecutor:
         # needs s wall seconds for each. Open-loop rates are per modelled second too.
         ts = self._time_scale()
         wall_load = load if run.closed else load / ts
-        res = loadgen.run_step(
+        params = StepParams(
             mode.name, index, wall_load, run.closed, r.warmup_s * ts, r.window_s * ts, r.window_requests, r.arrival,
-            r.burst_size, r.max_error_burst, on_records=on_records, on_status=on_status, should_stop=should_stop,
-            min_window_requests=need, window_timeout_s=r.request_timeout_s * ts,
+            r.burst_size, r.max_error_burst, window_timeout_s=r.request_timeout_s * ts, min_window_requests=need,
         )
+        res = loadgen.run_step(params, on_records=on_records, on_status=on_status, should_stop=should_stop)
         if not tel.dead and (res.aborted or any(not x.ok for x in res.records)):
             tel.confirm_alive()  # a dead server ends the mode now, not after another whole step
         tel.phase = "drain"

@@ -1,0 +1,125 @@
+"""The load generator's message protocol: what the parent and its worker processes exchange.
+
+Over a `multiprocessing.Pipe` (pickled tuples):
+  parent → worker: ("step", StepSpec) ("phase", "window"|"tail") ("stop",) ("exit",)
+  worker → parent: ("ready",) ("records", [dict]) ("status", dict) ("stopped", dict) ("fatal", str)
+
+Kept apart from both sides so that each side imports only the shapes, not the other's code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+STATUS_EVERY = 0.2  # seconds between status/records messages from a worker
+
+# The keys of a worker's ("status", dict) message that the parent sums over workers.
+STATUS_COUNTS = ("inflight", "window_inflight", "window_started", "warm_slots", "completed", "sent")
+
+
+@dataclass
+class WorkerConfig:
+    base_url: str
+    model: str
+    headers: dict[str, str]
+    workload: dict[str, Any]  # asdict(Workload)
+    space: dict[str, Any]  # TokenSpace fields
+    max_model_len: int
+    salt: int
+    seed: int
+    request_timeout_s: float
+    index: int = 0
+    workers: int = 1
+
+
+@dataclass
+class StepSpec:
+    mode: str
+    step: int
+    load: float  # this worker's share: slots (closed) or req/s (open)
+    closed: bool = True
+    counter_base: int = 0
+    arrival: str = "poisson"
+    burst_size: int = 8
+    stagger_s: float = 1.0
+    max_error_burst: int = 20
+    max_inflight: int = 4096  # open loop: beyond this the client itself is the limit
+
+
+@dataclass
+class ClientStats:
+    """What the client itself cost and lagged during one step (all workers merged)."""
+
+    sent: int = 0
+    chunks: int = 0
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    loop_lag_ms_p99: float = 0.0
+    loop_lag_ms_max: float = 0.0
+    dispatch_ms_p50: float = 0.0
+    dispatch_ms_p95: float = 0.0
+    dispatch_ms_max: float = 0.0
+    inflight_capped: int = 0  # open loop: arrivals dropped because max_inflight was reached
+    workers: int = 1
+    # Time the event-loop thread was runnable but not running (Linux schedstat; None elsewhere):
+    # tells a loop stall caused by a starved CPU from one caused by kvtui's own code.
+    runq_wait_s: float | None = None
+
+    @property
+    def cpu_share(self) -> float:
+        """Busy share of the load generator's cores (1.0 = every worker saturated)."""
+        return self.cpu_s / (self.wall_s * self.workers) if self.wall_s else 0.0
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.chunks / self.wall_s if self.wall_s else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["cpu_share"] = round(self.cpu_share, 3)
+        d["chunks_per_s"] = round(self.chunks_per_s, 1)
+        return d
+
+
+
+def pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))]
+
+
+def sum_status(status: dict[int, dict[str, Any]], active: list[int]) -> dict[str, Any]:
+    """The workers' latest ("status", …) messages, summed."""
+    agg: dict[str, Any] = {k: 0 for k in STATUS_COUNTS}
+    agg["error_burst"] = False
+    for i in active:
+        s = status.get(i)
+        if not s:
+            continue
+        for k in STATUS_COUNTS:
+            agg[k] += s.get(k, 0)
+        agg["error_burst"] = agg["error_burst"] or s.get("error_burst", False)
+    return agg
+
+
+def merge_stats(parts: list[dict[str, Any]], n_workers: int) -> ClientStats:
+    """The workers' ("stopped", stats) messages as one ClientStats."""
+    lags = [x for p in parts for x in p.get("lags", [])]
+    waits = [p["runq_wait_s"] for p in parts if p.get("runq_wait_s") is not None]  # the most-starved worker
+    disp = [x for p in parts for x in p.get("dispatch", [])]
+    return ClientStats(
+        sent=sum(p.get("sent", 0) for p in parts),
+        chunks=sum(p.get("chunks", 0) for p in parts),
+        cpu_s=sum(p.get("cpu_s", 0.0) for p in parts),
+        wall_s=max([p.get("wall_s", 0.0) for p in parts] + [0.0]),
+        loop_lag_ms_p99=pct(lags, 0.99) * 1000,
+        loop_lag_ms_max=max(lags, default=0.0) * 1000,
+        dispatch_ms_p50=pct(disp, 0.50) * 1000,
+        dispatch_ms_p95=pct(disp, 0.95) * 1000,
+        dispatch_ms_max=max(disp, default=0.0) * 1000,
+        inflight_capped=sum(p.get("inflight_capped", 0) for p in parts),
+        workers=max(1, n_workers),
+        runq_wait_s=max(waits, default=None),
+    )
