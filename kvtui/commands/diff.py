@@ -30,8 +30,13 @@ def run(args: argparse.Namespace) -> int:
     fmt = (args.format or "").lower()
     if fmt not in ("text", "md", "markdown"):
         raise UsageError(f"--format {args.format}: diff writes text or md")
-    a = scrub(load_snapshot(args.a))
-    b = scrub(load_snapshot(args.b))
+    from kvtui.report.outclaim import input_files, refuse_overwriting_inputs
+
+    raw_a, raw_b = load_snapshot(args.a), load_snapshot(args.b)
+    if args.out and args.out != "-":
+        refuse_overwriting_inputs(args.out, input_files(args.a, raw_a) + input_files(args.b, raw_b), "diff")
+    a = scrub(raw_a)
+    b = scrub(raw_b)
     na, nb = display_name(args.a), display_name(args.b)
     text = scrub_text(render_diff(a, b, "A", "B", markdown=fmt != "text", title_a=na, title_b=nb))
     if args.out and args.out != "-":

@@ -49,8 +49,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--mode {mode}: not in this snapshot (modes: {', '.join(map(str, names)) or 'none'})")
     view = getattr(args, "view", None) or ("dashboard" if mode else "answer")
     out = None if args.out == "-" else (Path(args.out) if args.out else default_out(args.snapshot, fmt))
-    if out is not None and out.resolve() == Path(args.snapshot).resolve():
-        raise UsageError(f"{out}: the export would overwrite its own snapshot; pick another --out")
+    if out is not None:  # never over its own inputs, --force or not
+        from kvtui.report.outclaim import input_files, refuse_overwriting_inputs
+
+        refuse_overwriting_inputs(out, input_files(args.snapshot, doc), "export")
     if out is not None and out.exists() and not getattr(args, "force", False):
         raise UsageError(f"{out}: exists; --force overwrites it, --out picks another file")
     text = render(doc, fmt, width=args.width, height=args.height, theme=args.theme, view=view, mode=mode)
@@ -58,8 +60,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     assert out is not None
-    if out.resolve() == Path(args.snapshot).resolve():
-        raise UsageError(f"{out}: the export would overwrite its own snapshot; pick another --out")
     write_text_private(out, text)
     print(f"kvtui: wrote {out}", file=sys.stderr)
     return 0

@@ -48,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     doc["comparison"] = compare_modes(doc)
     doc = scrub(doc)
     out = Path(args.out)
-    if any(out.resolve() == Path(f).resolve() for f in args.files):
-        raise UsageError(f"{out}: would overwrite an input file; pick another --out")
+    from kvtui.report.outclaim import refuse_overwriting_inputs
+
+    refuse_overwriting_inputs(out, [Path(f) for f in args.files], "import")
     if not out.parent.exists():
         try:  # --out runs/new/x.json: make the folder, and say so
             out.parent.mkdir(parents=True)

@@ -36,7 +36,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def default_out(scenario_name: str) -> Path:
-    return Path("runs") / f"{scenario_name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    from kvtui.report.outclaim import unique_path
+
+    # Two runs started in the same second must not share files (a run refuses another's).
+    return unique_path(Path("runs") / f"{scenario_name}-{time.strftime('%Y%m%d-%H%M%S')}.json")
 
 
 def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
@@ -68,6 +71,9 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
     if in_lock_step(step):
         parts.append(f"lock-step {step['send_burst']:.0%}")
 
+    if step.get("flags"):
+        # Named doubts (untrusted server numbers, the client's own failures): never hidden.
+        parts.append("FLAGS " + ", ".join(f"{k}={v}" for k, v in sorted(step["flags"].items())))
     lim = LIMIT_WORDS.get(step.get("limited_by") or "", step.get("limited_by"))
     parts.append(verdict + (f" (limited by {lim})" if step.get("limited_by") else ""))
     if step.get("why") == "confirm":

@@ -129,3 +129,22 @@ class Engine(Protocol):
     def stop(self) -> None:
         """Stop the server and release its memory. Idempotent; never raises."""
         ...
+
+
+def served_models(payload: object, where: str) -> list[dict]:
+    """The `data` of a /v1/models answer, checked: a list of objects with a string `id`; a
+    `max_model_len` that is not a positive integer is dropped (the scenario's then holds).
+
+    Raises ValueError with one line when the answer is not that shape (a server's word is
+    checked before kvtui builds prompts from it)."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
+        raise ValueError(f"{where}/v1/models: 'data' is not a list of models with an 'id': {str(payload)[:80]!r}")
+    out = []
+    for m in data:
+        m = dict(m)
+        mml = m.get("max_model_len")
+        if mml is not None and not (isinstance(mml, int) and not isinstance(mml, bool) and 0 < mml < 1 << 31):
+            m.pop("max_model_len")
+        out.append(m)
+    return out

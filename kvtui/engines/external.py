@@ -48,9 +48,15 @@ class ExternalEngine:
         if r.status_code != 200:
             raise EngineError("connect", f"{base}/v1/models answered HTTP {r.status_code}")
         try:
-            models = r.json().get("data") or []
+            payload = r.json()
         except ValueError:
             raise EngineError("connect", f"{base}/v1/models did not answer JSON: is this an OpenAI-compatible server?")
+        from kvtui.engines.base import served_models
+
+        try:
+            models = served_models(payload, base)
+        except ValueError as e:
+            raise EngineError("connect", str(e))
         want = mode.model or s.served_model_name or s.model
         ids = [m.get("id") for m in models]
         if want and want in ids:

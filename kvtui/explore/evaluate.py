@@ -44,6 +44,34 @@ class StepContext:
     # Ended by a stop or skip, not by the server: the requests still in flight were cancelled, so
     # the records are the early-finished part of the window and a verdict on them would be a guess.
     cut: bool = False
+    client_failure: str | None = None  # the client could not measure on (a dead worker, a crashed task)
+
+
+# A load-generator loop stopped this long inside a step (Ctrl-Z, a VM pause: not running and
+# not waiting for a CPU either, ClientStats.stall_s) shaped its latencies: the step gets no
+# verdict about the server. A starved CPU is not a stall (client_limited covers it).
+STALL_S = 1.0
+# Flags that say a number the server gave is wrong: no step passes on them.
+SERVER_NUMBER_FLAGS = ("usage_invalid", "usage_mismatch", "sse_oversize")
+# Flags that say the client, not the server, failed the step: no verdict either way.
+CLIENT_FLAGS = ("client_errors", "client_stalled", "client_failed")
+
+
+def step_flags(records: list[Record], ctx: StepContext) -> dict[str, Any]:
+    """Named doubts about a step's figures: {flag: count (or seconds, or why)}."""
+    flags: dict[str, Any] = {}
+    for r in records:
+        for f in r.flags:
+            flags[f] = flags.get(f, 0) + 1
+        if r.error in ("client", "sse_oversize"):
+            k = "client_errors" if r.error == "client" else "sse_oversize"
+            flags[k] = flags.get(k, 0) + 1
+    stall = (ctx.client or {}).get("stall_s") or 0.0
+    if stall >= STALL_S:
+        flags["client_stalled"] = round(stall, 1)
+    if ctx.client_failure:
+        flags["client_failed"] = ctx.client_failure
+    return flags
 
 
 def _window_tokens(records: Iterable[Record], t0: float, t1: float) -> tuple[float, float]:
@@ -67,8 +95,11 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     s = 1.0 / ctx.time_scale if ctx.time_scale else 1.0
     counted = [r for r in records if r.counted]
     ok = [r for r in counted if r.ok]
-    failed = [r for r in counted if not r.ok]
+    # The client's own errors are not the server's: they take the step's verdict away (flags
+    # below) instead of counting in its error rate.
+    failed = [r for r in counted if not r.ok and r.error != "client"]
     nf = len(failed)
+    flags = step_flags(records, ctx)
     ttft = summarize((r.ttft * s for r in ok if r.ttft is not None), failures=nf)
     tpot = summarize((r.tpot * s for r in ok if r.tpot is not None), failures=nf)
     e2e = summarize((r.e2e * s for r in ok if r.e2e is not None), failures=nf)
@@ -135,6 +166,10 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
         verdict = False
     if ctx.cut:
         verdict = None
+    if any(f in flags for f in SERVER_NUMBER_FLAGS) and verdict is True:
+        verdict = None  # a figure from numbers the server got wrong is no pass
+    if any(f in flags for f in CLIENT_FLAGS):
+        verdict = None  # the client failed: nothing is said about the server
 
     m = ctx.metrics
     step: dict[str, Any] = {
@@ -176,12 +211,24 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     }
     if ctx.cut:
         step["cut"] = True
+    if flags:
+        step["flags"] = flags
+    if ctx.client_failure:
+        step["client_failure"] = ctx.client_failure
     if ctx.max_num_seqs and ctx.closed and ctx.load > ctx.max_num_seqs:
         step["note"] = f"concurrency {ctx.load:g} > max_num_seqs {ctx.max_num_seqs}: the rest queue in the server"
     if ctx.closed:
         step["send_burst"] = send_burst(counted, ctx.load, ctx.time_scale)
     step["limited_by"] = limited_by(step, slo)
+    if any(f in flags for f in CLIENT_FLAGS):
+        step["client_limited"] = True
+        step["limited_by"] = "client"
     return step
+
+
+def no_server_verdict(step: dict[str, Any]) -> bool:
+    """The client failed this step (flags in CLIENT_FLAGS): it says nothing about the server."""
+    return any(f in (step.get("flags") or {}) for f in CLIENT_FLAGS)
 
 
 LOCKSTEP = 0.5  # share of the slots sending within one second that marks a closed loop in lock-step
@@ -292,6 +339,7 @@ def reevaluate(step: dict[str, Any], records: list[Record], slo: Slo) -> dict[st
         error_burst=bool(step.get("error_burst")),
         aborted=step.get("aborted"),
         cut=bool(step.get("cut")),
+        client_failure=step.get("client_failure"),
     )
     new = evaluate_step(records, ctx, slo)
     for k in ("index", "t_window_start", "t_window_end", "started_at", "duration_s", "repeat_of", "search_phase", "note"):

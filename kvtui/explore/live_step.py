@@ -96,6 +96,14 @@ class LiveStepExecutor:
         md["token_space"] = space.to_dict()
         if not space.verified:
             self.run.emit("warning", mode.name, space.source)
+        from kvtui.load.workload import context_problem
+
+        problem = context_problem(sc.workload, endpoint.max_model_len)
+        if problem:  # the server's context cannot hold the workload: refused, not silently shrunk
+            md["error"] = {"kind": "bad_context", "message": problem}
+            md["search"] = {"done": False}
+            self.run.emit("error", mode.name, problem)
+            return
         if sc.quality.enabled:
             from kvtui.explore.quality import collect_outputs
 
@@ -200,7 +208,7 @@ class LiveStepExecutor:
             time_scale=ts, metrics=metrics, client=res.stats.to_dict(),
             gpu_mem_used_gib_max=tel.gpu_mem_max(res.t_start, res.t_end), max_num_seqs=md["server"].get("max_num_seqs"),
             error_burst=res.error_burst, aborted=res.aborted or (f"engine died: {tel.dead}" if tel.dead else None),
-            cut=bool(res.aborted) and not tel.dead,
+            cut=bool(res.aborted) and not tel.dead, client_failure=res.client_failure,
         )
         all_ok = [x for x in recs if x.ok]
         extra = {

@@ -17,7 +17,7 @@ def reevaluate_modes(modes: list[tuple[str, list[dict[str, Any]], Path | None]],
     `modes` is [(mode name, steps, records path)]. Returns ({mode: {step index: step}}, problems).
     """
     from kvtui.explore.evaluate import reevaluate
-    from kvtui.load.records import read_records
+    from kvtui.load.records import Damaged, read_records
 
     wanted: dict[Path, set[str]] = {}
     problems: list[str] = []
@@ -28,12 +28,15 @@ def reevaluate_modes(modes: list[tuple[str, list[dict[str, Any]], Path | None]],
         wanted.setdefault(path, set()).add(name)
     grouped: dict[tuple[str, int], list[Any]] = collections.defaultdict(list)
     for path, names in wanted.items():
+        damaged = Damaged()
         try:
-            for r in read_records(path):
+            for r in read_records(path, damaged):
                 if r.mode in names and (only is None or (r.mode, r.step) in only):
                     grouped[(r.mode, r.step)].append(r)
         except OSError as e:
             problems.append(f"cannot read the records {path}: {e.strerror or e}; verdicts kept as measured")
+        if damaged.count:  # cut lines, garbage, non-records: skipped and counted, never fatal
+            problems.append(damaged.warning(path) or "")
     out: dict[str, dict[int, dict[str, Any]]] = {}
     for name, steps, path in modes:
         if path is None:

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kvtui.explore.document import mode_settings
-from kvtui.explore.evaluate import ran_to_its_end
+from kvtui.explore.evaluate import no_server_verdict, ran_to_its_end
 from kvtui.explore.search import Search
-from kvtui.load.records import iter_record_lines
+from kvtui.load.records import Damaged, iter_record_lines, record_from_line
 from kvtui.report.diff import setting_changes
 from kvtui.report.snapshot import SnapshotWriter, atomic_write, ran_on_devices
 from kvtui.scenario.schema import Mode, Scenario
@@ -150,12 +150,20 @@ class Resume:
                     want[mname] = len(finished_steps(self.partial[mname])) if mname in self.partial else None
             if not want:
                 continue
+            damaged = Damaged()
             try:
-                for rec in iter_record_lines(src):
+                for rec in iter_record_lines(src, damaged):
                     mode, step = record_key(rec)
                     limit = want.get(mode) if mode is not None else None
                     if mode in want and (limit is None or (step is not None and step < limit)):
+                        if record_from_line(rec) is None:
+                            damaged.add(0)  # the right mode and step, but not a record: not carried
+                            continue
                         lines.append(rec if rec.endswith("\n") else rec + "\n")
+                if damaged.count:
+                    msg = f"{src}: {damaged.count} damaged records line(s) skipped"
+                    self.emit("warning", None, msg)
+                    doc.setdefault("warnings", []).append(msg)
             except OSError as e:
                 doc.setdefault("warnings", []).append(
                     f"per-request records of the kept modes not carried over ({src}: {e.strerror or e})")
@@ -180,9 +188,12 @@ class Resume:
         kept = 0
         for st in steps:
             if st.get("why") in ("search", "confirm"):
-                if search.next() != st.get("load"):
+                if no_server_verdict(st):
+                    pass  # the client failed it and the same load was measured again: not judged
+                elif search.next() != st.get("load"):
                     break  # the search now wants another load: measure from here
-                search.record(st["load"], st.get("passed"))
+                else:
+                    search.record(st["load"], st.get("passed"))
             st = dict(st)
             for k in ("t_rel_start", "t_rel_end"):
                 if isinstance(st.get(k), (int, float)):

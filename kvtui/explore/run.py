@@ -24,7 +24,7 @@ from kvtui.engines import registry
 from kvtui.engines.base import Engine, StartupFacts
 from kvtui.errors import KvtuiError, UsageError
 from kvtui.explore import document
-from kvtui.explore.evaluate import evaluate_step
+from kvtui.explore.evaluate import evaluate_step, no_server_verdict
 from kvtui.explore.executor import StepExecutor
 from kvtui.explore.live_step import LiveStepExecutor
 from kvtui.explore.offline_step import OfflineStepExecutor
@@ -200,7 +200,7 @@ class Run:
         if self.resumes:
             kept = self._resume.take(self.doc, self.scenario, self.modes, self.fast)
         self.doc["modes"] = list(kept)
-        self.writer = SnapshotWriter(self.out, self.doc)
+        self.writer = SnapshotWriter(self.out, self.doc, resumed=[p["_path"] for p in self.resumes if p.get("_path")])
         if self.resumes:
             self.records_written += self._resume.carry_records(self.writer, self.doc)
         for m in kept:
@@ -242,10 +242,13 @@ class Run:
             return  # it did not start; the executor closed the mode's entry
         try:
             ex.begin_search(mode, md)
-            self._search_mode(mode, md, facts, partial)
+            if not md.get("error"):  # refused before any load (the server's context too small): no search
+                self._search_mode(mode, md, facts, partial)
         finally:
             ex.end_mode(md, self._prior_series)
         md["complete"] = ex.complete(md)
+        if (md.get("error") or {}).get("kind") == "client":
+            md["complete"] = False  # cut by the client's failure: --resume continues it
         md["finished_at"] = time.time()
         self.mode_finished(md)
         self.emit("mode_finished", mode.name, md)
@@ -264,6 +267,8 @@ class Run:
         t_search = time.monotonic()
         last_load: float | None = None
         step_index = 0
+        client_retries = 0
+        retry: tuple[float, str] | None = None  # a load the client failed, measured again
         if old is not None:
             assert self.writer is not None
             kept, self._prior_series = self._resume.replay_finished_steps(search, md, old, self.t0, self.writer)
@@ -274,7 +279,10 @@ class Run:
         while not self.stopping and not self._skip.is_set():
             while self._paused.is_set() and not self.stopping:
                 time.sleep(0.1)
-            load, why = self._next_load(search, last_load, levels)
+            if retry is not None:
+                (load, why), retry = retry, None
+            else:
+                load, why = self._next_load(search, last_load, levels)
             if load is None:
                 break
             step = self._one_step(mode, md, load, step_index, why, need)
@@ -283,6 +291,16 @@ class Run:
             if step is None:
                 break
             if why in ("search", "confirm"):
+                if no_server_verdict(step):
+                    # The client stalled or failed: the load is measured again, not judged.
+                    client_retries += 1
+                    if client_retries > 2:
+                        md["error"] = {"kind": "client", "message": f"the client failed {client_retries} steps in a row: {step.get('flags')}"}
+                        self.emit("error", mode.name, md["error"]["message"])
+                        break
+                    retry = (load, why)
+                    continue
+                client_retries = 0
                 search.record(load, step["passed"])
             dead = ex.dead()
             if dead:  # died after its step was measured
@@ -334,6 +352,12 @@ class Run:
         dead = self.executor.dead()
         if dead:
             md["error"] = document.crashed(dead)
+            return None
+        if m.ctx.client_failure:
+            # The client cannot measure on (a dead worker, a crashed load task): the mode is not
+            # complete, the run fails, and --resume continues it (never a final-looking knee).
+            md["error"] = {"kind": "client", "message": f"the load generator failed: {m.ctx.client_failure}"}
+            self.emit("error", mode.name, md["error"]["message"])
             return None
         if m.aborted and (self.stopping or self._skip.is_set()):
             return None

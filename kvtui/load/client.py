@@ -8,7 +8,9 @@ chunks. Output tokens: from `usage` (stream_options.include_usage), never counte
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import resource  # imported up front: a lazy import fails exactly when descriptors run out
 import time
 from typing import Any
 
@@ -74,6 +76,31 @@ def _token_bearing(choice: dict[str, Any], chat: bool) -> tuple[bool, str]:
 _DONE = object()
 _FAILED = object()
 
+# One SSE line beyond this is refused (`sse_oversize`): a 30 MB event once took 2 s of quadratic
+# re-splitting and still read as a PASS. vLLM's events are a few hundred bytes.
+MAX_EVENT_BYTES = 1 << 20
+# A usage count above this is not a count (1e308, 10**18): no request carries a billion tokens.
+MAX_USAGE_TOKENS = 1 << 30
+
+
+def _count(v: Any) -> tuple[int | None, bool]:
+    """A usage count if it is one (an int in 0..MAX_USAGE_TOKENS, not a bool), and whether it was."""
+    if v is None:
+        return None, True
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_USAGE_TOKENS:
+        return v, True
+    return None, False
+
+
+def _flag(rec: Record, name: str) -> None:
+    if name not in rec.flags:
+        rec.flags.append(name)
+
+
+def _malformed(rec: Record, what: str) -> object:
+    rec.status, rec.error, rec.detail = "error", "sse_malformed", what[:200]
+    return _FAILED
+
 
 def _event(line: bytes, rec: Record, chat: bool, now: float, last: float | None, text_parts: list[str] | None):
     """One SSE line. Returns _DONE, _FAILED (rec filled), the time of a token-bearing event, or None."""
@@ -99,11 +126,27 @@ def _event(line: bytes, rec: Record, chat: bool, now: float, last: float | None,
         return _FAILED
     usage = data.get("usage")
     if usage:
-        rec.prompt_tokens = usage.get("prompt_tokens")
-        rec.output_tokens = usage.get("completion_tokens")
+        if not isinstance(usage, dict):
+            return _malformed(rec, f"usage is not an object: {str(usage)[:60]!r}")
+        p, p_ok = _count(usage.get("prompt_tokens"))
+        o, o_ok = _count(usage.get("completion_tokens"))
+        if not (p_ok and o_ok):
+            _flag(rec, "usage_invalid")
+            rec.detail = f"usage not a count: {str(usage)[:120]}"
+        rec.prompt_tokens = p
+        rec.output_tokens = o
     choices = data.get("choices")
     if choices:
+        if not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return _malformed(rec, f"choices is not a list of objects: {str(choices)[:60]!r}")
+        if chat and not isinstance(choices[0].get("delta") or {}, dict):
+            return _malformed(rec, "delta is not an object")
+        fr = choices[0].get("finish_reason")
+        if fr is not None:
+            rec.finish_reason = str(fr)[:40]
         bearing, text = _token_bearing(choices[0], chat)
+        if not isinstance(text, str):
+            return _malformed(rec, f"token text is not a string: {str(text)[:60]!r}")
         if bearing:
             if last is None:
                 rec.t_first = now
@@ -160,11 +203,28 @@ async def stream_request(
                 # that read's time, as vLLM's client does.
                 reads = resp.content.iter_any()
                 parts = text_parts if collect_text else None
-                tail = b""
+                # The unfinished last line, as pieces: joined only once a newline ends it, so a
+                # long event costs O(n), not a re-split of everything held at every read.
+                held: list[bytes] = []
+                held_n = 0
                 async for chunk in reads:
                     now = time.monotonic()
-                    lines = (tail + chunk).split(b"\n")
+                    if b"\n" not in chunk:
+                        held.append(chunk)
+                        held_n += len(chunk)
+                        if held_n > MAX_EVENT_BYTES:
+                            rec.status, rec.error = "error", "sse_oversize"
+                            rec.detail = f"an SSE line over {MAX_EVENT_BYTES >> 20} MiB (client bound): not read"
+                            break
+                        await asyncio.sleep(0)  # the same fairness yield as below
+                        continue
+                    lines = (b"".join(held) + chunk).split(b"\n")
                     tail = lines.pop()
+                    held, held_n = ([tail], len(tail)) if tail else ([], 0)
+                    if any(len(x) > MAX_EVENT_BYTES for x in lines) or held_n > MAX_EVENT_BYTES:
+                        rec.status, rec.error = "error", "sse_oversize"
+                        rec.detail = f"an SSE line over {MAX_EVENT_BYTES >> 20} MiB (client bound): not read"
+                        break
                     last, done = _events(lines, rec, chat, now, last, parts)
                     if done or rec.status == "error":
                         break
@@ -173,7 +233,7 @@ async def stream_request(
                     # p99 went from ~300 ms to ~30 ms at 128 streams with this yield; see bench/).
                     await asyncio.sleep(0)
                 else:  # the body ended: a last line without its newline means the stream was cut
-                    last, done = _events([tail], rec, chat, time.monotonic(), last, parts)
+                    last, done = _events([b"".join(held)], rec, chat, time.monotonic(), last, parts)
                 if rec.status == "error":
                     return ""
                 if done:
@@ -192,21 +252,73 @@ async def stream_request(
     except asyncio.CancelledError:
         rec.status, rec.error, rec.detail = "error", "cancelled", "the step ended while in flight"
         raise
-    except aiohttp.ClientConnectorError as e:
-        rec.status, rec.error, rec.detail = "error", "connect", str(e)[:200] or "connection refused"
+    except (aiohttp.ClientError, OSError) as e:
+        fd = out_of_fds(e)
+        if fd:
+            rec.status, rec.error, rec.detail = "error", "client", fd
+        elif isinstance(e, aiohttp.ClientConnectorError):
+            rec.status, rec.error, rec.detail = "error", "connect", str(e)[:200] or "connection refused"
+        elif isinstance(e, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)):
+            rec.status, rec.error = "error", "truncated"
+            rec.detail = f"stream broke off: {type(e).__name__}: {str(e)[:120]}"
+        else:
+            rec.status, rec.error, rec.detail = "error", "connect", f"{type(e).__name__}: {str(e)[:160]}"
         return ""
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as e:
-        rec.status, rec.error = "error", "truncated"
-        rec.detail = f"stream broke off: {type(e).__name__}: {str(e)[:120]}"
-        return ""
-    except aiohttp.ClientError as e:
-        rec.status, rec.error, rec.detail = "error", "connect", f"{type(e).__name__}: {str(e)[:160]}"
+    except Exception as e:  # kvtui's own code failed on this answer: the client's error, named
+        rec.status, rec.error, rec.detail = "error", "client", f"{type(e).__name__}: {str(e)[:160]}"
         return ""
     rec.t_last = last
     if rec.t_first is None:
         rec.status, rec.error, rec.detail = "error", "no_tokens", "the stream carried no token"
     elif not done:
         rec.status, rec.error, rec.detail = "error", "truncated", "the stream ended without [DONE]"
-    elif rec.output_tokens is None:
+    elif rec.output_tokens is None and "usage_invalid" not in rec.flags:
         rec.status, rec.error, rec.detail = "error", "truncated", "no usage chunk (include_usage unsupported?)"
+    else:
+        cross_check_usage(rec)
     return "".join(text_parts)
+
+
+def cross_check_usage(rec: Record) -> None:
+    """Flag `usage` that disagrees with what the stream showed and what was asked.
+
+    Output: no more than the requested max_tokens, and no fewer tokens than token-bearing
+    chunks (one chunk carries one token or more; one spare for a closing empty chunk). A usage
+    10x too high once read as 3,817 tok/s and TPOT 1.0 ms, PASS (really 385 and 10.5).
+    finish_reason "length" means max_tokens were generated: exactly that many.
+    Prompt: token-id prompts have an exact length; the server may add a BOS or a chat template,
+    never remove tokens, and never multiply them.
+    """
+    chunks = len(rec.itl) + 1 if rec.t_first is not None else 0
+    o = rec.output_tokens
+    why = []
+    if o is not None:
+        if rec.expected_output_tokens and o > rec.expected_output_tokens:
+            why.append(f"completion_tokens {o} > max_tokens {rec.expected_output_tokens}")
+        if o + 1 < chunks:
+            why.append(f"completion_tokens {o} < {chunks} token chunks")
+        if rec.finish_reason == "length" and rec.expected_output_tokens and o != rec.expected_output_tokens:
+            why.append(f"finish_reason length but completion_tokens {o} != max_tokens {rec.expected_output_tokens}")
+    p, want = rec.prompt_tokens, rec.expected_prompt_tokens
+    if p is not None and want:
+        if p < want:
+            why.append(f"prompt_tokens {p} < {want} sent")
+        elif p > want + max(32, want // 4):  # room for a BOS and a chat template's estimate, no more
+            why.append(f"prompt_tokens {p} >> {want} sent")
+    if why:
+        _flag(rec, "usage_mismatch")
+        rec.detail = "; ".join(why)[:200]
+
+
+def out_of_fds(e: BaseException) -> str | None:
+    """The client ran out of file descriptors (EMFILE/ENFILE) somewhere in `e`'s chain."""
+    seen = 0
+    x: BaseException | None = e
+    while x is not None and seen < 8:
+        for cand in (x, getattr(x, "os_error", None)):
+            if isinstance(cand, OSError) and cand.errno in (errno.EMFILE, errno.ENFILE):
+                soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+                return f"the client is out of file descriptors (ulimit -n {soft}): raise it; not the server's failure"
+        x = x.__cause__ or x.__context__
+        seen += 1
+    return None

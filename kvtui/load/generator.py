@@ -48,6 +48,7 @@ class StepRun:
     stats: ClientStats = field(default_factory=ClientStats)
     error_burst: bool = False
     aborted: str | None = None  # why the step ended early (user stop, engine died, …)
+    client_failure: str | None = None  # the client itself could not measure on (a dead worker, a crashed task)
     counter_next: int = 0
 
 
@@ -122,10 +123,14 @@ class LoadGenerator:
         ]
         run.t_start = time.monotonic()
         active = [i for i, s in enumerate(shares) if s > 0]
-        for i in active:
-            self.conns[i].send(("step", specs[i]))
         status: dict[int, dict[str, Any]] = {}
         stopped: dict[int, dict[str, Any]] = {}
+        for i in active:
+            try:
+                self.conns[i].send(("step", specs[i]))
+            except (BrokenPipeError, OSError):  # the worker died between steps
+                stopped[i] = {}
+                run.client_failure = run.aborted = "a load-generator process died between steps"
         phase = "warmup"
         stop_sent = False
         conns = {self.conns[i]: i for i in active}
@@ -137,7 +142,13 @@ class LoadGenerator:
                     msg = c.recv()
                 except (EOFError, OSError):
                     stopped[i] = {}
-                    run.aborted = run.aborted or "a load-generator process died"
+                    code = None
+                    if i < len(self.procs):
+                        self.procs[i].join(0.5)
+                        code = self.procs[i].exitcode
+                    died = "a load-generator process died" + (f" (exit code {code})" if code is not None else "")
+                    run.aborted = run.aborted or died
+                    run.client_failure = run.client_failure or died
                     continue
                 kind = msg[0]
                 if kind == "records":
@@ -152,10 +163,14 @@ class LoadGenerator:
                 elif kind == "fatal":
                     stopped[i] = {}
                     run.aborted = f"load generator failed: {msg[1]}"
+                    run.client_failure = run.client_failure or str(msg[1])
             now = time.monotonic()
             if stop_sent:
                 continue
             agg = sum_status(status, active)
+            if agg["client_failure"] and not run.client_failure:
+                run.client_failure = agg["client_failure"]
+                run.aborted = run.aborted or f"load generator failed: {run.client_failure}"
             if on_status:
                 on_status({**agg, "phase": phase, "elapsed_s": now - run.t_start})
             reason = should_stop() if should_stop else None
@@ -164,7 +179,7 @@ class LoadGenerator:
                 run.error_burst = bool(agg["error_burst"])
                 if phase == "window":
                     run.t_window_end = now
-                self._stop(active)
+                self._stop([i for i in active if i not in stopped])
                 stop_sent = True
                 continue
             if phase == "warmup":
@@ -177,8 +192,7 @@ class LoadGenerator:
                 if now - run.t_start >= warmup_s and (warm or now - run.t_start >= warmup_s + cap):
                     phase = "window"
                     run.t_window_start = time.monotonic()
-                    for i in active:
-                        self.conns[i].send(("phase", "window"))
+                    self._send_all(active, ("phase", "window"))
             elif phase == "window":
                 elapsed = now - run.t_window_start
                 by_time = window_requests <= 0 and elapsed >= window_s and (
@@ -188,8 +202,7 @@ class LoadGenerator:
                 if by_time or by_count:
                     phase = "tail"
                     run.t_window_end = time.monotonic()
-                    for i in active:
-                        self.conns[i].send(("phase", "tail"))
+                    self._send_all(active, ("phase", "tail"))
             elif phase == "tail":
                 # Only statuses sent after the worker saw "tail" can prove the window is done.
                 if all(status.get(i, {}).get("phase") == "tail" for i in active) and agg["window_inflight"] == 0:
@@ -201,9 +214,18 @@ class LoadGenerator:
         if not run.t_window_start:
             run.t_window_start = run.t_window_end
         run.stats = merge_stats(list(stopped.values()), n_workers=len(active))
+        run.stats.stall_s = round(run.stats.stall_s, 3)
         self.counter += max([s.get("max_seq", 0) for s in stopped.values()] + [0]) * n + n
         run.counter_next = self.counter
         return run
+
+    def _send_all(self, active: list[int], msg: tuple) -> None:
+        # A worker that died is noticed by its pipe's EOF in the poll loop, not by a send here.
+        for i in active:
+            try:
+                self.conns[i].send(msg)
+            except (BrokenPipeError, OSError):
+                pass
 
     def _stop(self, active: list[int]) -> None:
         for i in active:

@@ -4,6 +4,9 @@ Over a `multiprocessing.Pipe` (pickled tuples):
   parent → worker: ("step", StepSpec) ("phase", "window"|"tail") ("stop",) ("exit",)
   worker → parent: ("ready",) ("records", [dict]) ("status", dict) ("stopped", dict) ("fatal", str)
 
+A status carrying `client_failure` (a load task raised, a burst of the client's own errors)
+ends the step as the client's failure; so do a "fatal" and a worker whose pipe closes.
+
 Kept apart from both sides so that each side imports only the shapes, not the other's code.
 """
 
@@ -65,6 +68,9 @@ class ClientStats:
     # Time the event-loop thread was runnable but not running (Linux schedstat; None elsewhere):
     # tells a loop stall caused by a starved CPU from one caused by kvtui's own code.
     runq_wait_s: float | None = None
+    # The longest time a worker's event loop was stopped — not running and not waiting for a CPU:
+    # Ctrl-Z then `fg`, a VM pause. Every latency timed across it is the client's.
+    stall_s: float = 0.0
 
     @property
     def cpu_share(self) -> float:
@@ -94,6 +100,7 @@ def sum_status(status: dict[int, dict[str, Any]], active: list[int]) -> dict[str
     """The workers' latest ("status", …) messages, summed."""
     agg: dict[str, Any] = {k: 0 for k in STATUS_COUNTS}
     agg["error_burst"] = False
+    agg["client_failure"] = None
     for i in active:
         s = status.get(i)
         if not s:
@@ -101,6 +108,7 @@ def sum_status(status: dict[int, dict[str, Any]], active: list[int]) -> dict[str
         for k in STATUS_COUNTS:
             agg[k] += s.get(k, 0)
         agg["error_burst"] = agg["error_burst"] or s.get("error_burst", False)
+        agg["client_failure"] = agg["client_failure"] or s.get("client_failure")
     return agg
 
 
@@ -122,4 +130,5 @@ def merge_stats(parts: list[dict[str, Any]], n_workers: int) -> ClientStats:
         inflight_capped=sum(p.get("inflight_capped", 0) for p in parts),
         workers=max(1, n_workers),
         runq_wait_s=max(waits, default=None),
+        stall_s=max([p.get("stall_s", 0.0) for p in parts] + [0.0]),
     )

@@ -24,7 +24,15 @@ ERROR_CLASSES = (
     "truncated",  # the stream ended without [DONE] or without usage
     "no_tokens",  # finished without a single token-bearing chunk
     "cancelled",  # the step ended while it was in flight (not counted against the SLO)
-    "client",  # a bug or resource limit in the client itself
+    "client",  # a bug or resource limit in the client itself (never a verdict about the server)
+    "sse_oversize",  # one SSE line longer than the client's bound (MAX_EVENT_BYTES)
+)
+
+# Named doubts about a record's numbers (`Record.flags`): the request finished, but a figure
+# the server gave cannot be trusted, so no step passes on it.
+RECORD_FLAGS = (
+    "usage_invalid",  # a usage count that is not a non-negative integer in range (1e308, -3, "12", [1, 2])
+    "usage_mismatch",  # usage disagrees with the streamed chunks or the requested lengths
 )
 
 
@@ -52,6 +60,8 @@ class Record:
     conversation: str | None = None
     worker: int = 0  # load-generator process that sent it
     dispatch_delay: float = 0.0  # t_sent - t_intended (client lag)
+    flags: list[str] = field(default_factory=list)  # RECORD_FLAGS raised on this request
+    finish_reason: str | None = None  # the stream's last finish_reason ("length": max_tokens reached)
 
     @property
     def ok(self) -> bool:
@@ -117,27 +127,82 @@ def write_records(path: Path, records: Iterable[Record]) -> int:
     return n
 
 
-def iter_record_lines(path: Path) -> Iterator[str]:
-    """The non-empty lines of a records file (or of its .gz, as archived results keep them)."""
+class Damaged:
+    """Counts the lines a reader skipped (cut by a crash mid-write, garbage, not an object)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first_line: int | None = None
+
+    def add(self, lineno: int) -> None:
+        self.count += 1
+        if self.first_line is None:
+            self.first_line = lineno
+
+    def warning(self, path: Path | str) -> str | None:
+        if not self.count:
+            return None
+        return f"{path}: {self.count} damaged line(s) skipped (first at line {self.first_line})"
+
+
+def iter_record_lines(path: Path, damaged: Damaged | None = None) -> Iterator[str]:
+    """The non-empty lines of a records file (or of its .gz, as archived results keep them).
+
+    Read as bytes and decoded line by line: a line cut inside a multi-byte character (a
+    crash mid-write) is skipped and counted in `damaged`, never fatal to the whole file.
+    """
     path = Path(path)
     gz = path if path.suffix == ".gz" else path.with_name(path.name + ".gz")
     if gz.exists() and not (path.exists() and path.suffix != ".gz"):
         import gzip
 
-        opener = gzip.open(gz, "rt", encoding="utf-8")
+        opener = gzip.open(gz, "rb")
     else:
-        opener = open(path, encoding="utf-8")
+        opener = open(path, "rb")
     with opener as f:
-        for line in f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                if damaged is not None:
+                    damaged.add(lineno)
+                continue
             if line.strip():
                 yield line
 
 
-def read_records(path: Path) -> Iterator[Record]:
-    """Records from a JSON Lines file (or its .gz); a truncated last line (crash mid-write) is skipped."""
-    for line in iter_record_lines(path):
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError:
+def record_from_line(line: str) -> Record | None:
+    """A Record from one JSON line, or None when the line is not a record (garbage, a cut line,
+    a non-object, wrong-typed fields)."""
+    try:
+        d = json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(d, dict):
+        return None
+    try:
+        r = Record.from_dict(d)
+    except TypeError:
+        return None  # a required field missing
+    num = (int, float)
+    if not (isinstance(r.id, str) and isinstance(r.mode, str) and isinstance(r.step, int) and not isinstance(r.step, bool)
+            and isinstance(r.load, num) and isinstance(r.t_intended, num) and isinstance(r.t_sent, num)
+            and all(isinstance(x, num) for x in (r.itl if isinstance(r.itl, list) else [None]))
+            and all(x is None or isinstance(x, num) for x in (r.t_first, r.t_last))
+            and all(x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in (r.prompt_tokens, r.output_tokens))
+            and isinstance(r.phase, str) and isinstance(r.status, str) and isinstance(r.flags, list)
+            and (r.finish_reason is None or isinstance(r.finish_reason, str))):
+        return None
+    return r
+
+
+def read_records(path: Path, damaged: Damaged | None = None) -> Iterator[Record]:
+    """Records from a JSON Lines file (or its .gz); damaged lines (a crash mid-write, garbage,
+    non-objects, wrong types) are skipped and counted in `damaged`."""
+    for lineno, line in enumerate(iter_record_lines(path, damaged), 1):
+        r = record_from_line(line)
+        if r is None:
+            if damaged is not None:
+                damaged.add(lineno)
             continue
-        yield Record.from_dict(d)
+        yield r

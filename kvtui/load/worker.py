@@ -66,7 +66,10 @@ class _Worker:
         self.warm_slots: set[int] = set()
         self.consecutive_errors = 0
         self.error_burst = False
+        self.client_errors = 0  # consecutive requests the client itself failed (kvtui's fault, not the server's)
+        self.client_failure: str | None = None  # why this worker cannot measure on (ends the step, names the client)
         self.lags: list[float] = []
+        self.stalled = 0.0  # the longest time the loop was stopped, not merely starved (lag_monitor)
         self.dispatch: list[float] = []
         self.capped = 0
         self.spec: StepSpec | None = None
@@ -94,6 +97,7 @@ class _Worker:
                     "completed": self.completed,
                     "sent": self.sent,
                     "error_burst": self.error_burst,
+                    "client_failure": self.client_failure,
                 },
             )
         )
@@ -113,7 +117,12 @@ class _Worker:
             own = self.idle_clients.pop() if self.idle_clients else StreamClient(self.cfg.request_timeout_s, self.cfg.headers)
             client = own
         assert spec is not None and client is not None
-        prompt = self.factory.build(counter, conv)
+        try:
+            prompt = self.factory.build(counter, conv)
+        except Exception as e:  # a dataset row the factory cannot use ({"prompt": 5}): the client's error
+            if own is not None:
+                self.idle_clients.append(own)
+            return self._client_error(counter, t_intended, closed, f"cannot build request {counter}: {type(e).__name__}: {e}")
         rec = Record(
             id=f"{self.cfg.salt:08x}-{counter}",
             mode=spec.mode,
@@ -134,14 +143,16 @@ class _Worker:
         if counted:
             self.window_inflight += 1
             self.window_started += 1
-        body = request_body(prompt, self.cfg.model, self.workload)
         text = ""
         try:
+            body = request_body(prompt, self.cfg.model, self.workload)
             text = await stream_request(
                 client, self.url, body, rec, self.cfg.request_timeout_s, collect_text=conv is not None and self.chat
             )
         except asyncio.CancelledError:
             pass  # stream_request marked it cancelled
+        except Exception as e:  # kvtui's own code failed: never a dead slot, a named client error
+            rec.status, rec.error, rec.detail = "error", "client", f"{type(e).__name__}: {str(e)[:160]}"
         finally:
             if own is not None:
                 self.idle_clients.append(own)
@@ -156,8 +167,11 @@ class _Worker:
                 rec.t_intended = rec.t_sent or rec.t_intended
             self.chunks += (len(rec.itl) + 1) if rec.t_first is not None else 0
             self.pending.append(rec)
-            if rec.ok:
+            if rec.error == "client":
+                self._count_client_error(rec.detail)
+            elif rec.ok:
                 self.consecutive_errors = 0
+                self.client_errors = 0
                 self.warm_slots.add(slot)
             elif rec.error != "cancelled":
                 self.consecutive_errors += 1
@@ -166,6 +180,38 @@ class _Worker:
         if conv is not None and rec.ok:
             self.factory.extend_conversation(conv, prompt, text, rec.output_tokens or 0)
         return rec
+
+    def _client_error(self, counter: int, t_intended: float, closed: bool, detail: str) -> Record:
+        """A request the client could not even send, recorded as the client's error."""
+        spec = self.spec
+        assert spec is not None
+        rec = Record(id=f"{self.cfg.salt:08x}-{counter}", mode=spec.mode, step=spec.step,
+                     load=spec.load * self.cfg.workers if not closed else spec.load, phase=self.phase,
+                     t_intended=t_intended, t_sent=t_intended, status="error", error="client", detail=detail[:200],
+                     worker=self.cfg.index)
+        self.sent += 1
+        self.completed += 1
+        self.pending.append(rec)
+        self._count_client_error(detail)
+        return rec
+
+    def _count_client_error(self, detail: str | None) -> None:
+        # A burst of the client's own errors ends the step as the client's failure, named: it
+        # says nothing about the server (out of file descriptors once read "limited by errors").
+        self.client_errors += 1
+        assert self.spec is not None
+        if self.client_errors >= max(1, self.spec.max_error_burst) and self.client_failure is None:
+            self.client_failure = f"{self.client_errors} client errors in a row: {detail}"
+
+    def _watch(self, task: asyncio.Task) -> None:
+        """A load task (slot, arrivals) that raised: the client failed, loudly (no 'Task exception
+        was never retrieved' and a silently idle slot)."""
+        self.tasks.discard(task)
+        if task.cancelled():
+            return
+        e = task.exception()
+        if e is not None and self.client_failure is None:
+            self.client_failure = f"a load task failed: {type(e).__name__}: {str(e)[:160]}"
 
     def next_counter(self) -> int:
         assert self.spec is not None
@@ -188,7 +234,7 @@ class _Worker:
             conv = None
             # After an error burst the step is over: sending on until the controller's next poll
             # would only feed a failing server more requests (and spread the burst over the steps after).
-            while not self.stopping and not self.error_burst:
+            while not self.stopping and not self.error_burst and self.client_failure is None:
                 if turns > 1 and (conv is None or conv.turn >= turns):
                     conv = Conversation(cid=f"{self.cfg.salt:08x}-c{self.cfg.index}-{i}-{self.seq}")
                 c = self.next_counter()
@@ -213,7 +259,7 @@ class _Worker:
             now = time.monotonic()
             if t > now:
                 await asyncio.sleep(t - now)
-            if self.stopping or self.error_burst:
+            if self.stopping or self.error_burst or self.client_failure is not None:
                 break
             if self.inflight >= spec.max_inflight:
                 self.capped += 1
@@ -221,13 +267,20 @@ class _Worker:
             c = self.next_counter()
             task = asyncio.create_task(self.request(c, t, k, False))
             self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            task.add_done_callback(self._watch)
 
     async def lag_monitor(self) -> None:
         while not self.stopping:
-            t0 = time.monotonic()
+            t0, q0 = time.monotonic(), _runq_wait_s()
             await asyncio.sleep(0.05)
-            self.lags.append(time.monotonic() - t0 - 0.05)
+            lag = time.monotonic() - t0 - 0.05
+            self.lags.append(lag)
+            if lag > 0.5:
+                # Of a long lag, the part the loop was not even waiting for a CPU: the process was
+                # stopped (Ctrl-Z, SIGSTOP, a VM pause). A starved CPU shows as run-queue wait
+                # instead, and is client_limited's business (runq_wait_s), not a stall.
+                waited = _delta(q0, _runq_wait_s()) or 0.0
+                self.stalled = max(self.stalled, lag - waited)
 
     async def reporter(self) -> None:
         while not self.stopping:
@@ -247,9 +300,11 @@ class _Worker:
                 delay = spec.stagger_s * i / max(1, n_slots)
                 task = asyncio.create_task(self.slot(i, delay))
                 self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                task.add_done_callback(self._watch)
         elif spec.load > 0:
-            aux.append(asyncio.create_task(self.arrivals(spec.load, rng)))
+            arr = asyncio.create_task(self.arrivals(spec.load, rng))
+            arr.add_done_callback(self._watch)
+            aux.append(arr)
         while True:
             cmd = await commands.get()
             if cmd[0] == "phase":
@@ -278,6 +333,7 @@ class _Worker:
             "inflight_capped": self.capped,
             "max_seq": self.seq,
             "runq_wait_s": _delta(runq0, _runq_wait_s()),
+            "stall_s": self.stalled,
         }
         self.send(("stopped", stats))
         if cmd[0] == "exit":

@@ -352,3 +352,19 @@ def _vocab_hint(client: Any, model: str) -> int:
         else:
             hi = mid
     return lo
+
+
+def context_problem(w: Workload, server_max_model_len: int | None) -> str | None:
+    """Why the server's reported context cannot hold this workload, or None.
+
+    The prompt factory fits prompts into the context it is given; a server reporting
+    `max_model_len` 1 once shrank every 64-token prompt to 5 tokens without a word. So the
+    server's figure is checked against the scenario's lengths before any prompt is built.
+    """
+    if not server_max_model_len or w.dataset:
+        return None
+    need = (w.prompt_tokens.upper + w.output_tokens.upper) * w.turns
+    if need > server_max_model_len:
+        return (f"the server reports max_model_len {server_max_model_len} < {need} prompt + output tokens"
+                f"{f' (× {w.turns} turns)' if w.turns > 1 else ''}: prompts would be cut short; not measured")
+    return None

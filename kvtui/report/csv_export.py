@@ -21,7 +21,7 @@ STEP_COLUMNS = (
 DIST_COLUMNS = tuple(f"{m}_ms_{k}" for m in ("ttft", "tpot", "itl", "e2e") for k in ("n", "mean", "p50", "p90", "p95", "p99"))
 TAIL_COLUMNS = (
     "kv_cache_usage_max", "kv_cache_usage_mean", "preemptions", "running_max", "waiting_max", "prefix_cache_hit_rate",
-    "gpu_mem_used_gib_max", "client_limited", "started_at", "duration_s", "window_s", "aborted",
+    "gpu_mem_used_gib_max", "client_limited", "started_at", "duration_s", "window_s", "aborted", "flags",
 )
 # Each mode's quality (kvtui.quality), repeated on its rows: accuracy, its 95 % CI and n per built-in
 # task, the verdict against the reference mode, and the quality-adjusted $/Mtok out.
@@ -60,6 +60,8 @@ def _cell(v: Any) -> str:
         return repr(v)
     if isinstance(v, (list, tuple)):
         return ";".join(str(x) for x in v)
+    if isinstance(v, dict):  # a step's flags: {name: count}
+        return ";".join(f"{k}={x}" for k, x in sorted(v.items()))
     return str(v)
 
 

@@ -89,16 +89,20 @@ def paths_for(out: str | Path) -> tuple[Path, Path, Path]:
 class SnapshotWriter:
     """Keeps the run's document in memory, journals every finished step/mode, finalises atomically."""
 
-    def __init__(self, out: str | Path, doc: dict[str, Any]):
+    def __init__(self, out: str | Path, doc: dict[str, Any], resumed: list[str | Path] | tuple = ()):
+        from kvtui.report.outclaim import check_out_path, claim
+
         self.path, self.journal, self.records_path = paths_for(out)
         self.doc = doc
         self.doc.setdefault("schema", SCHEMA)
         self.doc["records"] = self.records_path.name
+        check_out_path(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if not os.access(self.path.parent, os.W_OK):
                 raise PermissionError(f"directory not writable: {self.path.parent}")
-            self._journal_f = _open_private(self.journal, "a")
+            # Locked for this run, and never another run's files (kvtui.report.outclaim).
+            self._journal_f = claim(self.path, self.journal, self.records_path, lambda p: _open_private(p, "a"), resumed)
             # Touch the sidecar with private permissions before anyone appends to it.
             _open_private(self.records_path, "a").close()
             self._event("header", {k: v for k, v in doc.items() if k != "modes"})  # a full disk fails here
@@ -256,6 +260,17 @@ def salvage(text: str) -> Any:
     return doc
 
 
+def _journal_event_ok(kind: Any, data: dict[str, Any]) -> bool:
+    """The shape load_journal relies on for each event kind."""
+    if kind == "header":
+        return True
+    if kind in ("mode", "mode_done"):
+        return isinstance(data.get("name"), str) and isinstance(data.get("steps", []), list)
+    if kind == "step":
+        return isinstance(data.get("mode"), str) and isinstance(data.get("step"), dict)
+    return False
+
+
 def load_journal(path: Path) -> dict[str, Any]:
     """Rebuild a snapshot from the journal of an unfinished run (crash, kill, lost SSH)."""
     doc: dict[str, Any] | None = None
@@ -263,16 +278,25 @@ def load_journal(path: Path) -> dict[str, Any]:
     order: list[str] = []
     bad = 0
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise UsageError(f"{path}: no such journal")
-    for line in lines:
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read the journal: {e.strerror or e}")
+    for bline in raw.splitlines():
+        # Line by line, bytes first: a line cut inside a multi-byte character, garbage, a line
+        # that is not an event object are each skipped and counted, never fatal to the rest.
+        if not bline.strip():
+            continue
         try:
-            ev = _decode(json.loads(line))
-        except json.JSONDecodeError:
+            ev = _decode(json.loads(bline.decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             bad += 1  # a line cut by a crash mid-write
             continue
-        kind, data = ev.get("event"), ev.get("data")
+        kind, data = (ev.get("event"), ev.get("data")) if isinstance(ev, dict) else (None, None)
+        if not isinstance(data, dict) or not _journal_event_ok(kind, data):
+            bad += 1
+            continue
         if kind == "header":
             doc = dict(data)
         elif kind == "mode":

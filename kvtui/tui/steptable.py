@@ -95,6 +95,9 @@ class StepTable(DataTable):
         measured = ran_to_its_end(s)
         if not measured and passed is not False:
             verdict = Text("✂ cut", style="dim")  # a stop ended it: no verdict (older snapshots kept theirs)
+        if s.get("flags") and passed is not False:
+            # Untrusted server numbers or the client's own failure: the flag, never a plain n/a.
+            verdict = Text("⚑ " + ",".join(sorted(s["flags"]))[:24], style=f"bold {th.warning or 'yellow'}")
         is_best = best is not None and s.get("load") == best and passed and measured
         samples = s.get("samples") or {}
         why = s.get("why") or ""

@@ -11,6 +11,16 @@ one's answer:
   off mid-stream), hang (one token, then nothing for an hour);
 - otherwise a well-formed stream of --tokens chunks --gap-ms apart, usage, [DONE].
 
+`POST /_answer` (JSON) sets a *wrong answer* for every later request (tests/reliability/
+test_untrusted_numbers.py draws them with hypothesis): the server always generates exactly
+max_tokens tokens with finish_reason "length" (ignore_eos), and then may lie about them —
+    usage_out / usage_prompt: {"times": m} {"minus": k} {"plus": k} {"value": any JSON}
+    usage: any JSON in place of the usage object;  choices: any JSON in place of a token chunk's choices
+    per_chunk: tokens per chunk (honest bundling);  crlf: CRLF line ends;  split: write events
+    in pieces of this many bytes;  bad_utf8: invalid UTF-8 in a data line;  oversize: pad one
+    event to this many bytes;  gap_ms: between chunks.
+`--max-model-len N` and `--models-data JSON` set what /v1/models says.
+
 `/metrics` answers what --metrics says: a small vLLM-shaped exposition whose running gauge is
 the number of open streams, garbage text, random bytes, a 404, or an HTML page.
 `/_stats` (JSON) counts the answers given by kind, so a test can check that kvtui recorded
@@ -83,8 +93,67 @@ async def _stream(kind: str, prompt: int, max_tokens: int):
         STATE["open"] -= 1
 
 
+def _lie(spec, truth: int):
+    if spec is None:
+        return truth
+    if "value" in spec:
+        return spec["value"]
+    if "times" in spec:
+        return truth * spec["times"]
+    if "minus" in spec:
+        return truth - spec["minus"]
+    if "plus" in spec:
+        return truth + spec["plus"]
+    return truth
+
+
+async def _answer_stream(a: dict, prompt: int, max_tokens: int):
+    """A stream of exactly max_tokens tokens, told as the answer spec `a` says."""
+    nl = "\r\n" if a.get("crlf") else "\n"
+    per = max(1, int(a.get("per_chunk", 1)))
+    gap = float(a.get("gap_ms", 0.0)) / 1000
+    events: list[bytes] = []
+    done = 0
+    while done < max_tokens:
+        k = min(per, max_tokens - done)
+        done += k
+        finish = "length" if done == max_tokens else None
+        choices = a["choices"] if "choices" in a else [{"index": 0, "text": " t" * k, "finish_reason": finish}]
+        events.append(("data: " + json.dumps({"id": "x", "choices": choices}) + nl + nl).encode())
+    if a.get("bad_utf8") and events:
+        events[0] = b'data: {"id": "x", "choices": [{"index": 0, "text": "\xff\xfe"}]}' + (nl + nl).encode()
+    if a.get("oversize") and events:
+        pad = "x" * int(a["oversize"])
+        events[0] = ("data: " + json.dumps({"id": "x", "choices": [{"index": 0, "text": pad}]}) + nl + nl).encode()
+    usage = a["usage"] if "usage" in a else {"prompt_tokens": _lie(a.get("usage_prompt"), prompt),
+                                              "completion_tokens": _lie(a.get("usage_out"), max_tokens)}
+    events.append(("data: " + json.dumps({"id": "x", "choices": [], "usage": usage}) + nl + nl).encode())
+    events.append(("data: [DONE]" + nl + nl).encode())
+    split = int(a.get("split", 0))
+    for ev in events:
+        if gap:
+            await asyncio.sleep(gap)
+        if split:
+            for i in range(0, len(ev), split):
+                yield ev[i:i + split]
+                await asyncio.sleep(0)
+        else:
+            yield ev
+
+
+async def set_answer(request: Request):
+    STATE["answer"] = await request.json()
+    return JSONResponse({"ok": True})
+
+
 async def completions(request: Request):
     body = await request.json()
+    if STATE.get("answer") is not None:
+        prompt = body.get("prompt")
+        plen = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+        STATE["n"] += 1
+        return StreamingResponse(_answer_stream(STATE["answer"], plen, int(body.get("max_tokens") or 16)),
+                                 media_type="text/event-stream")
     n = STATE["n"]
     STATE["n"] += 1
     kind = _kind(n)
@@ -128,7 +197,9 @@ async def metrics(request: Request):
 
 
 async def models(request: Request):
-    return JSONResponse({"object": "list", "data": [{"id": "fault", "object": "model", "max_model_len": 4096}]})
+    if ARGS.models_data is not None:
+        return JSONResponse({"object": "list", "data": json.loads(ARGS.models_data)})
+    return JSONResponse({"object": "list", "data": [{"id": "fault", "object": "model", "max_model_len": ARGS.max_model_len}]})
 
 
 async def stats(request: Request):
@@ -142,6 +213,7 @@ app = Starlette(routes=[
     Route("/version", lambda r: JSONResponse({"version": "fault-server"})),
     Route("/health", lambda r: Response(status_code=200)),
     Route("/_stats", stats),
+    Route("/_answer", set_answer, methods=["POST"]),
 ])
 
 
@@ -166,6 +238,11 @@ if __name__ == "__main__":
     ap.add_argument("--every", type=_every, action="append", default=[])
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--gap-ms", type=float, default=5.0)
+    ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument("--models-data", help="JSON for /v1/models' data (a malformed one, say)")
+    ap.add_argument("--answer", help="JSON answer spec from the start (as POST /_answer)")
     ARGS = ap.parse_args()
+    if ARGS.answer:
+        STATE["answer"] = json.loads(ARGS.answer)
     print(f"fault server on 127.0.0.1:{ARGS.port}", file=sys.stderr, flush=True)
     uvicorn.run(app, host="127.0.0.1", port=ARGS.port, log_level="warning")

@@ -572,7 +572,12 @@ class VllmEngine:
             try:
                 m = c.get(ep.base_url + "/v1/models")
                 if m.status_code == 200:
-                    data = m.json().get("data") or []
+                    from kvtui.engines.base import served_models
+
+                    try:
+                        data = served_models(m.json(), ep.base_url)
+                    except ValueError:
+                        data = []  # not vLLM's shape: the startup log's max_model_len holds
                     if data:
                         ep.model = data[0].get("id") or ep.model
                         mml = data[0].get("max_model_len")

@@ -1,0 +1,148 @@
+"""A server's numbers are checked, never trusted (issue 18): a fake OpenAI-compatible server
+(fault_server.py, `POST /_answer`) whose answers hypothesis draws from a space of wrong ones —
+token counts (×m, −k, +k, negative, 1e308, strings, bools, lists), shapes (`usage: [1, 2]`,
+`choices: [1]`), timings, encodings (CRLF, events split mid-line, invalid UTF-8), oversize
+events. Through the real client (aiohttp, real HTTP on 127.0.0.1), every request either gets
+the right figures or a named error class or flag; then one real headless run shows that a step
+on lying usage is flagged in the snapshot and the headless line, and never passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reliability_helpers import external_scenario, headless, start_fault_server
+from kvtui.load.client import MAX_EVENT_BYTES, StreamClient, stream_request
+from kvtui.load.records import ERROR_CLASSES, RECORD_FLAGS, Record
+from kvtui.report.snapshot import load_snapshot
+
+BOS_SLACK = 1  # a server may add a BOS to a token-id prompt: still the right figure
+
+
+@pytest.fixture(scope="module")
+def liar():
+    srv = start_fault_server()
+    yield srv
+    srv.stop()
+
+
+def _request(url: str, answer: dict, prompt_len: int, max_tokens: int) -> Record:
+    httpx.post(url + "/_answer", json=answer, timeout=5, trust_env=False).raise_for_status()
+
+    async def go() -> Record:
+        rec = Record(id="x", mode="m", step=0, load=1, phase="window", t_intended=0.0, t_sent=0.0,
+                     expected_prompt_tokens=prompt_len, expected_output_tokens=max_tokens)
+        client = StreamClient(10.0, {})
+        try:
+            body = {"model": "fault", "prompt": list(range(prompt_len)), "max_tokens": max_tokens, "stream": True}
+            await stream_request(client, url + "/v1/completions", body, rec, 10.0)
+        finally:
+            await client.aclose()
+        return rec
+
+    return asyncio.run(go())
+
+
+def _right_or_named(rec: Record, prompt_len: int, max_tokens: int) -> None:
+    """The property: a named error, a named flag, or the true figures."""
+    if not rec.ok:
+        assert rec.error in ERROR_CLASSES and rec.detail, rec
+        return
+    if rec.flags:
+        assert set(rec.flags) <= set(RECORD_FLAGS), rec.flags
+        return
+    assert rec.output_tokens == max_tokens, rec
+    assert prompt_len <= rec.prompt_tokens <= prompt_len + BOS_SLACK, rec
+    assert rec.tpot is not None and rec.tpot >= 0
+
+
+def _count_lie():
+    return st.one_of(
+        st.none(),  # the truth
+        st.builds(lambda m: {"times": m}, st.integers(2, 10)),
+        st.builds(lambda k: {"minus": k}, st.integers(1, 40)),
+        st.builds(lambda k: {"plus": k}, st.integers(1, 5)),
+        st.builds(lambda v: {"value": v}, st.sampled_from([-1, -64, 1e308, 10**18, "12", True, [1, 2], {"n": 1}, 12.0, None])),
+    )
+
+
+ANSWERS = st.fixed_dictionaries(
+    {"usage_out": _count_lie(), "usage_prompt": _count_lie()},
+    optional={
+        "usage": st.sampled_from([[1, 2], "12", 7, [], True]),
+        "choices": st.sampled_from([[1], "x", [None], [{"index": 0, "text": 5}], {"text": "a"}, [[]]]),
+        "per_chunk": st.integers(1, 3),
+        "crlf": st.booleans(),
+        "split": st.sampled_from([1, 3, 7, 50]),
+        "bad_utf8": st.booleans(),
+        "gap_ms": st.sampled_from([0.0, 1.0, 3.0]),
+    },
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(answer=ANSWERS, prompt_len=st.integers(64, 160), max_tokens=st.integers(2, 24))
+def test_every_answer_gives_the_right_figure_or_a_named_flag(liar, answer, prompt_len, max_tokens):
+    rec = _request(liar.url, answer, prompt_len, max_tokens)
+    _right_or_named(rec, prompt_len, max_tokens)
+
+
+@pytest.mark.parametrize("answer,expect", [
+    ({"usage_out": {"times": 10}}, "usage_mismatch"),       # 10x too many tokens: 3,817 tok/s once read as a PASS
+    ({"usage_out": {"value": -3}}, "usage_invalid"),
+    ({"usage_out": {"value": 1e308}}, "usage_invalid"),
+    ({"usage_prompt": {"minus": 59}}, "usage_mismatch"),    # the prompt "shrank"
+    ({"usage": [1, 2]}, "sse_malformed"),                   # once killed the load slot
+    ({"choices": [1]}, "sse_malformed"),
+    ({"oversize": MAX_EVENT_BYTES + 4096}, "sse_oversize"),  # one huge event: bounded, named
+])
+def test_the_issues_cases_each_get_their_name(liar, answer, expect):
+    rec = _request(liar.url, answer, 64, 16)
+    assert expect in (rec.flags + [rec.error]), rec
+
+
+def test_an_honest_stream_in_odd_pieces_is_read_right(liar):
+    # CRLF, one byte per write, several tokens per chunk: nothing wrong, so no flag either.
+    rec = _request(liar.url, {"crlf": True, "split": 1, "per_chunk": 3}, 64, 12)
+    assert rec.ok and not rec.flags and rec.output_tokens == 12 and rec.prompt_tokens == 64
+
+
+def test_a_step_on_lying_usage_is_flagged_and_never_passes(tmp_path, runs, fault_server_factory):
+    srv = fault_server_factory("--answer", json.dumps({"usage_out": {"times": 10}, "gap_ms": 2}))
+    h = headless(tmp_path, external_scenario(tmp_path, srv.url))
+    runs.append(h)
+    rc = h.wait()
+    assert "Traceback" not in h.stdout() + h.stderr()
+    doc = load_snapshot(h.out)
+    steps = [s for m in doc["modes"] for s in m["steps"]]
+    assert steps and rc == 0
+    for s in steps:
+        assert s["flags"]["usage_mismatch"] > 0 and s["passed"] is not True, s
+    assert doc["modes"][0]["best_concurrency"] is None
+    assert "FLAGS usage_mismatch=" in h.stdout() and "PASS" not in h.stdout()
+
+
+def test_a_server_context_too_small_for_the_workload_is_refused_not_shrunk(tmp_path, runs, fault_server_factory):
+    srv = fault_server_factory("--max-model-len", "1")
+    h = headless(tmp_path, external_scenario(tmp_path, srv.url))
+    runs.append(h)
+    rc = h.wait()
+    assert rc == 1 and "Traceback" not in h.stdout() + h.stderr()
+    assert "max_model_len 1 <" in h.stdout()
+    assert srv.stats()["requests"] == 0  # no prompt was sent, shrunk or not
+
+
+@pytest.mark.parametrize("data", ['"x"', "[1, 2]", '[{"object": "model"}]', '{"id": "a"}'])
+def test_malformed_v1_models_is_one_line(tmp_path, runs, fault_server_factory, data):
+    srv = fault_server_factory("--models-data", data)
+    h = headless(tmp_path, external_scenario(tmp_path, srv.url))
+    runs.append(h)
+    rc = h.wait()
+    out = h.stdout() + h.stderr()
+    assert rc == 1 and "Traceback" not in out and "/v1/models: 'data' is not a list" in out
