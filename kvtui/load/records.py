@@ -153,6 +153,13 @@ def iter_record_lines(path: Path, damaged: Damaged | None = None) -> Iterator[st
     """
     path = Path(path)
     gz = path if path.suffix == ".gz" else path.with_name(path.name + ".gz")
+    from kvtui.load.records_cols import cols_path, decode_lines
+
+    cols = cols_path(path)
+    if not path.exists() and not gz.exists() and cols.exists():
+        # the compact archive of a published run (kvtui/load/records_cols.py): the same lines
+        yield from decode_lines(cols.read_bytes())
+        return
     if gz.exists() and not (path.exists() and path.suffix != ".gz"):
         import gzip
 
