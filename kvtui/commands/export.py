@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
+
+from kvtui.errors import KvtuiError
 
 
 def add_parser(sub):
@@ -30,9 +33,39 @@ def add_parser(sub):
     return p
 
 
+def render_svg(doc: dict[str, Any], width: int = 160, height: int = 48, theme: str | None = None,
+               view: str = "answer", mode: str | None = None) -> str:
+    """The replay dashboard of `doc` as an SVG picture (kvtui.tui.svg), failures as one line."""
+    try:
+        from kvtui.tui.svg import render_dashboard_svg
+    except ImportError as e:
+        missing = getattr(e, "name", None) or str(e)
+        if missing and str(missing).startswith("kvtui.tui"):
+            raise KvtuiError("--format svg: this kvtui has no dashboard SVG renderer yet (kvtui.tui.svg); use "
+                             "--format md or csv")
+        raise KvtuiError(f"--format svg needs {missing}, which is not installed: {e}")
+    kwargs: dict[str, Any] = {"theme": theme} if theme else {}
+    kwargs.update(view=view, mode=mode)
+    try:
+        return render_dashboard_svg(doc, width, height, **kwargs)
+    except KvtuiError:
+        raise
+    except Exception as e:  # the renderer's own failure: one line, exit 1, not a traceback
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise KvtuiError(f"--format svg: the dashboard renderer failed: {type(e).__name__}: {first}")
+
+
+def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, theme: str | None = None,
+           extra_secrets: list[str] | None = None, view: str = "answer", mode: str | None = None) -> str:
+    """Every export format, the dashboard picture included (kvtui.report.export.render with the TUI's SVG)."""
+    from kvtui.report.export import render as render_report
+
+    return render_report(doc, fmt, width, height, theme, extra_secrets, view, mode, svg=render_svg)
+
+
 def run(args: argparse.Namespace) -> int:
     from kvtui.errors import UsageError
-    from kvtui.report.export import FORMATS, default_out, render, write_text_private
+    from kvtui.report.export import FORMATS, default_out, write_text_private
     from kvtui.report.snapshot import load_snapshot
 
     fmt = (args.format or "").lower().lstrip(".")

@@ -6,11 +6,11 @@ import argparse
 import math
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from kvtui.errors import UsageError
+from kvtui.explore.events import Event, check_kind
+from kvtui.report.paths import default_out  # noqa: F401 - also this module's name for it
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -33,13 +33,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--theme", help="TUI theme")
     p.set_defaults(func=run)
     return p
-
-
-def default_out(scenario_name: str) -> Path:
-    from kvtui.report.outclaim import unique_path
-
-    # Two runs started in the same second must not share files (a run refuses another's).
-    return unique_path(Path("runs") / f"{scenario_name}-{time.strftime('%Y%m%d-%H%M%S')}.json")
 
 
 def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
@@ -91,8 +84,11 @@ class HeadlessPrinter:
         self.label = ""
         self.done: list[dict[str, Any]] = []  # finished modes, for the quality lines' reference
 
-    def __call__(self, ev) -> None:
+    def __call__(self, ev: Event) -> None:
+        # Any object with kind, mode and data will do (kvtui.explore.events gives them typed);
+        # a kind no one declared is refused, never passed over.
         k = ev.kind
+        check_kind(k)
         w = self.out.write
         if k == "run_started":
             env = ev.data["environment"]
@@ -162,17 +158,12 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.scenario.defaults import demo_scenario_path
 
     path = args.scenario or str(demo_scenario_path())
-    overrides = list(args.overrides)
-    if args.engine:
-        overrides.append(f"server.engine=\"{args.engine}\"")
-    scenario = load_scenario(path, overrides)
-    if args.fast and scenario.server.engine != "sim":
-        raise UsageError("--fast simulates offline and needs the sim engine (server.engine = \"sim\")")
-    resume = None
-    if args.resume:
-        from kvtui.report.snapshot import load_snapshot
+    from kvtui.commands import scenario_args
 
-        resume = [load_snapshot(p) for p in args.resume]
+    overrides = scenario_args.overrides(args)  # defaults < TOML < --set < --engine
+    scenario = load_scenario(path, overrides)
+    scenario_args.check_fast(scenario, args.fast)
+    resume = scenario_args.resumes(args)
     if not args.headless:
         from kvtui.commands.tui import launch_tui
 

@@ -9,10 +9,12 @@ from kvtui.errors import UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("sim", help="the built-in simulated vLLM", description="The built-in simulated vLLM (always labelled SIMULATED).")
+    p = sub.add_parser("sim", help="the built-in simulated vLLM",
+                       description="The built-in simulated vLLM (always labelled SIMULATED).")
     ssub = p.add_subparsers(dest="sim_command", metavar="SUBCOMMAND")
     s = ssub.add_parser("serve", help="serve vLLM's HTTP API from the simulator",
-                        description="Serve vLLM's HTTP API (completions, chat, /metrics, /tokenize …) from a physical model of a GPU.")
+                        description="Serve vLLM's HTTP API (completions, chat, /metrics, /tokenize …) from a "
+                                    "physical model of a GPU.")
     s.add_argument("--gpu", default="H200", help="GPU from the catalogue (default H200)")
     s.add_argument("--model", default="llama-3.1-8b", help="bundled model name or a config.json path")
     s.add_argument("--served-model-name", default=None, help="name clients use (default: the model)")
@@ -53,12 +55,14 @@ def build_model(args: argparse.Namespace):
 
     model = catalog.load_model(args.model)
     gpu = catalog.load_gpu(args.gpu)
-    mode = Mode(name=args.mode or "sim", dtype=args.dtype, kv_cache_dtype=args.kv_cache_dtype, quantization=args.quantization)
+    mode = Mode(name=args.mode or "sim", dtype=args.dtype, kv_cache_dtype=args.kv_cache_dtype,
+                quantization=args.quantization)
     server = Server(
         engine="sim", model=args.model, max_model_len=args.max_model_len,
         gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_memory_bytes=args.kv_cache_memory_bytes,
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-        tensor_parallel_size=args.tensor_parallel_size, enable_prefix_caching=not args.no_enable_prefix_caching, gpu=args.gpu,
+        tensor_parallel_size=args.tensor_parallel_size, enable_prefix_caching=not args.no_enable_prefix_caching,
+        gpu=args.gpu,
     )
     vocab = int(getattr(model, "vocab_size", 128256) or 128256)
     return SchedulerSim(model, gpu, mode, server, seed=args.seed), vocab
@@ -66,7 +70,8 @@ def build_model(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "sim_command", None) != "serve":
-        raise UsageError("usage: kvtui sim serve [--gpu NAME] [--model NAME|CONFIG] [--port N] (see kvtui sim serve --help)")
+        raise UsageError("usage: kvtui sim serve [--gpu NAME] [--model NAME|CONFIG] [--port N] (see kvtui sim serve "
+                         "--help)")
     if args.time_scale <= 0:
         raise UsageError(f"--time-scale must be > 0, got {args.time_scale}")
     from kvtui.engines.sim.server import SimServer, env_api_key, print_startup, serve

@@ -48,17 +48,12 @@ def check_theme(theme: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kvtui.commands import scenario_args
     from kvtui.scenario import load_scenario
     from kvtui.scenario.defaults import demo_scenario_path
 
-    overrides = list(args.overrides)
-    if args.engine:
-        overrides.append(f"server.engine=\"{args.engine}\"")
-    resume = None
-    if args.resume:
-        from kvtui.report.snapshot import load_snapshot
-
-        resume = [load_snapshot(p) for p in args.resume]
+    overrides = scenario_args.overrides(args)  # defaults < TOML < --set < --engine
+    resume = scenario_args.resumes(args)
     if args.scenario is None:
         demo = demo_scenario_path()
         if not demo.exists():
@@ -72,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         scenario = load_scenario(args.scenario, overrides)
         autostart = args.start
-    if args.fast and scenario.server.engine != "sim":
-        raise UsageError("--fast simulates offline and needs the sim engine (server.engine = \"sim\")")
+    scenario_args.check_fast(scenario, args.fast)
     return launch_tui(scenario, out=args.out, modes=args.modes, resume=resume, theme=args.theme, autostart=autostart,
                       fast=args.fast)
 

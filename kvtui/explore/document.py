@@ -67,6 +67,24 @@ def ran_on(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: env[k] for k in ("host", "gpu_names", "gpu_uuids", "gpu_indices") if k in env}
 
 
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested dict as dotted keys ({"a": {"b": 1}} → {"a.b": 1})."""
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    else:
+        out[prefix] = d
+    return out
+
+
+def setting_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two modes' settings, key by key ("dtype 'float16' → 'bfloat16'");
+    keys only one side has (snapshots a kvtui version apart) are not a change."""
+    fa, fb = flatten(old), flatten(new)
+    return [f"{k} {fa[k]!r} → {fb[k]!r}" for k in sorted(set(fa) & set(fb)) if k != "name" and fa[k] != fb[k]]
+
+
 def mode_settings(scenario: Scenario, mode: Mode) -> dict[str, Any]:
     """A mode's settings as the snapshot keeps them: secrets in its arguments and env redacted."""
     md = dataclasses.asdict(mode)
@@ -102,7 +120,7 @@ def crashed(reason: str) -> dict[str, str]:
 def close_doc(doc: dict[str, Any], scenario: Scenario, *, finished: bool, stop_reason: str | None,
               records_written: int, wall_s: float) -> None:
     """The run's last word: modes in the scenario's order, the comparison, how the run ended."""
-    from kvtui.report.compare import compare_modes
+    from kvtui.explore.compare import compare_modes
 
     # The scenario's order (baseline first), also for modes kept from a resumed snapshot.
     order = {m.name: i for i, m in enumerate(scenario.modes)}

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from kvtui.explore.results import StepResult
 from kvtui.explore.stats import PCTS, min_samples_for, summarize
 from kvtui.load.records import Record
 from kvtui.scenario.schema import Slo
@@ -90,8 +91,14 @@ def _window_tokens(records: Iterable[Record], t0: float, t1: float) -> tuple[flo
     return out_tok, in_tok
 
 
+def evaluate(records: list[Record], ctx: StepContext, slo: Slo) -> StepResult:
+    """The step's figures, pass/fail against `slo`, and what limited it."""
+    return StepResult(evaluate_step(records, ctx, slo))
+
+
 def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str, Any]:
-    """The step's figures (snapshot keys), pass/fail against `slo`, and what limited it."""
+    """The step's figures (snapshot keys), pass/fail against `slo`, and what limited it
+    (`evaluate` gives the same as a StepResult)."""
     s = 1.0 / ctx.time_scale if ctx.time_scale else 1.0
     counted = [r for r in records if r.counted]
     ok = [r for r in counted if r.ok]
@@ -106,7 +113,8 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     itl = summarize((g * s for r in ok for g in r.itl))
     dur = max(1e-9, ctx.t_window_end - ctx.t_window_start)
     out_tok, in_tok = _window_tokens(records, ctx.t_window_start, ctx.t_window_end)
-    done_in_window = sum(1 for r in records if r.ok and r.t_last is not None and ctx.t_window_start <= r.t_last <= ctx.t_window_end)
+    done_in_window = sum(1 for r in records
+                         if r.ok and r.t_last is not None and ctx.t_window_start <= r.t_last <= ctx.t_window_end)
     error_rate = nf / len(counted) if counted else 0.0
     errors_by_class: dict[str, int] = {}
     for r in failed:
@@ -117,7 +125,7 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     good = 0
     for r in ok:
         vals = {"ttft": r.ttft, "tpot": r.tpot, "e2e": r.e2e}
-        if all(vals[m] is not None and vals[m] * s <= lim for m, lim in per_req.items()):
+        if all((v := vals[m]) is not None and v * s <= lim for m, lim in per_req.items()):
             good += 1
     goodput = good / len(counted) if counted else 0.0
 
@@ -139,11 +147,13 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
         if not passed:
             verdict = False
     if error_rate > slo.max_error_rate:
-        checks.append({"target": "error_rate", "limit": slo.max_error_rate, "value": round(error_rate, 4), "n": len(counted), "ok": False})
+        checks.append({"target": "error_rate", "limit": slo.max_error_rate, "value": round(error_rate, 4),
+                       "n": len(counted), "ok": False})
         verdict = False
     if slo.min_goodput:
         g_ok = goodput >= slo.min_goodput
-        checks.append({"target": "goodput", "limit": slo.min_goodput, "value": round(goodput, 4), "n": len(counted), "ok": g_ok})
+        checks.append({"target": "goodput", "limit": slo.min_goodput, "value": round(goodput, 4), "n": len(counted),
+                       "ok": g_ok})
         if not g_ok:
             verdict = False
     if slo.max_preemptions_per_request is not None:
@@ -243,7 +253,7 @@ def ran_to_its_end(step: dict[str, Any]) -> bool:
     """Whether a step measured its load: one cut short (`aborted`: a stop, a skip, the engine's
     death) lost its in-flight requests, so its figures describe the part of the window that
     finished early. Snapshots from before the `cut` flag carry such steps with a verdict."""
-    return not step.get("aborted")
+    return StepResult(step).ran_to_its_end
 
 
 def send_burst(counted: list[Record], load: float, time_scale: float = 1.0) -> float | None:
@@ -342,7 +352,8 @@ def reevaluate(step: dict[str, Any], records: list[Record], slo: Slo) -> dict[st
         client_failure=step.get("client_failure"),
     )
     new = evaluate_step(records, ctx, slo)
-    for k in ("index", "t_window_start", "t_window_end", "started_at", "duration_s", "repeat_of", "search_phase", "note"):
+    for k in ("index", "t_window_start", "t_window_end", "started_at", "duration_s", "repeat_of", "search_phase",
+              "note"):
         if k in step:
             new[k] = step[k]
     return new

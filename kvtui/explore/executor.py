@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from kvtui.engines.base import StartupFacts
 from kvtui.explore.evaluate import StepContext
+from kvtui.explore.events import Event
 from kvtui.load.records import Record
 from kvtui.scenario.schema import Mode, Scenario
 
@@ -55,7 +56,7 @@ class Controls(Protocol):
 
     def stop(self, reason: str = ...) -> None: ...
 
-    def emit(self, kind: str, mode: str | None = None, data: Any = None) -> None: ...
+    def emit(self, event: Event) -> None: ...
 
     def redactor(self, text: str) -> str: ...
 

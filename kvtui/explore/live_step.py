@@ -11,6 +11,7 @@ from typing import Any
 from kvtui.engines import registry
 from kvtui.engines.base import Endpoint, Engine, StartupFacts
 from kvtui.errors import EngineError, RunAborted
+from kvtui.explore import events as ev
 from kvtui.explore.evaluate import StepContext
 from kvtui.explore.executor import Controls, Measured
 from kvtui.explore.resume import finished_steps
@@ -44,7 +45,7 @@ class LiveStepExecutor:
         try:
             if run.stopping:
                 raise RunAborted("engine start cancelled")
-            endpoint = engine.start(sc, mode, lambda line: run.emit("log", mode.name, run.redactor(line)))
+            endpoint = engine.start(sc, mode, lambda line: run.emit(ev.Log(mode.name, run.redactor(line))))
         except (EngineError, RunAborted) as e:
             if isinstance(e, RunAborted) or self._cancel is not None:  # stopped while starting: not the engine's fault
                 md["error"] = {"kind": "cancelled", "message": f"engine start cancelled: {run.stop_reason}",
@@ -53,13 +54,18 @@ class LiveStepExecutor:
                 md["error"] = {"kind": e.kind, "message": str(e), "log_tail": run.redactor(e.log_tail)}
             md["server"] = engine.facts().to_dict()
             md["engine_info"] = self._info_dict()
-            run.emit("error", mode.name, f"mode {mode.name}: {md['error']['message'] if md['error']['kind'] == 'cancelled' else e}")
+            run.emit(ev.RunError(mode.name,
+                                 f"mode {mode.name}: "
+                                 f"{md['error']['message'] if md['error']['kind'] == 'cancelled' else e}"))
             run.mode_started(md)
             md["complete"] = md["error"]["kind"] != "cancelled"
             if partial is not None:  # nothing measured is lost: keep the finished steps, to continue another time
-                md.update(steps=[dict(st, resumed=True) for st in finished_steps(partial)], series=partial.get("series") or [],
-                          search=partial.get("search") or {}, best_concurrency=partial.get("best_concurrency"), complete=False,
-                          continued={"steps": 0, "of": len(finished_steps(partial)), "started_at": partial.get("started_at")})
+                md.update(steps=[dict(st, resumed=True) for st in finished_steps(partial)],
+                          series=partial.get("series") or [],
+                          search=partial.get("search") or {}, best_concurrency=partial.get("best_concurrency"),
+                          complete=False,
+                          continued={"steps": 0, "of": len(finished_steps(partial)),
+                                     "started_at": partial.get("started_at")})
                 for st in md["steps"]:
                     run.step_finished(mode.name, st)
             run.mode_finished(md)
@@ -72,11 +78,13 @@ class LiveStepExecutor:
             facts.startup_s = round(time.monotonic() - t_start, 2)
         md["server"] = facts.to_dict()
         md["engine_info"] = self._info_dict()
-        md["endpoint"] = {"base_url": endpoint.base_url, "model": endpoint.model, "max_model_len": endpoint.max_model_len}
+        md["endpoint"] = {"base_url": endpoint.base_url, "model": endpoint.model,
+                          "max_model_len": endpoint.max_model_len}
         run.mode_started(md)
-        run.emit("engine_ready", mode.name, {"facts": md["server"], "info": md["engine_info"]})
+        run.emit(ev.EngineReady(mode.name, md["server"], md["engine_info"]))
         self.endpoint, self.facts = endpoint, facts
-        self.telemetry = TelemetryLoop(run.emit, engine, endpoint, facts, mode.name, run.t0, sc.server.tensor_parallel_size)
+        self.telemetry = TelemetryLoop(run.emit, engine, endpoint, facts, mode.name, run.t0,
+                                       sc.server.tensor_parallel_size)
         self.telemetry.start()
         return facts
 
@@ -95,19 +103,20 @@ class LiveStepExecutor:
         space = discover_token_space(endpoint.base_url, endpoint.model, endpoint.headers())
         md["token_space"] = space.to_dict()
         if not space.verified:
-            self.run.emit("warning", mode.name, space.source)
+            self.run.emit(ev.RunWarning(mode.name, space.source))
         from kvtui.load.workload import context_problem
 
         problem = context_problem(sc.workload, endpoint.max_model_len)
         if problem:  # the server's context cannot hold the workload: refused, not silently shrunk
             md["error"] = {"kind": "bad_context", "message": problem}
             md["search"] = {"done": False}
-            self.run.emit("error", mode.name, problem)
+            self.run.emit(ev.RunError(mode.name, problem))
             return
         if sc.quality.enabled:
             from kvtui.explore.quality import collect_outputs
 
-            md["quality"] = collect_outputs(endpoint, sc, space, dummy_weights=bool(self._info_dict().get("dummy_weights")))
+            md["quality"] = collect_outputs(endpoint, sc, space,
+                                            dummy_weights=bool(self._info_dict().get("dummy_weights")))
             if sc.quality.tasks or sc.quality.task_files:
                 self._quality_suite(mode, md)
         max_len = endpoint.max_model_len or sc.server.max_model_len
@@ -129,17 +138,17 @@ class LiveStepExecutor:
         from kvtui.quality.runner import run_suite
 
         emit = self.run.emit
-        emit("log", mode.name, f"[kvtui] quality phase for {mode.name} (not counted in any step)")
-        suite = run_suite(self.endpoint, self.run.scenario, on_log=lambda line: emit("log", mode.name, line))
+        emit(ev.Log(mode.name, f"[kvtui] quality phase for {mode.name} (not counted in any step)"))
+        suite = run_suite(self.endpoint, self.run.scenario, on_log=lambda line: emit(ev.Log(mode.name, line)))
         q["tasks"] = suite.pop("tasks")
         q["suite"] = suite
         md["quality"] = q
-        emit("quality", mode.name, q)
+        emit(ev.QualityMeasured(mode.name, q))
 
     # -- one step ----------------------------------------------------------------------------
     def measure(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str, need: int) -> Measured:
         run = self.run
-        sc, r = run.scenario, run.scenario.ramp
+        r = run.scenario.ramp
         tel, loadgen = self.telemetry, self.loadgen
         assert loadgen is not None and tel is not None
         tel.load, tel.phase = load, "warmup"
@@ -148,7 +157,7 @@ class LiveStepExecutor:
 
         def on_status(st: dict[str, Any]) -> None:
             tel.phase = st.get("phase", tel.phase)
-            run.emit("step_progress", mode.name, {"load": load, **st})
+            run.emit(ev.StepProgress(mode.name, {"load": load, **st}))
 
         records_error: list[str] = []
 
@@ -159,7 +168,7 @@ class LiveStepExecutor:
                     run.records_written += write_records(run.records_path, recs)
                 except OSError as e:
                     records_error.append(e.strerror or str(e))
-            run.emit("records", mode.name, recs)
+            run.emit(ev.Records(mode.name, recs))
 
         def should_stop() -> str | None:
             if run.stop_reason:
@@ -188,7 +197,7 @@ class LiveStepExecutor:
         after = tel.scrape_now()
         recs = res.records
         if records_error:
-            run.emit("error", mode.name, f"cannot append records to {run.records_path}: {records_error[0]}")
+            run.emit(ev.RunError(mode.name, f"cannot append records to {run.records_path}: {records_error[0]}"))
             run.stop(f"records file unwritable: {records_error[0]}")
         metrics = tel.window(res.t_window_start, res.t_window_end)
         if before is not None and after is not None and before.ok and after.ok:
@@ -237,7 +246,7 @@ class LiveStepExecutor:
                 return
             time.sleep(0.25)
         if not tel.dead and not run.stopping and not run.skipping:
-            run.emit("warning", None, f"server still busy after {run.scenario.ramp.drain_timeout_s:g} s of drain")
+            run.emit(ev.RunWarning(None, f"server still busy after {run.scenario.ramp.drain_timeout_s:g} s of drain"))
 
     def dead(self) -> str | None:
         return self.telemetry.dead if self.telemetry is not None else None

@@ -11,6 +11,7 @@ from typing import Any
 
 from kvtui.engines.base import StartupFacts
 from kvtui.engines.sim.fastrun import OfflineServer, SimConfigError
+from kvtui.explore import events as ev
 from kvtui.explore.evaluate import StepContext
 from kvtui.explore.executor import Controls, Measured
 from kvtui.load.records import write_records
@@ -34,16 +35,16 @@ class OfflineStepExecutor:
             self.server = None
             md["error"] = {"kind": "oom_kv", "message": f"mode {mode.name}: {e}"}
             run.mode_started(md)
-            run.emit("error", mode.name, md["error"]["message"])
+            run.emit(ev.RunError(mode.name, md["error"]["message"]))
             md["complete"] = True
             md["finished_at"] = time.time()
             run.mode_finished(md)
-            run.emit("mode_finished", mode.name, md)
+            run.emit(ev.ModeFinished(mode.name, md))
             return None
         md["server"] = srv.facts.to_dict()
         md["engine_info"] = srv.engine_info()
         run.mode_started(md)
-        run.emit("engine_ready", mode.name, {"facts": md["server"], "info": md["engine_info"]})
+        run.emit(ev.EngineReady(mode.name, md["server"], md["engine_info"]))
         self._counter = 1_000_000 * (md["index"] + 1)  # disjoint counters per mode
         return srv.facts
 

@@ -63,7 +63,8 @@ def quality_prompts(scenario: Any, space: Any, max_model_len: int | None = None)
     q = scenario.quality
     n_tok = max(8, int(q.prompt_tokens))
     period = min(PATTERN_TOKENS, n_tok)
-    w = Workload(api="completions", prompt_tokens=Length(value=period), output_tokens=Length(value=max(1, int(q.max_tokens))),
+    w = Workload(api="completions", prompt_tokens=Length(value=period), output_tokens=Length(value=max(1,
+        int(q.max_tokens))),
                  ignore_eos=False, shared_prefix=0.0, temperature=0.0, turns=1, jitter=0.0, seed=0)
     limit = max_model_len or scenario.server.max_model_len or (n_tok + q.max_tokens)
     factory = PromptFactory(w, space, max(limit, period + q.max_tokens), salt=QUALITY_SALT, seed=scenario.seed)
@@ -118,7 +119,8 @@ def collect_outputs(endpoint: Any, scenario: Any, space: Any, dummy_weights: boo
     extras: dict[str, Any] = {"return_tokens_as_token_ids": True}
     t0 = time.monotonic()
     timeout = max(30.0, float(getattr(scenario.ramp, "request_timeout_s", 60.0) or 60.0))
-    with httpx.Client(base_url=endpoint.base_url, headers=endpoint.headers(), timeout=timeout, trust_env=False) as client:
+    with httpx.Client(base_url=endpoint.base_url, headers=endpoint.headers(), timeout=timeout,
+                      trust_env=False) as client:
         for i, ids in enumerate(prompts):
             body: dict[str, Any] = {"model": endpoint.model, "prompt": ids, "max_tokens": int(q.max_tokens),
                                     "temperature": 0.0, "seed": 0, "stream": False, **extras}
@@ -149,7 +151,8 @@ def collect_outputs(endpoint: Any, scenario: Any, space: Any, dummy_weights: boo
     result["logprobs"] = any(o.get("logprobs") for o in got)
     result["wall_s"] = round(time.monotonic() - t0, 2)
     if not got:
-        return {"skipped": f"no output for any quality prompt ({result['errors'][0] if result['errors'] else 'no prompt'})",
+        return {"skipped": f"no output for any quality prompt "
+                           f"({result['errors'][0] if result['errors'] else 'no prompt'})",
                 "errors": result["errors"]}
     return result
 
@@ -188,7 +191,8 @@ def compare_quality(ref: dict[str, Any], mode: dict[str, Any], th: dict[str, flo
         if la and lb and a.get("tokens") is not None and b.get("tokens") is not None:
             for j in range(min(k, len(la), len(lb))):
                 x, y = la[j], lb[j]
-                if isinstance(x, (int, float)) and isinstance(y, (int, float)) and math.isfinite(x) and math.isfinite(y):
+                if isinstance(x, (int, float)) and isinstance(y, (int,
+                                                                  float)) and math.isfinite(x) and math.isfinite(y):
                     d = abs(x - y)
                     absdiff.append(d)
                     agree.append(math.exp(-d))

@@ -11,7 +11,8 @@ from kvtui.scenario.schema import Slo
 
 
 def reevaluate_modes(modes: list[tuple[str, list[dict[str, Any]], Path | None]], slo: Slo,
-                     only: set[tuple[str, int]] | None = None) -> tuple[dict[str, dict[int, dict[str, Any]]], list[str]]:
+                     only: set[tuple[str, int]] | None = None) -> tuple[dict[str, dict[int, dict[str, Any]]],
+                                                                        list[str]]:
     """Re-evaluate steps under `slo` from the records sidecar(s). Pure; runs off the UI thread.
 
     `modes` is [(mode name, steps, records path)]. Returns ({mode: {step index: step}}, problems).

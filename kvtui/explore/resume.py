@@ -11,17 +11,15 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from kvtui.explore.document import mode_settings
+from kvtui.explore import events as ev
+from kvtui.explore.document import mode_settings, setting_changes
 from kvtui.explore.evaluate import no_server_verdict, ran_to_its_end
 from kvtui.explore.search import Search
 from kvtui.load.records import Damaged, iter_record_lines, record_from_line
-from kvtui.report.diff import setting_changes
 from kvtui.report.snapshot import SnapshotWriter, atomic_write, ran_on_devices
 from kvtui.scenario.schema import Mode, Scenario
-
-Emit = Callable[[str, "str | None", Any], None]
 
 
 def record_key(line: str) -> tuple[str | None, int | None]:
@@ -46,14 +44,14 @@ def finished_steps(mode_doc: dict[str, Any]) -> list[dict[str, Any]]:
 class Resume:
     """The resumed snapshots (oldest first: a later one's mode wins) and what this run takes from them."""
 
-    def __init__(self, resumes: list[dict[str, Any]], emit: Emit):
+    def __init__(self, resumes: list[dict[str, Any]], emit: ev.Listener):
         self.resumes = resumes
         self.emit = emit
         self.partial: dict[str, dict[str, Any]] = {}  # mode name -> its interrupted doc, continued
         self.origin: dict[str, dict[str, Any]] = {}  # mode name -> the snapshot its kept data comes from
 
     def _note(self, doc: dict[str, Any], name: str | None, msg: str) -> None:
-        self.emit("warning", name, msg)
+        self.emit(ev.RunWarning(name, msg))
         doc.setdefault("warnings", []).append(msg)
 
     def take(self, doc: dict[str, Any], scenario: Scenario, modes: list[Mode], fast: bool) -> list[dict[str, Any]]:
@@ -70,11 +68,15 @@ class Resume:
             old = prev.get("scenario") or {}
             for key in ("server", "workload", "ramp", "slo"):
                 # A key the older kvtui did not write is unset (None) there: not a change.
-                a = {k: v for k, v in (old.get(key) or {}).items() if k not in ("port", "startup_timeout_s") and v is not None}
-                b = {k: v for k, v in (new.get(key) or {}).items() if k not in ("port", "startup_timeout_s") and v is not None}
+                a = {k: v for k, v in (old.get(key) or {}).items() if k not in ("port",
+                    "startup_timeout_s") and v is not None}
+                b = {k: v for k, v in (new.get(key) or {}).items() if k not in ("port",
+                    "startup_timeout_s") and v is not None}
                 if a and a != b:
-                    self.emit("warning", None,
-                              f"resumed snapshot's [{key}] differs from this scenario: modes are not under identical settings")
+                    self.emit(ev.RunWarning(
+                        None,
+                        f"resumed snapshot's [{key}] differs from this scenario: "
+                        "modes are not under identical settings"))
                     doc.setdefault("warnings", []).append(f"resumed across a changed [{key}]")
             for m in prev.get("modes") or []:
                 name = m.get("name")
@@ -111,7 +113,7 @@ class Resume:
         kept = list(done.values())
         if kept and all(m.name in done for m in modes):
             # Nothing is measured here (a join of earlier runs): the figures are of the machine they ran on.
-            envs = [origin[n].get("environment") for n in done if origin[n].get("environment")]
+            envs: list[dict[str, Any]] = [e for n in done if (e := origin[n].get("environment"))]
             if envs:
                 doc["environment"] = {**envs[-1], "joined_on": (doc.get("environment") or {}).get("host")}
                 gpus = {tuple(e.get("gpu_names") or ()) for e in envs}
@@ -162,7 +164,7 @@ class Resume:
                         lines.append(rec if rec.endswith("\n") else rec + "\n")
                 if damaged.count:
                     msg = f"{src}: {damaged.count} damaged records line(s) skipped"
-                    self.emit("warning", None, msg)
+                    self.emit(ev.RunWarning(None, msg))
                     doc.setdefault("warnings", []).append(msg)
             except OSError as e:
                 doc.setdefault("warnings", []).append(
@@ -183,7 +185,8 @@ class Resume:
         (origin `t0`), ending just before now."""
         steps = finished_steps(old)
         old_t0 = (self.origin[md["name"]].get("run") or {}).get("t0_monotonic")
-        end = max([s.get("t_rel_end") or 0.0 for s in steps] + [r.get("t", 0.0) for r in old.get("series") or []] + [0.0])
+        end = max([s.get("t_rel_end") or 0.0 for s in steps] + [r.get("t",
+                                                                      0.0) for r in old.get("series") or []] + [0.0])
         shift = (time.monotonic() - t0) - end - 1.0
         kept = 0
         for st in steps:
@@ -205,7 +208,7 @@ class Resume:
             st["resumed"] = True
             md["steps"].append(st)
             writer.step_finished(md["name"], st)
-            self.emit("step_finished", md["name"], st)
+            self.emit(ev.StepFinished(md["name"], st))
             kept += 1
         last_t = md["steps"][-1]["t_rel_end"] if kept else None
         prior_series = [
@@ -215,5 +218,6 @@ class Resume:
         md["continued"] = {"steps": kept, "of": len(steps), "started_at": old.get("started_at")}
         if kept and old.get("ran_on"):
             md["continued"]["ran_on"] = old["ran_on"]  # the kept steps' device: maybe another GPU or host
-        self.emit("warning", md["name"], f"mode {md['name']}: continued from {kept} finished step(s) of the resumed run")
+        self.emit(ev.RunWarning(md["name"],
+                                f"mode {md['name']}: continued from {kept} finished step(s) of the resumed run"))
         return kept, prior_series

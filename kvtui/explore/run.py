@@ -16,18 +16,20 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kvtui.engines import registry
 from kvtui.engines.base import Engine, StartupFacts
 from kvtui.errors import KvtuiError, UsageError
 from kvtui.explore import document
+from kvtui.explore import events as ev
 from kvtui.explore.evaluate import evaluate_step, no_server_verdict
+from kvtui.explore.events import Event, Listener
 from kvtui.explore.executor import StepExecutor
 from kvtui.explore.live_step import LiveStepExecutor
 from kvtui.explore.offline_step import OfflineStepExecutor
+from kvtui.explore.results import ModeResult
 from kvtui.explore.resume import Resume, finished_steps
 from kvtui.explore.search import Search, make_search, ramp_levels
 from kvtui.explore.stats import PCTS, min_samples_for
@@ -35,20 +37,11 @@ from kvtui.explore.telemetry_loop import SERIES_MAX, TelemetryLoop
 from kvtui.load.generator import LoadGenerator
 from kvtui.report.redact import Redactor
 from kvtui.report.snapshot import SnapshotWriter
+from kvtui.scenario import lengths
 from kvtui.scenario.schema import Mode, Scenario
 
 __all__ = ["Event", "Listener", "Run", "SERIES_MAX", "make_engine", "mean_request_tokens"]
 
-
-@dataclass
-class Event:
-    kind: str  # run_started, mode_starting, log, engine_ready, telemetry, step_started, step_progress,
-    #            records, step_finished, mode_finished, run_finished, warning, error
-    mode: str | None = None
-    data: Any = None
-
-
-Listener = Callable[[Event], None]
 
 
 def make_engine(name: str) -> Engine:
@@ -58,16 +51,7 @@ def make_engine(name: str) -> Engine:
 
 def mean_request_tokens(scenario: Scenario) -> float:
     """A request's mean prompt + output tokens over all its turns (the KV-bound guess's length)."""
-    w = scenario.workload
-
-    def mean(ln: Any) -> float:
-        if ln.dist == "fixed":
-            return float(ln.value)
-        if ln.dist == "uniform":
-            return (ln.min + ln.max) / 2
-        return float(ln.mean)
-
-    return (mean(w.prompt_tokens) + mean(w.output_tokens)) * w.turns
+    return lengths.mean_request_tokens(scenario.workload)
 
 
 class Run:
@@ -88,7 +72,8 @@ class Run:
         unknown = [n for n in names if n not in {m.name for m in scenario.modes}]
         if unknown:
             valid = ", ".join(m.name for m in scenario.modes)
-            raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: {valid})")
+            raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: "
+                             f"{valid})")
         self.modes: list[Mode] = [scenario.mode(n) for n in names]
         # Snapshots to resume from, oldest first (a later one's mode wins over an earlier one's).
         resumes: list[dict[str, Any]] = [resume] if isinstance(resume, dict) else list(resume or [])
@@ -166,15 +151,13 @@ class Run:
         return self._stop_reason
 
     # -- events and the journal (kvtui.explore.executor.Controls) -----------------------------
-    def emit(self, kind: str, mode: str | None = None, data: Any = None) -> None:
+    def emit(self, event: Event) -> None:
         if self.listener is not None:
             try:
-                self.listener(Event(kind, mode, data))
+                self.listener(event)
             except Exception as e:  # a listener bug must not kill the measurement
-                if kind != "warning":
-                    self.emit("warning", mode, f"listener failed on {kind}: {type(e).__name__}: {e}")
-
-    _emit = emit  # the name it had before the split
+                if not isinstance(event, ev.RunWarning):
+                    self.emit(ev.RunWarning(event.mode, f"listener failed on {event.kind}: {type(e).__name__}: {e}"))
 
     @property
     def records_path(self) -> Path:
@@ -205,7 +188,7 @@ class Run:
             self.records_written += self._resume.carry_records(self.writer, self.doc)
         for m in kept:
             self.writer.mode_finished(m)
-        self.emit("run_started", None, self.doc)
+        self.emit(ev.RunStarted(None, self.doc))
         done = {m["name"] for m in kept}
         failure: BaseException | None = None
         try:
@@ -213,7 +196,7 @@ class Run:
                 if self.stopping:
                     break
                 if mode.name in done:
-                    self.emit("warning", mode.name, f"mode {mode.name} kept from the resumed snapshot")
+                    self.emit(ev.RunWarning(mode.name, f"mode {mode.name} kept from the resumed snapshot"))
                     continue
                 self._skip.clear()
                 self._run_mode(mode, i)
@@ -234,7 +217,7 @@ class Run:
         self._prior_series = []
         self.current_mode = md
         self.doc["modes"].append(md)
-        self.emit("mode_starting", mode.name, {"index": index, "of": len(self.modes), "mode": md})
+        self.emit(ev.ModeStarting(mode.name, index, len(self.modes), md))
         ex = self.executor
         partial = self._resume.partial.pop(mode.name, None)
         facts = ex.start_mode(mode, md, partial)
@@ -251,7 +234,7 @@ class Run:
             md["complete"] = False  # cut by the client's failure: --resume continues it
         md["finished_at"] = time.time()
         self.mode_finished(md)
-        self.emit("mode_finished", mode.name, md)
+        self.emit(ev.ModeFinished(mode.name, md))
 
     def _search_mode(self, mode: Mode, md: dict[str, Any], facts: StartupFacts, old: dict[str, Any] | None) -> None:
         sc = self.scenario
@@ -296,7 +279,7 @@ class Run:
                     client_retries += 1
                     if client_retries > 2:
                         md["error"] = {"kind": "client", "message": f"the client failed {client_retries} steps in a row: {step.get('flags')}"}
-                        self.emit("error", mode.name, md["error"]["message"])
+                        self.emit(ev.RunError(mode.name, md["error"]["message"]))
                         break
                     retry = (load, why)
                     continue
@@ -307,17 +290,11 @@ class Run:
                 md.setdefault("error", document.crashed(dead))
                 break
         res = search.result()
-        md["best_concurrency"] = res.best
-        md["search"].update(
+        ModeResult(md).record_search(
             best=res.best, first_fail=res.first_fail, confirmed=res.confirmed, flips=res.flips, noisy=res.noisy,
-            reached_max=res.reached_max, steps=len(md["steps"]),
-            wall_s=round(time.monotonic() - t_search, ex.wall_s_digits), describe=res.describe(), done=search.s.done,
+            reached_max=res.reached_max, wall_s=round(time.monotonic() - t_search, ex.wall_s_digits),
+            describe=res.describe(), done=search.s.done, skipped=self._skip.is_set(),
         )
-        knee = next((s for s in md["steps"]
-                     if res.first_fail is not None and s["load"] == res.first_fail and s["passed"] is False), None)
-        md["knee_limited_by"] = knee["limited_by"] if knee else None
-        if self._skip.is_set():
-            md["search"]["skipped"] = True
 
     def _next_load(self, search: Search, last: float | None, levels: list[float]) -> tuple[float | None, str]:
         with self._lock:
@@ -339,16 +316,17 @@ class Run:
     def _one_step(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str,
                   need: int) -> dict[str, Any] | None:
         """Measure one step (the executor), evaluate it against the SLO, journal it."""
-        self.emit("step_started", mode.name, {"load": load, "index": index, "why": why, "closed": self.closed})
+        self.emit(ev.StepStarted(mode.name, load, index, why, self.closed))
         m = self.executor.measure(mode, md, load, index, why, need)
         step = evaluate_step(m.records, m.ctx, self.scenario.slo)
         step.update(m.extra)
         if m.check_samples and step["samples"]["ttft"] < need and step["passed"] is not None:
-            step.setdefault("notes", []).append(f"{step['requests']} window requests; the SLO's percentiles want {need}")
+            step.setdefault("notes",
+                            []).append(f"{step['requests']} window requests; the SLO's percentiles want {need}")
         md["steps"].append(step)
         self.executor.after_step(md, load, m)
         self.step_finished(mode.name, step)
-        self.emit("step_finished", mode.name, step)
+        self.emit(ev.StepFinished(mode.name, step))
         dead = self.executor.dead()
         if dead:
             md["error"] = document.crashed(dead)
@@ -357,7 +335,7 @@ class Run:
             # The client cannot measure on (a dead worker, a crashed load task): the mode is not
             # complete, the run fails, and --resume continues it (never a final-looking knee).
             md["error"] = {"kind": "client", "message": f"the load generator failed: {m.ctx.client_failure}"}
-            self.emit("error", mode.name, md["error"]["message"])
+            self.emit(ev.RunError(mode.name, md["error"]["message"]))
             return None
         if m.aborted and (self.stopping or self._skip.is_set()):
             return None
@@ -371,7 +349,8 @@ class Run:
             try:
                 self.writer.finalize(self.doc)
             except OSError as e:
-                self.emit("error", None, f"cannot write {self.out}: {e.strerror or e}; "
-                                         f"the journal {self.writer.journal} keeps every finished step")
-                raise KvtuiError(f"cannot write {self.out}: {e.strerror or e}; finished steps are in {self.writer.journal}")
-        self.emit("run_finished", None, self.doc)
+                self.emit(ev.RunError(None, f"cannot write {self.out}: {e.strerror or e}; "
+                                            f"the journal {self.writer.journal} keeps every finished step"))
+                raise KvtuiError(f"cannot write {self.out}: {e.strerror or e}; finished steps are in "
+                                 f"{self.writer.journal}")
+        self.emit(ev.RunFinished(None, self.doc))

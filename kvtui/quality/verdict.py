@@ -106,7 +106,8 @@ def compare_suites(ref: dict[str, Any], mode: dict[str, Any], tolerance_pt: floa
         out["pooled_accuracy"] = round(acc_m, 4)
         out["reference_pooled_accuracy"] = round(acc_r, 4)
         out["cost_factor_beyond_noise"] = any(
-            v.get("beyond_noise") and (v.get("delta_pt") or 0) < 0 for v in out["tasks"].values() if isinstance(v, dict))
+            v.get("beyond_noise") and (v.get("delta_pt") or 0) < 0 for v in out["tasks"].values() if isinstance(v,
+                dict))
     return out
 
 

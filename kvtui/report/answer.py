@@ -49,7 +49,8 @@ def mode_line(r: dict[str, Any], base: str | None, so_far: float | None = None) 
     lim = limit_sentence(r)
     if lim:
         parts.append(lim)
-    if (r.get("kv_tokens_x") or 0) >= 1.3 and (r.get("best_x") or 0) < 1.1 and r.get("knee_limited_by") not in (None, "kv_wall"):
+    if (r.get("kv_tokens_x") or 0) >= 1.3 and (r.get("best_x") or 0) < 1.1 and r.get("knee_limited_by") not in (None,
+        "kv_wall"):
         parts.append(f"{fmt_x(r['kv_tokens_x'])} the KV tokens bought little: "
                      f"{LIMIT_WORDS.get(r['knee_limited_by'], r['knee_limited_by'])} set the limit")
     if r.get("complete") is False:
@@ -114,7 +115,8 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
             caveats.append(f"{m.get('name')}: passed up to the ramp's max; the limit is higher")
         waves = [x for x in m.get("steps") or [] if in_lock_step(x)]
         if waves:
-            caveats.append(f"{m.get('name')}: lock-step at {', '.join(fmt_load(x.get('load')) for x in waves)} (TTFT tail is a wave's queue)")
+            caveats.append(f"{m.get('name')}: lock-step at {', '.join(fmt_load(x.get('load')) for x in waves)} (TTFT "
+                           f"tail is a wave's queue)")
         if not m.get("complete", True) and not m.get("error"):
             caveats.append(f"{m.get('name')}: did not finish; resume the run to confirm")
     predicted = []

@@ -18,14 +18,16 @@ STEP_COLUMNS = (
     "index", "load_kind", "load", "why", "passed", "limited_by", "at_knee", "requests", "errors", "error_rate",
     "output_tok_s", "input_tok_s", "total_tok_s", "request_s", "goodput", "goodput_req_s",
 )
-DIST_COLUMNS = tuple(f"{m}_ms_{k}" for m in ("ttft", "tpot", "itl", "e2e") for k in ("n", "mean", "p50", "p90", "p95", "p99"))
+DIST_COLUMNS = tuple(f"{m}_ms_{k}" for m in ("ttft", "tpot", "itl", "e2e") for k in ("n", "mean", "p50", "p90", "p95",
+    "p99"))
 TAIL_COLUMNS = (
     "kv_cache_usage_max", "kv_cache_usage_mean", "preemptions", "running_max", "waiting_max", "prefix_cache_hit_rate",
     "gpu_mem_used_gib_max", "client_limited", "started_at", "duration_s", "window_s", "aborted", "flags",
 )
 # Each mode's quality (kvtui.quality), repeated on its rows: accuracy, its 95 % CI and n per built-in
 # task, the verdict against the reference mode, and the quality-adjusted $/Mtok out.
-QUALITY_COLUMNS = tuple(f"quality_{t}_{k}" for t in ("passkey", "quotation") for k in ("accuracy", "ci_lo", "ci_hi", "n", "verdict")) + (
+QUALITY_COLUMNS = tuple(f"quality_{t}_{k}" for t in ("passkey", "quotation") for k in ("accuracy", "ci_lo", "ci_hi",
+    "n", "verdict")) + (
     "quality_agreement_exact", "quality_flagged", "usd_per_mtok_out", "usd_per_mtok_out_qadj", "weights")
 COLUMNS = LABEL_COLUMNS + STEP_COLUMNS + DIST_COLUMNS + TAIL_COLUMNS + QUALITY_COLUMNS
 
@@ -37,7 +39,8 @@ def _quality_cells(row: dict[str, Any] | None, info: dict[str, Any]) -> dict[str
     for t in ("passkey", "quotation"):
         v = (suite.get("tasks") or {}).get(t) or {}
         ci = v.get("ci") or [None, None]
-        out.update({f"quality_{t}_accuracy": v.get("accuracy"), f"quality_{t}_ci_lo": ci[0], f"quality_{t}_ci_hi": ci[1],
+        out.update({f"quality_{t}_accuracy": v.get("accuracy"), f"quality_{t}_ci_lo": ci[0],
+                    f"quality_{t}_ci_hi": ci[1],
                     f"quality_{t}_n": v.get("n"), f"quality_{t}_verdict": v.get("verdict")})
     agree = (suite.get("tasks") or {}).get("agreement") or {}
     out["quality_agreement_exact"] = agree.get("exact_match_rate")

@@ -11,20 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kvtui.explore.document import flatten as _flat
+from kvtui.explore.document import setting_changes
 from kvtui.report.compare import add_ratios, compare_modes
 from kvtui.report.text import caveats, comparison_headers, comparison_row, labels, table
 
 _IGNORED = {("server", "port"), ("server", "startup_timeout_s"), ("server", "stop_timeout_s")}
-
-
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-    else:
-        out[prefix] = d
-    return out
 
 
 def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -40,13 +32,6 @@ def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return out
 
 
-def setting_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """What differs between two modes' settings, key by key ("dtype 'float16' → 'bfloat16'");
-    keys only one side has (snapshots a kvtui version apart) are not a change."""
-    fa, fb = _flat(old), _flat(new)
-    return [f"{k} {fa[k]!r} → {fb[k]!r}" for k in sorted(set(fa) & set(fb)) if k != "name" and fa[k] != fb[k]]
-
-
 def mode_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """Settings of the modes both runs have by name (a dtype, a quantization, an extra arg…)."""
     mb = {m.get("name"): m for m in b.get("modes", [])}
@@ -54,7 +39,8 @@ def mode_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     for ma in a.get("modes", []):
         other = mb.get(ma.get("name"))
         if other is not None:
-            out += [f"mode {ma.get('name')}: {c}" for c in setting_changes(ma.get("settings") or {}, other.get("settings") or {})]
+            out += [f"mode {ma.get('name')}: {c}" for c in setting_changes(ma.get("settings") or {},
+                                                                           other.get("settings") or {})]
     return out
 
 
@@ -163,7 +149,8 @@ def _quality_diff(a: dict[str, Any], b: dict[str, Any], name_a: str, name_b: str
         for task, t in v["tasks"].items():
             if not isinstance(t, dict) or t.get("reference_accuracy") is None:
                 continue
-            delta = f"Δ {t['delta_pt']:+.1f} pt, {t['verdict']}" if t.get("delta_pt") is not None else t.get("verdict", "")
+            delta = f"Δ {t['delta_pt']:+.1f} pt, {t['verdict']}" if t.get("delta_pt") is not None else t.get("verdict",
+                "")
             out.append(f"- {mb['name']} quality {task}: {name_a} {t['reference_accuracy']:.0%} → {name_b} "
                        f"{t['accuracy']:.0%} (n = {t['n']}; {delta})")
     return (["", "Quality, same mode and items in both runs:"] + out) if out else []

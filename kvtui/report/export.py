@@ -18,13 +18,15 @@ import copy
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kvtui.errors import KvtuiError, UsageError
 from kvtui.report.redact import REDACTED, _SECRET_NAME, is_secret_env, redact_args, redact_scenario
 
 FORMATS = ("json", "md", "csv", "svg")
 SUFFIX = {"json": ".export.json", "md": ".md", "csv": ".csv", "svg": ".svg"}
+# (portable doc, width, height, theme, view, mode) -> SVG text
+SvgRenderer = Callable[[dict[str, Any], int, int, "str | None", str, "str | None"], str]
 
 _SECRET_KEY = re.compile(r"^(?:.*[_-])?(?:api_?key|apikey|token|secret|secrets|password|passwd|credentials?|authorization|auth)$", re.I)
 _TEXT_PATTERNS = (
@@ -99,28 +101,11 @@ def portable_doc(doc: dict[str, Any], extra_secrets: list[str] | None = None) ->
     return scrub(d, extra_secrets)
 
 
-def render_svg(doc: dict[str, Any], width: int = 160, height: int = 48, theme: str | None = None,
-               view: str = "answer", mode: str | None = None) -> str:
-    try:
-        from kvtui.tui.svg import render_dashboard_svg
-    except ImportError as e:
-        missing = getattr(e, "name", None) or str(e)
-        if missing and str(missing).startswith("kvtui.tui"):
-            raise KvtuiError("--format svg: this kvtui has no dashboard SVG renderer yet (kvtui.tui.svg); use --format md or csv")
-        raise KvtuiError(f"--format svg needs {missing}, which is not installed: {e}")
-    kwargs: dict[str, Any] = {"theme": theme} if theme else {}
-    kwargs.update(view=view, mode=mode)
-    try:
-        return render_dashboard_svg(doc, width, height, **kwargs)
-    except KvtuiError:
-        raise
-    except Exception as e:  # the renderer's own failure: one line, exit 1, not a traceback
-        raise KvtuiError(f"--format svg: the dashboard renderer failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-
-
 def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, theme: str | None = None,
-           extra_secrets: list[str] | None = None, view: str = "answer", mode: str | None = None) -> str:
-    """The export of `doc` in format `fmt` as text (already portable and scrubbed)."""
+           extra_secrets: list[str] | None = None, view: str = "answer", mode: str | None = None,
+           svg: SvgRenderer | None = None) -> str:
+    """The export of `doc` in format `fmt` as text (already portable and scrubbed). For svg, `svg`
+    draws the picture (kvtui.commands.export.render_svg: the dashboard lives in the TUI)."""
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: not a format kvtui exports (choose from {', '.join(FORMATS)})")
     d = portable_doc(doc, extra_secrets)
@@ -136,8 +121,10 @@ def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, th
         from kvtui.report.csv_export import render_csv
 
         text = render_csv(d)
-    else:
-        text = render_svg(d, width, height, theme, view=view, mode=mode)
+    elif svg is not None:
+        text = svg(d, width, height, theme, view, mode)
+    else:  # the dashboard is the TUI's, above this layer: kvtui.commands.export.render passes it in
+        raise KvtuiError("--format svg: the dashboard picture is rendered by the TUI (kvtui.commands.export.render)")
     return scrub_text(text, sorted(set(process_secrets()) | set(s for s in (extra_secrets or []) if s and len(s) >= 4), key=len, reverse=True))
 
 

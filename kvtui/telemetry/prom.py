@@ -20,13 +20,15 @@ kv_usage (mean over engines)                 vllm:kv_cache_usage_perc, vllm:gpu_
 running / waiting                            vllm:num_requests_running / _waiting
 preemptions                                  vllm:num_preemptions_total
 prompt_tokens / generation_tokens            vllm:prompt_tokens_total / vllm:generation_tokens_total
-prefix_cache_queries / _hits                 vllm:prefix_cache_queries_total, vllm:gpu_prefix_cache_queries_total (same for hits)
+prefix_cache_queries / _hits                 vllm:prefix_cache_queries_total, vllm:gpu_prefix_cache_queries_total
+                                             (same for hits)
 requests_success (all finished_reason)       vllm:request_success_total
 "ttft"                                       vllm:time_to_first_token_seconds
 "itl"                                        vllm:inter_token_latency_seconds, vllm:time_per_output_token_seconds
 "tpot"                                       vllm:request_time_per_output_token_seconds
 "e2e"                                        vllm:e2e_request_latency_seconds
-"queue" / "prefill" / "decode"               vllm:request_queue_time_seconds / request_prefill_time_seconds / request_decode_time_seconds
+"queue" / "prefill" / "decode"               vllm:request_queue_time_seconds / request_prefill_time_seconds /
+                                             request_decode_time_seconds
 ==========================================  ==========================================
 
 Values are summed over label sets (model_name, engine, finished_reason, …), except
@@ -51,8 +53,7 @@ from typing import Any, Callable
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvtui.engines.base import StartupFacts
-from kvtui.telemetry.types import Histogram, MetricsSample
+from kvtui.telemetry.types import Histogram, MetricsSample, StartupFacts
 
 # --- name tables ------------------------------------------------------------------------------
 

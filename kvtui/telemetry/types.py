@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -60,3 +61,51 @@ class MetricsSample:
     cache_config: dict[str, str] = field(default_factory=dict)  # vllm:cache_config_info labels
     ok: bool = True
     error: str | None = None  # why the scrape failed (then every field is None)
+
+
+@dataclass
+class StartupFacts:
+    """What the server said about its memory at startup (log lines, `vllm:cache_config_info`).
+
+    None means "not reported", never zero.
+    """
+
+    weights_gib: float | None = None
+    kv_cache_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency_reported: float | None = None
+    max_concurrency_len: int | None = None  # the tokens-per-request that figure assumes
+    cuda_graph_gib: float | None = None
+    activation_peak_gib: float | None = None
+    startup_s: float | None = None  # launch → /health 200
+    load_s: float | None = None  # weight loading
+    compile_s: float | None = None  # torch.compile
+    init_engine_s: float | None = None  # profile, create KV cache, warm-up
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    kv_cache_dtype: str | None = None
+    device: str | None = None  # "GPU" or "CPU"
+    attention_backend: str | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    prefix_caching: bool | None = None
+    gpu_total_gib: float | None = None
+    gpu_memory_utilization: float | None = None
+    phases: list[str] = field(default_factory=list)  # startup phases seen, in order
+    warnings: list[str] = field(default_factory=list)  # e.g. "uncalibrated fp8 KV scales"
+
+    def merge(self, other: "StartupFacts") -> "StartupFacts":
+        """Fill what this one lacks from `other` (the log wins over /metrics)."""
+        for k, v in asdict(other).items():
+            if getattr(self, k) in (None, []) and v not in (None, []):
+                setattr(self, k, v)
+        return self
+
+    def kv_bound_concurrency(self, tokens_per_request: int) -> float | None:
+        """Requests of this length that fit in the KV cache at once."""
+        if self.kv_cache_tokens and tokens_per_request > 0:
+            return self.kv_cache_tokens / tokens_per_request
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

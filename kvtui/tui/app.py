@@ -200,7 +200,7 @@ class KvtuiApp(Controls, DocumentActions, App[int]):
         return {"paused": bool(r.paused), "hold": bool(r._hold), "stopping": bool(r.stopping)}
 
     def start_run(self, scenario: Scenario, modes: list[str] | None = None, out: str | Path | None = None) -> bool:
-        from kvtui.commands.run import default_out
+        from kvtui.report.paths import default_out
         from kvtui.explore.run import Run
         from kvtui.report.snapshot import paths_for
         from kvtui.tui.screens import DashboardScreen

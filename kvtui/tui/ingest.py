@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from kvtui.explore.events import check_kind
 from kvtui.scenario.slo_table import slo_of
 from kvtui.tui.loglines import classify_log_line
 from kvtui.tui.series import Series, _num
@@ -26,6 +27,7 @@ class RunEvents:
 
     def ingest(self, ev: Any) -> None:
         k, name, data = ev.kind, ev.mode, ev.data
+        check_kind(k)  # a misspelt kind fails loudly here, never dropped (kvtui.explore.events)
         handler: Callable[[str | None, Any], None] | None = getattr(self, f"_on_{k}", None)
         if handler is not None:
             handler(name, data)

@@ -1,6 +1,5 @@
 """`kvtui run --fast`: the whole search per mode simulated offline, deterministic for a seed."""
 
-import json
 import subprocess
 import sys
 

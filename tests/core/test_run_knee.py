@@ -10,36 +10,22 @@ import subprocess
 import sys
 
 import pytest
+from scenario_factory import knee_toml
 
 from kvtui.explore.run import Run
 from kvtui.load.records import read_records
 from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario import load_scenario
 
-KNEE = """
-name = "knee"
-[server]
-engine = "sim"
-max_model_len = 2048
-extra_args = ["--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "3"]
-[workload]
-prompt_tokens = 64
-output_tokens = 16
-[ramp]
-start = 1
-max = 16
-step = "{step}"
-search = "{search}"
-warmup_s = 0.3
-window_s = 2
-[slo]
-tpot_p95_ms = 35
-"""
+
+def knee(search: str, step: str) -> str:
+    return knee_toml("knee", knee=6, slowdown=3, ramp={"step": step, "search": search, "warmup_s": 0.3, "window_s": 2},
+                     slo={"tpot_p95_ms": 35})
 
 
 def scenario(tmp_path, search="fast", step="double"):
     p = tmp_path / "knee.toml"
-    p.write_text(KNEE.format(search=search, step=step))
+    p.write_text(knee(search, step))
     return load_scenario(p)
 
 
@@ -107,7 +93,7 @@ def test_snapshot_contract_and_records(tmp_path):
 
 def test_headless_cli_progress_lines_and_summary(tmp_path):
     p = tmp_path / "knee.toml"
-    p.write_text(KNEE.format(search="fast", step="double"))
+    p.write_text(knee("fast", "double"))
     out = tmp_path / "cli.json"
     r = subprocess.run([sys.executable, "-m", "kvtui", "run", str(p), "--headless", "--out", str(out), "--set", "ramp.max=8"],
                        capture_output=True, text=True, timeout=600)

@@ -1,30 +1,15 @@
 """The window opens only after every slot has finished a request at the step's load."""
 
+from scenario_factory import knee_toml
+
 from kvtui.explore.run import Run
 from kvtui.load.records import read_records
 from kvtui.scenario import load_scenario
 
-SCENARIO = """
-name = "warm"
-[server]
-engine = "sim"
-max_model_len = 2048
-extra_args = ["--knee", "64", "--knee-tpot-ms", "20"]
-[workload]
-prompt_tokens = 32
-output_tokens = 40
-jitter = 0.0
-[ramp]
-start = 8
-max = 8
-step = "8"
-search = "linear"
-confirm = false
-warmup_s = 0.1
-window_s = 1
-[slo]
-tpot_p95_ms = 1000
-"""
+SCENARIO = knee_toml("warm", knee=64, slowdown=None, workload={"prompt_tokens": 32, "output_tokens": 40, "jitter": 0.0},
+                     ramp={"start": 8, "max": 8, "step": "8", "search": "linear", "confirm": False, "warmup_s": 0.1,
+                           "window_s": 1},
+                     slo={"tpot_p95_ms": 1000})
 
 
 def test_window_waits_for_one_full_request_per_slot(tmp_path):

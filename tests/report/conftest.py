@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from scenario_factory import knee_toml
 
 from kvtui.explore.run import Run
 from kvtui.report.snapshot import load_snapshot
@@ -26,49 +27,18 @@ SECRETS = (
     "SECRETVALUE-mode-key-9876",  # a mode's OTHER_API_KEY
 )
 
-SCENARIO = """
-name = "three modes"
-description = "baseline vs fp8 KV vs int4 weights on the simulator's knee model"
-[server]
-engine = "sim"
-max_model_len = 2048
-time_scale = 1
-extra_args = ["--knee", "6", "--knee-tpot-ms", "20", "--knee-slowdown", "2"]
-api_key = "sk-kvtui-test-APIKEY-0123456789"
-secret_env = ["MY_DB_URL"]
-[server.env]
-MY_DB_URL = "postgres://u:SECRETVALUE-db-42@h/db"
-HF_TOKEN = "hf_SECRETVALUE_token_abcdef"
-PLAIN_SETTING = "visible-value"
-[[modes]]
-name = "baseline"
-[[modes]]
-name = "fp8-kv"
-kv_cache_dtype = "fp8"
-extra_args = ["--knee", "8"]
-[modes.env]
-OTHER_API_KEY = "SECRETVALUE-mode-key-9876"
-[[modes]]
-name = "w-int4"
-quantization = "awq"
-extra_args = ["--knee", "4"]
-[workload]
-prompt_tokens = 64
-output_tokens = 16
-[ramp]
-start = 1
-max = 16
-step = "double"
-search = "fast"
-warmup_s = 0.2
-window_s = 1
-[slo]
-tpot_p95_ms = 30
-[cost]
-gpu_hourly_usd = 3.5
-[quality]
-enabled = true
-"""
+SCENARIO = knee_toml(
+    "three modes", description="baseline vs fp8 KV vs int4 weights on the simulator's knee model", knee=6, slowdown=2,
+    server={"time_scale": 1, "api_key": "sk-kvtui-test-APIKEY-0123456789", "secret_env": ["MY_DB_URL"],
+            "env": {"MY_DB_URL": "postgres://u:SECRETVALUE-db-42@h/db", "HF_TOKEN": "hf_SECRETVALUE_token_abcdef",
+                    "PLAIN_SETTING": "visible-value"}},
+    modes=[{"name": "baseline"},
+           {"name": "fp8-kv", "kv_cache_dtype": "fp8", "extra_args": ["--knee", "8"],
+            "env": {"OTHER_API_KEY": "SECRETVALUE-mode-key-9876"}},
+           {"name": "w-int4", "quantization": "awq", "extra_args": ["--knee", "4"]}],
+    ramp={"search": "fast", "warmup_s": 0.2, "window_s": 1}, slo={"tpot_p95_ms": 30},
+    cost={"gpu_hourly_usd": 3.5}, quality={"enabled": True},
+)
 
 
 @dataclass

@@ -56,7 +56,7 @@ def test_markdown_report_reads_well(three_modes):
                     "### baseline", "### fp8-kv", "### w-int4", "## Environment", "## Scenario"):
         assert f"\n{section}\n" in md, section
     rows = {r["mode"]: r for r in three_modes.doc["comparison"]["rows"]}
-    assert f"- **fp8-kv**: 8 concurrent requests (1.33× the baseline)" in md
+    assert "- **fp8-kv**: 8 concurrent requests (1.33× the baseline)" in md
     assert f"${rows['fp8-kv']['usd_per_mtok_out']:.3f} per million output tokens" in md
     assert "Most concurrent requests at the SLO: **fp8-kv** (8)" in md
     assert "Skipped in every mode: simulated engine: no model weights, outputs are noise." in md

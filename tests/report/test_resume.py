@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from scenario_factory import knee_toml
+
 from kvtui.load.records import read_records
 from kvtui.report.snapshot import load_journal, load_snapshot
 
@@ -38,30 +40,9 @@ def test_resume_from_a_final_snapshot_with_fewer_modes(three_modes):
     assert oct(os.stat(rec).st_mode & 0o777) == "0o600"
 
 
-KILL = """
-name = "kill"
-[server]
-engine = "sim"
-max_model_len = 2048
-time_scale = 1
-extra_args = ["--knee", "8", "--knee-tpot-ms", "20", "--knee-slowdown", "2"]
-[[modes]]
-name = "baseline"
-[[modes]]
-name = "second"
-extra_args = ["--knee", "4"]
-[workload]
-prompt_tokens = 64
-output_tokens = 16
-[ramp]
-start = 1
-max = 8
-step = "double"
-warmup_s = 0.2
-window_s = 1
-[slo]
-tpot_p95_ms = 30
-"""
+KILL = knee_toml("kill", knee=8, slowdown=2, server={"time_scale": 1},
+                 modes=[{"name": "baseline"}, {"name": "second", "extra_args": ["--knee", "4"]}],
+                 ramp={"max": 8, "warmup_s": 0.2, "window_s": 1})
 
 
 def _descendants(pid: int) -> list[int]:

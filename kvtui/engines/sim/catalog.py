@@ -174,7 +174,8 @@ class ModelSpec:
         else:
             s += f", {self.heads} heads / {self.kv_heads} KV heads x {self.head_dim}"
         if self.is_moe:
-            s += f", MoE {self.num_experts} experts top-{self.experts_per_tok} ({self.active_params / 1e9:.2f} B active)"
+            s += (f", MoE {self.num_experts} experts top-{self.experts_per_tok} "
+                  f"({self.active_params / 1e9:.2f} B active)")
         return s
 
 
@@ -235,13 +236,15 @@ def model_from_config(cfg: dict[str, Any], name: str, source: str = "") -> Model
         heads = int(_get(cfg, "num_attention_heads", "n_head"))
         vocab = int(_get(cfg, "vocab_size"))
     except (TypeError, ValueError):
-        raise UsageError(f"{source or name}: not a decoder config.json (needs hidden_size, num_hidden_layers, num_attention_heads, vocab_size)")
+        raise UsageError(f"{source or name}: not a decoder config.json (needs hidden_size, num_hidden_layers, "
+                         f"num_attention_heads, vocab_size)")
     kv_heads = int(_get(cfg, "num_key_value_heads", "num_kv_heads", default=heads))
     head_dim = int(_get(cfg, "head_dim", default=hidden // heads))
     intermediate = int(_get(cfg, "intermediate_size", "ffn_dim", default=4 * hidden))
     mt = str(cfg.get("model_type", "")).lower()
     dtype = str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")).lower()
-    dtype_bytes = 2 if dtype in ("bfloat16", "float16", "half", "float32", "float") else 2  # vLLM serves fp32 configs as bf16
+    dtype_bytes = 2 if dtype in ("bfloat16", "float16", "half", "float32",
+                                 "float") else 2  # vLLM serves fp32 configs as bf16
     # MoE
     num_experts = int(_get(cfg, "num_local_experts", "n_routed_experts", "num_experts", default=0) or 0)
     top_k = int(_get(cfg, "num_experts_per_tok", "moe_topk", default=0) or 0)

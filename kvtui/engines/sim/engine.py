@@ -77,7 +77,8 @@ class SimEngine(VllmEngine):
     def _launcher(self) -> tuple[str, list[str]]:
         return "sim", [sys.executable, "-m", "kvtui", "sim", "serve"]
 
-    def _build_command(self, scenario: Scenario, mode: Mode, port: int, api_key: str, prefix) -> tuple[list[str], dict[str, str]]:
+    def _build_command(self, scenario: Scenario, mode: Mode, port: int, api_key: str, prefix) -> tuple[list[str],
+        dict[str, str]]:
         self.time_scale = auto_time_scale(scenario, mode)
         self._gpu = scenario.server.gpu
         env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", **scenario.server.env, **mode.env}

@@ -171,7 +171,8 @@ def simulate_step(
         nonlocal counter, window_started, window_live, window_end, window_closed
         sample = sample_request(counter)
         p, o = int(sample[0]), int(sample[1])
-        hashes = sample[2] if len(sample) > 2 else (_unique_hashes(hrng, p, bs) if (unique_prompts and s.caching) else None)
+        hashes = sample[2] if len(sample) > 2 else (_unique_hashes(hrng, p,
+                                                                   bs) if (unique_prompts and s.caching) else None)
         rid = f"{id_prefix}{counter}"
         counter += 1
         ph = phase_at(t)
@@ -261,7 +262,8 @@ def simulate_step(
                 if t - rec.t_intended <= request_timeout_s:
                     break
                 rec, last, slot = live.pop(rid)
-                rec.status, rec.error, rec.detail = "error", "timeout", f"no end of stream within {request_timeout_s:g} s"
+                rec.status, rec.error = "error", "timeout"
+                rec.detail = f"no end of stream within {request_timeout_s:g} s"
                 s.abort(rid)
                 if rec.phase == "window":
                     window_live -= 1

@@ -46,7 +46,8 @@ def series_rows(res: FastStepResult, t_offset: float, load: float, used_gib: flo
     rows = []
     prev = None
     for p in res.series:
-        row: dict[str, Any] = {"t": round(p.t - t_offset, 2), "load": load, "phase": "window", "kv_usage": round(p.kv_usage, 4),
+        row: dict[str, Any] = {"t": round(p.t - t_offset, 2), "load": load, "phase": "window",
+                               "kv_usage": round(p.kv_usage, 4),
                                "running": p.running, "waiting": p.waiting, "preemptions": p.preemptions_total,
                                "gpu_mem_used_gib": round(used_gib * tp, 3),
                                "gpus": [{"index": i, "mem_used_gib": used_gib, "simulated": True} for i in range(tp)]}
@@ -74,7 +75,8 @@ class OfflineServer:
         self.tp = max(1, s.tensor_parallel_size)
         self.t_mode = self.sched.now
         space = TokenSpace.synthetic(vocab_size=int(getattr(model, "vocab_size", 128256) or 128256))
-        self._factory = PromptFactory(scenario.workload, space, s.max_model_len, salt, scenario.seed + scenario.workload.seed)
+        self._factory = PromptFactory(scenario.workload, space, s.max_model_len, salt,
+                                      scenario.seed + scenario.workload.seed)
         self._shared = scenario.workload.shared_prefix > 0 or scenario.workload.dataset
 
     def engine_info(self) -> dict[str, Any]:
@@ -92,11 +94,13 @@ class OfflineServer:
     def step(self, mode_name: str, index: int, load: float, closed: bool, counter: int, need: int) -> FastStepResult:
         """One step at `load`; if its window holds fewer than `need` requests, again by count."""
         sc, r = self.scenario, self.scenario.ramp
-        res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, 0, sc.seed, mode_name, index,
+        res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, 0, sc.seed, mode_name,
+                            index,
                             id_prefix=f"{self.salt:08x}-", counter_start=counter, request_timeout_s=r.request_timeout_s)
         if len(res.window_records()) < need:
             # Too few samples for the SLO's percentiles: the real run extends its window; here, re-run by count.
-            res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, need, sc.seed, mode_name,
+            res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, need, sc.seed,
+                                mode_name,
                                 index, id_prefix=f"{self.salt:08x}-", counter_start=counter,
                                 request_timeout_s=r.request_timeout_s)
         return res

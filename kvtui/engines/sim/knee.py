@@ -27,7 +27,8 @@ class _Running:
 
 
 class KneeModel:
-    def __init__(self, knee: int, tpot_s: float = 0.02, slowdown: float = 2.0, max_seqs: int = 256, kv_tokens: int = 1 << 20):
+    def __init__(self, knee: int, tpot_s: float = 0.02, slowdown: float = 2.0, max_seqs: int = 256,
+                 kv_tokens: int = 1 << 20):
         self.knee = knee
         self.tpot_s = tpot_s
         self.slowdown = slowdown

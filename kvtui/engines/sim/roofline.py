@@ -55,7 +55,8 @@ class Calibration:
     cuda_graphs_in_budget: bool = False  # vLLM 0.26 captures graphs after sizing the KV cache
     nvml_overhead_gib: float = 0.8  # CUDA context + allocator slack: NVML used − the terms above
     # --- step time ---------------------------------------------------------------------
-    weights_bw_eff: dict[str, float] = field(default_factory=lambda: {"bf16": 0.8, "fp8": 0.7, "int8": 0.7, "int4": 0.6})
+    weights_bw_eff: dict[str, float] = field(default_factory=lambda: {"bf16": 0.8, "fp8": 0.7, "int8": 0.7,
+                                                                      "int4": 0.6})
     gemm_eff: dict[str, float] = field(default_factory=lambda: {"bf16": 0.7, "fp8": 0.55, "int8": 0.55, "int4": 0.5})
     kv_bw_eff: dict[str, float] = field(default_factory=lambda: {"auto": 0.8, "fp8": 0.7})
     attn_eff: float = 0.5
@@ -225,8 +226,10 @@ class Roofline:
         cpu = self.cpu_step + self.cpu_seq * seqs
         return t if t > cpu else cpu
 
-    def time_limit(self, tokens: int, seqs: int, sampled: int, ctx_read: int, pairs: float, prefill: bool) -> tuple[float, str]:
-        """`time()` plus the name of its largest term: weights | compute | kv | attention | overhead | cpu (the floor)."""
+    def time_limit(self, tokens: int, seqs: int, sampled: int, ctx_read: int, pairs: float,
+                   prefill: bool) -> tuple[float, str]:
+        """`time()` plus the name of its largest term: weights | compute | kv | attention | overhead | cpu
+        (the floor)."""
         w = self.w_static if not self.moe_layers else self.weight_read_bytes(tokens)
         t_w = w * self.inv_w
         t_c = (tokens * self.lin_flops_per_token + sampled * self.lm_flops_per_sample) * self.inv_lin
@@ -251,7 +254,8 @@ class Roofline:
             return cpu, "cpu"
         return t, name
 
-    def breakdown(self, tokens: int, seqs: int, sampled: int, ctx_read: int, pairs: float, prefill: bool) -> dict[str, float]:
+    def breakdown(self, tokens: int, seqs: int, sampled: int, ctx_read: int, pairs: float, prefill: bool) -> dict[str,
+        float]:
         """The terms of `time()` by name (seconds), for explanations and the docs."""
         w = self.weight_read_bytes(tokens)
         return {
@@ -260,7 +264,8 @@ class Roofline:
             "kv_read": ctx_read * self.kv_bytes_per_token * self.inv_kv,
             "attn_compute": pairs * self.attn_flops_per_pair * self.inv_attn,
             "overhead": self.o_step + self.o_seq * seqs + (self.o_mixed if prefill else 0.0),
-            "allreduce": (tokens * self.ar_bytes_per_token * self.inv_link + self.ar_latency) if self.ar_bytes_per_token else 0.0,
+            "allreduce": ((tokens * self.ar_bytes_per_token * self.inv_link + self.ar_latency)
+                          if self.ar_bytes_per_token else 0.0),
         }
 
 

@@ -33,6 +33,7 @@ from kvtui.engines.base import StartupFacts
 from kvtui.engines.sim.catalog import GpuSpec, ModelSpec
 from kvtui.engines.sim.estimator import EngineSettings, MemoryEstimate, estimate_memory, resolve_settings
 from kvtui.engines.sim.roofline import Calibration, Roofline, as_calibration
+from kvtui.scenario.lengths import expected
 
 _HASH_MASK = (1 << 63) - 1
 
@@ -263,7 +264,8 @@ class SchedulerSim:
             self.weights_fmt = "bf16"
         kv_dtype = getattr(mode, "kv_cache_dtype", "auto") if mode is not None else "auto"
         self.kv_bytes = 1 if str(kv_dtype).startswith("fp8") else 2
-        self.est: MemoryEstimate = estimate_memory(model, gpu, self.weights_fmt, "fp8" if self.kv_bytes == 1 else "auto", s, self.cal)
+        self.est: MemoryEstimate = estimate_memory(model, gpu, self.weights_fmt,
+                                                   "fp8" if self.kv_bytes == 1 else "auto", s, self.cal)
         if not self.est.fits:
             raise SimConfigError(self.est.problem)
         self.block_size = s.block_size
@@ -307,7 +309,8 @@ class SchedulerSim:
         if req.prompt_tokens + req.max_tokens > self.max_model_len:
             raise ValueError(
                 f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
-                f"{req.prompt_tokens + req.max_tokens} tokens ({req.prompt_tokens} in the messages, {req.max_tokens} in the completion)."
+                f"{req.prompt_tokens + req.max_tokens} tokens ({req.prompt_tokens} in the messages, {req.max_tokens} "
+                f"in the completion)."
             )
         need = -(-(req.prompt_tokens + req.max_tokens - 1) // self.block_size)
         if need > self.pool.total:  # could never finish: vLLM refuses such a config at startup
@@ -532,7 +535,8 @@ class SchedulerSim:
         self._busy = n_tok > 0 and bool(self.running or self.waiting)
         self.generation_tokens_total += len(tokens)
         self.prompt_tokens_total += prompt_done
-        return StepOutcome(dur, tokens, finished, preempted, prefill_tok, decode_seqs, n_tok, limit, n_seqs, sampled, ctx_read, pairs)
+        return StepOutcome(dur, tokens, finished, preempted, prefill_tok, decode_seqs, n_tok, limit, n_seqs, sampled,
+                           ctx_read, pairs)
 
     def _make_room(self, r: _Req, need: int, preempted: list[str]) -> bool:
         """Preempt from the tail of `running` until `need` blocks are free. True if `r` itself went."""
@@ -615,12 +619,8 @@ class SchedulerSim:
 
 
 def _typical(length) -> int:
-    """A representative value of a kvtui.scenario.schema.Length."""
-    if getattr(length, "dist", "fixed") == "fixed":
-        return max(1, int(length.value))
-    if length.dist == "uniform":
-        return max(1, int((length.min + length.max) / 2))
-    return max(1, int(length.mean))
+    """A representative value of a kvtui.scenario.schema.Length: its expected value, at least 1."""
+    return max(1, int(expected(length)))
 
 
 def peak_chunk_rate(scenario, mode) -> float:

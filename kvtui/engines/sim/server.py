@@ -35,9 +35,12 @@ from kvtui.engines.sim.scheduler import SimRequest
 SIM_VERSION = f"kvtui-sim {__version__}"
 CHAT_TEMPLATE_TOKENS = 5  # tokens the simulated chat template adds around one message
 CHAT_PER_MESSAGE = 4  # role header tokens per message
-_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
-_ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
-_E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
+_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                 40.0, 80.0, 160.0, 640.0, 2560.0]
+_ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+                80.0]
+_E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+                960.0, 1920.0, 7680.0]
 
 
 class Tokenizer:
@@ -130,7 +133,8 @@ class SimServer:
         self.m_success = Counter("vllm:request_success", "Finished requests", lbl + ["finished_reason"], registry=r)
         self.h_ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", lbl, buckets=_TTFT_BUCKETS, registry=r)
         self.h_itl = Histogram("vllm:inter_token_latency_seconds", "ITL", lbl, buckets=_ITL_BUCKETS, registry=r)
-        self.h_tpot = Histogram("vllm:request_time_per_output_token_seconds", "TPOT", lbl, buckets=_ITL_BUCKETS, registry=r)
+        self.h_tpot = Histogram("vllm:request_time_per_output_token_seconds", "TPOT", lbl, buckets=_ITL_BUCKETS,
+                                registry=r)
         self.h_e2e = Histogram("vllm:e2e_request_latency_seconds", "E2E", lbl, buckets=_E2E_BUCKETS, registry=r)
         self.g_cache = Gauge("vllm:cache_config_info", "Cache config", [
             "block_size", "cache_dtype", "gpu_memory_utilization", "num_gpu_blocks", "kv_cache_size_tokens",
@@ -317,7 +321,8 @@ class SimServer:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         rid, st = self.submit(ids, max_tokens)
         if stream:
-            return StreamingResponse(self._sse(rid, st, chat, max_tokens, include_usage), media_type="text/event-stream")
+            return StreamingResponse(self._sse(rid, st, chat, max_tokens, include_usage),
+                                     media_type="text/event-stream")
         try:
             n_out = 0
             while True:
@@ -332,9 +337,11 @@ class SimServer:
         created = int(time.time())
         if chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
-            return JSONResponse({"id": rid, "object": "chat.completion", "created": created, "model": self.model_name, "choices": [choice], "usage": usage})
+            return JSONResponse({"id": rid, "object": "chat.completion", "created": created, "model": self.model_name,
+                                 "choices": [choice], "usage": usage})
         choice = {"index": 0, "text": text, "finish_reason": "length", "logprobs": None}
-        return JSONResponse({"id": rid, "object": "text_completion", "created": created, "model": self.model_name, "choices": [choice], "usage": usage})
+        return JSONResponse({"id": rid, "object": "text_completion", "created": created, "model": self.model_name,
+                             "choices": [choice], "usage": usage})
 
     def _text(self, rid: str, n: int, start: int = 0) -> str:
         base = hash(rid) & 0xFFFF
@@ -347,7 +354,8 @@ class SimServer:
         n_out = 0
         try:
             if chat:
-                yield "data: " + head + '{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+                yield ("data: " + head + '{"index":0,"delta":{"role":"assistant","content":""},'
+                       '"logprobs":null,"finish_reason":null}]}\n\n')
             while True:
                 n = await st.queue.get()
                 if n is None:
@@ -356,12 +364,15 @@ class SimServer:
                 n_out += n
                 finish = '"length"' if n_out >= max_tokens else "null"
                 if chat:
-                    choice = f'{{"index":0,"delta":{{"content":{json.dumps(text)}}},"logprobs":null,"finish_reason":{finish}}}'
+                    choice = (f'{{"index":0,"delta":{{"content":{json.dumps(text)}}},'
+                              f'"logprobs":null,"finish_reason":{finish}}}')
                 else:
-                    choice = f'{{"index":0,"text":{json.dumps(text)},"logprobs":null,"finish_reason":{finish},"stop_reason":null}}'
+                    choice = (f'{{"index":0,"text":{json.dumps(text)},"logprobs":null,'
+                              f'"finish_reason":{finish},"stop_reason":null}}')
                 yield "data: " + head + choice + "]}\n\n"
             if include_usage:
-                usage = {"prompt_tokens": st.prompt_tokens, "total_tokens": st.prompt_tokens + n_out, "completion_tokens": n_out}
+                usage = {"prompt_tokens": st.prompt_tokens, "total_tokens": st.prompt_tokens + n_out,
+                         "completion_tokens": n_out}
                 yield "data: " + head + "]," + f'"usage":{json.dumps(usage)}}}\n\n'
             yield "data: [DONE]\n\n"
         finally:
@@ -370,7 +381,9 @@ class SimServer:
     async def models(self, request: Request) -> Response:
         if (denied := self._auth(request)) is not None:
             return denied
-        return JSONResponse({"object": "list", "data": [{"id": self.model_name, "object": "model", "owned_by": "kvtui-sim", "root": self.model_name, "max_model_len": self.max_model_len}]})
+        return JSONResponse({"object": "list", "data": [{"id": self.model_name, "object": "model",
+                                                         "owned_by": "kvtui-sim", "root": self.model_name,
+                                                         "max_model_len": self.max_model_len}]})
 
     async def tokenize(self, request: Request) -> Response:
         try:

@@ -39,7 +39,8 @@ def awq_twin(src: str | Path, dst: str | Path) -> Path:
     except json.JSONDecodeError as e:
         raise ValueError(f"{cfg_path}:{e.lineno}: not JSON ({e.msg})") from None
     if cfg.get("quantization_config"):
-        raise ValueError(f"{cfg_path}: already has a quantization_config ({cfg['quantization_config'].get('quant_method')})")
+        raise ValueError(f"{cfg_path}: already has a quantization_config "
+                         f"({cfg['quantization_config'].get('quant_method')})")
     group = AWQ_CONFIG["group_size"]
     for key in ("hidden_size", "intermediate_size"):
         if isinstance(cfg.get(key), int) and cfg[key] % group:

@@ -43,7 +43,8 @@ def _float(s: str) -> float:
 
 
 _PHASE_RULES: list[tuple[str, re.Pattern[str]]] = [
-    (ENGINE_INIT, re.compile(r"Initializing an? (?:V1 )?LLM engine|EngineCore.*(?:started|starting)|Resolved architecture")),
+    (ENGINE_INIT,
+     re.compile(r"Initializing an? (?:V1 )?LLM engine|EngineCore.*(?:started|starting)|Resolved architecture")),
     (
         LOADING_WEIGHTS,
         re.compile(
@@ -66,7 +67,8 @@ _PHASE_RULES: list[tuple[str, re.Pattern[str]]] = [
             r"for KV cache on node|# \w+ blocks: \d|Maximum concurrency for|reserved for KV Cache"
         ),
     ),
-    (CUDA_GRAPHS, re.compile(r"Capturing CUDA graph|Capturing cudagraphs|Graph capturing finished|capturing cudagraph", re.I)),
+    (CUDA_GRAPHS, re.compile(r"Capturing CUDA graph|Capturing cudagraphs|Graph capturing finished|capturing cudagraph",
+                             re.I)),
     (
         API_SERVER,
         re.compile(
@@ -99,15 +101,18 @@ RE_INIT_ENGINE = re.compile(
     rf"(?: \(compilation: (?P<c>{_FLOAT}) s\))?"
 )
 RE_COMPILE = re.compile(rf"torch\.compile (?:took|takes) (?P<s>{_FLOAT}) s in total")
-# v0 and early v1: "the current vLLM instance can use total_gpu_memory (79.25GiB) x gpu_memory_utilization (0.15) = 11.89GiB"
+# v0 and early v1: "the current vLLM instance can use total_gpu_memory (79.25GiB) x gpu_memory_utilization (0.15) =
+# 11.89GiB"
 RE_TOTAL_V0 = re.compile(rf"total_gpu_memory \((?P<tot>{_FLOAT}) ?GiB\) x gpu_memory_utilization \((?P<u>{_FLOAT})\)")
 RE_PROFILE_V0 = re.compile(
     rf"model weights take (?P<w>{_FLOAT}) ?GiB; non_torch_memory takes (?P<nt>{_FLOAT}) ?GiB; "
-    rf"PyTorch activation peak memory takes (?P<act>{_FLOAT}) ?GiB;? ?(?:the rest of the memory reserved for KV Cache is (?P<kv>{_FLOAT}) ?GiB)?"
+    rf"PyTorch activation peak memory takes (?P<act>{_FLOAT}) ?GiB;? ?(?:the rest of the memory reserved for KV "
+    rf"Cache is (?P<kv>{_FLOAT}) ?GiB)?"
 )
 RE_KV_REST_V0 = re.compile(rf"the rest of the memory reserved for KV Cache is (?P<kv>{_FLOAT}) ?GiB")
 # 0.2x: "Free memory on device (139.29/139.8 GiB) on startup. Desired GPU memory utilization is (0.9, 125.82 GiB).
-#        Actual usage is 15.0 GiB for weight, 1.1 GiB for peak activation, 0.22 GiB for non-torch memory, and 0.98 GiB for CUDAGraph memory."
+# Actual usage is 15.0 GiB for weight, 1.1 GiB for peak activation, 0.22 GiB for non-torch memory, and 0.98 GiB for
+# CUDAGraph memory."
 RE_FREE_ON_DEVICE = re.compile(rf"Free memory on device \((?P<free>{_FLOAT})/(?P<tot>{_FLOAT}) GiB\) on startup")
 RE_DESIRED_UTIL = re.compile(rf"[Dd]esired GPU memory utilization (?:is )?\((?P<u>{_FLOAT}), (?P<des>{_FLOAT}) GiB\)")
 RE_KV_IN_USE = re.compile(rf"Current kv cache memory in use is (?P<gib>{_FLOAT}) GiB")
@@ -128,7 +133,8 @@ RE_ENGINE_CONFIG = re.compile(r"(?:LLM engine|engine) \(v[^)]*\) with config: (?
 RE_FP8_KV_NOTE = re.compile(r"Using fp8 data type to store kv cache")
 RE_FP8_SCALE = re.compile(
     r"Using KV cache scaling factor 1\.0|Using uncalibrated (?:q_scale|k_scale|v_scale|scales?)|"
-    r"[Cc]heckpoint does not provide a q scaling factor|KV cache scaling factors? (?:are )?not (?:provided|found|loaded)"
+    r"[Cc]heckpoint does not provide a q scaling factor|KV cache scaling factors? (?:are )?not "
+    r"(?:provided|found|loaded)"
 )
 RE_EXPLICIT_KV_BYTES = re.compile(r"kv_cache_memory_bytes['\"]?\s*[:=]\s*(?P<n>\d+)")
 

@@ -227,7 +227,8 @@ def build(directory: str | os.PathLike, spec: TinyModelSpec | None = None, weigh
         )
         + "\n"
     )
-    (d / "special_tokens_map.json").write_text(json.dumps({"bos_token": BOS, "eos_token": EOS, "unk_token": UNK}) + "\n")
+    (d / "special_tokens_map.json").write_text(json.dumps({"bos_token": BOS, "eos_token": EOS,
+                                                           "unk_token": UNK}) + "\n")
     st = d / "model.safetensors"
     if weights:
         write_safetensors(st, spec)

@@ -1,0 +1,35 @@
+"""The scenario a command line asks for, with one precedence: defaults < TOML < --set < --engine.
+
+`kvtui run` and `kvtui tui` both read it here, so the order can differ nowhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kvtui.errors import UsageError
+
+
+def overrides(args: argparse.Namespace) -> list[str]:
+    """The --set values in their order, then --engine (load_scenario applies them in order: the last wins)."""
+    out = list(getattr(args, "overrides", None) or [])
+    engine = getattr(args, "engine", None)
+    if engine:
+        out.append(f"server.engine=\"{engine}\"")
+    return out
+
+
+def check_fast(scenario: Any, fast: bool) -> None:
+    if fast and scenario.server.engine != "sim":
+        raise UsageError("--fast simulates offline and needs the sim engine (server.engine = \"sim\")")
+
+
+def resumes(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    """The --resume snapshots, loaded (a bad file fails here with its one-line error)."""
+    paths = getattr(args, "resume", None)
+    if not paths:
+        return None
+    from kvtui.report.snapshot import load_snapshot
+
+    return [load_snapshot(p) for p in paths]

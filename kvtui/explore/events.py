@@ -1,0 +1,201 @@
+"""The run's events: one frozen dataclass per kind, what a listener receives.
+
+A listener (the TUI state, the headless printer, a test) gets one of these, from the run
+thread or the telemetry thread. Each has the `kind`, `mode` and `data` a listener of the
+first version read (`data` is the payload as it was: a dict, a line, a list of records), and
+typed fields besides. A misspelt event is a NameError where it is made, not a silent drop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+if TYPE_CHECKING:  # a type only: listeners import this module without the load generator
+    from kvtui.load.records import Record
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of every run event."""
+
+    kind: ClassVar[str] = ""
+    mode: str | None = None
+
+    @property
+    def data(self) -> Any:
+        return None
+
+
+Listener = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run_started"
+    doc: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.doc
+
+
+@dataclass(frozen=True)
+class ModeStarting(Event):
+    kind: ClassVar[str] = "mode_starting"
+    index: int = 0
+    of: int = 0
+    mode_doc: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"index": self.index, "of": self.of, "mode": self.mode_doc}
+
+
+@dataclass(frozen=True)
+class Log(Event):
+    """One server log line, secrets redacted."""
+
+    kind: ClassVar[str] = "log"
+    line: str = ""
+
+    @property
+    def data(self) -> str:
+        return self.line
+
+
+@dataclass(frozen=True)
+class EngineReady(Event):
+    kind: ClassVar[str] = "engine_ready"
+    facts: dict[str, Any] = field(default_factory=dict)  # StartupFacts.to_dict()
+    info: dict[str, Any] = field(default_factory=dict)  # EngineInfo as a dict
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"facts": self.facts, "info": self.info}
+
+
+@dataclass(frozen=True)
+class Telemetry(Event):
+    """One series row (≤ 1 Hz): load, phase, KV use, queue, GPU memory."""
+
+    kind: ClassVar[str] = "telemetry"
+    row: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.row
+
+
+@dataclass(frozen=True)
+class QualityMeasured(Event):
+    """The quality suite's results for the mode, before its load (its snapshot entry's "quality")."""
+
+    kind: ClassVar[str] = "quality"
+    quality: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.quality
+
+
+@dataclass(frozen=True)
+class StepStarted(Event):
+    kind: ClassVar[str] = "step_started"
+    load: float = 0.0
+    index: int = 0
+    why: str = "search"  # search, confirm, manual, hold
+    closed: bool = True
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"load": self.load, "index": self.index, "why": self.why, "closed": self.closed}
+
+
+@dataclass(frozen=True)
+class StepProgress(Event):
+    """The load generator's status during a step (phase, counts), with the step's load."""
+
+    kind: ClassVar[str] = "step_progress"
+    status: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.status
+
+
+@dataclass(frozen=True)
+class Records(Event):
+    """Per-request records as they stream in (every ~0.2 s)."""
+
+    kind: ClassVar[str] = "records"
+    records: list[Record] = field(default_factory=list)
+
+    @property
+    def data(self) -> list[Record]:
+        return self.records
+
+
+@dataclass(frozen=True)
+class StepFinished(Event):
+    kind: ClassVar[str] = "step_finished"
+    step: dict[str, Any] = field(default_factory=dict)  # the step as the snapshot keeps it
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.step
+
+
+@dataclass(frozen=True)
+class ModeFinished(Event):
+    kind: ClassVar[str] = "mode_finished"
+    mode_doc: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.mode_doc
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    kind: ClassVar[str] = "run_finished"
+    doc: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.doc
+
+
+@dataclass(frozen=True)
+class RunWarning(Event):
+    kind: ClassVar[str] = "warning"
+    text: str = ""
+
+    @property
+    def data(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class RunError(Event):
+    kind: ClassVar[str] = "error"
+    text: str = ""
+
+    @property
+    def data(self) -> str:
+        return self.text
+
+
+EVENT_TYPES: tuple[type[Event], ...] = (RunStarted, ModeStarting, Log, EngineReady, Telemetry, StepStarted,
+                                        StepProgress, QualityMeasured,
+                                        Records, StepFinished, ModeFinished, RunFinished, RunWarning, RunError)
+EVENT_KINDS: frozenset[str] = frozenset(t.kind for t in EVENT_TYPES)
+
+
+class UnknownEvent(ValueError):
+    """A listener got an event of a kind no one declared."""
+
+
+def check_kind(kind: str) -> None:
+    if kind not in EVENT_KINDS:
+        raise UnknownEvent(f"unknown run event {kind!r} (known: {', '.join(sorted(EVENT_KINDS))})")
