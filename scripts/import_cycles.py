@@ -39,7 +39,7 @@ LAYERS = {
 # floor themselves (this script checks it), read and written by every layer. They move down
 # once the parallel branches that edit them have merged (issue 17): report/redact.py into
 # kvtui/secrets.py, report/snapshot.py (the snapshot file format) beside it.
-FLOOR_MODULES = {"kvtui.report.redact", "kvtui.report.snapshot"}
+FLOOR_MODULES = {"kvtui.report.redact", "kvtui.report.snapshot", "kvtui.report.outclaim"}
 FLOOR = "floor"
 LAYERS[FLOOR] = 1
 

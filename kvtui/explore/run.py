@@ -262,10 +262,9 @@ class Run:
         while not self.stopping and not self._skip.is_set():
             while self._paused.is_set() and not self.stopping:
                 time.sleep(0.1)
-            if retry is not None:
-                (load, why), retry = retry, None
-            else:
-                load, why = self._next_load(search, last_load, levels)
+            nxt: tuple[float | None, str] = retry if retry is not None else self._next_load(search, last_load, levels)
+            retry = None
+            load, why = nxt
             if load is None:
                 break
             step = self._one_step(mode, md, load, step_index, why, need)
@@ -278,7 +277,8 @@ class Run:
                     # The client stalled or failed: the load is measured again, not judged.
                     client_retries += 1
                     if client_retries > 2:
-                        md["error"] = {"kind": "client", "message": f"the client failed {client_retries} steps in a row: {step.get('flags')}"}
+                        why = f"the client failed {client_retries} steps in a row: {step.get('flags')}"
+                        md["error"] = {"kind": "client", "message": why}
                         self.emit(ev.RunError(mode.name, md["error"]["message"]))
                         break
                     retry = (load, why)
