@@ -81,8 +81,28 @@ class RunEvents:
                 mv.phase = moved
                 kind = kind or "fact"
                 self._bump(header=True)
+        if mv is not None and line.startswith("[kvtui] quality phase"):
+            mv.phase = "quality"  # the quality suite runs before the load (kvtui.quality)
+            self._bump(header=True)
         self._append_log(name, line, kind)
         self.version += 1
+
+    def _on_quality(self, name: str | None, q: dict[str, Any]) -> None:
+        """The mode's quality suite finished: its figures in the log, the phase back to the load."""
+        mv = self._mode(name)
+        if mv is None:
+            return
+        suite = (q or {}).get("suite") or {}
+        for task, t in ((q or {}).get("tasks") or {}).items():
+            if task == "agreement" or not isinstance(t, dict) or t.get("n") is None:
+                continue
+            lo, hi = (t.get("ci") or [0, 0])[:2]
+            self._append_log(name, f"quality {task}: {t.get('correct')}/{t['n']} = {t.get('accuracy', 0):.0%} "
+                                   f"[{lo:.0%}–{hi:.0%}]", "fact")
+        if suite.get("wall_s") is not None:
+            self._append_log(name, f"quality phase took {suite['wall_s']:.0f} s (not counted in any step)", "fact")
+        mv.phase = "ready"
+        self._bump(header=True)
 
     def _on_engine_ready(self, name: str | None, data: dict[str, Any]) -> None:
         mv = self._mode(name)

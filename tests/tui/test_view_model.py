@@ -48,3 +48,19 @@ def test_options_decide_where_a_replay_opens():
     assert AppOptions().opens_on == "answer"
     assert AppOptions(replay_step=3).opens_on == "dashboard"
     assert AppOptions(view="dashboard").opens_on == "dashboard"
+
+
+def test_the_quality_phase_shows_as_its_own_phase_with_its_figures():
+    st = RunState()
+    st.scenario = {"name": "vm", "ramp": {}, "workload": {}}
+    st.ingest(ev("mode_starting", "a", {"settings": {}}))
+    st.ingest(ev("engine_ready", "a", {"facts": {}, "info": {"time_scale": 1.0}}))
+    st.ingest(ev("log", "a", "[kvtui] quality phase for a (not counted in any step)"))
+    assert st.modes["a"].phase == "quality"
+    st.ingest(ev("quality", "a", {"tasks": {"passkey": {"n": 24, "correct": 22, "accuracy": 22 / 24, "ci": [0.74, 0.98]},
+                                            "agreement": {"n": 4, "outputs": []}},
+                                  "suite": {"wall_s": 41.2}}))
+    lines = [line for _m, line, _k in st.log]
+    assert "quality passkey: 22/24 = 92% [74%–98%]" in lines
+    assert "quality phase took 41 s (not counted in any step)" in lines
+    assert st.modes["a"].phase == "ready"
