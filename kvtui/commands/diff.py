@@ -24,7 +24,8 @@ def add_parser(sub):
 def run(args: argparse.Namespace) -> int:
     from kvtui.errors import UsageError
     from kvtui.report.diff import display_name, render_diff
-    from kvtui.report.export import scrub, scrub_text, write_text_private
+    from kvtui.report.export import write_text_private
+    from kvtui.secrets import scrub, scrub_text
     from kvtui.report.snapshot import load_snapshot
 
     fmt = (args.format or "").lower()

@@ -32,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.errors import UsageError
     from kvtui.report.importers import import_vllm_bench
     from kvtui.report.snapshot import dumps
-    from kvtui.report.export import scrub, write_text_private
+    from kvtui.report.export import write_text_private
+    from kvtui.secrets import scrub
     from kvtui.report.compare import compare_modes
     from kvtui.report.text import comparison_table
     from kvtui.scenario import load_scenario

@@ -19,7 +19,7 @@ import httpx
 
 from kvtui.engines import reaper
 from kvtui.errors import EngineError
-from kvtui.report.redact import Redactor, redact_args
+from kvtui.secrets import Redactor, redact_args
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -249,7 +249,7 @@ def import_vllm_bench(files: list[str | Path], scenario: Any = None, mode: str |
                       logs: dict[str, str] | None = None, gpu: str | None = None, version: str | None = None) -> dict[str, Any]:
     """A kvtui snapshot document from `vllm bench serve` result files."""
     from kvtui.engines.base import StartupFacts
-    from kvtui.report.redact import redact_args
+    from kvtui.secrets import redact_args
     from kvtui.scenario import load_scenario
 
     sc = scenario if scenario is not None else load_scenario(None)

@@ -230,7 +230,7 @@ class Scenario:
         """The scenario as run, secrets removed (for snapshots and exports)."""
         d = asdict(self)
         if redact:
-            from kvtui.report.redact import redact_scenario
+            from kvtui.secrets import redact_scenario
 
             d = redact_scenario(d)
         return d

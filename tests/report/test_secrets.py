@@ -6,7 +6,8 @@ import importlib.util
 import subprocess
 import sys
 
-from kvtui.report.export import render, scrub, scrub_text
+from kvtui.report.export import render
+from kvtui.secrets import scrub, scrub_text
 from kvtui.report.snapshot import load_snapshot
 
 FORMATS = ["json", "md", "csv"] + (["svg"] if importlib.util.find_spec("kvtui.tui.svg") else [])

@@ -39,7 +39,7 @@ from kvtui.engines.procs import free_port
 from kvtui.engines.vllm import failures
 from kvtui.engines.vllm.logparse import READY, StartupLogParser, clean_line, facts_from_metrics_text
 from kvtui.errors import EngineError, RunAborted
-from kvtui.report.redact import Redactor, is_secret_env, redact_args
+from kvtui.secrets import Redactor, is_secret_env, redact_args
 from kvtui.scenario.schema import Mode, Scenario
 
 # How to launch, by what is installed (see `resolve_launcher`).
