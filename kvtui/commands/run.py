@@ -31,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline (seconds, no HTTP)")
     p.add_argument("--verbose", "-v", action="store_true", help="headless: print the server's log too")
     p.add_argument("--theme", help="TUI theme")
+    p.add_argument("--kill-stale", action="store_true",
+                   help="stop servers an earlier, killed kvtui run left running (otherwise: a warning, or a question on a terminal)")
     p.set_defaults(func=run)
     return p
 
@@ -151,6 +153,23 @@ def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
     out.write("\n" + comparison_table(doc) + "\n")
 
 
+def _ask(question: str) -> bool:
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    try:
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
+    except (OSError, ValueError):
+        return False
+
+
+def check_leftovers(args: argparse.Namespace) -> None:
+    """What earlier, killed runs left running: named, and stopped with --kill-stale (or on a yes)."""
+    from kvtui.engines.leftovers import check_at_start
+
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    check_at_start(getattr(args, "kill_stale", False), sys.stderr, _ask if interactive else None)
+
+
 def run(args: argparse.Namespace) -> int:
     from kvtui.scenario import load_scenario
     from kvtui.scenario.defaults import demo_scenario_path
@@ -167,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
         from kvtui.report.snapshot import load_snapshot
 
         resume = [load_snapshot(p) for p in args.resume]
+    check_leftovers(args)
     if not args.headless:
         from kvtui.commands.tui import launch_tui
 

@@ -32,7 +32,7 @@ class ServerProcess:
     def __init__(self, cmd: list[str], env: dict[str, str] | None = None, on_log: Callable[[str], None] | None = None,
                  secrets: list[str] | None = None, tail_lines: int = 200):
         self.cmd = cmd
-        self.env = {**os.environ, **(env or {})}
+        self.env = {**os.environ, **(env or {}), **reaper.server_env()}
         self.on_log = on_log
         self.redact = Redactor(secrets or [])
         self.tail_buf: collections.deque[str] = collections.deque(maxlen=tail_lines)

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
+from kvtui.engines import reaper
 from kvtui.load.records import Record
 
 _STATUS_EVERY = 0.2  # seconds between status/records messages from a worker
@@ -402,7 +403,28 @@ async def _prewarm() -> None:
     await StreamClient(5.0, {}).aclose()
 
 
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: the kernel SIGKILLs this worker when the thread that started it ends.
+
+    The second layer behind the watchdog (kvtui/engines/watchdog.py) for a kvtui killed with
+    SIGKILL. It fits here because a LoadGenerator lives and dies within one thread (a mode of
+    the run); Linux only, best effort.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        parent = mp.parent_process()
+        if parent is not None and os.getppid() != parent.pid:  # the parent died before prctl ran
+            os._exit(1)
+    except Exception:
+        pass
+
+
 def worker_main(conn: Connection, cfg: WorkerConfig) -> None:
+    _die_with_parent()
     # Ctrl-C reaches the whole foreground process group: the parent decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -454,6 +476,8 @@ class LoadGenerator:
             p = ctx.Process(target=worker_main, args=(child, c), name=f"kvtui-load-{i}", daemon=True)
             p.start()
             child.close()
+            if p.pid:
+                reaper.register_pid(p.pid, f"kvtui load generator {i}")
             self.procs.append(p)
             self.conns.append(parent)
         deadline = time.monotonic() + timeout_s
@@ -613,6 +637,8 @@ class LoadGenerator:
             if p.is_alive():
                 p.kill()
                 p.join(2)
+            if p.pid and not p.is_alive():
+                reaper.unregister_pid(p.pid)
         for c in self.conns:
             c.close()
         self.procs.clear()

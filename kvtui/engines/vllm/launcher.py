@@ -447,6 +447,7 @@ class VllmEngine:
         argv, extra_env = self._build_command(scenario, mode, port, api_key, prefix)
         env = dict(os.environ)
         env.update(extra_env)
+        env.update(reaper.server_env())  # the run's tag: the watchdog and a later run know its processes by it
         redactor = Redactor([api_key])
         for k, v in list(s.env.items()) + list(mode.env.items()):
             if is_secret_env(k, s.secret_env):
