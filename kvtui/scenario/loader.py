@@ -35,6 +35,7 @@ from kvtui.scenario.schema import (
     SEARCHES,
     SLO_KEY,
     SLO_LATENCY_KEYS,
+    RANGES,
     Cost,
     Length,
     Mode,
@@ -44,6 +45,7 @@ from kvtui.scenario.schema import (
     Server,
     Slo,
     Workload,
+    out_of_range,
 )
 
 _STEP = re.compile(r"^(double|x\d+(\.\d+)?|\+\d+(\.\d+)?|\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*)$")
@@ -157,6 +159,10 @@ def _length(value: Any, path: tuple, probs: _Problems) -> Length | None:
         if value < 1:
             probs.add(path, f"must be ≥ 1 token, got {value}")
             return None
+        why = out_of_range(("length", "value"), value)
+        if why:
+            probs.add(path, why)
+            return None
         return Length(dist="fixed", value=value, min=value, max=value)
     if not isinstance(value, dict):
         probs.add(path, f"must be a token count or a distribution table, got {_type_name(value)} {value!r}")
@@ -173,8 +179,12 @@ def _length(value: Any, path: tuple, probs: _Problems) -> Length | None:
     for k in ("value", "min", "max", "mean", "std"):
         if k in value:
             v = value[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 probs.add(path + (k,), f"must be a non-negative number, got {v!r}")
+                return None
+            why = out_of_range(("length", k), v)
+            if why:
+                probs.add(path + (k,), why)
                 return None
             nums[k] = v
     ln = Length(dist=dist)
@@ -265,22 +275,27 @@ def _slo(table: Any, path: tuple, probs: _Problems) -> Slo:
     valid = SLO_LATENCY_KEYS + ("max_error_rate", "min_goodput", "max_preemptions_per_request")
     for key, value in table.items():
         p = path + (key,)
-        if key in ("max_error_rate", "min_goodput"):
+        if key in ("max_error_rate", "min_goodput", "max_preemptions_per_request") or SLO_KEY.match(key):
             v = _convert(value, float, p, probs)
+            rk = ("slo", "latency" if SLO_KEY.match(key) else key)
+            # Above the sane range (the low ends have their own messages below).
+            why = out_of_range(rk, v) if v is not None and v > RANGES[rk][1] else None
+            if why:
+                probs.add(p, why)
+                continue
+        if key in ("max_error_rate", "min_goodput"):
             if v is not None:
                 if not 0 <= v <= 1:
                     probs.add(p, f"must be a share between 0 and 1, got {v:g}")
                 else:
                     setattr(slo, key, v)
         elif key == "max_preemptions_per_request":
-            v = _convert(value, float, p, probs)
             if v is not None:
                 if v < 0:
                     probs.add(p, f"must be ≥ 0 (0: no preemption at all), got {v:g}")
                 else:
                     slo.max_preemptions_per_request = v
         elif SLO_KEY.match(key):
-            v = _convert(value, float, p, probs)
             if v is not None:
                 if v <= 0:
                     probs.add(p, f"must be > 0 ms, got {v:g}")
@@ -291,6 +306,22 @@ def _slo(table: Any, path: tuple, probs: _Problems) -> Slo:
     if latency:
         slo.latency = latency
     return slo
+
+
+def _ranges(sc: Scenario, probs: _Problems) -> None:
+    """Every numeric field within its sane range (schema.RANGES), unless a check named it already."""
+    named = set(probs.items)
+    for (section, key), _ in RANGES.items():
+        if section in ("slo", "length"):
+            continue  # checked where they are read (_slo, _length)
+        holder = sc if not section else getattr(sc, section)
+        v = getattr(holder, key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        why = out_of_range((section, key), v)
+        dotted = f"{section}.{key}" if section else key
+        if why and not any(f": {dotted}: " in item for item in named):
+            probs.add((section, key) if section else (key,), why)
 
 
 def _check(sc: Scenario, probs: _Problems) -> None:
@@ -402,6 +433,7 @@ def _check(sc: Scenario, probs: _Problems) -> None:
         probs.add(("ramp", "min_samples"), "must be ≥ 1")
     if sc.cost.gpu_hourly_usd < 0:
         probs.add(("cost", "gpu_hourly_usd"), "must be ≥ 0")
+    _ranges(sc, probs)
 
 
 def parse_override(text: str) -> tuple[tuple, Any]:
