@@ -222,3 +222,36 @@ def test_a_signal_during_a_long_engine_start_ends_the_start(tmp_path, runs, sig)
     assert [m["name"] for m in doc["modes"]] == ["first"]
     assert doc["modes"][0]["error"]["kind"] == "cancelled", doc["modes"][0].get("error")
     assert h.leftovers() == []
+
+
+# A background thread of kvtui dies (issue 18: MemoryError in the telemetry thread, the run
+# finished with exit 0 and no telemetry). Injected into the telemetry's per-second row.
+TELEMETRY_BUG = """
+import sys
+import kvtui.explore.run as run_mod
+real = run_mod._Telemetry._row
+calls = {"n": 0}
+def buggy(self, *a, **k):
+    calls["n"] += 1
+    if calls["n"] == 4:
+        raise MemoryError("injected into the telemetry thread")
+    return real(self, *a, **k)
+run_mod._Telemetry._row = buggy
+from kvtui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_dead_telemetry_thread_fails_the_run_loudly(tmp_path, knee_path, runs):
+    h = headless(tmp_path, knee_path, wrapper=TELEMETRY_BUG)
+    runs.append(h)
+    wait_until(lambda: h.proc.poll() is not None or "starting the engine" in h.stdout(), 120, "the engine starting", h.proc)
+    h.note_groups()
+    rc = h.wait()
+    assert rc == 1, h.stdout() + h.stderr()
+    out = h.stdout() + h.stderr()
+    assert "telemetry thread failed: MemoryError: injected into the telemetry thread" in out
+    doc = load_snapshot(h.out)
+    assert doc["run"]["stop_reason"] == "kvtui failed: telemetry thread failed: MemoryError: injected into the telemetry thread"
+    assert len(doc["modes"]) == 1  # the second mode never ran
+    assert h.leftovers() == []
