@@ -425,9 +425,13 @@ def _die_with_parent() -> None:
 
 def worker_main(conn: Connection, cfg: WorkerConfig) -> None:
     _die_with_parent()
-    # Ctrl-C reaches the whole foreground process group: the parent decides what stops.
+    # Ctrl-C, a hang-up and a group SIGTERM (`timeout`, systemd) reach the whole process group:
+    # the parent decides what stops (a worker dying first was reported as "a load-generator
+    # process died" instead of the termination it was). The parent's death still ends it
+    # (PR_SET_PDEATHSIG, the watchdog, EOF on its pipe).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         asyncio.run(_Worker(conn, cfg).main())
     except SystemExit:

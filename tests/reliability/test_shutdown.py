@@ -56,6 +56,7 @@ def _check_final(h, before: list[dict], reason: str) -> dict:
 @pytest.mark.parametrize("sig,how", [
     (signal.SIGINT, "group"),  # Ctrl-C: the terminal signals the foreground process group
     (signal.SIGTERM, "pid"),  # kill PID, systemd, a batch scheduler
+    (signal.SIGTERM, "group"),  # `timeout`, systemd's KillMode: the whole group (load workers included)
     (signal.SIGHUP, "group"),  # the SSH session drops: the terminal's hang-up reaches the group
 ])
 def test_signal_stops_the_run_keeps_the_steps_and_leaves_no_process(tmp_path, knee_path, runs, sig, how):
