@@ -149,11 +149,11 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     journal = p.with_name(p.name + ".journal") if p.suffix != ".journal" else p
     if p.suffix == ".journal" or (not p.exists() and journal.exists()):
         return load_journal(journal)
+    from kvtui.safeio import SNAPSHOT_CAP, read_bytes_file
+
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such snapshot file")
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_bytes_file(p, "snapshot", SNAPSHOT_CAP).decode("utf-8")  # regular files only, capped
+    except UnicodeDecodeError as e:
         raise UsageError(f"{p}: cannot read: {e}")
     try:
         doc = json.loads(text)
@@ -262,10 +262,9 @@ def load_journal(path: Path) -> dict[str, Any]:
     modes: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     bad = 0
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such journal")
+    from kvtui.safeio import SNAPSHOT_CAP, read_text_file
+
+    lines = read_text_file(path, "journal", SNAPSHOT_CAP, errors="replace").splitlines()  # regular, capped
     for line in lines:
         try:
             ev = _decode(json.loads(line))

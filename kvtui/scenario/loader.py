@@ -324,6 +324,32 @@ def _ranges(sc: Scenario, probs: _Problems) -> None:
             probs.add((section, key) if section else (key,), why)
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _check_strings(sc: Scenario, probs: _Problems) -> None:
+    """What reaches a command line or an environment: no NUL (exec refuses it), env names that are names."""
+    s = sc.server
+    holders = [(("server",), s.env, s.extra_args)] + [(("modes", i), m.env, m.extra_args) for i, m in enumerate(sc.modes)]
+    for path, env, args in holders:
+        for k, v in env.items():
+            if not _ENV_NAME.match(k):
+                probs.add(path + ("env", k), f"not an environment variable name (letters, digits, _; not empty, no '='): {k!r}")
+            elif "\0" in v:
+                probs.add(path + ("env", k), "must not contain a NUL character")
+        for j, a in enumerate(args):
+            if "\0" in a:
+                probs.add(path + ("extra_args",), f"argument {j + 1} contains a NUL character")
+    for path, value in [(("server", "model"), s.model), (("server", "served_model_name"), s.served_model_name),
+                        (("server", "host"), s.host), (("server", "gpu"), s.gpu), (("server", "url"), s.url),
+                        (("server", "metrics_url"), s.metrics_url), (("workload", "dataset"), sc.workload.dataset),
+                        (("name",), sc.name)] + [(("modes", i, "model"), m.model) for i, m in enumerate(sc.modes)] \
+            + [(("modes", i, key), getattr(m, key)) for i, m in enumerate(sc.modes) for key in ("dtype", "kv_cache_dtype", "quantization")]:
+        if value and _CONTROL.search(value):
+            probs.add(path, f"must not contain control characters (NUL, escape sequences), got {value!r}")
+
+
 def _check(sc: Scenario, probs: _Problems) -> None:
     s, w, r = sc.server, sc.workload, sc.ramp
     if s.engine not in ENGINES:
@@ -355,13 +381,16 @@ def _check(sc: Scenario, probs: _Problems) -> None:
             probs.add(("server", "host"), f"must be an IP address (default 127.0.0.1), got {s.host!r}")
     names = set()
     for i, m in enumerate(sc.modes):
-        if not m.name or not re.match(r"^[A-Za-z0-9_.+\-]+$", m.name):
-            probs.add(("modes", i, "name"), f"must be a short name of letters, digits, _ . + -, got {m.name!r}")
+        if not m.name or not re.match(r"^[A-Za-z0-9_.+][A-Za-z0-9_.+\-]*$", m.name) or len(m.name) > 64:
+            # Not starting with '-': a mode name becomes a command-line value (`--mode NAME`, the
+            # simulator's --mode), where `--help` would be read as an option.
+            probs.add(("modes", i, "name"), f"must be a short name of letters, digits, _ . + - (not starting with -), got {m.name!r}")
         if m.name in names:
             probs.add(("modes", i, "name"), f"duplicate mode name {m.name!r}")
         names.add(m.name)
         if m.kv_cache_dtype not in KV_DTYPES:
             probs.add(("modes", i, "kv_cache_dtype"), f"must be one of {', '.join(KV_DTYPES)}, got {m.kv_cache_dtype!r}")
+    _check_strings(sc, probs)
     if w.api not in APIS:
         probs.add(("workload", "api"), f"must be one of {', '.join(APIS)}, got {w.api!r}" + _suggest(w.api, APIS))
     if not 0 <= w.shared_prefix < 1:
@@ -380,6 +409,13 @@ def _check(sc: Scenario, probs: _Problems) -> None:
             probs.add(("workload", "dataset"), f"no such file: {ds}")
         else:
             w.dataset = str(ds)
+            from kvtui.errors import UsageError
+            from kvtui.load.workload import Dataset
+
+            try:  # every row now, not after the server started (two tracebacks)
+                Dataset(w.dataset)
+            except UsageError as e:
+                probs.add(("workload", "dataset"), str(e))
     # ISL + OSL must fit in the context, for every turn of a conversation.
     need = (w.prompt_tokens.upper + w.output_tokens.upper) * w.turns
     if not w.dataset and need > s.max_model_len:
@@ -524,14 +560,19 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = ())
     else:
         p = Path(path)
         source = str(path)
+        from kvtui.errors import UsageError
+        from kvtui.safeio import SCENARIO_CAP, read_bytes_file
+
         try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ScenarioError([f"{source}: no such scenario file"])
-        except (OSError, UnicodeDecodeError) as e:
+            text = read_bytes_file(p, "scenario", SCENARIO_CAP).decode("utf-8")
+        except UsageError as e:
+            raise ScenarioError([str(e)])
+        except UnicodeDecodeError as e:
             raise ScenarioError([f"{source}: cannot read: {e}"])
         try:
             doc = tomllib.loads(text)
+        except RecursionError:
+            raise ScenarioError([f"{source}: TOML nested too deeply to be a scenario"])
         except tomllib.TOMLDecodeError as e:
             m = re.search(r"at line (\d+)", str(e))
             line = m.group(1) if m else str(max(1, len(text.splitlines())))  # "at end of document": the last line
