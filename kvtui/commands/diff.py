@@ -31,13 +31,19 @@ def run(args: argparse.Namespace) -> int:
     fmt = (args.format or "").lower()
     if fmt not in ("text", "md", "markdown"):
         raise UsageError(f"--format {args.format}: diff writes text or md")
+    from kvtui.report.wellformed import rendering, require_renderable
+    from kvtui.terminal import printable
+
     a = scrub(load_snapshot(args.a))
     b = scrub(load_snapshot(args.b))
+    require_renderable(a, args.a)
+    require_renderable(b, args.b)
     na, nb = display_name(args.a), display_name(args.b)
-    text = scrub_text(render_diff(a, b, "A", "B", markdown=fmt != "text", title_a=na, title_b=nb))
+    with rendering(f"{args.a} / {args.b}"):
+        text = scrub_text(render_diff(a, b, "A", "B", markdown=fmt != "text", title_a=na, title_b=nb))
     if args.out and args.out != "-":
         write_text_private(Path(args.out), text)
         print(f"kvtui: wrote {args.out}", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(printable(text))  # names from the files: no terminal escapes
     return 0

@@ -31,14 +31,28 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline (seconds, no HTTP)")
     p.add_argument("--verbose", "-v", action="store_true", help="headless: print the server's log too")
     p.add_argument("--theme", help="TUI theme")
+    p.add_argument("--allow-env", action="store_true",
+                   help="let the scenario's server.env set variables that change which code the server runs "
+                        "(PYTHONPATH, LD_PRELOAD, …); refused otherwise")
     p.add_argument("--kill-stale", action="store_true",
                    help="stop servers an earlier, killed kvtui run left running (otherwise: a warning, or a question on a terminal)")
     p.set_defaults(func=run)
     return p
 
 
+def file_stem(name: str) -> str:
+    """A scenario name as one file name inside runs/: no '/', no '..', no leading '.' or '-', no control characters.
+
+    (A scenario `name = "../../../../tmp/x"` or an absolute path wrote snapshots outside runs/.)
+    """
+    import re
+
+    stem = re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("._-")[:100]
+    return stem or "scenario"
+
+
 def default_out(scenario_name: str) -> Path:
-    return Path("runs") / f"{scenario_name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    return Path("runs") / f"{file_stem(scenario_name)}-{time.strftime('%Y%m%d-%H%M%S')}.json"
 
 
 def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
@@ -88,8 +102,12 @@ class HeadlessPrinter:
         self.done: list[dict[str, Any]] = []  # finished modes, for the quality lines' reference
 
     def __call__(self, ev) -> None:
+        from kvtui.terminal import printable
+
         k = ev.kind
-        w = self.out.write
+
+        def w(text: str) -> None:  # names, server logs and errors come from files and servers: no escapes
+            self.out.write(printable(text))
         if k == "run_started":
             env = ev.data["environment"]
             sim = " SIMULATED" if env.get("simulated") else ""
@@ -150,7 +168,22 @@ class HeadlessPrinter:
 def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
     from kvtui.report.text import comparison_table
 
-    out.write("\n" + comparison_table(doc) + "\n")
+    from kvtui.terminal import printable
+
+    out.write("\n" + printable(comparison_table(doc)) + "\n")
+
+
+def env_changes(scenario) -> list[str]:
+    """The server environment the scenario changes, shown before anything starts (secret values hidden)."""
+    from kvtui.secrets import REDACTED, is_secret_env
+    from kvtui.terminal import printable
+
+    out = []
+    for who, env in [("every mode", scenario.server.env)] + [(f"mode {m.name}", m.env) for m in scenario.modes]:
+        if env:
+            shown = ", ".join(f"{k}={REDACTED if is_secret_env(k, scenario.server.secret_env) else v!r}" for k, v in env.items())
+            out.append(printable(f"server environment ({who}): {shown}"))
+    return out
 
 
 def _ask(question: str) -> bool:
@@ -178,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.engine:
         overrides.append(f"server.engine=\"{args.engine}\"")
-    scenario = load_scenario(path, overrides)
+    scenario = load_scenario(path, overrides, allow_env=args.allow_env)
     if args.fast and scenario.server.engine != "sim":
         raise UsageError("--fast simulates offline and needs the sim engine (server.engine = \"sim\")")
     resume = None
@@ -193,6 +226,8 @@ def run(args: argparse.Namespace) -> int:
         return launch_tui(scenario, out=args.out, modes=args.modes, resume=resume, theme=args.theme, autostart=True, fast=args.fast)
     for w in scenario.warnings:
         print(f"kvtui: warning: {w}", file=sys.stderr)
+    for line in env_changes(scenario):
+        print(f"kvtui: {line}", file=sys.stderr)
     from kvtui.explore.run import Run
 
     out = Path(args.out) if args.out else default_out(scenario.name)

@@ -45,6 +45,7 @@ from kvtui.scenario.schema import (
     Server,
     Slo,
     Workload,
+    hijacks,
     out_of_range,
 )
 
@@ -504,7 +505,16 @@ def _apply_override(doc: dict, path: tuple, value: Any) -> None:
     node[path[-1]] = value
 
 
-def scenario_from_dict(doc: dict, source: str = "<scenario>", index: LineIndex | None = None) -> Scenario:
+def _check_env_trust(sc: Scenario, probs: _Problems) -> None:
+    for path, env in [(("server",), sc.server.env)] + [(("modes", i), m.env) for i, m in enumerate(sc.modes)]:
+        for k in env:
+            if hijacks(k):
+                probs.add(path + ("env", k), f"{k} changes which code the server runs: refused unless --allow-env "
+                                             "(a scenario is data; see docs/FAULTS.md, trust model)")
+
+
+def scenario_from_dict(doc: dict, source: str = "<scenario>", index: LineIndex | None = None,
+                       allow_env: bool = True) -> Scenario:
     probs = _Problems(source, index)
     for key in doc:
         if key not in _TOP_KEYS:
@@ -544,6 +554,8 @@ def scenario_from_dict(doc: dict, source: str = "<scenario>", index: LineIndex |
         _check_quality(sc, probs)
     if not probs.items:
         _check(sc, probs)
+        if not allow_env:
+            _check_env_trust(sc, probs)
     if probs.items:
         raise ScenarioError(probs.items)
     if sc.name == "scenario" and not source.startswith("<"):
@@ -551,8 +563,12 @@ def scenario_from_dict(doc: dict, source: str = "<scenario>", index: LineIndex |
     return sc
 
 
-def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = ()) -> Scenario:
-    """Read, override (`--set`) and validate a scenario file; None gives the defaults."""
+def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = (), allow_env: bool = False) -> Scenario:
+    """Read, override (`--set`) and validate a scenario file; None gives the defaults.
+
+    `allow_env`: let server.env / modes.env set variables that change which code the server
+    runs (PYTHONPATH, LD_PRELOAD, … schema.hijacks); refused by default.
+    """
     if path is None:
         doc: dict = {}
         text = ""
@@ -581,7 +597,7 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = ())
         opath, value = parse_override(item)
         _apply_override(doc, opath, value)
     index = LineIndex(text) if text else None
-    return scenario_from_dict(doc, source, index)
+    return scenario_from_dict(doc, source, index, allow_env=allow_env)
 
 
 def scenario_from_snapshot(d: dict, source: str = "<snapshot>") -> Scenario:

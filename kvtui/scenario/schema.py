@@ -76,6 +76,25 @@ RANGES: dict[tuple[str, str], tuple[float, float, bool]] = {
 }
 
 
+# Environment variables that make the server's interpreter or dynamic loader run code from
+# somewhere else (PYTHONPATH=…/evil ran that folder's sitecustomize.py in the server). A
+# scenario is shared data: it may set these only when the user says so (`--allow-env`).
+HIJACK_ENV = frozenset({
+    "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONINSPECT", "PYTHONEXECUTABLE",
+    "PYTHONBREAKPOINT", "PYTHONWARNINGS", "PYTHONPLATLIBDIR", "PYTHONSAFEPATH", "PYTHONNOUSERSITE",
+    "PYTHONPYCACHEPREFIX", "PYTHONDEVMODE", "PYTHONMALLOC", "PYTHONCASEOK",
+    "PATH", "BASH_ENV", "ENV", "PERL5OPT", "PERL5LIB", "NODE_OPTIONS", "RUBYOPT",
+    "GCONV_PATH", "HOSTALIASES", "MALLOC_CONF", "OPENSSL_CONF", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+    "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "VLLM_PLUGINS",
+})
+HIJACK_PREFIXES = ("LD_", "DYLD_")
+
+
+def hijacks(name: str) -> bool:
+    """Does this env variable let a value run code in the server (interpreter, loader, search paths)?"""
+    return name in HIJACK_ENV or name.startswith(HIJACK_PREFIXES)
+
+
 def out_of_range(key: tuple[str, str], value: float) -> str | None:
     """Why `value` is outside the field's sane range, or None."""
     lo, hi, strict = RANGES[key]
