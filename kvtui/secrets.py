@@ -29,17 +29,33 @@ def is_secret_env(name: str, declared: list[str] | tuple[str, ...] = ()) -> bool
 
 
 def redact_scenario(d: dict[str, Any]) -> dict[str, Any]:
+    """The scenario as stored: api_key, secret env values, secret flags and URL passwords hidden.
+
+    Any shape is accepted (a snapshot from a file may hold anything): what is not a table is
+    left to the generic scrub.
+    """
     d = copy.deepcopy(d)
-    server = d.get("server", {})
-    declared = server.get("secret_env", [])
+    server = d.get("server")
+    server = server if isinstance(server, dict) else {}
+    declared = server.get("secret_env")
+    declared = [x for x in declared if isinstance(x, str)] if isinstance(declared, list) else []
     if server.get("api_key"):
         server["api_key"] = REDACTED
-    for holder in [server] + list(d.get("modes", [])):
-        env = holder.get("env") or {}
-        for k in env:
-            if is_secret_env(k, declared):
-                env[k] = REDACTED
-        holder["extra_args"] = redact_args(holder.get("extra_args") or [])
+    for key in ("url", "metrics_url"):
+        if isinstance(server.get(key), str):
+            server[key] = strip_url_password(server[key])
+    modes = d.get("modes")
+    for holder in [server] + (list(modes) if isinstance(modes, list) else []):
+        if not isinstance(holder, dict):
+            continue
+        env = holder.get("env")
+        if isinstance(env, dict):
+            for k in env:
+                if isinstance(k, str) and is_secret_env(k, declared):
+                    env[k] = REDACTED
+        args = holder.get("extra_args")
+        if isinstance(args, list) and all(isinstance(a, str) for a in args):
+            holder["extra_args"] = redact_args(args)
     return d
 
 
@@ -132,7 +148,9 @@ def scrub(doc: dict[str, Any], extra_secrets: list[str] | None = None) -> dict[s
     d = copy.deepcopy(doc)
     if isinstance(d.get("scenario"), dict):
         d["scenario"] = redact_scenario(d["scenario"])
-    declared = list(((d.get("scenario") or {}).get("server") or {}).get("secret_env") or [])
+    sc = d.get("scenario") if isinstance(d.get("scenario"), dict) else {}
+    server = sc.get("server") if isinstance(sc.get("server"), dict) else {}
+    declared = [x for x in server.get("secret_env") or [] if isinstance(x, str)] if isinstance(server.get("secret_env"), list) else []
     secrets = sorted(set(process_secrets()) | {s for s in (extra_secrets or []) if s and len(s) >= 4}, key=len, reverse=True)
     for name in declared:
         v = os.environ.get(name)

@@ -34,10 +34,13 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.report.wellformed import rendering, require_renderable
     from kvtui.terminal import printable
 
-    a = scrub(load_snapshot(args.a))
-    b = scrub(load_snapshot(args.b))
+    a, b = load_snapshot(args.a), load_snapshot(args.b)
     require_renderable(a, args.a)
     require_renderable(b, args.b)
+    with rendering(args.a):
+        a = scrub(a)
+    with rendering(args.b):
+        b = scrub(b)
     na, nb = display_name(args.a), display_name(args.b)
     with rendering(f"{args.a} / {args.b}"):
         text = scrub_text(render_diff(a, b, "A", "B", markdown=fmt != "text", title_a=na, title_b=nb))

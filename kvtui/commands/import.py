@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--log {item}: expected MODE=PATH")
         k, v = item.split("=", 1)
         logs[k] = v
-    scenario = load_scenario(args.scenario, args.overrides) if (args.scenario or args.overrides) else None
+    scenario = load_scenario(args.scenario, args.overrides, allow_env=True) if (args.scenario or args.overrides) else None
     doc = import_vllm_bench(args.files, scenario=scenario, mode=args.mode, logs=logs, gpu=args.gpu, version=args.vllm_version)
     doc["comparison"] = compare_modes(doc)
     doc = scrub(doc)
