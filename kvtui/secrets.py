@@ -162,3 +162,18 @@ def scrub(doc: dict[str, Any], extra_secrets: list[str] | None = None) -> dict[s
 def strip_url_password(url: str) -> str:
     """The URL with its password (if any) replaced: `http://u:pw@h/` → `http://u:<redacted>@h/`."""
     return _TEXT_PATTERNS[-1].sub(lambda m: m.group(1) + REDACTED + m.group(3), url)
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Same scheme, host and port: a key for the server at `b` may be sent to `a`."""
+    from urllib.parse import urlsplit
+
+    def origin(u: str) -> tuple[str, str, int | None]:
+        p = urlsplit(u)
+        try:
+            port = p.port or {"http": 80, "https": 443}.get(p.scheme)
+        except ValueError:
+            port = -1
+        return p.scheme.lower(), (p.hostname or "").lower(), port
+
+    return origin(a) == origin(b)
