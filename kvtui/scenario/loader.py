@@ -280,7 +280,8 @@ def _slo(table: Any, path: tuple, probs: _Problems) -> Slo:
             v = _convert(value, float, p, probs)
             rk = ("slo", "latency" if SLO_KEY.match(key) else key)
             # Above the sane range (the low ends have their own messages below).
-            why = out_of_range(rk, v) if v is not None and v > RANGES[rk][1] else None
+            shares = key in ("max_error_rate", "min_goodput")  # checked as shares below
+            why = out_of_range(rk, v) if v is not None and v > RANGES[rk][1] and not shares else None
             if why:
                 probs.add(p, why)
                 continue

@@ -306,3 +306,15 @@ def test_malformed_snapshots_are_one_line_in_export_diff_and_replay_checks(tmp_p
         require_renderable(load_snapshot(p), str(p))
     except UsageError as e:
         assert str(p) in str(e) and "\n" not in str(e)
+
+
+@pytest.mark.parametrize("args,cause", [(["--gpu", "NOPE"], "unknown GPU 'NOPE'"),
+                                        (["--max-model-len", "x"], "argument --max-model-len: invalid int value")])
+def test_a_sim_start_failure_names_its_cause(tmp_path, runs, args, cause):
+    sp = tmp_path / "s.toml"
+    sp.write_text(BASE.replace('engine = "sim"', f'engine = "sim"\nextra_args = {json.dumps(args)}'))
+    h = headless(tmp_path, sp)
+    runs.append(h)
+    assert h.wait() == 1
+    err = [ln for ln in h.stdout().splitlines() if ln.startswith("kvtui: error: mode a: ")]  # crashed: or bad_flag:
+    assert err and cause in err[0], h.stdout()
