@@ -82,9 +82,15 @@ class ExternalEngine:
         if r.status_code != 200:
             raise EngineError("connect", f"{base}/v1/models answered HTTP {r.status_code}")
         try:
-            models = r.json().get("data") or []
+            body = r.json()
         except ValueError:
             raise EngineError("connect", f"{base}/v1/models did not answer JSON: is this an OpenAI-compatible server?")
+        models = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(models, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in models):
+            raise EngineError("connect", f"{base}/v1/models: \"data\" is not a list of models with string ids")
+        if not all(m.get("max_model_len") is None or (isinstance(m["max_model_len"], int) and not isinstance(m["max_model_len"], bool)
+                                                      and m["max_model_len"] > 0) for m in models):
+            raise EngineError("connect", f"{base}/v1/models: max_model_len is not a positive integer")
         want = mode.model or s.served_model_name or s.model
         ids = [m.get("id") for m in models]
         if want and want in ids:

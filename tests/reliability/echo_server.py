@@ -1,6 +1,6 @@
 """A hostile OpenAI-compatible server: it echoes the client's Authorization header back.
 
-    python echo_server.py HOST PORT
+    python echo_server.py HOST PORT [slow-tokenize]
 
 /v1/completions: request n % 3 == 0 answers HTTP 500 with the header in the body; n % 3 == 1
 streams an SSE `error` event quoting it; the rest stream a normal answer with usage.
@@ -58,7 +58,22 @@ async def models(request: Request):
     return JSONResponse({"object": "list", "data": [{"id": "echo", "object": "model", "max_model_len": 4096}]})
 
 
+async def tokenize(request: Request):
+    """slow-tokenize: 3 s per probe, and ids that are not the tN vocabulary (discovery probes hundreds)."""
+    import asyncio
+
+    if not SLOW:
+        return JSONResponse({"detail": "Not Found"}, status_code=404)
+    body = await request.json()
+    await asyncio.sleep(3)
+    words = str(body.get("prompt") or "x").split()
+    return JSONResponse({"tokens": [1000 + i for i in range(len(words))], "count": len(words)})
+
+
+SLOW = "slow-tokenize" in sys.argv[3:]
+
 app = Starlette(routes=[
+    Route("/tokenize", tokenize, methods=["POST"]),
     Route("/v1/completions", completions, methods=["POST"]),
     Route("/metrics", metrics),
     Route("/v1/models", models),

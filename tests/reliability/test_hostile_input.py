@@ -318,3 +318,26 @@ def test_a_sim_start_failure_names_its_cause(tmp_path, runs, args, cause):
     assert h.wait() == 1
     err = [ln for ln in h.stdout().splitlines() if ln.startswith("kvtui: error: mode a: ")]  # crashed: or bad_flag:
     assert err and cause in err[0], h.stdout()
+
+
+_bench_junk = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True, allow_infinity=True),
+                        st.text(max_size=4), st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@settings(max_examples=int(os.environ.get("KVTUI_FUZZ_EXAMPLES", "100")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_wrong_typed_bench_files_in_import_are_one_line(tmp_path_factory, data):
+    src = sorted(DATA.glob("*_c*.json"))[0]
+    doc = json.loads(src.read_text())
+    keys = sorted(doc)
+    for _ in range(data.draw(st.integers(1, 4))):
+        doc[data.draw(st.sampled_from(keys))] = data.draw(_bench_junk)
+    d = tmp_path_factory.mktemp("b")
+    p = d / "bench_c8.json"
+    p.write_text(json.dumps(doc))
+    rc, out, err = _cli(["import", str(p), "--out", str(d / "o.json")])
+    assert rc in (0, 2), err
+    assert "Traceback" not in err
+    if rc == 2:
+        assert err.strip() and all(ln.startswith("kvtui: ") for ln in err.strip().splitlines()), err
