@@ -40,7 +40,8 @@ def entry_path(pid: int | None = None) -> Path:
     return registry_dir() / f"{pid or os.getpid()}.json"
 
 
-def write_entry(run_id: str, groups: dict[int, tuple[int, str]], pids: dict[int, tuple[int, str]]) -> None:
+def write_entry(run_id: str, groups: dict[int, tuple[int, str]], pids: dict[int, tuple[int, str]],
+                watchdog_pid: int | None = None) -> None:
     """This process's registry file (removed when nothing is registered). Never raises."""
     path = entry_path()
     try:
@@ -52,6 +53,7 @@ def write_entry(run_id: str, groups: dict[int, tuple[int, str]], pids: dict[int,
             "pid": os.getpid(), "start": watchdog.start_time(os.getpid()), "run_id": run_id,
             "groups": {str(g): {"start": s, "label": lbl} for g, (s, lbl) in groups.items()},
             "pids": {str(p): {"start": s, "label": lbl} for p, (s, lbl) in pids.items()},
+            "watchdog": {"pid": watchdog_pid, "start": watchdog.start_time(watchdog_pid)} if watchdog_pid else None,
         }
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -84,8 +86,12 @@ class Leftover:
 
 
 def _owner_alive(doc: dict) -> bool:
-    pid, start = doc.get("pid"), doc.get("start")
-    return isinstance(pid, int) and start is not None and watchdog.start_time(pid) == start
+    """The run, or its watchdog (busy stopping what the run left), is still there: not a leftover yet."""
+    for who in (doc, doc.get("watchdog") or {}):
+        pid, start = who.get("pid"), who.get("start")
+        if isinstance(pid, int) and start is not None and watchdog.start_time(pid) == start:
+            return True
+    return False
 
 
 def live_groups() -> list[Leftover]:

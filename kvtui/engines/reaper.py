@@ -87,7 +87,8 @@ def _write(line: str) -> None:
 
 def _changed() -> None:
     """Registry file and watchdog after a change (call with _lock held)."""
-    leftovers.write_entry(run_id(), {g: (_starts.get(g, -1), lbl) for g, lbl in _groups.items()}, dict(_pids))
+    dog = _dog.pid if _dog is not None and _dog_pid == os.getpid() else None
+    leftovers.write_entry(run_id(), {g: (_starts.get(g, -1), lbl) for g, lbl in _groups.items()}, dict(_pids), dog)
     if not _groups and not _pids and _dog is not None and _dog_pid == os.getpid():
         _release_dog()
 
