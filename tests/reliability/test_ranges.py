@@ -127,3 +127,20 @@ def test_every_numeric_field_at_its_bounds_is_not_refused_for_its_range(tmp_path
     except ScenarioError as e:
         # Other rules may refuse the combination (max < start, prompt > context …), never the range.
         assert not any(f": {dotted}: must be" in x and "≤" in x and f"≤ {hi:g}," in x for x in e.problems), e.problems
+
+
+def test_every_numeric_field_of_the_schema_has_a_range():
+    """The mechanism, not a list: a numeric field added to the schema without a range fails here."""
+    import dataclasses
+    import typing
+
+    from kvtui.scenario import schema
+
+    missing = []
+    for section, cls in (("", schema.Scenario), ("server", schema.Server), ("workload", schema.Workload),
+                         ("ramp", schema.Ramp), ("cost", schema.Cost), ("quality", schema.Quality), ("length", schema.Length)):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if hints[f.name] in (int, float) and (section, f.name) not in RANGES:
+                missing.append(f"{section}.{f.name}" if section else f.name)
+    assert missing == []
