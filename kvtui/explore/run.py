@@ -33,7 +33,7 @@ from kvtui.explore.search import Search, make_search, ramp_levels
 from kvtui.explore.stats import PCTS, min_samples_for
 from kvtui.explore.telemetry_loop import SERIES_MAX, TelemetryLoop
 from kvtui.load.generator import LoadGenerator
-from kvtui.report.redact import Redactor
+from kvtui.secrets import Redactor, strip_url_password
 from kvtui.report.snapshot import SnapshotWriter
 from kvtui.scenario.schema import Mode, Scenario
 
@@ -98,7 +98,13 @@ class Run:
         self.closed = scenario.ramp.load == "concurrency"
         self.salt = secrets.randbits(32)
         self.t0 = time.monotonic()
-        self.redactor = Redactor([scenario.server.api_key]
+        from urllib.parse import urlsplit
+
+        try:
+            url_pw = [urlsplit(u).password or "" for u in (scenario.server.url, scenario.server.metrics_url)]
+        except ValueError:
+            url_pw = []
+        self.redactor = Redactor([scenario.server.api_key] + url_pw
                                  + [v for k, v in scenario.server.env.items() if k in scenario.server.secret_env])
         # controls
         self._stop_reason: str | None = None
@@ -167,6 +173,8 @@ class Run:
 
     # -- events and the journal (kvtui.explore.executor.Controls) -----------------------------
     def emit(self, kind: str, mode: str | None = None, data: Any = None) -> None:
+        if isinstance(data, str):  # warnings, errors, log lines: no URL password, no known secret
+            data = strip_url_password(self.redactor(data)) if hasattr(self, "redactor") else strip_url_password(data)
         if self.listener is not None:
             try:
                 self.listener(Event(kind, mode, data))

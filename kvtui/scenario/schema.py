@@ -65,9 +65,14 @@ RANGES: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("slo", "max_preemptions_per_request"): (0, 1_000_000, False),
     ("cost", "gpu_hourly_usd"): (0, 1_000_000, False),
     ("cost", "gpus"): (0, 100_000, False),
-    ("quality", "prompts"): (1, 100_000, False),
+    # [quality]: the loader's _check_quality holds the same bounds, with its own messages.
+    ("quality", "prompts"): (0, 10_000, False),
     ("quality", "prompt_tokens"): (1, MAX_TOKENS, False),
-    ("quality", "max_tokens"): (1, MAX_TOKENS, False),
+    ("quality", "max_tokens"): (1, 100_000, False),
+    ("quality", "items"): (0, 10_000, False),
+    ("quality", "max_context"): (0, MAX_TOKENS, False),
+    ("quality", "tolerance_pt"): (0, 100, False),
+    ("quality", "concurrency"): (1, 256, False),
     ("length", "value"): (0, MAX_TOKENS, False),  # every prompt_tokens / output_tokens key
     ("length", "min"): (0, MAX_TOKENS, False),
     ("length", "max"): (0, MAX_TOKENS, False),

@@ -229,15 +229,15 @@ def test_a_signal_during_a_long_engine_start_ends_the_start(tmp_path, runs, sig)
 # finished with exit 0 and no telemetry). Injected into the telemetry's per-second row.
 TELEMETRY_BUG = """
 import sys
-import kvtui.explore.run as run_mod
-real = run_mod._Telemetry._row
+import kvtui.explore.telemetry_loop as run_mod
+real = run_mod.TelemetryLoop._row
 calls = {"n": 0}
 def buggy(self, *a, **k):
     calls["n"] += 1
     if calls["n"] == 4:
         raise MemoryError("injected into the telemetry thread")
     return real(self, *a, **k)
-run_mod._Telemetry._row = buggy
+run_mod.TelemetryLoop._row = buggy
 from kvtui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
