@@ -157,12 +157,13 @@ class HeadlessPrinter:
             return
         from kvtui.report.compare import compare_modes
         from kvtui.report.text import quality_lines
+        from kvtui.terminal import printable
 
         self.done.append(md)
         comp = compare_modes({"modes": list(self.done), "scenario": self.scenario.to_dict()}, self.scenario)
         row = next((r for r in comp["rows"] if r["mode"] == mode), None)
         for line in quality_lines(mode, (row or {}).get("quality")):
-            self.out.write(line + "\n")
+            self.out.write(printable(line) + "\n")
 
 
 def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
