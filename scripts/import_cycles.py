@@ -33,13 +33,19 @@ LAYERS = {
     "explore": 4,
     "engines": 3, "load": 3, "telemetry": 3, "quality": 3, "models": 3,
     "scenario": 2,
-    "errors": 1, "secrets": 1, "__init__": 1, "data": 1,
+    "errors": 1, "secrets": 1, "__init__": 1, "data": 1, "safeio": 1, "terminal": 1,
 }
+# Imports against the layers that are known and named, to move (the same list as import-linter's
+# ignore_imports): the scenario loader reads the dataset (kvtui.load.workload.Dataset) so a bad row is a
+# scenario error before any server starts; the dataset format belongs in scenario/.
+KNOWN_EXCEPTIONS = {("kvtui.scenario.loader", "kvtui.load.workload")}
 # Modules that sit at the floor though they live in an upper package: leaves that import only the
 # floor themselves (this script checks it), read and written by every layer. They move down
 # once the parallel branches that edit them have merged (issue 17): report/redact.py into
 # kvtui/secrets.py, report/snapshot.py (the snapshot file format) beside it.
-FLOOR_MODULES = {"kvtui.report.redact", "kvtui.report.snapshot", "kvtui.report.outclaim"}
+FLOOR_MODULES = {"kvtui.report.redact", "kvtui.report.snapshot", "kvtui.report.outclaim",
+                 # process bookkeeping every layer that starts a process uses (servers, load workers)
+                 "kvtui.engines.reaper", "kvtui.engines.leftovers", "kvtui.engines.watchdog"}
 FLOOR = "floor"
 LAYERS[FLOOR] = 1
 
@@ -100,7 +106,7 @@ def scan(root: Path) -> tuple[list[tuple[str, int, str, str, str]], dict[str, in
         src = layer_of(mod, package)
         for line, imported in sorted(set(imports_of(path, mod, path.name == "__init__.py", root))):
             dst = layer_of(imported, package)
-            if src is None or dst is None or dst == src:
+            if src is None or dst is None or dst == src or (mod, imported) in KNOWN_EXCEPTIONS:
                 continue
             edges.append((str(path), line, src, dst, imported))
     return edges, sizes

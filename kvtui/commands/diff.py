@@ -24,24 +24,32 @@ def add_parser(sub):
 def run(args: argparse.Namespace) -> int:
     from kvtui.errors import UsageError
     from kvtui.report.diff import display_name, render_diff
-    from kvtui.report.export import scrub, scrub_text, write_text_private
+    from kvtui.report.export import write_text_private
+    from kvtui.secrets import scrub, scrub_text
     from kvtui.report.snapshot import load_snapshot
 
     fmt = (args.format or "").lower()
     if fmt not in ("text", "md", "markdown"):
         raise UsageError(f"--format {args.format}: diff writes text or md")
     from kvtui.report.outclaim import input_files, refuse_overwriting_inputs
+    from kvtui.report.wellformed import rendering, require_renderable
+    from kvtui.terminal import printable
 
     raw_a, raw_b = load_snapshot(args.a), load_snapshot(args.b)
+    require_renderable(raw_a, args.a)
+    require_renderable(raw_b, args.b)
     if args.out and args.out != "-":
         refuse_overwriting_inputs(args.out, input_files(args.a, raw_a) + input_files(args.b, raw_b), "diff")
-    a = scrub(raw_a)
-    b = scrub(raw_b)
+    with rendering(args.a):
+        a = scrub(raw_a)
+    with rendering(args.b):
+        b = scrub(raw_b)
     na, nb = display_name(args.a), display_name(args.b)
-    text = scrub_text(render_diff(a, b, "A", "B", markdown=fmt != "text", title_a=na, title_b=nb))
+    with rendering(f"{args.a} / {args.b}"):
+        text = scrub_text(render_diff(a, b, "A", "B", markdown=fmt != "text", title_a=na, title_b=nb))
     if args.out and args.out != "-":
         write_text_private(Path(args.out), text)
         print(f"kvtui: wrote {args.out}", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(printable(text))  # names from the files: no terminal escapes
     return 0

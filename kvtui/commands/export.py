@@ -75,9 +75,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--format {args.format}: not an export format (choose from {', '.join(FORMATS)})")
     if args.width < 40 or args.height < 10:
         raise UsageError("--width must be ≥ 40 and --height ≥ 10")
+    from kvtui.report.wellformed import rendering
+    from kvtui.terminal import printable
+
     doc = load_snapshot(args.snapshot)
     mode = getattr(args, "mode", None)
-    names = [m.get("name") for m in doc.get("modes") or []]
+    names = [m.get("name") if isinstance(m, dict) else None for m in doc.get("modes") or []]
     if mode and mode not in names:
         raise UsageError(f"--mode {mode}: not in this snapshot (modes: {', '.join(map(str, names)) or 'none'})")
     view = getattr(args, "view", None) or ("dashboard" if mode else "answer")
@@ -88,9 +91,10 @@ def run(args: argparse.Namespace) -> int:
         refuse_overwriting_inputs(out, input_files(args.snapshot, doc), "export")
     if out is not None and out.exists() and not getattr(args, "force", False):
         raise UsageError(f"{out}: exists; --force overwrites it, --out picks another file")
-    text = render(doc, fmt, width=args.width, height=args.height, theme=args.theme, view=view, mode=mode)
+    with rendering(args.snapshot):
+        text = render(doc, fmt, width=args.width, height=args.height, theme=args.theme, view=view, mode=mode)
     if args.out == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(printable(text))  # names from the file: no terminal escapes
         return 0
     assert out is not None
     write_text_private(out, text)

@@ -32,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.errors import UsageError
     from kvtui.report.importers import import_vllm_bench
     from kvtui.report.snapshot import dumps
-    from kvtui.report.export import scrub, write_text_private
+    from kvtui.report.export import write_text_private
+    from kvtui.secrets import scrub
     from kvtui.report.compare import compare_modes
     from kvtui.report.text import comparison_table
     from kvtui.scenario import load_scenario
@@ -43,10 +44,19 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--log {item}: expected MODE=PATH")
         k, v = item.split("=", 1)
         logs[k] = v
-    scenario = load_scenario(args.scenario, args.overrides) if (args.scenario or args.overrides) else None
-    doc = import_vllm_bench(args.files, scenario=scenario, mode=args.mode, logs=logs, gpu=args.gpu, version=args.vllm_version)
-    doc["comparison"] = compare_modes(doc)
-    doc = scrub(doc)
+    scenario = load_scenario(args.scenario, args.overrides, allow_env=True) if (args.scenario or args.overrides) else None
+    from kvtui.report.wellformed import SHAPE_ERRORS
+    from kvtui.terminal import printable
+
+    try:  # a wrong-typed field in a bench file is the file's fault: one line, exit 2
+        doc = import_vllm_bench(args.files, scenario=scenario, mode=args.mode, logs=logs, gpu=args.gpu, version=args.vllm_version)
+        doc["comparison"] = compare_modes(doc)
+        doc = scrub(doc)
+        table = comparison_table(doc)
+    except SHAPE_ERRORS as e:
+        detail = str(e).splitlines()[0][:160] if str(e) else ""
+        raise UsageError(f"{', '.join(args.files)}: not a `vllm bench serve` result kvtui can read "
+                         f"({type(e).__name__}{': ' + detail if detail else ''})") from None
     out = Path(args.out)
     from kvtui.report.outclaim import refuse_overwriting_inputs
 
@@ -58,6 +68,6 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--out {out}: cannot create the folder {out.parent}: {e.strerror or e}")
         print(f"kvtui: created the folder {out.parent}", file=sys.stderr)
     write_text_private(out, dumps(doc) + "\n")
-    sys.stdout.write(comparison_table(doc) + "\n")
+    sys.stdout.write(printable(table) + "\n")
     print(f"kvtui: wrote {out} ({len(doc['modes'])} mode(s), {sum(len(m['steps']) for m in doc['modes'])} step(s))", file=sys.stderr)
     return 0

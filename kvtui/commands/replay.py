@@ -28,8 +28,11 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.commands.app_options import AppOptions, make_app
 
     check_theme(args.theme)
+    from kvtui.report.wellformed import require_renderable
+
     doc = load_snapshot(args.snapshot)
-    names = [m.get("name") for m in doc.get("modes") or []]
+    require_renderable(doc, args.snapshot)  # a malformed file: one line and exit 2, not Textual's traceback
+    names = [m.get("name") if isinstance(m, dict) else None for m in doc.get("modes") or []]
     if args.mode and args.mode not in names:
         raise UsageError(f"--mode {args.mode}: not in this snapshot (modes: {', '.join(map(str, names)) or 'none'})")
     if dumb_terminal():

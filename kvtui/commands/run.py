@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kvtui.explore.events import Event, check_kind
-from kvtui.report.paths import default_out  # noqa: F401 - also this module's name for it
+from kvtui.report.paths import default_out, file_stem  # noqa: F401 - also this module's names for them
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -31,6 +31,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline (seconds, no HTTP)")
     p.add_argument("--verbose", "-v", action="store_true", help="headless: print the server's log too")
     p.add_argument("--theme", help="TUI theme")
+    p.add_argument("--allow-env", action="store_true",
+                   help="let the scenario's server.env set variables that change which code the server runs "
+                        "(PYTHONPATH, LD_PRELOAD, …); refused otherwise")
+    p.add_argument("--kill-stale", action="store_true",
+                   help="stop servers an earlier, killed kvtui run left running (otherwise: a warning, or a question on a terminal)")
     p.set_defaults(func=run)
     return p
 
@@ -87,9 +92,13 @@ class HeadlessPrinter:
     def __call__(self, ev: Event) -> None:
         # Any object with kind, mode and data will do (kvtui.explore.events gives them typed);
         # a kind no one declared is refused, never passed over.
+        from kvtui.terminal import printable
+
         k = ev.kind
         check_kind(k)
-        w = self.out.write
+
+        def w(text: str) -> None:  # names, server logs and errors come from files and servers: no escapes
+            self.out.write(printable(text))
         if k == "run_started":
             env = ev.data["environment"]
             sim = " SIMULATED" if env.get("simulated") else ""
@@ -139,18 +148,51 @@ class HeadlessPrinter:
             return
         from kvtui.report.compare import compare_modes
         from kvtui.report.text import quality_lines
+        from kvtui.terminal import printable
 
         self.done.append(md)
         comp = compare_modes({"modes": list(self.done), "scenario": self.scenario.to_dict()}, self.scenario)
         row = next((r for r in comp["rows"] if r["mode"] == mode), None)
         for line in quality_lines(mode, (row or {}).get("quality")):
-            self.out.write(line + "\n")
+            self.out.write(printable(line) + "\n")
 
 
 def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
     from kvtui.report.text import comparison_table
 
-    out.write("\n" + comparison_table(doc) + "\n")
+    from kvtui.terminal import printable
+
+    out.write("\n" + printable(comparison_table(doc)) + "\n")
+
+
+def env_changes(scenario) -> list[str]:
+    """The server environment the scenario changes, shown before anything starts (secret values hidden)."""
+    from kvtui.secrets import REDACTED, is_secret_env
+    from kvtui.terminal import printable
+
+    out = []
+    for who, env in [("every mode", scenario.server.env)] + [(f"mode {m.name}", m.env) for m in scenario.modes]:
+        if env:
+            shown = ", ".join(f"{k}={REDACTED if is_secret_env(k, scenario.server.secret_env) else v!r}" for k, v in env.items())
+            out.append(printable(f"server environment ({who}): {shown}"))
+    return out
+
+
+def _ask(question: str) -> bool:
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    try:
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
+    except (OSError, ValueError):
+        return False
+
+
+def check_leftovers(args: argparse.Namespace) -> None:
+    """What earlier, killed runs left running: named, and stopped with --kill-stale (or on a yes)."""
+    from kvtui.engines.leftovers import check_at_start
+
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    check_at_start(getattr(args, "kill_stale", False), sys.stderr, _ask if interactive else None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -161,15 +203,18 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.commands import scenario_args
 
     overrides = scenario_args.overrides(args)  # defaults < TOML < --set < --engine
-    scenario = load_scenario(path, overrides)
+    scenario = load_scenario(path, overrides, allow_env=getattr(args, "allow_env", False))
     scenario_args.check_fast(scenario, args.fast)
     resume = scenario_args.resumes(args)
+    check_leftovers(args)
     if not args.headless:
         from kvtui.commands.tui import launch_tui
 
         return launch_tui(scenario, out=args.out, modes=args.modes, resume=resume, theme=args.theme, autostart=True, fast=args.fast)
     for w in scenario.warnings:
         print(f"kvtui: warning: {w}", file=sys.stderr)
+    for line in env_changes(scenario):
+        print(f"kvtui: {line}", file=sys.stderr)
     from kvtui.explore.run import Run
 
     out = Path(args.out) if args.out else default_out(scenario.name)

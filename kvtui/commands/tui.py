@@ -30,6 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=["sim", "vllm", "external"], help="override server.engine")
     p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline")
     p.add_argument("--theme", help="theme name (themes/*.toml: kvtui-dark, kvtui-light, kvtui-high-contrast, …)")
+    p.add_argument("--allow-env", action="store_true",
+                   help="let the scenario's server.env set PYTHONPATH, LD_PRELOAD, … (refused otherwise)")
+    p.add_argument("--kill-stale", action="store_true", help="stop servers an earlier, killed kvtui run left running")
     p.set_defaults(func=run)
     return p
 
@@ -65,9 +68,12 @@ def run(args: argparse.Namespace) -> int:
         scenario = load_scenario(demo, overrides)
         autostart = True
     else:
-        scenario = load_scenario(args.scenario, overrides)
+        scenario = load_scenario(args.scenario, overrides, allow_env=args.allow_env)
         autostart = args.start
     scenario_args.check_fast(scenario, args.fast)
+    from kvtui.commands.run import check_leftovers
+
+    check_leftovers(args)
     return launch_tui(scenario, out=args.out, modes=args.modes, resume=resume, theme=args.theme, autostart=autostart,
                       fast=args.fast)
 

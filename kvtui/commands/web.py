@@ -71,9 +71,64 @@ def run(args: argparse.Namespace) -> int:
         from kvtui.scenario import load_scenario
 
         load_scenario(args.scenario)
-    from textual_serve.server import Server
+    import secrets
 
     cmd = shlex.join(app_command(args))
-    print(f"kvtui: serving {cmd!r} at http://{args.host}:{args.port} (Ctrl-C to stop)", flush=True)
-    Server(cmd, host=args.host, port=args.port, title="kvtui").serve()
+    token = secrets.token_urlsafe(24)
+    server = guarded_server(cmd, args.host, args.port, token)
+    # Printed once, here only: whoever has this URL can start runs on this machine.
+    print(f"kvtui: serving {cmd!r} at {server.public_url}/?token={token} (Ctrl-C to stop)", flush=True)
+    server.serve()
     return 0
+
+
+TOKEN_COOKIE = "kvtui_web_token"
+
+
+def guarded_server(cmd: str, host: str, port: int, token: str):
+    """textual-serve's server, behind a per-run token and an Origin/Host check.
+
+    Without them any web page the user visited could open a WebSocket to 127.0.0.1 and drive
+    the setup screen (open any scenario, start servers). So:
+    - every request but the static assets (the page's JS and CSS, no data) needs the token:
+      `?token=` in the URL (printed once at start) or the cookie the page sets from it
+      (HttpOnly, SameSite=Strict: a cross-site page never sends it);
+    - a request with an `Origin` header (every browser WebSocket has one) must come from
+      this server's own origin; the `Host` must be this server's (DNS rebinding).
+    """
+    import hmac
+
+    from aiohttp import web
+    from textual_serve.server import Server
+
+    names = {host, "127.0.0.1", "localhost", "[::1]"} if _loopback(host) else {host}
+    hosts = {f"{h}:{port}" for h in names}
+    origins = {f"http://{h}" for h in hosts}
+
+    @web.middleware
+    async def guard(request: web.Request, handler):
+        origin = request.headers.get("Origin")
+        if origin is not None and origin not in origins:
+            return web.Response(status=403, text=f"kvtui web: requests from {origin} are refused\n")
+        if request.host not in hosts:
+            return web.Response(status=403, text="kvtui web: unknown Host\n")
+        if request.path.startswith("/static/"):
+            return await handler(request)
+        given = request.query.get("token") or request.cookies.get(TOKEN_COOKIE) or ""
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            return web.Response(status=403, text="kvtui web: open the URL with ?token=… that `kvtui web` printed\n")
+        resp = await handler(request)
+        if request.path == "/" and isinstance(resp, web.Response):
+            resp.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict", path="/")
+        return resp
+
+    class GuardedServer(Server):
+        async def _make_app(self) -> web.Application:
+            app = await super()._make_app()
+            app.middlewares.append(guard)
+            return app
+
+        async def on_startup(self, app: web.Application) -> None:
+            pass  # textual-serve prints the URL without the token; ours is printed once, above
+
+    return GuardedServer(cmd, host=host, port=port, title="kvtui")

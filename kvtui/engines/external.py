@@ -7,6 +7,7 @@ server: the mode names are labels only (the run says so).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -15,6 +16,39 @@ from kvtui.engines.base import EngineInfo, Endpoint, LogSink, StartupFacts
 from kvtui.engines.registry import register
 from kvtui.errors import EngineError
 from kvtui.scenario.schema import Mode, Scenario
+
+
+def _split_userinfo(url: str) -> tuple[str, str]:
+    """(the URL without user:password@, the base64 Basic credentials or "")."""
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    p = urlsplit(url)
+    if p.username is None and p.password is None:
+        return url, ""
+    netloc = p.hostname or ""
+    if ":" in netloc:
+        netloc = f"[{netloc}]"
+    try:
+        if p.port:
+            netloc += f":{p.port}"
+    except ValueError:
+        pass
+    cred = f"{unquote(p.username or '')}:{unquote(p.password or '')}"
+    return urlunsplit((p.scheme, netloc, p.path, p.query, p.fragment)), base64.b64encode(cred.encode()).decode()
+
+
+@dataclass
+class _Endpoint(Endpoint):
+    """The endpoint, with Basic credentials from the URL sent as a header (never part of base_url)."""
+
+    basic: str = field(default="", repr=False)
+
+    def headers(self) -> dict[str, str]:
+        h = super().headers()
+        if self.basic and "Authorization" not in h:
+            h["Authorization"] = f"Basic {self.basic}"
+        return h
 
 
 @register("external")
@@ -31,11 +65,11 @@ class ExternalEngine:
 
     def start(self, scenario: Scenario, mode: Mode, on_log: LogSink) -> Endpoint:
         s = scenario.server
-        base = s.url.rstrip("/")
+        base, basic = _split_userinfo(s.url.rstrip("/"))  # user:pw@ never stored, printed or logged
         if base.endswith("/v1"):
             base = base[:-3]
         key = s.api_key or None
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        headers = {"Authorization": f"Bearer {key}"} if key else ({"Authorization": f"Basic {basic}"} if basic else {})
         self._client = httpx.Client(base_url=base, headers=headers, timeout=10.0, trust_env=False)
         t0 = time.monotonic()
         on_log(f"kvtui: using the external server at {base} (mode {mode.name!r} is a label only)")
@@ -75,7 +109,8 @@ class ExternalEngine:
             self._info.version = None
         metrics = s.metrics_url or f"{base}/metrics"
         self._facts = StartupFacts(startup_s=time.monotonic() - t0)
-        self._endpoint = Endpoint(base_url=base, model=model, api_key=key, metrics_url=metrics, max_model_len=max_len)
+        self._endpoint = _Endpoint(base_url=base, model=model, api_key=key, metrics_url=metrics, max_model_len=max_len,
+                                   basic=basic)
         return self._endpoint
 
     def facts(self) -> StartupFacts:

@@ -19,7 +19,7 @@ import httpx
 
 from kvtui.engines import reaper
 from kvtui.errors import EngineError
-from kvtui.report.redact import Redactor, redact_args
+from kvtui.secrets import Redactor, redact_args
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -32,7 +32,7 @@ class ServerProcess:
     def __init__(self, cmd: list[str], env: dict[str, str] | None = None, on_log: Callable[[str], None] | None = None,
                  secrets: list[str] | None = None, tail_lines: int = 200):
         self.cmd = cmd
-        self.env = {**os.environ, **(env or {})}
+        self.env = {**os.environ, **(env or {}), **reaper.server_env()}
         self.on_log = on_log
         self.redact = Redactor(secrets or [])
         self.tail_buf: collections.deque[str] = collections.deque(maxlen=tail_lines)

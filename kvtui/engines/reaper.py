@@ -5,38 +5,148 @@ registered here until it is stopped. When kvtui exits for any reason Python can 
 (normal exit, an exception, atexit; SIGTERM and SIGHUP once `install_signal_handlers()` ran
 in the main thread), every registered group gets SIGTERM, then SIGKILL.
 
-SIGKILL of kvtui itself cannot be caught: then vLLM's own engine processes notice their
-API server is gone, but the API server lives on. `live_groups()` lets a later run report it.
+SIGKILL of kvtui itself cannot be caught. Two things cover it:
+- while anything is registered, a watchdog process (kvtui/engines/watchdog.py) holds a pipe
+  from kvtui; its end of file (kvtui died) makes it stop the registered groups and pids;
+- a registry file per kvtui process (kvtui/engines/leftovers.py) names them, so that a
+  later run finds what an earlier one left (`live_groups()`) and can stop it.
+Every server kvtui launches carries `KVTUI_RUN_ID` (`server_env()`) so that both can tell
+the run's processes from anything that reused a pid.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import secrets
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
+from kvtui.engines import leftovers, watchdog
+
 _lock = threading.Lock()
 _groups: dict[int, str] = {}  # pgid -> label (the command, redacted)
+_starts: dict[int, int] = {}  # pgid -> the leader's start time (/proc ticks)
+_pids: dict[int, tuple[int, str]] = {}  # single processes (load-generator workers): pid -> (start, label)
 _installed: dict[int, object] = {}  # signum -> previous handler
+_run_id = ""
+_dog: subprocess.Popen | None = None
+_dog_pid = 0  # the process that started _dog (a forked child must start its own)
+
+
+def run_id() -> str:
+    """This kvtui process's tag: its pid, its start time and a random part."""
+    global _run_id
+    if not _run_id or not _run_id.startswith(f"{os.getpid()}."):
+        _run_id = f"{os.getpid()}.{watchdog.start_time(os.getpid()) or 0}.{secrets.token_hex(4)}"
+    return _run_id
+
+
+def server_env() -> dict[str, str]:
+    """Variables every launched server gets: the run's tag (inherited by its children)."""
+    return {watchdog.TAG_ENV: run_id()}
+
+
+def _tell(line: str) -> None:
+    """One line to the watchdog, started when the first thing is registered (call with _lock held)."""
+    global _dog, _dog_pid
+    if _dog is None or _dog_pid != os.getpid() or _dog.poll() is not None:
+        try:
+            _dog = subprocess.Popen(
+                [sys.executable, "-m", "kvtui.engines.watchdog", run_id(), str(leftovers.entry_path())],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True,
+            )
+            _dog_pid = os.getpid()
+        except OSError:
+            _dog = None
+            return
+        # A new watchdog (the first registration, or the last one died): it learns everything.
+        for g, label in _groups.items():
+            _write(f"+g {g} {_starts.get(g, -1)} {label}")
+        for p, (st, label) in _pids.items():
+            _write(f"+p {p} {st} {label}")
+        return
+    _write(line)
+
+
+def _write(line: str) -> None:
+    if _dog is None or _dog.stdin is None:
+        return
+    try:
+        _dog.stdin.write((line.replace("\n", " ") + "\n").encode("utf-8", "replace"))
+        _dog.stdin.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _changed() -> None:
+    """Registry file and watchdog after a change (call with _lock held)."""
+    dog = _dog.pid if _dog is not None and _dog_pid == os.getpid() else None
+    leftovers.write_entry(run_id(), {g: (_starts.get(g, -1), lbl) for g, lbl in _groups.items()}, dict(_pids), dog)
+    if not _groups and not _pids and _dog is not None and _dog_pid == os.getpid():
+        _release_dog()
+
+
+def _release_dog() -> None:
+    """Nothing left to guard: close the pipe; the watchdog sees EOF with nothing registered and exits."""
+    global _dog
+    dog, _dog = _dog, None
+    try:
+        if dog.stdin:
+            dog.stdin.close()
+        dog.wait(timeout=5.0)
+    except Exception:  # pragma: no cover - it ends on its own; never block a stop on it
+        pass
 
 
 def register(pgid: int, label: str = "") -> None:
     with _lock:
         _groups[pgid] = label
+        _starts[pgid] = watchdog.start_time(pgid) or -1
+        _tell(f"+g {pgid} {_starts[pgid]} {label}")
+        _changed()
 
 
 def unregister(pgid: int) -> None:
     with _lock:
-        _groups.pop(pgid, None)
+        if _groups.pop(pgid, None) is not None or pgid in _starts:
+            _starts.pop(pgid, None)
+            _write(f"-g {pgid}")
+            _changed()
+
+
+def register_pid(pid: int, label: str = "") -> None:
+    """A single process (not a group of its own) to stop if kvtui dies: a load-generator worker."""
+    with _lock:
+        st = watchdog.start_time(pid)
+        if st is None:
+            return
+        _pids[pid] = (st, label)
+        _tell(f"+p {pid} {st} {label}")
+        _changed()
+
+
+def unregister_pid(pid: int) -> None:
+    with _lock:
+        if _pids.pop(pid, None) is not None:
+            _write(f"-p {pid}")
+            _changed()
 
 
 def registered() -> dict[int, str]:
     with _lock:
         return dict(_groups)
+
+
+def live_groups() -> list[leftovers.Leftover]:
+    """What earlier kvtui runs (now gone) left running, checked to be theirs (see leftovers.py)."""
+    return leftovers.live_groups()
 
 
 def group_members(pgid: int, include_zombies: bool = False) -> list[int]:
@@ -126,10 +236,13 @@ def terminate(proc, pgid: int, timeout_s: float, graceful: bool = True) -> None:
 
 
 def reap_all(grace_s: float = 3.0) -> list[int]:
-    """Kill every registered group (all get SIGTERM at once, then SIGKILL). Returns the pgids."""
+    """Kill every registered group (all get SIGTERM at once, then SIGKILL). Returns the pgids.
+
+    They leave the registry (and the watchdog's list) only once signalled to the end: a kill -9
+    in the middle leaves them to the watchdog.
+    """
     with _lock:
         pgids = list(_groups)
-        _groups.clear()
     alive = [g for g in pgids if group_alive(g)]
     for g in alive:
         signal_group(g, signal.SIGTERM)
@@ -140,6 +253,12 @@ def reap_all(grace_s: float = 3.0) -> list[int]:
             time.sleep(0.1)
     for g in alive:
         signal_group(g, signal.SIGKILL)
+    with _lock:
+        for g in pgids:
+            if _groups.pop(g, None) is not None:
+                _write(f"-g {g}")
+            _starts.pop(g, None)
+        _changed()
     return pgids
 
 

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from kvtui import __version__
-from kvtui.report.redact import is_secret_env, redact_args
+from kvtui.secrets import is_secret_env, redact_args
 from kvtui.report.snapshot import SCHEMA
 from kvtui.scenario.schema import Mode, Scenario
 

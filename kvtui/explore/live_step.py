@@ -85,6 +85,7 @@ class LiveStepExecutor:
         self.endpoint, self.facts = endpoint, facts
         self.telemetry = TelemetryLoop(run.emit, engine, endpoint, facts, mode.name, run.t0,
                                        sc.server.tensor_parallel_size)
+        self.telemetry.on_failure = lambda why: run.stop(f"kvtui failed: {why}")
         self.telemetry.start()
         return facts
 
@@ -100,7 +101,11 @@ class LiveStepExecutor:
 
         sc, endpoint = self.run.scenario, self.endpoint
         assert endpoint is not None
-        space = discover_token_space(endpoint.base_url, endpoint.model, endpoint.headers())
+        try:
+            space = discover_token_space(endpoint.base_url, endpoint.model, endpoint.headers(),
+                                         should_stop=lambda: self.run.stop_reason)
+        except RunAborted:
+            return  # stopped (SIGTERM, Ctrl-C, q) while probing /tokenize: the search loop ends at once
         md["token_space"] = space.to_dict()
         if not space.verified:
             self.run.emit(ev.RunWarning(mode.name, space.source))

@@ -13,6 +13,7 @@ Controls (thread-safe): stop, skip_mode, pause/resume, hold, nudge(±1).
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 import time
@@ -35,7 +36,7 @@ from kvtui.explore.search import Search, make_search, ramp_levels
 from kvtui.explore.stats import PCTS, min_samples_for
 from kvtui.explore.telemetry_loop import SERIES_MAX, TelemetryLoop
 from kvtui.load.generator import LoadGenerator
-from kvtui.report.redact import Redactor
+from kvtui.secrets import Redactor, strip_url_password
 from kvtui.report.snapshot import SnapshotWriter
 from kvtui.scenario import lengths
 from kvtui.scenario.schema import Mode, Scenario
@@ -83,7 +84,13 @@ class Run:
         self.closed = scenario.ramp.load == "concurrency"
         self.salt = secrets.randbits(32)
         self.t0 = time.monotonic()
-        self.redactor = Redactor([scenario.server.api_key]
+        from urllib.parse import urlsplit
+
+        try:
+            url_pw = [urlsplit(u).password or "" for u in (scenario.server.url, scenario.server.metrics_url)]
+        except ValueError:
+            url_pw = []
+        self.redactor = Redactor([scenario.server.api_key] + url_pw
                                  + [v for k, v in scenario.server.env.items() if k in scenario.server.secret_env])
         # controls
         self._stop_reason: str | None = None
@@ -152,6 +159,13 @@ class Run:
 
     # -- events and the journal (kvtui.explore.executor.Controls) -----------------------------
     def emit(self, event: Event) -> None:
+        # Warnings, errors and log lines carry no URL password and no known secret.
+        for fld in ("text", "line"):
+            val = getattr(event, fld, None)
+            if isinstance(val, str):
+                clean = strip_url_password(self.redactor(val)) if hasattr(self, "redactor") else strip_url_password(val)
+                if clean != val:
+                    event = dataclasses.replace(event, **{fld: clean})
         if self.listener is not None:
             try:
                 self.listener(event)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kvtui.engines.base import Endpoint, Engine, StartupFacts
 from kvtui.explore import events as ev
@@ -32,11 +32,16 @@ class TelemetryLoop(threading.Thread):
         self.t0 = t0  # the run's monotonic origin: rows carry t relative to it
         self.tp = max(1, tensor_parallel_size)
         self.interval_s = interval_s
-        self.scraper = MetricsScraper(endpoint.metrics_url, endpoint.api_key,
-                                      timeout_s=5.0) if endpoint.metrics_url else None
+        from kvtui.secrets import same_origin
+
+        # The server's key goes to its own origin only: a metrics_url elsewhere never sees it.
+        key = endpoint.api_key if same_origin(endpoint.metrics_url or "", endpoint.base_url) else None
+        self.scraper = MetricsScraper(endpoint.metrics_url, key, timeout_s=5.0) if endpoint.metrics_url else None
         self.samples: list[Any] = []  # MetricsSample, bounded
         self.rows: list[dict[str, Any]] = []
         self.dead: str | None = None
+        self.failed: str | None = None  # this thread's own failure (kvtui's, not the server's)
+        self.on_failure: Callable[[str], None] | None = None  # the run stops on it
         self._dead_lock = threading.Lock()
         self.metrics_error: str | None = None
         self._halt = threading.Event()
@@ -76,6 +81,16 @@ class TelemetryLoop(threading.Thread):
         return s
 
     def run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:  # a dead telemetry thread fails the run, loudly (not exit 0 without telemetry)
+            why = f"telemetry thread failed: {type(e).__name__}: {e}"
+            self.failed = why
+            self.emit(ev.RunError(self.mode, why))
+            if self.on_failure is not None:
+                self.on_failure(why)
+
+    def _loop(self) -> None:
         if self.nvml is not None:
             self.nvml.start()
         last_alive = 0.0

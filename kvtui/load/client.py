@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 from kvtui.load.records import Record
+from kvtui.secrets import scrub_text
 
 _SSL_CONTEXT = None
 
@@ -50,6 +51,11 @@ class StreamClient:
         connector = aiohttp.TCPConnector(limit=1, ssl=_ssl_context())
         timeout = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=request_timeout_s)
         self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers, trust_env=False)
+        # What a server might echo back (a 500 body or an SSE error quoting the Authorization
+        # header): never stored. Every record's text is scrubbed of these and of bearer tokens.
+        self.secrets = sorted({v for v in headers.values() if len(v) >= 8} | {v.split(" ", 1)[1] for v in headers.values()
+                                                                              if v.lower().startswith(("bearer ", "basic ")) and len(v) > 12},
+                              key=len, reverse=True)
 
     async def aclose(self) -> None:
         await self.session.close()
@@ -181,7 +187,25 @@ async def stream_request(
     timeout_s: float,
     collect_text: bool = False,
 ) -> str:
-    """Send one streaming request and fill `rec` in place. Returns the output text when asked."""
+    """Send one streaming request and fill `rec` in place. Returns the output text when asked.
+
+    Whatever the server said that ends up in the record (`detail`) is scrubbed of the key.
+    """
+    try:
+        return await _stream_request(client, url, body, rec, timeout_s, collect_text)
+    finally:
+        if rec.detail:
+            rec.detail = scrub_text(rec.detail, getattr(client, "secrets", None) or [])
+
+
+async def _stream_request(
+    client: StreamClient,
+    url: str,
+    body: dict[str, Any],
+    rec: Record,
+    timeout_s: float,
+    collect_text: bool = False,
+) -> str:
     chat = "messages" in body
     text_parts: list[str] = []
     last: float | None = None

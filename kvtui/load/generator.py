@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
+from kvtui.engines import reaper
 from kvtui.load.protocol import ClientStats, StepSpec, WorkerConfig, merge_stats, sum_status
 from kvtui.load.records import Record
 from kvtui.load.worker import worker_main
@@ -70,6 +71,8 @@ class LoadGenerator:
             p = ctx.Process(target=worker_main, args=(child, c), name=f"kvtui-load-{i}", daemon=True)
             p.start()
             child.close()
+            if p.pid:
+                reaper.register_pid(p.pid, f"kvtui load generator {i}")
             self.procs.append(p)
             self.conns.append(parent)
         deadline = time.monotonic() + timeout_s
@@ -242,6 +245,8 @@ class LoadGenerator:
             if p.is_alive():
                 p.kill()
                 p.join(2)
+            if p.pid and not p.is_alive():
+                reaper.unregister_pid(p.pid)
         for c in self.conns:
             c.close()
         self.procs.clear()

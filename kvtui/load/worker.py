@@ -376,10 +376,36 @@ async def _prewarm() -> None:
     await StreamClient(5.0, {}).aclose()
 
 
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: the kernel SIGKILLs this worker when the thread that started it ends.
+
+    The second layer behind the watchdog (kvtui/engines/watchdog.py) for a kvtui killed with
+    SIGKILL. It fits here because a LoadGenerator lives and dies within one thread (a mode of
+    the run); Linux only, best effort.
+    """
+    try:
+        import ctypes
+        import multiprocessing as mp
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        parent = mp.parent_process()
+        if parent is not None and os.getppid() != parent.pid:  # the parent died before prctl ran
+            os._exit(1)
+    except Exception:
+        pass
+
+
 def worker_main(conn: Connection, cfg: WorkerConfig) -> None:
-    # Ctrl-C reaches the whole foreground process group: the parent decides what stops.
+    _die_with_parent()
+    # Ctrl-C, a hang-up and a group SIGTERM (`timeout`, systemd) reach the whole process group:
+    # the parent decides what stops (a worker dying first was reported as "a load-generator
+    # process died" instead of the termination it was). The parent's death still ends it
+    # (PR_SET_PDEATHSIG, the watchdog, EOF on its pipe).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         asyncio.run(_Worker(conn, cfg).main())
     except SystemExit:

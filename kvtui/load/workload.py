@@ -17,8 +17,9 @@ import hashlib
 import json
 import math
 import random
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from kvtui.errors import UsageError
 from kvtui.scenario.schema import Length, Workload
@@ -113,8 +114,11 @@ class Dataset:
     def __init__(self, path: str):
         self.path = path
         self.rows: list[dict[str, Any]] = []
-        with open(path, encoding="utf-8") as f:
-            for no, line in enumerate(f, start=1):
+        from kvtui.safeio import DATASET_CAP, read_text_file
+
+        text = read_text_file(path, "dataset", DATASET_CAP)  # regular file, capped; not UTF-8: one line
+        if True:
+            for no, line in enumerate(text.splitlines(), start=1):
                 if not line.strip():
                     continue
                 try:
@@ -123,12 +127,34 @@ class Dataset:
                     raise UsageError(f"{path}:{no}: not JSON: {e.msg}")
                 if not isinstance(row, dict) or not any(k in row for k in ("prompt", "messages", "prompt_ids")):
                     raise UsageError(f"{path}:{no}: each line needs \"prompt\", \"messages\" or \"prompt_ids\"")
+                why = _row_problem(row)
+                if why:
+                    raise UsageError(f"{path}:{no}: {why}")
                 ot = row.get("output_tokens")
                 if ot is not None and (not isinstance(ot, int) or ot < 1):
                     raise UsageError(f"{path}:{no}: output_tokens must be a positive integer")
                 self.rows.append(row)
         if not self.rows:
             raise UsageError(f"{path}: dataset is empty")
+
+
+def _row_problem(row: dict[str, Any]) -> str | None:
+    """Why a dataset row cannot be sent as it is (checked when the scenario loads, before any server)."""
+    if "prompt" in row and not isinstance(row["prompt"], str):
+        return f"\"prompt\" must be a string, got {type(row['prompt']).__name__}"
+    if "messages" in row:
+        m = row["messages"]
+        if not isinstance(m, list) or not m or not all(
+                isinstance(x, dict) and isinstance(x.get("role"), str) and isinstance(x.get("content"), str) for x in m):
+            return "\"messages\" must be a non-empty list of {\"role\": str, \"content\": str}"
+    if "prompt_ids" in row:
+        ids = row["prompt_ids"]
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+            return "\"prompt_ids\" must be a non-empty list of token ids (integers ≥ 0)"
+    ot = row.get("output_tokens")
+    if isinstance(ot, bool):
+        return "output_tokens must be a positive integer"
+    return None
 
 
 @dataclass
@@ -270,18 +296,39 @@ def request_body(prompt: Prompt, model: str, workload: Workload, stream: bool = 
 # -- token-space discovery over HTTP ------------------------------------------------------
 
 
-def discover_token_space(base_url: str, model: str, headers: dict[str, str], timeout_s: float = 10.0) -> TokenSpace:
+def discover_token_space(base_url: str, model: str, headers: dict[str, str], timeout_s: float = 10.0,
+                         should_stop: Callable[[], str | None] | None = None, budget_s: float = 300.0) -> TokenSpace:
     """Probe `/tokenize` for single-token words; fall back to the synthetic vocabulary.
 
     The "tN" words come first: on the simulator and on dummy-weight models each is
     exactly token N, which gives a large space. Real BPE vocabularies keep common
     English words as one token (with the leading space the join adds).
+
+    Hundreds of probes against a slow /tokenize took hours and ignored SIGTERM: every probe
+    first asks `should_stop` (a stop raises RunAborted), and after `budget_s` the remaining
+    probes are skipped (the space is built from what was found, or refused, saying why).
     """
     import httpx
+
+    from kvtui.errors import RunAborted
+
+    deadline = time.monotonic() + budget_s
+    slow = []
+
+    def check() -> bool:
+        why = should_stop() if should_stop else None
+        if why:
+            raise RunAborted(f"token-space discovery stopped: {why}")
+        if time.monotonic() > deadline:
+            slow.append(1)
+            return False
+        return True
 
     with httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s, trust_env=False) as client:
 
         def tok(payload: dict[str, Any]) -> list[int] | None:
+            if not check():
+                return None
             try:
                 r = client.post("/tokenize", json={"model": model, **payload})
             except httpx.HTTPError:
@@ -302,7 +349,7 @@ def discover_token_space(base_url: str, model: str, headers: dict[str, str], tim
             return space
         if len(ids) == 4096 and ids == list(range(4096)):
             # The tN vocabulary (simulator, dummy models): ask how large it is.
-            space = TokenSpace.synthetic(vocab_size=max(4096, _vocab_hint(client, model)))
+            space = TokenSpace.synthetic(vocab_size=max(4096, _vocab_hint(client, model, check)))
             space.source = "tN vocabulary (verified with /tokenize)"
         else:
             words, wids = [], []
@@ -321,7 +368,8 @@ def discover_token_space(base_url: str, model: str, headers: dict[str, str], tim
                         words.append(w)
                         wids.append(tid)
             if len(words) < 16:
-                raise UsageError(f"/tokenize found only {len(words)} single-token words: cannot build exact prompts")
+                late = f" (/tokenize too slow: probing stopped after {budget_s:g} s)" if slow else ""
+                raise UsageError(f"/tokenize found only {len(words)} single-token words: cannot build exact prompts{late}")
             space = TokenSpace(words=words, ids=wids, source=f"{len(words)} single-token words (verified with /tokenize)")
         # Chat template overhead around one user message.
         text = " ".join(space.words[:10])
@@ -332,11 +380,13 @@ def discover_token_space(base_url: str, model: str, headers: dict[str, str], tim
         return space
 
 
-def _vocab_hint(client: Any, model: str) -> int:
+def _vocab_hint(client: Any, model: str, check: Callable[[], bool] = lambda: True) -> int:
     """Largest tN id the server accepts (bisect with /tokenize on one word)."""
     lo, hi = 4096, 1 << 20
     # Find an upper bound that fails, then bisect. Unknown words map to <unk> or several tokens.
     def single(i: int) -> bool:
+        if not check():
+            return False
         try:
             r = client.post("/tokenize", json={"model": model, "prompt": f"t{i}", "add_special_tokens": False})
             return r.status_code == 200 and r.json().get("tokens") == [i]

@@ -15,81 +15,16 @@ The rendered text is scrubbed again before it is returned.
 from __future__ import annotations
 
 import copy
-import os
-import re
 from pathlib import Path
 from typing import Any, Callable
 
 from kvtui.errors import KvtuiError, UsageError
-from kvtui.report.redact import REDACTED, _SECRET_NAME, is_secret_env, redact_args, redact_scenario
+from kvtui.secrets import process_secrets, scrub, scrub_text  # noqa: F401 (scrub, scrub_text re-exported: diff, import, tests)
 
 FORMATS = ("json", "md", "csv", "svg")
 SUFFIX = {"json": ".export.json", "md": ".md", "csv": ".csv", "svg": ".svg"}
 # (portable doc, width, height, theme, view, mode) -> SVG text
 SvgRenderer = Callable[[dict[str, Any], int, int, "str | None", str, "str | None"], str]
-
-_SECRET_KEY = re.compile(r"^(?:.*[_-])?(?:api_?key|apikey|token|secret|secrets|password|passwd|credentials?|authorization|auth)$", re.I)
-_TEXT_PATTERNS = (
-    re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/=-]{6,})"),
-    re.compile(r"(?i)((?:api[_-]?key|apikey|hf[_-]?token|access[_-]?token|auth[_-]?token|secret|password|passwd)[\"']?\s*[:=]\s*[\"']?)"
-               r"(?!<redacted>)([^\s\"',;&]{4,})"),
-    re.compile(r"(?i)(--(?:api-key|hf-token|token)(?:=|\s+))(?!<redacted>)(\S+)"),
-    re.compile(r"(://[^/\s:@]+:)([^@\s/]+)(@)"),
-)
-_ARG_KEYS = ("extra_args", "command", "argv", "cmd")
-
-
-def process_secrets() -> list[str]:
-    """Values of this process's secret-named environment variables (never written anywhere)."""
-    return sorted({v for k, v in os.environ.items() if _SECRET_NAME.search(k) and v and len(v) >= 8}, key=len, reverse=True)
-
-
-def scrub_text(text: str, secrets: list[str] | None = None) -> str:
-    for s in secrets if secrets is not None else process_secrets():
-        if s in text:
-            text = text.replace(s, REDACTED)
-    for pat in _TEXT_PATTERNS:
-        if pat.groups == 3:
-            text = pat.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
-        else:
-            text = pat.sub(lambda m: m.group(1) + REDACTED, text)
-    return text
-
-
-def _scrub(x: Any, declared: list[str], secrets: list[str], key: str = "") -> Any:
-    if isinstance(x, dict):
-        out = {}
-        for k, v in x.items():
-            if k == "env" and isinstance(v, dict):
-                out[k] = {ek: (REDACTED if is_secret_env(ek, declared) and ev not in ("", None) else _scrub(ev, declared, secrets, ek))
-                          for ek, ev in v.items()}
-            elif isinstance(v, str) and v and v != REDACTED and _SECRET_KEY.match(str(k)):
-                out[k] = REDACTED
-            else:
-                out[k] = _scrub(v, declared, secrets, str(k))
-        return out
-    if isinstance(x, list):
-        if key in _ARG_KEYS and all(isinstance(a, str) for a in x):
-            x = redact_args(x)
-        return [_scrub(v, declared, secrets, key) for v in x]
-    if isinstance(x, str):
-        return scrub_text(x, secrets)
-    return x
-
-
-def scrub(doc: dict[str, Any], extra_secrets: list[str] | None = None) -> dict[str, Any]:
-    """A copy of `doc` with every secret this module can recognise replaced by <redacted>."""
-    d = copy.deepcopy(doc)
-    if isinstance(d.get("scenario"), dict):
-        d["scenario"] = redact_scenario(d["scenario"])
-    declared = list(((d.get("scenario") or {}).get("server") or {}).get("secret_env") or [])
-    secrets = sorted(set(process_secrets()) | {s for s in (extra_secrets or []) if s and len(s) >= 4}, key=len, reverse=True)
-    for name in declared:
-        v = os.environ.get(name)
-        if v and len(v) >= 4 and v not in secrets:
-            secrets.append(v)
-    return _scrub(d, declared, secrets)
-
 
 def portable_doc(doc: dict[str, Any], extra_secrets: list[str] | None = None) -> dict[str, Any]:
     """What every export starts from: no in-process keys, comparison recomputed, secrets scrubbed."""

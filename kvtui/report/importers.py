@@ -37,12 +37,11 @@ _BENCH_KEYS = ("completed", "duration", "output_throughput")
 
 def read_json(path: str | Path) -> Any:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    from kvtui.safeio import SNAPSHOT_CAP, read_text_file
+
+    if not p.exists() and not p.is_symlink():
         raise UsageError(f"{p}: no such file")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{p}: cannot read: {e}")
+    text = read_text_file(p, "bench result", SNAPSHOT_CAP)  # regular files only, capped
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -230,10 +229,9 @@ def _log_facts(path: str | Path) -> dict[str, Any]:
     from kvtui.engines.vllm.logparse import StartupLogParser
 
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as e:
-        raise UsageError(f"{p}: cannot read the startup log: {e.strerror or e}")
+    from kvtui.safeio import SNAPSHOT_CAP, read_text_file
+
+    lines = read_text_file(p, "startup log", SNAPSHOT_CAP, errors="replace").splitlines()
     parser = StartupLogParser().feed_many(lines)
     return {"facts": parser.facts.to_dict(), "version": parser.version, "extra": parser.extra}
 
@@ -249,7 +247,7 @@ def import_vllm_bench(files: list[str | Path], scenario: Any = None, mode: str |
                       logs: dict[str, str] | None = None, gpu: str | None = None, version: str | None = None) -> dict[str, Any]:
     """A kvtui snapshot document from `vllm bench serve` result files."""
     from kvtui.engines.base import StartupFacts
-    from kvtui.report.redact import redact_args
+    from kvtui.secrets import redact_args
     from kvtui.scenario import load_scenario
 
     sc = scenario if scenario is not None else load_scenario(None)

@@ -6,8 +6,19 @@ import time
 from pathlib import Path
 
 
+def file_stem(name: str) -> str:
+    """A scenario name as one file name inside runs/: no '/', no '..', no leading '.' or '-', no control characters.
+
+    (A scenario `name = "../../../../tmp/x"` or an absolute path wrote snapshots outside runs/.)
+    """
+    import re
+
+    stem = re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("._-")[:100]
+    return stem or "scenario"
+
+
 def default_out(scenario_name: str) -> Path:
     from kvtui.report.outclaim import unique_path
 
     # Two runs started in the same second must not share files (a run refuses another's).
-    return unique_path(Path("runs") / f"{scenario_name}-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    return unique_path(Path("runs") / f"{file_stem(scenario_name)}-{time.strftime('%Y%m%d-%H%M%S')}.json")

@@ -153,11 +153,11 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     journal = p.with_name(p.name + ".journal") if p.suffix != ".journal" else p
     if p.suffix == ".journal" or (not p.exists() and journal.exists()):
         return load_journal(journal)
+    from kvtui.safeio import SNAPSHOT_CAP, read_bytes_file
+
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such snapshot file")
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_bytes_file(p, "snapshot", SNAPSHOT_CAP).decode("utf-8")  # regular files only, capped
+    except UnicodeDecodeError as e:
         raise UsageError(f"{p}: cannot read: {e}")
     try:
         doc = json.loads(text)
@@ -277,12 +277,9 @@ def load_journal(path: Path) -> dict[str, Any]:
     modes: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     bad = 0
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such journal")
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read the journal: {e.strerror or e}")
+    from kvtui.safeio import SNAPSHOT_CAP, read_bytes_file
+
+    raw = read_bytes_file(path, "journal", SNAPSHOT_CAP)  # a regular file, capped: else one line
     for bline in raw.splitlines():
         # Line by line, bytes first: a line cut inside a multi-byte character, garbage, a line
         # that is not an event object are each skipped and counted, never fatal to the rest.

@@ -35,6 +35,7 @@ from kvtui.scenario.schema import (
     SEARCHES,
     SLO_KEY,
     SLO_LATENCY_KEYS,
+    RANGES,
     Cost,
     Length,
     Mode,
@@ -44,6 +45,8 @@ from kvtui.scenario.schema import (
     Server,
     Slo,
     Workload,
+    hijacks,
+    out_of_range,
 )
 
 _STEP = re.compile(r"^(double|x\d+(\.\d+)?|\+\d+(\.\d+)?|\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*)$")
@@ -157,6 +160,10 @@ def _length(value: Any, path: tuple, probs: _Problems) -> Length | None:
         if value < 1:
             probs.add(path, f"must be ≥ 1 token, got {value}")
             return None
+        why = out_of_range(("length", "value"), value)
+        if why:
+            probs.add(path, why)
+            return None
         return Length(dist="fixed", value=value, min=value, max=value)
     if not isinstance(value, dict):
         probs.add(path, f"must be a token count or a distribution table, got {_type_name(value)} {value!r}")
@@ -173,8 +180,12 @@ def _length(value: Any, path: tuple, probs: _Problems) -> Length | None:
     for k in ("value", "min", "max", "mean", "std"):
         if k in value:
             v = value[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 probs.add(path + (k,), f"must be a non-negative number, got {v!r}")
+                return None
+            why = out_of_range(("length", k), v)
+            if why:
+                probs.add(path + (k,), why)
                 return None
             nums[k] = v
     ln = Length(dist=dist)
@@ -265,22 +276,28 @@ def _slo(table: Any, path: tuple, probs: _Problems) -> Slo:
     valid = SLO_LATENCY_KEYS + ("max_error_rate", "min_goodput", "max_preemptions_per_request")
     for key, value in table.items():
         p = path + (key,)
-        if key in ("max_error_rate", "min_goodput"):
+        if key in ("max_error_rate", "min_goodput", "max_preemptions_per_request") or SLO_KEY.match(key):
             v = _convert(value, float, p, probs)
+            rk = ("slo", "latency" if SLO_KEY.match(key) else key)
+            # Above the sane range (the low ends have their own messages below).
+            shares = key in ("max_error_rate", "min_goodput")  # checked as shares below
+            why = out_of_range(rk, v) if v is not None and v > RANGES[rk][1] and not shares else None
+            if why:
+                probs.add(p, why)
+                continue
+        if key in ("max_error_rate", "min_goodput"):
             if v is not None:
                 if not 0 <= v <= 1:
                     probs.add(p, f"must be a share between 0 and 1, got {v:g}")
                 else:
                     setattr(slo, key, v)
         elif key == "max_preemptions_per_request":
-            v = _convert(value, float, p, probs)
             if v is not None:
                 if v < 0:
                     probs.add(p, f"must be ≥ 0 (0: no preemption at all), got {v:g}")
                 else:
                     slo.max_preemptions_per_request = v
         elif SLO_KEY.match(key):
-            v = _convert(value, float, p, probs)
             if v is not None:
                 if v <= 0:
                     probs.add(p, f"must be > 0 ms, got {v:g}")
@@ -291,6 +308,48 @@ def _slo(table: Any, path: tuple, probs: _Problems) -> Slo:
     if latency:
         slo.latency = latency
     return slo
+
+
+def _ranges(sc: Scenario, probs: _Problems) -> None:
+    """Every numeric field within its sane range (schema.RANGES), unless a check named it already."""
+    named = set(probs.items)
+    for (section, key), _ in RANGES.items():
+        if section in ("slo", "length"):
+            continue  # checked where they are read (_slo, _length)
+        holder = sc if not section else getattr(sc, section)
+        v = getattr(holder, key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        why = out_of_range((section, key), v)
+        dotted = f"{section}.{key}" if section else key
+        if why and not any(f": {dotted}: " in item for item in named):
+            probs.add((section, key) if section else (key,), why)
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _check_strings(sc: Scenario, probs: _Problems) -> None:
+    """What reaches a command line or an environment: no NUL (exec refuses it), env names that are names."""
+    s = sc.server
+    holders = [(("server",), s.env, s.extra_args)] + [(("modes", i), m.env, m.extra_args) for i, m in enumerate(sc.modes)]
+    for path, env, args in holders:
+        for k, v in env.items():
+            if not _ENV_NAME.match(k):
+                probs.add(path + ("env", k), f"not an environment variable name (letters, digits, _; not empty, no '='): {k!r}")
+            elif "\0" in v:
+                probs.add(path + ("env", k), "must not contain a NUL character")
+        for j, a in enumerate(args):
+            if "\0" in a:
+                probs.add(path + ("extra_args",), f"argument {j + 1} contains a NUL character")
+    for path, value in [(("server", "model"), s.model), (("server", "served_model_name"), s.served_model_name),
+                        (("server", "host"), s.host), (("server", "gpu"), s.gpu), (("server", "url"), s.url),
+                        (("server", "metrics_url"), s.metrics_url), (("workload", "dataset"), sc.workload.dataset),
+                        (("name",), sc.name)] + [(("modes", i, "model"), m.model) for i, m in enumerate(sc.modes)] \
+            + [(("modes", i, key), getattr(m, key)) for i, m in enumerate(sc.modes) for key in ("dtype", "kv_cache_dtype", "quantization")]:
+        if value and _CONTROL.search(value):
+            probs.add(path, f"must not contain control characters (NUL, escape sequences), got {value!r}")
 
 
 def _check(sc: Scenario, probs: _Problems) -> None:
@@ -324,13 +383,16 @@ def _check(sc: Scenario, probs: _Problems) -> None:
             probs.add(("server", "host"), f"must be an IP address (default 127.0.0.1), got {s.host!r}")
     names = set()
     for i, m in enumerate(sc.modes):
-        if not m.name or not re.match(r"^[A-Za-z0-9_.+\-]+$", m.name):
-            probs.add(("modes", i, "name"), f"must be a short name of letters, digits, _ . + -, got {m.name!r}")
+        if not m.name or not re.match(r"^[A-Za-z0-9_.+][A-Za-z0-9_.+\-]*$", m.name) or len(m.name) > 64:
+            # Not starting with '-': a mode name becomes a command-line value (`--mode NAME`, the
+            # simulator's --mode), where `--help` would be read as an option.
+            probs.add(("modes", i, "name"), f"must be a short name of letters, digits, _ . + - (not starting with -), got {m.name!r}")
         if m.name in names:
             probs.add(("modes", i, "name"), f"duplicate mode name {m.name!r}")
         names.add(m.name)
         if m.kv_cache_dtype not in KV_DTYPES:
             probs.add(("modes", i, "kv_cache_dtype"), f"must be one of {', '.join(KV_DTYPES)}, got {m.kv_cache_dtype!r}")
+    _check_strings(sc, probs)
     if w.api not in APIS:
         probs.add(("workload", "api"), f"must be one of {', '.join(APIS)}, got {w.api!r}" + _suggest(w.api, APIS))
     if not 0 <= w.shared_prefix < 1:
@@ -349,6 +411,13 @@ def _check(sc: Scenario, probs: _Problems) -> None:
             probs.add(("workload", "dataset"), f"no such file: {ds}")
         else:
             w.dataset = str(ds)
+            from kvtui.errors import UsageError
+            from kvtui.load.workload import Dataset
+
+            try:  # every row now, not after the server started (two tracebacks)
+                Dataset(w.dataset)
+            except UsageError as e:
+                probs.add(("workload", "dataset"), str(e))
     # ISL + OSL must fit in the context, for every turn of a conversation.
     need = (w.prompt_tokens.upper + w.output_tokens.upper) * w.turns
     if not w.dataset and need > s.max_model_len:
@@ -402,6 +471,7 @@ def _check(sc: Scenario, probs: _Problems) -> None:
         probs.add(("ramp", "min_samples"), "must be ≥ 1")
     if sc.cost.gpu_hourly_usd < 0:
         probs.add(("cost", "gpu_hourly_usd"), "must be ≥ 0")
+    _ranges(sc, probs)
 
 
 def parse_override(text: str) -> tuple[tuple, Any]:
@@ -436,7 +506,16 @@ def _apply_override(doc: dict, path: tuple, value: Any) -> None:
     node[path[-1]] = value
 
 
-def scenario_from_dict(doc: dict, source: str = "<scenario>", index: LineIndex | None = None) -> Scenario:
+def _check_env_trust(sc: Scenario, probs: _Problems) -> None:
+    for path, env in [(("server",), sc.server.env)] + [(("modes", i), m.env) for i, m in enumerate(sc.modes)]:
+        for k in env:
+            if hijacks(k):
+                probs.add(path + ("env", k), f"{k} changes which code the server runs: refused unless --allow-env "
+                                             "(a scenario is data; see docs/FAULTS.md, trust model)")
+
+
+def scenario_from_dict(doc: dict, source: str = "<scenario>", index: LineIndex | None = None,
+                       allow_env: bool = True) -> Scenario:
     probs = _Problems(source, index)
     for key in doc:
         if key not in _TOP_KEYS:
@@ -476,6 +555,8 @@ def scenario_from_dict(doc: dict, source: str = "<scenario>", index: LineIndex |
         _check_quality(sc, probs)
     if not probs.items:
         _check(sc, probs)
+        if not allow_env:
+            _check_env_trust(sc, probs)
     if probs.items:
         raise ScenarioError(probs.items)
     if sc.name == "scenario" and not source.startswith("<"):
@@ -483,8 +564,12 @@ def scenario_from_dict(doc: dict, source: str = "<scenario>", index: LineIndex |
     return sc
 
 
-def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = ()) -> Scenario:
-    """Read, override (`--set`) and validate a scenario file; None gives the defaults."""
+def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = (), allow_env: bool = False) -> Scenario:
+    """Read, override (`--set`) and validate a scenario file; None gives the defaults.
+
+    `allow_env`: let server.env / modes.env set variables that change which code the server
+    runs (PYTHONPATH, LD_PRELOAD, … schema.hijacks); refused by default.
+    """
     if path is None:
         doc: dict = {}
         text = ""
@@ -492,14 +577,19 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = ())
     else:
         p = Path(path)
         source = str(path)
+        from kvtui.errors import UsageError
+        from kvtui.safeio import SCENARIO_CAP, read_bytes_file
+
         try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ScenarioError([f"{source}: no such scenario file"])
-        except (OSError, UnicodeDecodeError) as e:
+            text = read_bytes_file(p, "scenario", SCENARIO_CAP).decode("utf-8")
+        except UsageError as e:
+            raise ScenarioError([str(e)])
+        except UnicodeDecodeError as e:
             raise ScenarioError([f"{source}: cannot read: {e}"])
         try:
             doc = tomllib.loads(text)
+        except RecursionError:
+            raise ScenarioError([f"{source}: TOML nested too deeply to be a scenario"])
         except tomllib.TOMLDecodeError as e:
             m = re.search(r"at line (\d+)", str(e))
             line = m.group(1) if m else str(max(1, len(text.splitlines())))  # "at end of document": the last line
@@ -508,7 +598,7 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = ())
         opath, value = parse_override(item)
         _apply_override(doc, opath, value)
     index = LineIndex(text) if text else None
-    return scenario_from_dict(doc, source, index)
+    return scenario_from_dict(doc, source, index, allow_env=allow_env)
 
 
 def scenario_from_snapshot(d: dict, source: str = "<snapshot>") -> Scenario:

@@ -23,6 +23,90 @@ SLO_KEY = re.compile(r"^(ttft|tpot|itl|e2e)_(p50|p90|p95|p99)_ms$")
 # Every SLO latency key a user may write, for "did you mean" suggestions.
 SLO_LATENCY_KEYS = tuple(f"{m}_{p}_ms" for m in SLO_METRICS for p in SLO_PCTS)
 
+# The sane range of every numeric field: (low, high, low excluded). Beyond it a value is a
+# typo or an attack, never a setting: `ramp.burst_size = -5` spun a worker at 100 % CPU,
+# `server.time_scale = 1e300` made a step that never ends, `tensor_parallel_size = 1e9` a
+# MemoryError in the telemetry thread. The loader refuses anything outside (exit 2, FILE:LINE:
+# field), before any server starts. Bounds are generous: ten times anything real.
+DAY_S = 86_400.0
+MAX_TOKENS = 10_000_000  # context lengths and token counts (the largest models: 1-10 M)
+RANGES: dict[tuple[str, str], tuple[float, float, bool]] = {
+    ("", "seed"): (0, 2**63 - 1, False),
+    ("server", "max_model_len"): (16, MAX_TOKENS, False),
+    ("server", "gpu_memory_utilization"): (0, 1, True),
+    ("server", "kv_cache_memory_bytes"): (0, 2**50, False),  # 1 PiB
+    ("server", "max_num_seqs"): (0, 1_000_000, False),
+    ("server", "max_num_batched_tokens"): (0, 100 * MAX_TOKENS, False),
+    ("server", "tensor_parallel_size"): (1, 512, False),
+    ("server", "port"): (0, 65535, False),
+    ("server", "startup_timeout_s"): (0, 7 * DAY_S, True),
+    ("server", "stop_timeout_s"): (0, 3600, False),
+    ("server", "time_scale"): (0, 1000, False),  # 0: auto; ×1000 slow motion turns a 20 s window into 6 h
+    ("workload", "shared_prefix"): (0, 1, False),
+    ("workload", "temperature"): (0, 100, False),
+    ("workload", "turns"): (1, 1000, False),
+    ("workload", "jitter"): (0, 1, False),
+    ("workload", "seed"): (0, 2**63 - 1, False),
+    ("ramp", "start"): (0, 1_000_000, True),
+    ("ramp", "max"): (0, 1_000_000, True),
+    ("ramp", "burst_size"): (1, 100_000, False),
+    ("ramp", "warmup_s"): (0, DAY_S, False),
+    ("ramp", "window_s"): (0, DAY_S, False),
+    ("ramp", "window_requests"): (0, 100_000_000, False),
+    ("ramp", "min_samples"): (1, 100_000_000, False),
+    ("ramp", "resolution"): (0, 1_000_000, False),
+    ("ramp", "request_timeout_s"): (0, DAY_S, True),  # 0 failed every request without saying why
+    ("ramp", "drain_timeout_s"): (0, DAY_S, False),
+    ("ramp", "max_error_burst"): (1, 100_000_000, False),
+    ("ramp", "processes"): (1, 256, False),
+    ("slo", "latency"): (0, 1e9, True),  # ms: eleven days
+    ("slo", "max_error_rate"): (0, 1, False),
+    ("slo", "min_goodput"): (0, 1, False),
+    ("slo", "max_preemptions_per_request"): (0, 1_000_000, False),
+    ("cost", "gpu_hourly_usd"): (0, 1_000_000, False),
+    ("cost", "gpus"): (0, 100_000, False),
+    # [quality]: the loader's _check_quality holds the same bounds, with its own messages.
+    ("quality", "prompts"): (0, 10_000, False),
+    ("quality", "prompt_tokens"): (1, MAX_TOKENS, False),
+    ("quality", "max_tokens"): (1, 100_000, False),
+    ("quality", "items"): (0, 10_000, False),
+    ("quality", "max_context"): (0, MAX_TOKENS, False),
+    ("quality", "tolerance_pt"): (0, 100, False),
+    ("quality", "concurrency"): (1, 256, False),
+    ("length", "value"): (0, MAX_TOKENS, False),  # every prompt_tokens / output_tokens key
+    ("length", "min"): (0, MAX_TOKENS, False),
+    ("length", "max"): (0, MAX_TOKENS, False),
+    ("length", "mean"): (0, MAX_TOKENS, False),
+    ("length", "std"): (0, MAX_TOKENS, False),
+}
+
+
+# Environment variables that make the server's interpreter or dynamic loader run code from
+# somewhere else (PYTHONPATH=…/evil ran that folder's sitecustomize.py in the server). A
+# scenario is shared data: it may set these only when the user says so (`--allow-env`).
+HIJACK_ENV = frozenset({
+    "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONINSPECT", "PYTHONEXECUTABLE",
+    "PYTHONBREAKPOINT", "PYTHONWARNINGS", "PYTHONPLATLIBDIR", "PYTHONSAFEPATH", "PYTHONNOUSERSITE",
+    "PYTHONPYCACHEPREFIX", "PYTHONDEVMODE", "PYTHONMALLOC", "PYTHONCASEOK",
+    "PATH", "BASH_ENV", "ENV", "PERL5OPT", "PERL5LIB", "NODE_OPTIONS", "RUBYOPT",
+    "GCONV_PATH", "HOSTALIASES", "MALLOC_CONF", "OPENSSL_CONF", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+    "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "VLLM_PLUGINS",
+})
+HIJACK_PREFIXES = ("LD_", "DYLD_")
+
+
+def hijacks(name: str) -> bool:
+    """Does this env variable let a value run code in the server (interpreter, loader, search paths)?"""
+    return name in HIJACK_ENV or name.startswith(HIJACK_PREFIXES)
+
+
+def out_of_range(key: tuple[str, str], value: float) -> str | None:
+    """Why `value` is outside the field's sane range, or None."""
+    lo, hi, strict = RANGES[key]
+    if (value <= lo if strict else value < lo) or value > hi:
+        return f"must be {'>' if strict else '≥'} {lo:g} and ≤ {hi:g}, got {value:g}"
+    return None
+
 
 @dataclass
 class Length:
@@ -230,7 +314,7 @@ class Scenario:
         """The scenario as run, secrets removed (for snapshots and exports)."""
         d = asdict(self)
         if redact:
-            from kvtui.report.redact import redact_scenario
+            from kvtui.secrets import redact_scenario
 
             d = redact_scenario(d)
         return d

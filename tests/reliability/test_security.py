@@ -206,7 +206,9 @@ def test_a_scenario_file_cannot_run_code(tmp_path, runs):
     startup.write_text(f"open({str(marker)!r}, 'w').close()\n")  # PYTHONSTARTUP runs only in interactive shells
     sp = tmp_path / "inject.toml"
     sp.write_text(INJECT.format(marker=marker, startup=startup))
-    h = headless(tmp_path, sp, "-v")
+    # --allow-env: even with the interpreter variables allowed (issue 18 refuses them by default,
+    # see test_interpreter_hijacking_env_is_refused_unless_allowed), data stays data.
+    h = headless(tmp_path, sp, "-v", "--allow-env")
     runs.append(h)
     rc = h.wait()
     out = h.stdout()

@@ -56,6 +56,7 @@ def _check_final(h, before: list[dict], reason: str) -> dict:
 @pytest.mark.parametrize("sig,how", [
     (signal.SIGINT, "group"),  # Ctrl-C: the terminal signals the foreground process group
     (signal.SIGTERM, "pid"),  # kill PID, systemd, a batch scheduler
+    (signal.SIGTERM, "group"),  # `timeout`, systemd's KillMode: the whole group (load workers included)
     (signal.SIGHUP, "group"),  # the SSH session drops: the terminal's hang-up reaches the group
 ])
 def test_signal_stops_the_run_keeps_the_steps_and_leaves_no_process(tmp_path, knee_path, runs, sig, how):
@@ -222,3 +223,80 @@ def test_a_signal_during_a_long_engine_start_ends_the_start(tmp_path, runs, sig)
     assert [m["name"] for m in doc["modes"]] == ["first"]
     assert doc["modes"][0]["error"]["kind"] == "cancelled", doc["modes"][0].get("error")
     assert h.leftovers() == []
+
+
+# A background thread of kvtui dies (issue 18: MemoryError in the telemetry thread, the run
+# finished with exit 0 and no telemetry). Injected into the telemetry's per-second row.
+TELEMETRY_BUG = """
+import sys
+import kvtui.explore.telemetry_loop as run_mod
+real = run_mod.TelemetryLoop._row
+calls = {"n": 0}
+def buggy(self, *a, **k):
+    calls["n"] += 1
+    if calls["n"] == 4:
+        raise MemoryError("injected into the telemetry thread")
+    return real(self, *a, **k)
+run_mod.TelemetryLoop._row = buggy
+from kvtui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_dead_telemetry_thread_fails_the_run_loudly(tmp_path, knee_path, runs):
+    h = headless(tmp_path, knee_path, wrapper=TELEMETRY_BUG)
+    runs.append(h)
+    wait_until(lambda: h.proc.poll() is not None or "starting the engine" in h.stdout(), 120, "the engine starting", h.proc)
+    h.note_groups()
+    rc = h.wait()
+    assert rc == 1, h.stdout() + h.stderr()
+    out = h.stdout() + h.stderr()
+    assert "telemetry thread failed: MemoryError: injected into the telemetry thread" in out
+    doc = load_snapshot(h.out)
+    assert doc["run"]["stop_reason"] == "kvtui failed: telemetry thread failed: MemoryError: injected into the telemetry thread"
+    assert len(doc["modes"]) == 1  # the second mode never ran
+    assert h.leftovers() == []
+
+
+def test_sigterm_during_token_space_discovery_against_a_slow_tokenize(tmp_path, runs):
+    """Hundreds of 3 s /tokenize probes (hours of discovery): SIGTERM still ends the run as a termination."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from reliability_helpers import HERE, free_port
+
+    port = free_port()
+    srv = subprocess.Popen([sys.executable, str(HERE / "echo_server.py"), "127.0.0.1", str(port), "slow-tokenize"],
+                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            try:
+                return httpx.get(url + "/health", timeout=1, trust_env=False).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(up, 30, "the slow server up")
+        sp = tmp_path / "slow.toml"
+        sp.write_text(f'name = "slow"\n[server]\nengine = "external"\nurl = "{url}"\nmax_model_len = 4096\n'
+                      '[[modes]]\nname = "a"\n[[modes]]\nname = "b"\n[workload]\nprompt_tokens = 16\noutput_tokens = 4\n'
+                      '[ramp]\nstart = 1\nmax = 1\nwindow_s = 1\nwarmup_s = 0.1\n')
+        h = headless(tmp_path, sp)
+        runs.append(h)
+        wait_until(lambda: "[a] ready in" in h.stdout(), 60, "the external server in use", h.proc)
+        time.sleep(4)  # inside discovery (the first probe alone takes 3 s)
+        os.killpg(h.proc.pid, signal.SIGTERM)  # as `timeout` and systemd send it: the whole group
+        rc = h.wait(60)
+        assert rc == 130, h.stdout() + h.stderr()
+        err = h.stderr()
+        assert "kvtui: SIGTERM: stopping" in err and "load-generator" not in err + h.stdout()
+        doc = load_snapshot(h.out)
+        assert doc["run"]["stop_reason"] == "stopped by SIGTERM"
+        assert [m["name"] for m in doc["modes"]] == ["a"]  # the second mode never started
+        assert h.leftovers() == []
+    finally:
+        srv.kill()
+        srv.wait(10)

@@ -33,11 +33,14 @@ def test_web_serves_the_dashboard(frozen_path):
     proc = subprocess.Popen([sys.executable, "-m", "kvtui", "web", "--replay", str(frozen_path), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": ""})
     try:
+        # Since issue 18 the page and the websocket need the per-run token kvtui printed once.
+        line = proc.stdout.readline().decode()
+        token = line.rsplit("?token=", 1)[1].split()[0]
         end = time.monotonic() + 60
         page = None
         while time.monotonic() < end:
             try:
-                r = httpx.get(f"http://127.0.0.1:{port}/", timeout=2, trust_env=False)
+                r = httpx.get(f"http://127.0.0.1:{port}/?token={token}", timeout=2, trust_env=False)
                 if r.status_code == 200:
                     page = r.text
                     break
@@ -50,7 +53,7 @@ def test_web_serves_the_dashboard(frozen_path):
         async def screen_over_websocket() -> str:
             seen = b""
             async with aiohttp.ClientSession() as s:
-                async with s.ws_connect(f"ws://127.0.0.1:{port}/ws?width=120&height=40") as ws:
+                async with s.ws_connect(f"ws://127.0.0.1:{port}/ws?width=120&height=40&token={token}") as ws:
                     await ws.send_str(json.dumps(["resize", {"width": 120, "height": 40}]))
                     loop = asyncio.get_running_loop()
                     stop = loop.time() + 60

@@ -218,6 +218,16 @@ def _last_error_line(tail: str | Iterable[str]) -> str | None:
     return _shorten(generic) if generic else None
 
 
+_SAID = re.compile(r"^\s*(?:kvtui: |(?:\S+: )?error: |ERROR\b)")
+
+
+def _last_said(tail: str | Iterable[str]) -> str | None:
+    """No exception in the tail: the last line that states an error (a usage error of the simulator,
+    `kvtui: unknown GPU …`, argparse's `error: …`), so a start failure names its cause."""
+    said = [ln for ln in _lines(tail) if ln.strip() and _SAID.search(ln)]
+    return _shorten(said[-1].strip()) if said else None
+
+
 def describe_exit(returncode: int | None) -> str:
     if returncode is None:
         return "still running"
@@ -238,7 +248,7 @@ def classify_exit(tail: str | Iterable[str], returncode: int | None, during: str
     cause = find_cause(tail)
     if cause is not None:
         return cause
-    last = _last_error_line(tail)
+    last = _last_error_line(tail) or _last_said(tail)
     how = describe_exit(returncode)
     where = "during startup" if during == "startup" else "while serving"
     msg = f"vLLM {how} {where}"

@@ -39,7 +39,7 @@ from kvtui.engines.procs import free_port
 from kvtui.engines.vllm import failures
 from kvtui.engines.vllm.logparse import READY, StartupLogParser, clean_line, facts_from_metrics_text
 from kvtui.errors import EngineError, RunAborted
-from kvtui.report.redact import Redactor, is_secret_env, redact_args
+from kvtui.secrets import Redactor, is_secret_env, redact_args
 from kvtui.scenario.schema import Mode, Scenario
 
 # How to launch, by what is installed (see `resolve_launcher`).
@@ -447,6 +447,7 @@ class VllmEngine:
         argv, extra_env = self._build_command(scenario, mode, port, api_key, prefix)
         env = dict(os.environ)
         env.update(extra_env)
+        env.update(reaper.server_env())  # the run's tag: the watchdog and a later run know its processes by it
         redactor = Redactor([api_key])
         for k, v in list(s.env.items()) + list(mode.env.items()):
             if is_secret_env(k, s.secret_env):

@@ -1,0 +1,179 @@
+"""Secrets never leave the process: one place that knows what a secret looks like and removes it.
+
+Low in the tree (imports nothing of kvtui) so that the engines, the scenario schema, the load
+generator and the report can all use it:
+- `redact_scenario` / `redact_args`: the scenario and command lines as stored (api_key, secret
+  env values, the value after --api-key / --hf-token / --token),
+- `Redactor`: known secret strings (the per-run API key, secret env values) in free text —
+  server logs, error bodies, SSE error events — before anything is printed or written,
+- `scrub` / `scrub_text`: the second net on whole documents (exports, diffs, imports):
+  secret-looking keys, bearer tokens, "api_key=…" pairs, URL passwords, and the values of
+  secret-named variables of this process's own environment,
+- `strip_url_password`: `http://user:pw@host` → `http://user:<redacted>@host` for anything shown.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from typing import Any
+
+REDACTED = "<redacted>"
+# Env names that are secret whatever the scenario says.
+_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|PRIVATE)", re.I)
+
+
+def is_secret_env(name: str, declared: list[str] | tuple[str, ...] = ()) -> bool:
+    return name in declared or bool(_SECRET_NAME.search(name))
+
+
+def redact_scenario(d: dict[str, Any]) -> dict[str, Any]:
+    """The scenario as stored: api_key, secret env values, secret flags and URL passwords hidden.
+
+    Any shape is accepted (a snapshot from a file may hold anything): what is not a table is
+    left to the generic scrub.
+    """
+    d = copy.deepcopy(d)
+    server = d.get("server")
+    server = server if isinstance(server, dict) else {}
+    declared = server.get("secret_env")
+    declared = [x for x in declared if isinstance(x, str)] if isinstance(declared, list) else []
+    if server.get("api_key"):
+        server["api_key"] = REDACTED
+    for key in ("url", "metrics_url"):
+        if isinstance(server.get(key), str):
+            server[key] = strip_url_password(server[key])
+    modes = d.get("modes")
+    for holder in [server] + (list(modes) if isinstance(modes, list) else []):
+        if not isinstance(holder, dict):
+            continue
+        env = holder.get("env")
+        if isinstance(env, dict):
+            for k in env:
+                if isinstance(k, str) and is_secret_env(k, declared):
+                    env[k] = REDACTED
+        args = holder.get("extra_args")
+        if isinstance(args, list) and all(isinstance(a, str) for a in args):
+            holder["extra_args"] = redact_args(args)
+    return d
+
+
+def redact_args(args: list[str]) -> list[str]:
+    """Hide the value following --api-key (or --api-key=...) in a command line."""
+    out: list[str] = []
+    hide_next = False
+    for a in args:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+        elif a in ("--api-key", "--hf-token", "--token"):
+            out.append(a)
+            hide_next = True
+        elif a.startswith(("--api-key=", "--hf-token=", "--token=")):
+            out.append(a.split("=", 1)[0] + "=" + REDACTED)
+        else:
+            out.append(a)
+    return out
+
+
+class Redactor:
+    """Replaces known secret strings in free text (server logs, error messages)."""
+
+    def __init__(self, secrets: list[str] | None = None):
+        self.secrets = [s for s in (secrets or []) if s and len(s) >= 4]
+
+    def add(self, secret: str | None) -> None:
+        if secret and len(secret) >= 4 and secret not in self.secrets:
+            self.secrets.append(secret)
+
+    def __call__(self, text: str) -> str:
+        for s in self.secrets:
+            if s in text:
+                text = text.replace(s, REDACTED)
+        return text
+
+
+_SECRET_KEY = re.compile(r"^(?:.*[_-])?(?:api_?key|apikey|token|secret|secrets|password|passwd|credentials?|authorization|auth)$", re.I)
+_TEXT_PATTERNS = (
+    re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/=-]{6,})"),
+    re.compile(r"(?i)((?:api[_-]?key|apikey|hf[_-]?token|access[_-]?token|auth[_-]?token|secret|password|passwd)[\"']?\s*[:=]\s*[\"']?)"
+               r"(?!<redacted>)([^\s\"',;&]{4,})"),
+    re.compile(r"(?i)(--(?:api-key|hf-token|token)(?:=|\s+))(?!<redacted>)(\S+)"),
+    re.compile(r"(://[^/\s:@]+:)([^@\s/]+)(@)"),
+)
+_ARG_KEYS = ("extra_args", "command", "argv", "cmd")
+
+
+def process_secrets() -> list[str]:
+    """Values of this process's secret-named environment variables (never written anywhere)."""
+    return sorted({v for k, v in os.environ.items() if _SECRET_NAME.search(k) and v and len(v) >= 8}, key=len, reverse=True)
+
+
+def scrub_text(text: str, secrets: list[str] | None = None) -> str:
+    for s in secrets if secrets is not None else process_secrets():
+        if s in text:
+            text = text.replace(s, REDACTED)
+    for pat in _TEXT_PATTERNS:
+        if pat.groups == 3:
+            text = pat.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
+        else:
+            text = pat.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+def _scrub(x: Any, declared: list[str], secrets: list[str], key: str = "") -> Any:
+    if isinstance(x, dict):
+        out = {}
+        for k, v in x.items():
+            if k == "env" and isinstance(v, dict):
+                out[k] = {ek: (REDACTED if is_secret_env(ek, declared) and ev not in ("", None) else _scrub(ev, declared, secrets, ek))
+                          for ek, ev in v.items()}
+            elif isinstance(v, str) and v and v != REDACTED and _SECRET_KEY.match(str(k)):
+                out[k] = REDACTED
+            else:
+                out[k] = _scrub(v, declared, secrets, str(k))
+        return out
+    if isinstance(x, list):
+        if key in _ARG_KEYS and all(isinstance(a, str) for a in x):
+            x = redact_args(x)
+        return [_scrub(v, declared, secrets, key) for v in x]
+    if isinstance(x, str):
+        return scrub_text(x, secrets)
+    return x
+
+
+def scrub(doc: dict[str, Any], extra_secrets: list[str] | None = None) -> dict[str, Any]:
+    """A copy of `doc` with every secret this module can recognise replaced by <redacted>."""
+    d = copy.deepcopy(doc)
+    if isinstance(d.get("scenario"), dict):
+        d["scenario"] = redact_scenario(d["scenario"])
+    sc = d.get("scenario") if isinstance(d.get("scenario"), dict) else {}
+    server = sc.get("server") if isinstance(sc.get("server"), dict) else {}
+    declared = [x for x in server.get("secret_env") or [] if isinstance(x, str)] if isinstance(server.get("secret_env"), list) else []
+    secrets = sorted(set(process_secrets()) | {s for s in (extra_secrets or []) if s and len(s) >= 4}, key=len, reverse=True)
+    for name in declared:
+        v = os.environ.get(name)
+        if v and len(v) >= 4 and v not in secrets:
+            secrets.append(v)
+    return _scrub(d, declared, secrets)
+
+
+def strip_url_password(url: str) -> str:
+    """The URL with its password (if any) replaced: `http://u:pw@h/` → `http://u:<redacted>@h/`."""
+    return _TEXT_PATTERNS[-1].sub(lambda m: m.group(1) + REDACTED + m.group(3), url)
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Same scheme, host and port: a key for the server at `b` may be sent to `a`."""
+    from urllib.parse import urlsplit
+
+    def origin(u: str) -> tuple[str, str, int | None]:
+        p = urlsplit(u)
+        try:
+            port = p.port or {"http": 80, "https": 443}.get(p.scheme)
+        except ValueError:
+            port = -1
+        return p.scheme.lower(), (p.hostname or "").lower(), port
+
+    return origin(a) == origin(b)
