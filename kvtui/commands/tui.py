@@ -1,6 +1,6 @@
 """`kvtui [SCENARIO.toml]` / `kvtui tui [SCENARIO.toml]`: the dashboard.
 
-With no scenario: the built-in simulated demo (scenarios/sim-demo.toml), started at once.
+With no scenario: the built-in simulated demo (the shipped `sim-demo`), started at once.
 With a scenario: the setup screen, prefilled (`--start` skips it). `kvtui run X.toml`
 without `--headless` comes here too, through `launch_tui(..., autostart=True)`.
 """
@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="keep the finished modes of this snapshot, continue the ones cut short, run the rest; repeatable")
     p.add_argument("--engine", choices=["sim", "vllm", "external"], help="override server.engine")
     p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline")
-    p.add_argument("--theme", help="theme name (themes/*.toml: kvtui-dark, kvtui-light, kvtui-high-contrast, …)")
+    p.add_argument("--theme", help="theme name (shipped or <user dir>/themes/*.toml: kvtui-dark, kvtui-light, kvtui-high-contrast, …)")
     p.set_defaults(func=run)
     return p
 

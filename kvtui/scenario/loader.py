@@ -490,12 +490,19 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = ())
         text = ""
         source = "<defaults>"
     else:
+        from kvtui.paths import find_scenario
+
         p = Path(path)
         source = str(path)
+        if not p.exists():
+            # a bare name (`h200-llama8b`) or a checkout-style `scenarios/NAME.toml`: the shipped or user file
+            found = find_scenario(p)
+            if found is not None:
+                p, source = found, str(found)
         try:
             text = p.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ScenarioError([f"{source}: no such scenario file"])
+            raise ScenarioError([f"{source}: no such scenario file (`kvtui scenarios` lists the shipped and your own)"])
         except (OSError, UnicodeDecodeError) as e:
             raise ScenarioError([f"{source}: cannot read: {e}"])
         try:
