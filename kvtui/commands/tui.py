@@ -87,6 +87,14 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
         if unknown:
             valid = ", ".join(m.name for m in scenario.modes)
             raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: {valid})")
+    if autostart:  # the checks' lines on the terminal, before the screen takes it
+        from kvtui.preflight import gate, modes_to_start
+
+        chosen = [m for m in scenario.modes if not modes or m.name in modes]
+        pf = gate(scenario, modes_to_start(chosen, resume), fast=fast, emit=lambda c: print(f"kvtui: {c.line()}"))
+        if not pf.ok:
+            print(f"kvtui: {pf.summary()}")
+            return 1
     from kvtui.commands.app_options import AppOptions, make_app
 
     app = make_app(AppOptions(scenario=scenario, out=out, modes=modes, resume=resume, theme=theme, autostart=autostart,

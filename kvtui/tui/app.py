@@ -214,6 +214,13 @@ class KvtuiApp(Controls, DocumentActions, App[int]):
         except KvtuiError as e:
             self.notify(str(e), severity="error", timeout=10)
             return False
+        from kvtui.preflight import gate, modes_to_start
+
+        pf = gate(scenario, modes_to_start(run.modes, self.resume), fast=self.fast)
+        if not pf.ok:  # nothing started, nothing written: say why, one line each, with the fix
+            for c in pf.failed:
+                self.notify(c.line(), severity="error", timeout=30)
+            return False
         self.scenario = scenario
         self.modes = modes
         st = self.state
@@ -295,6 +302,10 @@ class KvtuiApp(Controls, DocumentActions, App[int]):
                 self.state.note("error", f"the run failed: {self.run_error}")
                 self.notify(f"the run failed: {self.run_error}", severity="error", timeout=15)
                 self.rc = 1
+            elif event.state == WorkerState.SUCCESS and _no_mode_started(w.result):
+                from kvtui.report.outcome import NO_MODE_STARTED
+
+                self.run_error, self.rc = NO_MODE_STARTED, 1
             if self.quitting:
                 self.exit(self.rc)
         elif w.group == "slo" and event.state == WorkerState.SUCCESS:
@@ -398,6 +409,12 @@ def _start_resource_tracker() -> None:
         pass
     finally:
         sys.stderr = saved
+
+
+def _no_mode_started(doc: Any) -> bool:
+    from kvtui.report.outcome import no_mode_started
+
+    return isinstance(doc, dict) and no_mode_started(doc)
 
 
 def _g(x: Any) -> str:
