@@ -213,13 +213,15 @@ def build_init(arg: str, gpu_name: str | None = None, engine: str | None = None,
         return resolve_settings(spec, cat, None, max_model_len=length, gpu_memory_utilization=util, tp=tp)
 
     if cat is not None and not max_model_len:
-        m0 = modes[0]
-        est = estimate_memory(spec, cat, _weights_fmt(m0), m0.get("kv_cache_dtype", "auto"), settings(mml))
-        if est.kv_tokens and est.kv_tokens < mml:
-            fit = 1 << (max(est.kv_tokens, 1).bit_length() - 1)
-            if fit >= 256:
-                mml_note = (f"config.json says {cfg_len}, but one request that long needs more KV cache than the "
-                            f"{modes[0]['name']} mode has on {cat.name} (estimate: {est.kv_tokens:,} tokens): lowered to {fit}")
+        # vLLM refuses a mode whose KV cache cannot hold one request of max_model_len: lower it to
+        # what the tightest mode that has any KV cache holds (a power of two)
+        kvs = [estimate_memory(spec, cat, _weights_fmt(m), m.get("kv_cache_dtype", "auto"), settings(mml)).kv_tokens for m in modes]
+        positive = [k for k in kvs if k > 0]
+        if positive and min(positive) < mml:
+            fit = 1 << (min(positive).bit_length() - 1)
+            if fit >= min(mml, 256):
+                mml_note = (f"config.json says {cfg_len}, lowered: one request that long needs more KV cache than a mode "
+                            f"has on {cat.name} (estimate: {min(positive):,} tokens)")
                 mml = fit
     if prompt + output > mml:
         prompt = max(1, mml - output)
@@ -233,6 +235,7 @@ def build_init(arg: str, gpu_name: str | None = None, engine: str | None = None,
                                   prompt_tokens=prompt, output_tokens=output)
             if est.problem:
                 pred_lines.append(f"{m['name']:<16} does not fit: {est.problem}")
+                m["unfit"] = est.problem
                 continue
             best = max(best, est.admitted_concurrency or 0)
             cap = est.settings.max_num_seqs
@@ -241,6 +244,13 @@ def build_init(arg: str, gpu_name: str | None = None, engine: str | None = None,
                               + (f" (admitted {est.admitted_concurrency:,}: max_num_seqs)" if est.admitted_concurrency != est.kv_bound_concurrency else ""))
     else:
         pred_lines.append("(no prediction: the GPU is not in kvtui's catalogue; --gpu NAME for the nearest)")
+    fitting = [m for m in modes if not m.get("unfit")]
+    if fitting and len(fitting) < len(modes):  # a mode vLLM would refuse to start: left out, said why
+        left += [f"mode {m['name']} left out: it does not fit on {cat.name} (estimate above); --tp or a larger GPU"
+                 for m in modes if m.get("unfit")]
+        modes = fitting
+    elif not fitting and cat is not None:
+        notes.append(f"no mode fits on {cat.name} by the estimate: --tp N, a larger GPU or a smaller model")
     ramp_max = 64
     while ramp_max < 2 * best and ramp_max < cap:  # vLLM admits at most max_num_seqs at once
         ramp_max *= 2

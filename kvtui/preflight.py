@@ -247,7 +247,7 @@ def _check_precision(pf: Preflight, sc: Scenario, modes: list[Mode], configs: di
         fam = "awq" if q.startswith("awq") else "gptq" if q.startswith("gptq") else ""
         if fam and own is not None and own != fam:
             pf.add("precision", "fail",
-                   f"mode {m.name}: --quantization {q} needs a {fam.upper()} checkpoint; {m.model or sc.server.model} is "
+                   f"mode {m.name}: --quantization {q} needs an {fam.upper()} checkpoint; {m.model or sc.server.model} is "
                    f"{own.upper() + ' ' if own else 'not quantized '}(its config.json's quantization_config)",
                    f"the mode's model = an {fam.upper()} checkpoint"
                    + (" (python -m kvtui.engines.vllm.awqdummy SRC DST makes a dummy one)" if fam == "awq" else ""))
