@@ -276,6 +276,11 @@ class KvtuiApp(Controls, DocumentActions, App[int]):
             self.notify(text, title="mode finished", timeout=6)
         elif k == "error":
             self.notify(str(ev.data), severity="error", timeout=10)
+        elif k == "run_finished" and _no_mode_started(ev.data):  # a failed run: exit 1, as headless
+            from kvtui.report.outcome import NO_MODE_STARTED
+
+            self.run_error, self.rc = NO_MODE_STARTED, 1
+            self.notify(f"the run failed: {NO_MODE_STARTED}", severity="error", timeout=15)
         elif k == "warning":
             text = f"{ev.mode + ': ' if ev.mode else ''}{ev.data}"
             if text not in self._warned:  # once each: a flapping /metrics must not bury the screen
@@ -302,10 +307,6 @@ class KvtuiApp(Controls, DocumentActions, App[int]):
                 self.state.note("error", f"the run failed: {self.run_error}")
                 self.notify(f"the run failed: {self.run_error}", severity="error", timeout=15)
                 self.rc = 1
-            elif event.state == WorkerState.SUCCESS and _no_mode_started(w.result):
-                from kvtui.report.outcome import NO_MODE_STARTED
-
-                self.run_error, self.rc = NO_MODE_STARTED, 1
             if self.quitting:
                 self.exit(self.rc)
         elif w.group == "slo" and event.state == WorkerState.SUCCESS:
