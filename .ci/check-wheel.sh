@@ -50,6 +50,7 @@ def text(app):
     return "\n".join(s.text for s in app.screen._compositor.render_strips())
 
 async def main():
+    # the demo started at once, as `kvtui` does (its steps simulated offline, --fast, to keep CI short)
     app = create_app(load_scenario(demo_scenario()), out=os.path.join(os.environ["KVTUI_HOME"], "tui.json"), autostart=True, fast=True)
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(600):  # until the first step is on screen (a guard against a hang, not a timing check)
