@@ -32,7 +32,8 @@ class _Version(argparse.Action):
 
         v = vllm_install()
         tail = "" if v.found else " (pip install 'kvtui[vllm]' on a GPU box; the simulator needs none)"
-        parser.exit(0, f"kvtui {__version__}\n{v.describe()}{tail}\n")
+        sys.stdout.write(f"kvtui {__version__}\n{v.describe()}{tail}\n")  # stdout, as argparse's own version action
+        parser.exit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
