@@ -229,8 +229,8 @@ def _mode_needs(m: Mode, cfg: dict[str, Any]) -> list[tuple[tuple[int, int], str
         needs.append((QUANT_CC[q], f"--quantization {q}"))
     if m.kv_cache_dtype.startswith("fp8"):
         needs.append((FP8_CC, f"an {m.kv_cache_dtype} KV cache"))
-    dtype = m.dtype if m.dtype != "auto" else str(cfg.get("torch_dtype") or cfg.get("dtype") or "")
-    if dtype in ("bfloat16", "bf16"):
+    # asked for explicitly (with "auto", vLLM falls back to float16 on a GPU without bf16)
+    if m.dtype in ("bfloat16", "bf16"):
         needs.append((BF16_CC, "bfloat16"))
     return needs
 
@@ -253,20 +253,27 @@ def _check_precision(pf: Preflight, sc: Scenario, modes: list[Mode], configs: di
                    + (" (python -m kvtui.engines.vllm.awqdummy SRC DST makes a dummy one)" if fam == "awq" else ""))
             bad.append(m)
             continue
-        if cc is None:
-            continue
-        short = [(need, what) for need, what in _mode_needs(m, cfg) if cc < need]
+    shorts: dict[str, list[tuple[tuple[int, int], str]]] = {}
+    for m in modes:
+        if cc is not None and m not in bad:
+            cfg = configs.get(m.model or sc.server.model) or {}
+            short = [(need, what) for need, what in _mode_needs(m, cfg) if cc < need]
+            if short:
+                shorts[m.name] = short
+    runnable = [x.name for x in modes if x not in bad and x.name not in shorts]
+    for m in modes:
+        short = shorts.get(m.name)
         if short:
             need, what = max(short)
             bad.append(m)
-            others = [x.name for x in modes if x is not m]
+            others = runnable
             fix = f"run it on a GPU of compute capability ≥ {need[0]}.{need[1]}"
             if need == FP8_CC:
                 fix = "run it on an Ada or Hopper GPU (L4, L40S, H100, H200)"
             if what == "bfloat16":
                 fix = f'--set modes.{sc.modes.index(m)}.dtype="float16"'
             pf.add("precision", "fail", f"mode {m.name}: {what} needs compute capability ≥ {need[0]}.{need[1]}; "
-                                        f"{gpu} is {_cc(cc)}", fix + (f", or leave it out: {' '.join('--mode ' + o for o in others)}" if others and what != "bfloat16" else ""))
+                                        f"{gpu} is {_cc(cc)}", fix + (f", or run the others: {' '.join('--mode ' + o for o in others)}" if others and what != "bfloat16" else ""))
     if cc is not None and not bad:
         pf.add("precision", "ok", f"every mode runs on {gpu}, compute capability {_cc(cc)}")
 
