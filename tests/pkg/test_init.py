@@ -8,7 +8,7 @@ import json
 import sys
 
 import pytest
-from conftest import A100, H200, ROOT, FakeGpuBox, model_dir
+from pkg_helpers import A100, H200, ROOT, FakeGpuBox, model_dir
 
 from kvtui.cli import main
 from kvtui.engines.sim.catalog import MODELS_DIR, bundled_models

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from pkg_helpers import ROOT
 
 from kvtui import paths
 from kvtui.cli import main

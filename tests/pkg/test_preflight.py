@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import A100, H200, ROOT, FakeGpuBox, model_dir
+from pkg_helpers import A100, H200, ROOT, FakeGpuBox, model_dir
 
 from kvtui.cli import main
 

@@ -8,7 +8,7 @@ import asyncio
 import shlex
 import sys
 
-from conftest import model_dir
+from pkg_helpers import model_dir
 
 from kvtui.scenario import load_scenario
 from kvtui.tui.app import create_app
