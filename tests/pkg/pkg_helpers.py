@@ -9,7 +9,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pynvml
-import pytest
 
 GIB = 1024**3
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,10 +5,9 @@ that checkpoint on that GPU, and carries the estimator's prediction per mode."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
-from pkg_helpers import A100, H200, ROOT, FakeGpuBox, model_dir
+from pkg_helpers import A100, H200, FakeGpuBox, model_dir
 
 from kvtui.cli import main
 from kvtui.engines.sim.catalog import MODELS_DIR, bundled_models

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 
-import pytest
 from pkg_helpers import A100, H200, ROOT, FakeGpuBox, model_dir
 
 from kvtui.cli import main

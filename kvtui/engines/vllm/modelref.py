@@ -59,7 +59,10 @@ def hub_cache() -> Path:
 
 
 def offline() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def _cached_snapshot(repo_id: str) -> Path | None:
@@ -84,8 +87,13 @@ def _cached_snapshot(repo_id: str) -> Path | None:
 
 
 def _looks_like_path(ref: str) -> bool:
-    return ref.startswith(("/", "./", "../", "~", ".\\")) or os.sep + os.sep in ref or ref in (".", "..") \
-        or ref.count("/") > 1 or Path(ref).expanduser().exists()
+    return (
+        ref.startswith(("/", "./", "../", "~", ".\\"))
+        or os.sep + os.sep in ref
+        or ref in (".", "..")
+        or ref.count("/") > 1
+        or Path(ref).expanduser().exists()
+    )
 
 
 def resolve_model(ref: str) -> ModelRef:
@@ -105,7 +113,9 @@ def resolve_model(ref: str) -> ModelRef:
             return ModelRef(ref, MISSING, problem=f"{ref} has no config.json: not a Hugging Face model directory")
         return ModelRef(ref, DIR, p)
     if not _HF_ID.match(ref) or "--" in ref or ".." in ref:
-        return ModelRef(ref, INVALID, problem=f"{ref!r} is not a local directory and not a valid Hugging Face id (org/name)")
+        return ModelRef(
+            ref, INVALID, problem=f"{ref!r} is not a local directory and not a valid Hugging Face id (org/name)"
+        )
     snap = _cached_snapshot(ref)
     if snap is not None:
         return ModelRef(ref, CACHED, snap)
@@ -113,6 +123,7 @@ def resolve_model(ref: str) -> ModelRef:
 
 
 # --- what a config.json says about its weights --------------------------------------------------
+
 
 def checkpoint_quantization(cfg: dict[str, Any]) -> str:
     """The checkpoint's own weight format from `quantization_config`: "awq", "gptq", "fp8",
