@@ -141,7 +141,7 @@ def vllm_prompts(path: Path, workload: Workload, space, max_len: int, salt: int,
 
 def add_server_args(ap: argparse.ArgumentParser, *, conc: int, rounds: int, log: str) -> None:
     """The options both agreement benches share: the server, the prompt shape, rounds, outputs."""
-    ap.add_argument("--scenario", default=str(ROOT / "scenarios" / "vllm-cpu-tiny.toml"))
+    ap.add_argument("--scenario", default=str(ROOT / "kvtui" / "data" / "scenarios" / "vllm-cpu-tiny.toml"))
     ap.add_argument("--conc", type=int, default=conc)
     ap.add_argument("--isl", type=int, default=256)
     ap.add_argument("--osl", type=int, default=64)

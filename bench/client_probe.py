@@ -83,7 +83,7 @@ def main() -> None:
     a = ap.parse_args()
     from kvtui.engines.vllm.launcher import VllmEngine
 
-    sc = load_scenario(ROOT / "scenarios" / "vllm-cpu-tiny.toml")
+    sc = load_scenario(ROOT / "kvtui" / "data" / "scenarios" / "vllm-cpu-tiny.toml")
     sc.server.kv_cache_memory_bytes = 400_000_000
     workload = Workload(prompt_tokens=Length(value=256), output_tokens=Length(value=64), jitter=0.1, seed=7)
     eng = VllmEngine()

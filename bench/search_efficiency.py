@@ -156,13 +156,13 @@ LINEAR_STEP = {"sim-fast": "+2", "demo-http": "+2", "knee-http": "+1", "h200-fas
 
 def target_setup(name: str, tmp: Path, a) -> tuple[Path, bool, dict[str, Any], list[str] | None, str]:
     if name == "sim-fast":
-        return ROOT / "scenarios" / "sim-demo.toml", True, {}, None, "sim-demo offline (SIMULATED L4, Llama-3.1-8B, 3k/128)"
+        return ROOT / "kvtui" / "data" / "scenarios" / "sim-demo.toml", True, {}, None, "sim-demo offline (SIMULATED L4, Llama-3.1-8B, 3k/128)"
     if name == "h200-fast":
         sets = {"server.engine": "sim", "server.model": "llama-3.1-8b", "server.gpu": "H200"}
-        return (ROOT / "scenarios" / "h200-llama8b.toml", True, sets, ["bf16", "fp8-kv"],
+        return (ROOT / "kvtui" / "data" / "scenarios" / "h200-llama8b.toml", True, sets, ["bf16", "fp8-kv"],
                 "h200-llama8b shape offline (SIMULATED H200, 8B, resolution 16)")
     if name == "demo-http":
-        return ROOT / "scenarios" / "sim-demo.toml", False, {}, None, "sim-demo over real HTTP (SIMULATED L4, ×8 clock)"
+        return ROOT / "kvtui" / "data" / "scenarios" / "sim-demo.toml", False, {}, None, "sim-demo over real HTTP (SIMULATED L4, ×8 clock)"
     if name == "knee-http":
         p = tmp / "knee.toml"
         p.write_text(KNEE)

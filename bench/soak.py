@@ -1,6 +1,6 @@
 """Soak: hold the simulator at its knee for a long time and watch kvtui's own memory and CPU.
 
-    python bench/soak.py [--minutes 30] [--scenario scenarios/sim-demo.toml] [--mode fp8-kv]
+    python bench/soak.py [--minutes 30] [--scenario kvtui/data/scenarios/sim-demo.toml] [--mode fp8-kv]
                          [--load N] [--sample-s 10] [--out runs/soak]
 
 What it does:
@@ -211,7 +211,7 @@ def find_knee(scenario_path: str, mode: str, out: Path) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=30.0)
-    ap.add_argument("--scenario", default=str(ROOT / "scenarios" / "sim-demo.toml"))
+    ap.add_argument("--scenario", default=str(ROOT / "kvtui" / "data" / "scenarios" / "sim-demo.toml"))
     ap.add_argument("--mode", default="fp8-kv")
     ap.add_argument("--load", type=float, help="concurrency to hold (default: the mode's knee, found offline)")
     ap.add_argument("--sample-s", type=float, default=10.0)

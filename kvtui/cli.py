@@ -14,7 +14,7 @@ import sys
 from kvtui import __version__
 from kvtui.errors import KvtuiError, ScenarioError
 
-COMMANDS = ("tui", "run", "sim", "estimate", "replay", "export", "diff", "web", "import", "model")
+COMMANDS = ("tui", "run", "sim", "estimate", "replay", "export", "diff", "web", "import", "model", "init", "scenarios")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,13 +24,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"kvtui: error: {message} (see `{self.prog} --help`)\n")
 
 
+class _Version(argparse.Action):
+    """`kvtui --version`: kvtui's and the launchable vLLM's (a metadata look-up: no vLLM import)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        from kvtui.engines.vllm.detect import vllm_install
+
+        v = vllm_install()
+        tail = "" if v.found else " (pip install 'kvtui[vllm]' on a GPU box; the simulator needs none)"
+        sys.stdout.write(f"kvtui {__version__}\n{v.describe()}{tail}\n")  # stdout, as argparse's own version action
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kvtui",
         description="Live capacity explorer for vLLM: max concurrency at your latency SLO, per precision mode.",
         epilog="With no command: the TUI on a scenario (default: the built-in simulated demo).",
     )
-    parser.add_argument("--version", action="version", version=f"kvtui {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="kvtui's version, and vLLM's when it is installed")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         importlib.import_module(f"kvtui.commands.{name}").add_parser(sub)

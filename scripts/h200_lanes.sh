@@ -12,9 +12,9 @@ source /tmp/gpu-env.sh; export PYTHONPATH=$PWD:/tmp/site; mkdir -p /tmp/runs
     --heads 64 --kv-heads 8 --head-dim 128 --intermediate 28672 --vocab 128256 --max-position 131072 >/dev/null
 [ -d /tmp/model70b-awq ] || python3 -m kvtui.engines.vllm.awqdummy /tmp/model70b /tmp/model70b-awq >/dev/null
 [ -d /tmp/model8b-awq ] || python3 -m kvtui.engines.vllm.awqdummy /tmp/model8b /tmp/model8b-awq >/dev/null
-FG="scenarios/h200-llama8b.toml --set ramp.max=256 --set ramp.resolution=32"
-KV=scenarios/h200-llama8b-kvbound.toml
-B70=scenarios/h200-llama70b.toml
+FG="h200-llama8b --set ramp.max=256 --set ramp.resolution=32"
+KV=h200-llama8b-kvbound
+B70=h200-llama70b
 # run GPU NAME NEWMODES ARGS…: NEWMODES (a grep pattern) picks the records measured here.
 run() {
   local gpu=$1 name=$2 pat=$3; shift 3

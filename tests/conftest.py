@@ -6,6 +6,8 @@ pythonpath), or take the `knee_file` fixture for a scenario file under tmp_path.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,3 +25,9 @@ def knee_file(tmp_path: Path) -> Callable[..., Path]:
         return p
 
     return make
+
+
+# Every test sees an empty per-user kvtui directory (KVTUI_HOME), never the developer's own
+# scenarios and themes: the setup screen's list and the themes must not depend on who runs the
+# suite. Subprocesses inherit it.
+os.environ["KVTUI_HOME"] = tempfile.mkdtemp(prefix="kvtui-home-")

@@ -220,6 +220,15 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out(scenario.name)
     printer = HeadlessPrinter(scenario, verbose=args.verbose)
     run_ = Run(scenario, out, modes=args.modes, listener=printer, resume=resume, fast=args.fast)
+    from kvtui.preflight import gate, modes_to_start
+
+    def show(c) -> None:
+        print(f"kvtui: {c.line()}", file=sys.stderr if c.status == "fail" else sys.stdout, flush=True)
+
+    pf = gate(scenario, modes_to_start(run_.modes, resume), fast=args.fast, emit=show)
+    if not pf.ok:  # before the snapshot exists: nothing half-written
+        print(f"kvtui: {pf.summary()}", file=sys.stderr)
+        return 1
     interrupted = {"n": 0}
 
     def on_signal(signum, frame):
@@ -250,4 +259,8 @@ def run(args: argparse.Namespace) -> int:
     if doc["run"].get("stop_reason"):
         return 1  # stopped by a failure (e.g. the records file became unwritable), not by the user
     failed = [m for m in doc["modes"] if m.get("error")]
+    from kvtui.report.outcome import no_mode_started
+
+    if no_mode_started(doc):
+        print("kvtui: the run FAILED: no mode started (each mode's error is above)", file=sys.stderr)
     return 1 if failed else 0

@@ -1,6 +1,6 @@
 """`kvtui [SCENARIO.toml]` / `kvtui tui [SCENARIO.toml]`: the dashboard.
 
-With no scenario: the built-in simulated demo (scenarios/sim-demo.toml), started at once.
+With no scenario: the built-in simulated demo (the shipped `sim-demo`), started at once.
 With a scenario: the setup screen, prefilled (`--start` skips it). `kvtui run X.toml`
 without `--headless` comes here too, through `launch_tui(..., autostart=True)`.
 """
@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="keep the finished modes of this snapshot, continue the ones cut short, run the rest; repeatable")
     p.add_argument("--engine", choices=["sim", "vllm", "external"], help="override server.engine")
     p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline")
-    p.add_argument("--theme", help="theme name (themes/*.toml: kvtui-dark, kvtui-light, kvtui-high-contrast, …)")
+    p.add_argument("--theme", help="theme name (shipped or <user dir>/themes/*.toml: kvtui-dark, kvtui-light, kvtui-high-contrast, …)")
     p.add_argument("--allow-env", action="store_true",
                    help="let the scenario's server.env set PYTHONPATH, LD_PRELOAD, … (refused otherwise)")
     p.add_argument("--kill-stale", action="store_true", help="stop servers an earlier, killed kvtui run left running")
@@ -93,6 +93,14 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
         if unknown:
             valid = ", ".join(m.name for m in scenario.modes)
             raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: {valid})")
+    if autostart:  # the checks' lines on the terminal, before the screen takes it
+        from kvtui.preflight import gate, modes_to_start
+
+        chosen = [m for m in scenario.modes if not modes or m.name in modes]
+        pf = gate(scenario, modes_to_start(chosen, resume), fast=fast, emit=lambda c: print(f"kvtui: {c.line()}"))
+        if not pf.ok:
+            print(f"kvtui: {pf.summary()}")
+            return 1
     from kvtui.commands.app_options import AppOptions, make_app
 
     app = make_app(AppOptions(scenario=scenario, out=out, modes=modes, resume=resume, theme=theme, autostart=autostart,

@@ -1,17 +1,18 @@
-"""Where the built-in scenarios live."""
+"""Where the built-in scenarios live (package data, see kvtui/paths.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kvtui import SCENARIOS_DIR
+from kvtui import paths
 
-DEMO = "sim-demo.toml"
+DEMO = f"{paths.DEMO_NAME}.toml"
 
 
 def demo_scenario_path() -> Path:
-    return SCENARIOS_DIR / DEMO
+    return paths.demo_scenario()
 
 
 def bundled_scenarios() -> list[Path]:
-    return sorted(SCENARIOS_DIR.glob("*.toml"))
+    """The shipped scenarios and the user's own (a user file hides a shipped one of its name)."""
+    return paths.all_files("scenarios")

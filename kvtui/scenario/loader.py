@@ -575,8 +575,17 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = (),
         text = ""
         source = "<defaults>"
     else:
+        from kvtui.paths import find_scenario
+
         p = Path(path)
         source = str(path)
+        if not p.exists():
+            # a bare name (`h200-llama8b`) or a checkout-style `scenarios/NAME.toml`: the shipped or user file
+            found = find_scenario(p)
+            if found is not None:
+                p, source = found, str(found)
+        if not p.exists() and not p.is_symlink():
+            raise ScenarioError([f"{source}: no such scenario file (`kvtui scenarios` lists the shipped and your own)"])
         from kvtui.errors import UsageError
         from kvtui.safeio import SCENARIO_CAP, read_bytes_file
 

@@ -653,3 +653,73 @@ def wait_for_release(pids: set[int], timeout_s: float, poll_s: float = 0.5) -> b
             time.sleep(min(poll_s, remaining))
     finally:
         _shutdown()
+
+
+# --- before a run (kvtui init, the pre-flight) ------------------------------------------------
+
+
+@dataclass
+class GpuProcess:
+    pid: int
+    used_gib: float | None  # None: NVML does not say (no permission, or a MIG/vGPU)
+    name: str  # the process's command, from NVML or /proc (empty when neither says)
+
+
+@dataclass
+class GpuState:
+    """One visible GPU as a run is about to start on it: memory free now, who holds the rest,
+    and its compute capability (what the precision modes need: FP8 needs 8.9, Ada/Hopper)."""
+
+    index: int
+    name: str
+    uuid: str
+    mem_total_gib: float
+    mem_free_gib: float
+    compute_capability: tuple[int, int] | None = None
+    processes: list[GpuProcess] = field(default_factory=list)
+
+
+def _process_name(pid: int) -> str:
+    try:
+        return _text(_nvml.nvmlSystemGetProcessName(pid)).strip()
+    except Exception:  # NVML errors, or a pid of another namespace
+        pass
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def gpu_states(env: dict[str, str] | None = None) -> tuple[Inventory, list[GpuState]]:
+    """The inventory (visible GPUs, or why none) plus each visible GPU's free memory, compute
+    capability and the processes holding its memory. Never raises: what NVML cannot answer for
+    one GPU is left None/empty."""
+    inv = gpu_inventory(env)
+    if not inv.available or _init():
+        return inv, []
+    states: list[GpuState] = []
+    try:
+        for g in inv.gpus:
+            h = _nvml.nvmlDeviceGetHandleByIndex(g["index"])
+            mem = _nvml.nvmlDeviceGetMemoryInfo(h)
+            st = GpuState(index=g["index"], name=g["name"], uuid=g["uuid"], mem_total_gib=mem.total / GIB,
+                          mem_free_gib=mem.free / GIB)
+            try:
+                major, minor = _nvml.nvmlDeviceGetCudaComputeCapability(h)
+                st.compute_capability = (int(major), int(minor))
+            except _NVML_ERRORS:
+                pass
+            try:
+                procs = _gpu_processes(h)
+            except _NVML_ERRORS:
+                procs = {}
+            st.processes = [GpuProcess(pid, None if used is None else used / GIB, _process_name(pid))
+                            for pid, used in sorted(procs.items(), key=lambda kv: -(kv[1] or 0))]
+            states.append(st)
+    except _NVML_ERRORS as exc:
+        inv = Inventory(available=False, reason=_describe(exc))
+        states = []
+    finally:
+        _shutdown()
+    return inv, states

@@ -214,6 +214,13 @@ class KvtuiApp(Controls, DocumentActions, App[int]):
         except KvtuiError as e:
             self.notify(str(e), severity="error", timeout=10)
             return False
+        from kvtui.preflight import gate, modes_to_start
+
+        pf = gate(scenario, modes_to_start(run.modes, self.resume), fast=self.fast)
+        if not pf.ok:  # nothing started, nothing written: say why, one line each, with the fix
+            for c in pf.failed:
+                self.notify(c.line(), severity="error", timeout=30)
+            return False
         self.scenario = scenario
         self.modes = modes
         st = self.state
@@ -269,6 +276,11 @@ class KvtuiApp(Controls, DocumentActions, App[int]):
             self.notify(text, title="mode finished", timeout=6)
         elif k == "error":
             self.notify(str(ev.data), severity="error", timeout=10)
+        elif k == "run_finished" and _no_mode_started(ev.data):  # a failed run: exit 1, as headless
+            from kvtui.report.outcome import NO_MODE_STARTED
+
+            self.run_error, self.rc = NO_MODE_STARTED, 1
+            self.notify(f"the run failed: {NO_MODE_STARTED}", severity="error", timeout=15)
         elif k == "warning":
             text = f"{ev.mode + ': ' if ev.mode else ''}{ev.data}"
             if text not in self._warned:  # once each: a flapping /metrics must not bury the screen
@@ -398,6 +410,12 @@ def _start_resource_tracker() -> None:
         pass
     finally:
         sys.stderr = saved
+
+
+def _no_mode_started(doc: Any) -> bool:
+    from kvtui.report.outcome import no_mode_started
+
+    return isinstance(doc, dict) and no_mode_started(doc)
 
 
 def _g(x: Any) -> str:

@@ -226,6 +226,10 @@ class RunEvents:
         self.comparison = doc.get("comparison")
         self.stop_reason = run.get("stop_reason")
         self.status = "finished" if run.get("finished") else "stopped"
+        from kvtui.report.outcome import NO_MODE_STARTED, no_mode_started
+
+        if no_mode_started(doc):  # a failed run, not a finished one
+            self.status, self.stop_reason = "failed", NO_MODE_STARTED
         self.finished_at = time.time()
         self.step = None
         for m in doc.get("modes") or []:

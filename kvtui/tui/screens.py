@@ -317,12 +317,22 @@ class SetupScreen(Screen):
         try:
             sc = load_scenario(path)
         except ScenarioError as e:
-            self.show_problems(e.problems)
-            return
+            try:  # a model directory or id instead of a scenario: `kvtui init` writes one for it (kvtui/init.py)
+                from kvtui.init import init_into_user_dir
+
+                made, what = init_into_user_dir(path)
+                sc = load_scenario(made) if made else None
+            except KvtuiError as e2:
+                made, sc, what = None, None, str(e2)
+            if sc is None:
+                self.show_problems([what] if what else e.problems)
+                return
+            self.notify(what, title="kvtui init", timeout=10)
         except KvtuiError as e:
             self.show_problems([str(e)])
             return
-        self.scenario, self.path, self.wanted_modes = sc, path, None
+        # the file the loader read (a bare name or `scenarios/X.toml` resolves to the shipped or user file)
+        self.scenario, self.path, self.wanted_modes = sc, sc.source or path, None
         self.refresh(recompose=True)
         self.call_after_refresh(self.validate)
 

@@ -1,4 +1,4 @@
-"""Theme files (themes/*.toml) turned into Textual `Theme`s, plus the colours charts use.
+"""Theme files (shipped kvtui/data/themes/*.toml and the user's <user dir>/themes/*.toml) turned into Textual `Theme`s, plus the colours charts use.
 
 A theme file holds the fields of `textual.theme.Theme` (name, dark, primary, …, a
 `[variables]` table) and an optional `[chart]` table: `lines` (plot line colours in order
@@ -21,7 +21,6 @@ else:  # pragma: no cover
 from textual.color import Color
 from textual.theme import BUILTIN_THEMES, Theme
 
-from kvtui import THEMES_DIR
 
 DEFAULT_THEME = "kvtui-dark"
 RGB = tuple[int, int, int]
@@ -80,11 +79,15 @@ def theme_from_dict(d: dict[str, Any], source: str = "<theme>") -> tuple[Theme, 
 
 
 def load_themes(directory: Path | None = None) -> tuple[dict[str, tuple[Theme, ChartPalette]], list[str]]:
-    """Every *.toml theme in `directory` (default: themes/); problems come back as messages."""
-    directory = THEMES_DIR if directory is None else Path(directory)
+    """Every *.toml theme in `directory` (default: the shipped ones, then the user's, see
+    kvtui/paths.py); problems come back as messages."""
+    from kvtui import paths
+
+    files = paths.all_files("themes") if directory is None else (
+        sorted(Path(directory).glob("*.toml")) if Path(directory).is_dir() else [])
     out: dict[str, tuple[Theme, ChartPalette]] = {}
     problems: list[str] = []
-    for p in sorted(directory.glob("*.toml")) if directory.is_dir() else []:
+    for p in files:
         try:
             d = tomllib.loads(p.read_text(encoding="utf-8"))
             theme, pal = theme_from_dict(d, str(p))

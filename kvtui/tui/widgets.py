@@ -192,7 +192,7 @@ class StatusBar(Static):
                          style="bold")
             else:
                 t.append(f"{st.source_name} · {mv.name}: no steps", style="bold")
-        elif st.status in ("finished", "stopped"):
+        elif st.status in ("finished", "stopped", "failed"):
             t.append(f"run {st.status}" + (f" ({st.stop_reason})" if st.stop_reason else ""), style="bold")
         elif st.status == "idle":
             t.append("press s to start", style="bold")

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from kvtui import SCENARIOS_DIR
 from kvtui.errors import ScenarioError
 from kvtui.scenario import load_scenario
 
@@ -122,7 +123,7 @@ def test_a_snapshots_scenario_reads_back_with_targets_left_unset(tmp_path):
     from kvtui.report.snapshot import load_snapshot
     from kvtui.scenario import scenario_from_snapshot
 
-    sc = load_scenario("scenarios/h200-llama8b-kvbound.toml", ['server.engine="sim"', 'server.model="llama-3.1-8b"'])
+    sc = load_scenario(SCENARIOS_DIR / "h200-llama8b-kvbound.toml", ['server.engine="sim"', 'server.model="llama-3.1-8b"'])
     out = tmp_path / "s.json"
     Run(sc, out, modes=["bf16"], fast=True).run()
     stored = load_snapshot(out)["scenario"]

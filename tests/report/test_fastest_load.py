@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kvtui import SCENARIOS_DIR
 from kvtui.report.compare import PEAK_MARGIN, compare_modes, knee_steps, peak_steps
 from kvtui.report.markdown import render_markdown
 from kvtui.report.snapshot import load_snapshot
@@ -106,7 +107,7 @@ def test_the_headless_mode_line_names_the_fastest_load_when_it_is_not_the_knee(k
     from kvtui.commands.run import HeadlessPrinter
     from kvtui.scenario.loader import load_scenario
 
-    sc = load_scenario(Path(__file__).parents[2] / "scenarios/h200-llama8b-kvbound.toml")
+    sc = load_scenario(SCENARIOS_DIR / "h200-llama8b-kvbound.toml")
     out = io.StringIO()
     printer = HeadlessPrinter(sc, out)
     for name in ("bf16", "fp8-kv"):

@@ -1,0 +1,22 @@
+"""How a finished run ended, in the one sense the exit code needs: did any mode start at all?"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def mode_started(m: dict[str, Any]) -> bool:
+    """A mode started when its engine came up (an endpoint), or it has steps (measured, or kept)."""
+    return bool(m.get("endpoint") or m.get("steps")) or not m.get("error")
+
+
+def no_mode_started(doc: dict[str, Any]) -> bool:
+    """True when every mode of the run failed before its first step, none because the user
+    stopped it: a failed run (exit 1 headless and in the TUI), not a finished one."""
+    modes = doc.get("modes") or []
+    if not modes:
+        return False
+    return all(not mode_started(m) and (m.get("error") or {}).get("kind") != "cancelled" for m in modes)
+
+
+NO_MODE_STARTED = "no mode started (each mode's error is in the log)"
