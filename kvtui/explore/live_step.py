@@ -144,7 +144,8 @@ class LiveStepExecutor:
 
         emit = self.run.emit
         emit(ev.Log(mode.name, f"[kvtui] quality phase for {mode.name} (not counted in any step)"))
-        suite = run_suite(self.endpoint, self.run.scenario, on_log=lambda line: emit(ev.Log(mode.name, line)))
+        suite = run_suite(self.endpoint, self.run.scenario, on_log=lambda line: emit(ev.Log(mode.name, line)),
+                          should_stop=lambda: self.run.stop_reason)
         q["tasks"] = suite.pop("tasks")
         q["suite"] = suite
         md["quality"] = q

@@ -157,7 +157,8 @@ def _agreement_result(items: list[Item], answers: list[dict[str, Any]]) -> dict[
             "prompt_digest": items_digest(items), "outputs": outs, "errors": errors}
 
 
-def run_suite(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_suite(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | None = None,
+              should_stop: Callable[[], Any] | None = None) -> dict[str, Any]:
     """{"tasks": {name: result}, "wall_s", "items", "items_digest", "lengths_exact"}; never raises for server errors."""
     import httpx
 
@@ -174,20 +175,26 @@ def run_suite(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | None
         log(f"[kvtui] quality: {len(items)} items ({', '.join(sorted({i.task for i in items}))}), "
             f"{q.concurrency} at a time, before the load")
         with concurrent.futures.ThreadPoolExecutor(max_workers=q.concurrency) as pool:
-            answers = list(pool.map(lambda it: _ask(client, endpoint.model, it), items))
+            def ask(it: Item) -> dict[str, Any]:
+                if should_stop is not None and should_stop():  # a stop (q, Ctrl-C, SIGTERM) sends no more
+                    return {"error": "not sent: the run was stopping"}
+                return _ask(client, endpoint.model, it)
+
+            answers = list(pool.map(ask, items))
     tasks: dict[str, Any] = {}
     for name in dict.fromkeys(i.task for i in items):
         idx = [k for k, it in enumerate(items) if it.task == name]
         its, ans = [items[k] for k in idx], [answers[k] for k in idx]
         tasks[name] = _agreement_result(its, ans) if name == "agreement" else _task_result(name, its, ans)
     wall = round(time.monotonic() - t0, 2)
+    stopped = bool(should_stop is not None and should_stop())
     for name, t in tasks.items():
         if name != "agreement":
             log(f"[kvtui] quality: {name} {t['correct']}/{t['n']}"
                 + (f" ({t['errors']} errors)" if t["errors"] else ""))
     return {"tasks": tasks, "wall_s": wall, "items": len(items), "items_digest": items_digest(items),
             "lengths_exact": sizer.exact, "started_at": started_at, "ended_at": time.time(),
-            "concurrency": q.concurrency}
+            "concurrency": q.concurrency, "stopped": stopped}
 
 
 def dumps(result: dict[str, Any]) -> str:
