@@ -33,29 +33,7 @@ STATUS_WORDS = {
 }
 
 
-def _f(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    return float(x)
-
-
-def fmt_ms(x: Any) -> str:
-    v = _f(x)
-    if v is None:
-        return "—"
-    if math.isinf(v):
-        return "∞"
-    return f"{v:.1f}" if v < 100 else f"{v:,.0f}"
-
-
-def fmt_load(x: Any) -> str:
-    v = _f(x)
-    return "—" if v is None else f"{v:g}"
-
-
-def fmt_share(x: Any) -> str:
-    v = _f(x)
-    return "—" if v is None else f"{v:.0%}"
+from kvtui.tui.cellfmt import _f, fmt_load, fmt_ms, fmt_share  # noqa: F401 - also this module's names
 
 
 class InfoHeader(Static):
