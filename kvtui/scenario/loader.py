@@ -262,7 +262,7 @@ def _check_quality(sc: Scenario, probs: _Problems) -> None:
     for i, f in enumerate(q.task_files):
         path = Path(f) if Path(f).is_absolute() else base / f
         if not path.is_file():
-            probs.add(("quality", "task_files"), f"{f}: no such task file")
+            probs.add(("quality", "task_files"), f"{f!r}: no such task file")
         else:
             q.task_files[i] = str(path)
 
