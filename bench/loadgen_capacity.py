@@ -47,6 +47,7 @@ from bench.peers import (  # noqa: E402
     vllm_bench,
 )
 from kvtui.engines.procs import free_port  # noqa: E402
+from kvtui.load.autoscale import AutoScaler  # noqa: E402
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
 from kvtui.load.workload import TokenSpace  # noqa: E402
 from kvtui.scenario.schema import Length, Workload  # noqa: E402
@@ -88,16 +89,24 @@ def group_cpu_s(pgid: int) -> float:
     return total
 
 
-def kvtui_run(base: str, conc: int, procs: int, chunks: int, n_requests: int) -> ToolRun:
+def kvtui_run(base: str, conc: int, procs: int | str, chunks: int, n_requests: int) -> ToolRun:
+    """kvtui's load generator at `procs` workers, or "auto": from one worker, grown by kvtui.load.autoscale
+    (as `kvtui run` does by default) up to the cores available."""
     w = Workload(prompt_tokens=Length(value=16), output_tokens=Length(value=chunks), jitter=0.0)
     cfg = WorkerConfig(base_url=base, model="m", headers={}, workload=dataclasses.asdict(w),
                        space=dataclasses.asdict(TokenSpace.synthetic()), max_model_len=1 << 20, salt=random.getrandbits(32),
                        seed=0, request_timeout_s=300)
-    with LoadGenerator(cfg, procs) as lg:
+    auto = procs == "auto"
+    scaler = AutoScaler() if auto else None
+    with LoadGenerator(cfg, 1 if auto else int(procs), scaler) as lg:
         run = lg.run_step(StepParams("bench", 0, conc, True, warmup_s=0.5, window_s=0.0, window_requests=max(1, n_requests - conc)))
     st = run.stats
-    return ToolRun(f"kvtui ×{procs}", from_kvtui(run.records), st.cpu_s, st.wall_s,
-                   extra={"stats": st.to_dict(), "cpu_per_chunk_us": st.cpu_s / max(1, st.chunks) * 1e6})
+    # Only the final pool's requests (a warm-up the scaler ended restarted the step on more workers;
+    # run.t_start is that last start), scored like every other tool's.
+    recs = [r for r in run.records if (r.t_sent or 0) >= run.t_start] if auto else run.records
+    return ToolRun(f"kvtui auto (×{st.workers})" if auto else f"kvtui ×{procs}", from_kvtui(recs), st.cpu_s, st.wall_s,
+                   extra={"stats": st.to_dict(), "cpu_per_chunk_us": st.cpu_s / max(1, st.chunks) * 1e6,
+                          "autoscale": run.autoscale})
 
 
 def score(tr: ToolRun, conc: int, server_cpu_s: float, wall_s: float) -> dict:
@@ -114,7 +123,7 @@ def score(tr: ToolRun, conc: int, server_cpu_s: float, wall_s: float) -> dict:
         "tool": tr.tool, "conc": conc, "requests": len(tr.reqs), "failed": sum(1 for x in tr.reqs if not x.ok and not x.cut),
         "chunks_per_s": r["chunks_per_s"], "req_per_s": r["req_per_s"], "steady_s": r["window_s"],
         "client_cpu_us_per_chunk": cpu_us, "server_cpu_share": server_cpu_s / wall_s if wall_s else None,
-        "stats": tr.extra.get("stats"),
+        "stats": tr.extra.get("stats"), "autoscale": tr.extra.get("autoscale"),
     }
 
 
@@ -155,7 +164,7 @@ def main() -> None:
                     for _ in range(n):
                         words = " ".join(f"t{rng.randrange(4000)}" for _ in range(16))
                         f.write(json.dumps({"prompt": words, "output_tokens": chunks, "output_tokens_count": chunks}) + "\n")
-                jobs = [("kvtui", p) for p in map(int, a.procs.split(","))] + [(p, 0) for p in peers]
+                jobs = [("kvtui", p if p == "auto" else int(p)) for p in a.procs.split(",")] + [(p, 0) for p in peers]
                 if rnd % 2:
                     jobs.reverse()  # interleave: no tool always runs first
                 for tool, procs in jobs:

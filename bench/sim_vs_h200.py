@@ -245,7 +245,7 @@ def records_path(snapshot: str | Path, doc: dict | None = None) -> Path | None:
     sp = Path(snapshot)
     name = (doc or {}).get("records") or sp.name.replace(".json", ".records.jsonl")
     p = sp.with_name(Path(name).name)
-    for cand in (p, p.with_name(p.name + ".gz")):
+    for cand in (p, p.with_name(p.name + ".gz"), p.with_name(p.name + ".cols.xz")):  # read_records reads all three
         if cand.exists():
             return p
     return None

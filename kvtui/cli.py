@@ -14,7 +14,8 @@ import sys
 from kvtui import __version__
 from kvtui.errors import KvtuiError, ScenarioError
 
-COMMANDS = ("tui", "run", "sim", "estimate", "replay", "export", "diff", "web", "import", "model", "init", "scenarios")
+COMMANDS = ("tui", "run", "sim", "estimate", "replay", "export", "diff", "web", "import", "model", "init", "scenarios",
+            "calibrate", "whatif")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -427,17 +427,19 @@ def build_init(
     B += [
         "",
         "[workload]",
-        "# Tokens per request: every request is exactly this long (jitter 0.1 = +-10 %, so prefills do not march in step).",  # noqa: E501
+        "# Tokens per request: every request is exactly this long (jitter 0.1 = +-10 %, "
+        "so prefills do not march in step).",
         f"prompt_tokens = {prompt}",
         f"output_tokens = {output}",
         "ignore_eos = true",
         "",
         "[ramp]",
-        "# The search starts at the KV-bound concurrency the server reports, doubles to the first failure,",
-        "# bisects, and confirms the knee by repeating the last pass and the first fail.",
+        "# The search starts at the simulator's predicted knee (where it covers this GPU and model; else at",
+        "# the KV-bound concurrency the server reports), brackets it, bisects, and confirms the knee by",
+        "# repeating the last pass and the first fail. \"fast\" or \"linear\" to choose another.",
         "start = 1",
         f"max = {ramp_max}                 # about 2x the largest prediction above, at most max_num_seqs",
-        'search = "fast"',
+        'search = "auto"',
         "",
         "[slo]",
         "# Defaults for an interactive chat: the first token within 2 s for 95 % of requests, and",

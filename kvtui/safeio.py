@@ -36,8 +36,9 @@ def open_regular(path: str | Path, what: str, cap: int) -> int:
         if stat.S_ISDIR(st.st_mode):
             raise UsageError(f"{p}: cannot read: is a directory, not a {what} file")
         if not stat.S_ISREG(st.st_mode):
-            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) \
-                else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+            kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
             raise UsageError(f"{p}: {kind}, not a regular {what} file")
         if st.st_size > cap:
             raise UsageError(f"{p}: {st.st_size / MiB:,.1f} MiB, more than a {what} file can be ({cap / MiB:,.0f} MiB)")

@@ -44,6 +44,9 @@ def redact_scenario(d: dict[str, Any]) -> dict[str, Any]:
     for key in ("url", "metrics_url"):
         if isinstance(server.get(key), str):
             server[key] = strip_url_password(server[key])
+    for key in ("replica_urls", "metrics_urls"):
+        if isinstance(server.get(key), list):
+            server[key] = [strip_url_password(u) if isinstance(u, str) else u for u in server[key]]
     modes = d.get("modes")
     for holder in [server] + (list(modes) if isinstance(modes, list) else []):
         if not isinstance(holder, dict):
@@ -94,10 +97,13 @@ class Redactor:
         return text
 
 
-_SECRET_KEY = re.compile(r"^(?:.*[_-])?(?:api_?key|apikey|token|secret|secrets|password|passwd|credentials?|authorization|auth)$", re.I)
+_SECRET_KEY = re.compile(r"^(?:.*[_-])?"
+                         r"(?:api_?key|apikey|token|secret|secrets|password|passwd|credentials?|authorization|auth)$",
+                         re.I)
 _TEXT_PATTERNS = (
     re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/=-]{6,})"),
-    re.compile(r"(?i)((?:api[_-]?key|apikey|hf[_-]?token|access[_-]?token|auth[_-]?token|secret|password|passwd)[\"']?\s*[:=]\s*[\"']?)"
+    re.compile(r"(?i)((?:api[_-]?key|apikey|hf[_-]?token|access[_-]?token|auth[_-]?token|secret|password|passwd)"
+               r"[\"']?\s*[:=]\s*[\"']?)"
                r"(?!<redacted>)([^\s\"',;&]{4,})"),
     re.compile(r"(?i)(--(?:api-key|hf-token|token)(?:=|\s+))(?!<redacted>)(\S+)"),
     re.compile(r"(://[^/\s:@]+:)([^@\s/]+)(@)"),
@@ -107,7 +113,8 @@ _ARG_KEYS = ("extra_args", "command", "argv", "cmd")
 
 def process_secrets() -> list[str]:
     """Values of this process's secret-named environment variables (never written anywhere)."""
-    return sorted({v for k, v in os.environ.items() if _SECRET_NAME.search(k) and v and len(v) >= 8}, key=len, reverse=True)
+    return sorted({v for k, v in os.environ.items() if _SECRET_NAME.search(k) and v and len(v) >= 8},
+                  key=len, reverse=True)
 
 
 def scrub_text(text: str, secrets: list[str] | None = None) -> str:
@@ -127,7 +134,8 @@ def _scrub(x: Any, declared: list[str], secrets: list[str], key: str = "") -> An
         out = {}
         for k, v in x.items():
             if k == "env" and isinstance(v, dict):
-                out[k] = {ek: (REDACTED if is_secret_env(ek, declared) and ev not in ("", None) else _scrub(ev, declared, secrets, ek))
+                out[k] = {ek: (REDACTED if is_secret_env(ek, declared) and ev not in ("", None)
+                               else _scrub(ev, declared, secrets, ek))
                           for ek, ev in v.items()}
             elif isinstance(v, str) and v and v != REDACTED and _SECRET_KEY.match(str(k)):
                 out[k] = REDACTED
@@ -150,8 +158,10 @@ def scrub(doc: dict[str, Any], extra_secrets: list[str] | None = None) -> dict[s
         d["scenario"] = redact_scenario(d["scenario"])
     sc = d.get("scenario") if isinstance(d.get("scenario"), dict) else {}
     server = sc.get("server") if isinstance(sc.get("server"), dict) else {}
-    declared = [x for x in server.get("secret_env") or [] if isinstance(x, str)] if isinstance(server.get("secret_env"), list) else []
-    secrets = sorted(set(process_secrets()) | {s for s in (extra_secrets or []) if s and len(s) >= 4}, key=len, reverse=True)
+    declared = ([x for x in server.get("secret_env") or [] if isinstance(x, str)]
+                if isinstance(server.get("secret_env"), list) else [])
+    secrets = sorted(set(process_secrets()) | {s for s in (extra_secrets or []) if s and len(s) >= 4},
+                     key=len, reverse=True)
     for name in declared:
         v = os.environ.get(name)
         if v and len(v) >= 4 and v not in secrets:

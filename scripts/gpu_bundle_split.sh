@@ -2,8 +2,9 @@
 # Re-split the vLLM bundle of ../shared/gpu/build_bundle.sh so that each device call fits.
 #
 # A device call carries at most 64 MiB, the working tree included, and the tree grows with every
-# published run (docs/results: ~31 MB after the KV-bound H200 run, 44 MB after the five-mode runs), so the bundle's three
-# 48 MiB parts no longer fit beside it. This joins the parts of .gpu1 … .gpuN (checked against
+# published run (docs/results: ~31 MB after the KV-bound H200 run, 44 MB after the five-mode runs; since
+# issue 17 a published run is archived, `python -m kvtui.report.archive X.json`, and the whole tree is
+# under 15 MB), so the bundle's three 48 MiB parts no longer fit beside it. This joins the parts of .gpu1 … .gpuN (checked against
 # the bundle's md5), and cuts them again into as many staging folders as the tree leaves room
 # for. The last folder carries the rest of the bundle, the wheels, the model and the scripts.
 #

@@ -2,7 +2,7 @@
 
     apt-get install -y chromium
     .venv/bin/python docs/img/web_screenshot.py docs/img/kvtui-web.png            # the demo, after 90 s
-    .venv/bin/python docs/img/web_screenshot.py out.png --wait 8 -- --replay tests/tui/data/l4-demo.json
+    .venv/bin/python docs/img/web_screenshot.py out.png --wait 8 -- --replay docs/results/h200-v2.json
 
 Starts `kvtui web` on a free loopback port, starts chromium with a DevTools port, opens the
 page, waits (real time: the dashboard fills as the run goes), captures the page through the

@@ -1,62 +1,16 @@
-"""The one options object the TUI app is built from (posting's `make_posting` is the model).
-
-The CLI (`kvtui`, `kvtui tui`, `kvtui run` without --headless, `kvtui replay`), the web entry
-(which runs those commands in textual-serve), the SVG export and the tests all fill an
-`AppOptions` and hand it to `make_app`; the app reads nothing else.
-"""
+"""The app's options object lives with the app (kvtui.tui.options, kvtui.tui.app.make_app): the
+arrow points one way, commands → tui. These names stay for callers that import them from here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from kvtui.tui.app import KvtuiApp
+from kvtui.tui.options import REFRESH_HZ, AppOptions
 
-REFRESH_HZ = 2.0  # the one redraw timer; ≤ 2 Hz by design (a chart rebuild costs milliseconds of CPU)
+__all__ = ["REFRESH_HZ", "AppOptions", "make_app"]
 
 
-@dataclass
-class AppOptions:
-    scenario: Any = None  # a Scenario, or a path to one
-    out: str | Path | None = None  # the snapshot a run writes
-    modes: list[str] | None = None
-    resume: dict[str, Any] | list[dict[str, Any]] | None = None
-    theme: str | None = None
-    autostart: bool = False  # start the run at once (else the setup screen)
-    fast: bool = False  # simulate each step offline (sim engine)
-    snapshot: dict[str, Any] | str | Path | None = None  # replay this document (or path)
-    setup_notice: str | None = None
-    refresh_hz: float = REFRESH_HZ
-    handle_signals: bool = False  # SIGTERM/SIGHUP stop the run (the CLI; not the tests)
-    replay_mode: str | None = None
-    replay_step: int | None = None
-    view: str | None = None  # a replay opens on "answer" (default) or "dashboard"
-    extra: dict[str, Any] = field(default_factory=dict)
+def make_app(options: AppOptions) -> Any:
+    from kvtui.tui.app import make_app as build
 
-    @property
-    def opens_on(self) -> str:
-        return self.view or ("dashboard" if self.replay_step else "answer")
-
-    def resolved(self) -> "AppOptions":
-        """Paths loaded: the scenario through the scenario loader, the snapshot through the snapshot loader."""
-        sc, snap = self.scenario, self.snapshot
-        if isinstance(sc, (str, Path)):
-            from kvtui.scenario import load_scenario
-
-            sc = load_scenario(sc)
-        if isinstance(snap, (str, Path)):
-            from kvtui.report.snapshot import load_snapshot
-
-            snap = load_snapshot(snap)
-        vals = {f.name: getattr(self, f.name) for f in fields(self)}
-        vals.update(scenario=sc, snapshot=snap)
-        return AppOptions(**vals)
-
-
-def make_app(options: AppOptions) -> "KvtuiApp":
-    """The app, from its options (the only way it is built)."""
-    from kvtui.tui.app import KvtuiApp
-
-    return KvtuiApp(options.resolved())
+    return build(options)

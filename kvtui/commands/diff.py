@@ -25,8 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.errors import UsageError
     from kvtui.report.diff import display_name, render_diff
     from kvtui.report.export import write_text_private
-    from kvtui.secrets import scrub, scrub_text
     from kvtui.report.snapshot import load_snapshot
+    from kvtui.secrets import scrub, scrub_text
 
     fmt = (args.format or "").lower()
     if fmt not in ("text", "md", "markdown"):

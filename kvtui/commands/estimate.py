@@ -35,23 +35,28 @@ def add_parser(sub):
         "= the KV-bound concurrency. Each term is printed.",
     )
     p.add_argument("--model", required=True, metavar="NAME|CONFIG",
-                   help="a bundled model (llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen2.5-32b, mixtral-8x7b, deepseek-v2-lite, "
-                        "deepseek-v3, …) or a Hugging Face config.json (file or folder)")
+                   help="a bundled model (llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen2.5-32b, mixtral-8x7b, "
+                        "deepseek-v2-lite, deepseek-v3, …) or a Hugging Face config.json (file or folder)")
     p.add_argument("--gpu", required=True, metavar="NAME", help="H200, H100, A100-80G, L40S, L4, B200, RTX-4090")
-    p.add_argument("--kv-dtype", default="auto", choices=KV_DTYPES, help="KV cache dtype: auto (the model dtype) or fp8 (1 byte)")
+    p.add_argument("--kv-dtype", default="auto", choices=KV_DTYPES,
+                   help="KV cache dtype: auto (the model dtype) or fp8 (1 byte)")
     p.add_argument("--weights", default=None, choices=WEIGHTS,
                    help="weight format (default: the checkpoint's: int4 for AWQ/GPTQ configs, else bf16)")
-    p.add_argument("--context", type=_positive_int, default=None, metavar="N", help="tokens per request (prompt + output)")
+    p.add_argument("--context", type=_positive_int, default=None, metavar="N",
+                   help="tokens per request (prompt + output)")
     p.add_argument("--prompt", type=_positive_int, default=None, metavar="N", help="prompt tokens per request")
     p.add_argument("--output", type=_positive_int, default=None, metavar="N", help="output tokens per request")
     p.add_argument("--max-model-len", type=_positive_int, default=None, metavar="N",
                    help="vLLM's --max-model-len (default: the model's, capped at 8192 for the printed max concurrency)")
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F", help="vLLM's budget share (default 0.9)")
-    p.add_argument("--kv-cache-memory-bytes", type=_positive_int, default=None, metavar="N", help="a fixed KV cache size instead")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F",
+                   help="vLLM's budget share (default 0.9)")
+    p.add_argument("--kv-cache-memory-bytes", type=_positive_int, default=None, metavar="N",
+                   help="a fixed KV cache size instead")
     p.add_argument("--max-num-seqs", type=_positive_int, default=None, metavar="N")
     p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None, metavar="N")
     p.add_argument("--tp", type=_positive_int, default=1, metavar="N", help="tensor parallel size (figures per GPU)")
-    p.add_argument("--calibration", default=None, metavar="TOML", help="calibration file (default: the bundled H200 fit)")
+    p.add_argument("--calibration", default=None, metavar="TOML",
+                   help="calibration file (default: the bundled H200 fit)")
     p.add_argument("--json", action="store_true", help="print the breakdown as JSON")
     p.set_defaults(func=run)
     return p
@@ -68,7 +73,12 @@ def run(args) -> int:
         raise UsageError(f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization}")
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
-    cal = load_calibration(args.calibration)
+    if args.calibration:  # a `kvtui calibrate` file: checked field by field, refused in one line
+        from kvtui.predict.calibration_file import read_calibration
+
+        cal = read_calibration(args.calibration)
+    else:
+        cal = load_calibration(None)
     weights = args.weights or ("int4" if model.quant_method in ("awq", "gptq", "awq_marlin", "gptq_marlin") else "bf16")
     mml = args.max_model_len or min(model.max_position or 8192, 8192)
     settings = resolve_settings(
@@ -82,11 +92,13 @@ def run(args) -> int:
     )
     req = args.context or ((args.prompt or 0) + (args.output or 0)) or None
     if req and req > settings.max_model_len:
-        raise UsageError(f"{req} tokens per request exceed max_model_len {settings.max_model_len} (raise --max-model-len)")
+        raise UsageError(f"{req} tokens per request exceed max_model_len {settings.max_model_len} "
+                         "(raise --max-model-len)")
     est = estimate_memory(model, gpu, weights, args.kv_dtype, settings, cal,
                           prompt_tokens=args.prompt, output_tokens=args.output, context_tokens=args.context)
     # bf16 and fp8 side by side (weights × KV cache), the figures people compare first.
-    pairs = list(dict.fromkeys([(weights, args.kv_dtype), ("bf16", "auto"), ("bf16", "fp8"), ("fp8", "auto"), ("fp8", "fp8")]))
+    pairs = list(dict.fromkeys([(weights, args.kv_dtype), ("bf16", "auto"), ("bf16", "fp8"), ("fp8", "auto"),
+                                ("fp8", "fp8")]))
     side = []
     for w_, kv_ in pairs:
         e = estimate_memory(model, gpu, w_, kv_, settings, cal,
@@ -120,7 +132,8 @@ def alias_note(asked: str, name: str) -> str | None:
 
 
 def verdict_line(est) -> str:
-    where = f"{est.model} on {est.gpu}" + (f" x{est.tp}" if est.tp > 1 else "") + f" (weights {est.weights}, KV {est.kv_cache_dtype})"
+    where = (f"{est.model} on {est.gpu}" + (f" x{est.tp}" if est.tp > 1 else "")
+             + f" (weights {est.weights}, KV {est.kv_cache_dtype})")
     if not est.fits:
         return f"DOES NOT FIT: {where}: {est.problem}"
     conc = (f", {est.kv_bound_concurrency:,} requests of {est.request_tokens} tokens at once" if est.request_tokens
@@ -136,6 +149,7 @@ def side_by_side(side, req) -> str:
     rows = []
     for e in side:
         kv = f"{e.kv_cache_gib:.2f}" if e.kv_cache_gib >= 0 else f"none (short {-e.kv_cache_gib:.1f})"
-        conc = (f"{e.kv_bound_concurrency:,}" if e.kv_bound_concurrency is not None else "—") if req else f"{e.max_concurrency_reported:.2f}x"
+        conc = ((f"{e.kv_bound_concurrency:,}" if e.kv_bound_concurrency is not None else "—") if req
+                else f"{e.max_concurrency_reported:.2f}x")
         rows.append([e.weights, e.kv_cache_dtype, kv, f"{e.kv_tokens:,}", conc, "yes" if e.fits else "NO"])
     return "bf16 / fp8 side by side:\n" + table(head, rows)

@@ -1,4 +1,4 @@
-"""`kvtui export SNAPSHOT --format md|csv|svg|json [--out PATH|-]`: a snapshot as a report, a table or a picture."""
+"""`kvtui export SNAPSHOT --format md|csv|svg|png|json [--out PATH|-]`: a snapshot as a report, a table or a picture."""
 
 from __future__ import annotations
 
@@ -15,19 +15,22 @@ def add_parser(sub):
 
     p = sub.add_parser(
         "export", help="export a snapshot as Markdown, CSV, SVG or portable JSON",
-        description="Export a snapshot (or the journal of an unfinished run): md = report for people, csv = one row per "
-                    "step, svg = the dashboard as a picture, json = the portable snapshot. Secrets are never written.",
+        description="Export a snapshot (or the journal of an unfinished run): md = report for people, csv = one "
+                    "row per step, svg = the dashboard as a picture, png = the same picture as PNG (kvtui[png]), "
+                    "json = the portable snapshot. Secrets are never written.",
     )
     p.add_argument("snapshot", help="snapshot JSON (or its .journal)")
     p.add_argument("--format", "-f", dest="format", required=True, metavar="FORMAT",
                    help=f"one of {', '.join(FORMATS)}")
     p.add_argument("--out", "-o", help="output file, or - for standard output (default: beside the snapshot)")
-    p.add_argument("--width", type=int, default=160, help="svg: terminal columns (default 160)")
-    p.add_argument("--height", type=int, default=48, help="svg: terminal rows (default 48)")
-    p.add_argument("--theme", help="svg: theme name")
+    p.add_argument("--width", type=int, default=160, help="svg/png: terminal columns (default 160)")
+    p.add_argument("--height", type=int, default=48, help="svg/png: terminal rows (default 48)")
+    p.add_argument("--theme", help="svg/png: theme name")
     p.add_argument("--view", choices=("answer", "dashboard", "compare"), default=None,
-                   help="svg: which screen (default: the answer; dashboard with --mode)")
-    p.add_argument("--mode", help="svg: this mode's dashboard (implies --view dashboard)")
+                   help="svg/png: which screen (default: the answer; dashboard with --mode)")
+    p.add_argument("--mode", help="svg/png: this mode's dashboard (implies --view dashboard)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="png: pixels per SVG unit (default 1; 2 for a sharper picture)")
     p.add_argument("--force", action="store_true", help="overwrite an existing output file")
     p.set_defaults(func=run)
     return p
@@ -91,8 +94,24 @@ def run(args: argparse.Namespace) -> int:
         refuse_overwriting_inputs(out, input_files(args.snapshot, doc), "export")
     if out is not None and out.exists() and not getattr(args, "force", False):
         raise UsageError(f"{out}: exists; --force overwrites it, --out picks another file")
+    if fmt == "png":
+        from kvtui.report.png import _cairosvg
+
+        _cairosvg()  # missing: say so before the picture is drawn
+        if out is None:
+            raise UsageError("--format png: a picture is binary; give --out FILE.png")
+        if not 0.25 <= args.scale <= 8:
+            raise UsageError("--scale must be between 0.25 and 8")
     with rendering(args.snapshot):
-        text = render(doc, fmt, width=args.width, height=args.height, theme=args.theme, view=view, mode=mode)
+        text = render(doc, "svg" if fmt == "png" else fmt, width=args.width, height=args.height, theme=args.theme,
+                      view=view, mode=mode)
+    if fmt == "png":
+        from kvtui.report.png import svg_to_png, write_bytes_private
+
+        assert out is not None
+        write_bytes_private(out, svg_to_png(text, scale=args.scale))
+        print(f"kvtui: wrote {out}", file=sys.stderr)
+        return 0
     if args.out == "-":
         sys.stdout.write(printable(text))  # names from the file: no terminal escapes
         return 0

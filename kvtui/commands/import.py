@@ -12,7 +12,8 @@ def add_parser(sub):
         "import", help="turn `vllm bench serve` result JSON files into a snapshot",
         description="Each `vllm bench serve --save-result` file becomes one step; files group into modes by --mode, "
                     "the result's label, or the file name without its _c<N> suffix (a_c32.json → mode a). "
-                    "Steps are judged against the SLO of --scenario/--set. Figures the bench does not report stay empty.",
+                    "Steps are judged against the SLO of --scenario/--set. "
+                    "Figures the bench does not report stay empty.",
     )
     p.add_argument("files", nargs="+", metavar="RESULT.json", help="vllm bench serve result files")
     p.add_argument("--out", "-o", required=True, help="snapshot to write")
@@ -30,13 +31,13 @@ def add_parser(sub):
 
 def run(args: argparse.Namespace) -> int:
     from kvtui.errors import UsageError
+    from kvtui.report.compare import compare_modes
+    from kvtui.report.export import write_text_private
     from kvtui.report.importers import import_vllm_bench
     from kvtui.report.snapshot import dumps
-    from kvtui.report.export import write_text_private
-    from kvtui.secrets import scrub
-    from kvtui.report.compare import compare_modes
     from kvtui.report.text import comparison_table
     from kvtui.scenario import load_scenario
+    from kvtui.secrets import scrub
 
     logs = {}
     for item in args.log:
@@ -44,12 +45,14 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--log {item}: expected MODE=PATH")
         k, v = item.split("=", 1)
         logs[k] = v
-    scenario = load_scenario(args.scenario, args.overrides, allow_env=True) if (args.scenario or args.overrides) else None
+    scenario = (load_scenario(args.scenario, args.overrides, allow_env=True) if (args.scenario or args.overrides)
+                else None)
     from kvtui.report.wellformed import SHAPE_ERRORS
     from kvtui.terminal import printable
 
     try:  # a wrong-typed field in a bench file is the file's fault: one line, exit 2
-        doc = import_vllm_bench(args.files, scenario=scenario, mode=args.mode, logs=logs, gpu=args.gpu, version=args.vllm_version)
+        doc = import_vllm_bench(args.files, scenario=scenario, mode=args.mode, logs=logs, gpu=args.gpu,
+                                version=args.vllm_version)
         doc["comparison"] = compare_modes(doc)
         doc = scrub(doc)
         table = comparison_table(doc)
@@ -69,5 +72,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"kvtui: created the folder {out.parent}", file=sys.stderr)
     write_text_private(out, dumps(doc) + "\n")
     sys.stdout.write(printable(table) + "\n")
-    print(f"kvtui: wrote {out} ({len(doc['modes'])} mode(s), {sum(len(m['steps']) for m in doc['modes'])} step(s))", file=sys.stderr)
+    print(f"kvtui: wrote {out} ({len(doc['modes'])} mode(s), {sum(len(m['steps']) for m in doc['modes'])} step(s))",
+          file=sys.stderr)
     return 0

@@ -21,7 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="write a commented scenario for a model on this GPU (modes, SLO, KV-bound predictions)",
         description="Reads MODEL's config.json (dense, MoE, MLA; AWQ/GPTQ/FP8 quantization_config), the GPUs NVML sees "
         "and the vLLM version, and writes a scenario with the precision modes that make sense here and the "
-        "estimator's KV-bound prediction per mode in its header. Offline: a Hugging Face id must be in the local cache.",  # noqa: E501
+        "estimator's KV-bound prediction per mode in its header. "
+        "Offline: a Hugging Face id must be in the local cache.",
     )
     p.add_argument(
         "model",

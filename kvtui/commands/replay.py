@@ -22,10 +22,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kvtui.commands.tui import check_theme
+    from kvtui.commands.launch_checks import check_theme, dumb_terminal
     from kvtui.errors import UsageError
     from kvtui.report.snapshot import load_snapshot
-    from kvtui.commands.app_options import AppOptions, make_app
+    from kvtui.tui.app import make_app
+    from kvtui.tui.options import AppOptions
 
     check_theme(args.theme)
     from kvtui.report.wellformed import require_renderable
@@ -51,7 +52,3 @@ def run(args: argparse.Namespace) -> int:
     return int(rc or 0)
 
 
-def dumb_terminal() -> bool:
-    import os
-
-    return os.environ.get("TERM", "") == "dumb"

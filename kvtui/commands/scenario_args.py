@@ -23,6 +23,9 @@ def overrides(args: argparse.Namespace) -> list[str]:
 def check_fast(scenario: Any, fast: bool) -> None:
     if fast and scenario.server.engine != "sim":
         raise UsageError("--fast simulates offline and needs the sim engine (server.engine = \"sim\")")
+    if fast and scenario.server.replicas > 1:
+        raise UsageError(f"--fast models one server; server.replicas = {scenario.server.replicas} runs live "
+                         "(without --fast), each replica its own kvtui sim serve")
 
 
 def resumes(args: argparse.Namespace) -> list[dict[str, Any]] | None:

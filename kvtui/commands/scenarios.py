@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         "none: copy a shipped theme there, rename it (name = …) and edit its colours",
     )
     out.write(
-        f"\nTo edit the demo:  mkdir -p {home / 'scenarios'} && cp {paths.demo_scenario()} {home / 'scenarios' / 'my-demo.toml'}\n"  # noqa: E501
+        f"\nTo edit the demo:  mkdir -p {home / 'scenarios'} && "
+        f"cp {paths.demo_scenario()} {home / 'scenarios' / 'my-demo.toml'}\n"
     )
     return 0

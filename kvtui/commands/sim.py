@@ -34,6 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s.add_argument("--api-key", default=None, help="require this key (or set KVTUI_SIM_API_KEY; default: none)")
     s.add_argument("--time-scale", type=float, default=1.0, help="wall seconds per modelled second (slow motion > 1)")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--calibration", default=None, metavar="TOML",
+                   help="the simulator's calibration (default: the bundled H200 fit; `kvtui calibrate` writes one)")
     s.add_argument("--knee", type=int, default=0, help="test model: TPOT slows down above this many running requests")
     s.add_argument("--knee-tpot-ms", type=float, default=20.0)
     s.add_argument("--knee-slowdown", type=float, default=2.0)
@@ -65,7 +67,10 @@ def build_model(args: argparse.Namespace):
         gpu=args.gpu,
     )
     vocab = int(getattr(model, "vocab_size", 128256) or 128256)
-    return SchedulerSim(model, gpu, mode, server, seed=args.seed), vocab
+    from kvtui.predict.calibration_file import read_calibration
+
+    cal = read_calibration(args.calibration) if getattr(args, "calibration", None) else None
+    return SchedulerSim(model, gpu, mode, server, calibration=cal, seed=args.seed), vocab
 
 
 def run(args: argparse.Namespace) -> int:

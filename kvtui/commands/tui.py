@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from kvtui.commands.launch_checks import check_theme  # noqa: F401 - kvtui.commands.tui.check_theme, as tests import it
 from kvtui.errors import UsageError
 
 
@@ -26,28 +27,17 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", dest="overrides", default=[], metavar="KEY=VALUE",
                    help="override a scenario value, e.g. --set ramp.max=64")
     p.add_argument("--resume", action="append", metavar="SNAPSHOT",
-                   help="keep the finished modes of this snapshot, continue the ones cut short, run the rest; repeatable")
+                   help="keep the finished modes of this snapshot, continue the ones cut short, run the rest; "
+                        "repeatable")
     p.add_argument("--engine", choices=["sim", "vllm", "external"], help="override server.engine")
     p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline")
-    p.add_argument("--theme", help="theme name (shipped or <user dir>/themes/*.toml: kvtui-dark, kvtui-light, kvtui-high-contrast, …)")
+    p.add_argument("--theme", help="theme name (shipped or <user dir>/themes/*.toml: kvtui-dark, kvtui-light, "
+                                   "kvtui-high-contrast, …)")
     p.add_argument("--allow-env", action="store_true",
                    help="let the scenario's server.env set PYTHONPATH, LD_PRELOAD, … (refused otherwise)")
     p.add_argument("--kill-stale", action="store_true", help="stop servers an earlier, killed kvtui run left running")
     p.set_defaults(func=run)
     return p
-
-
-def check_theme(theme: str | None) -> None:
-    if not theme:
-        return
-    from textual.theme import BUILTIN_THEMES
-
-    from kvtui.tui.themes import load_themes
-
-    ours, _ = load_themes()
-    if theme not in ours and theme not in BUILTIN_THEMES:
-        names = ", ".join(list(ours) + sorted(BUILTIN_THEMES))
-        raise UsageError(f"--theme {theme}: no such theme (themes: {names})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario, overrides, allow_env=args.allow_env)
         autostart = args.start
     scenario_args.check_fast(scenario, args.fast)
-    from kvtui.commands.run import check_leftovers
+    from kvtui.commands.launch_checks import check_leftovers
 
     check_leftovers(args)
     return launch_tui(scenario, out=args.out, modes=args.modes, resume=resume, theme=args.theme, autostart=autostart,
@@ -79,10 +69,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | None = None,
-               resume: dict[str, Any] | list[dict[str, Any]] | None = None, theme: str | None = None, autostart: bool = False,
-               fast: bool = False, notice: str | None = None) -> int:
+               resume: dict[str, Any] | list[dict[str, Any]] | None = None, theme: str | None = None,
+               autostart: bool = False, fast: bool = False, notice: str | None = None) -> int:
     """Run the dashboard on `scenario`; returns the exit code (0, or 1 when the run failed)."""
-    from kvtui.commands.replay import dumb_terminal
+    from kvtui.commands.launch_checks import dumb_terminal
 
     if dumb_terminal():
         raise UsageError("TERM=dumb: this terminal cannot show the dashboard; "
@@ -92,7 +82,8 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
         unknown = [m for m in modes if m not in {x.name for x in scenario.modes}]
         if unknown:
             valid = ", ".join(m.name for m in scenario.modes)
-            raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: {valid})")
+            raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} "
+                             f"(modes: {valid})")
     if autostart:  # the checks' lines on the terminal, before the screen takes it
         from kvtui.preflight import gate, modes_to_start
 
@@ -101,7 +92,8 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
         if not pf.ok:
             print(f"kvtui: {pf.summary()}")
             return 1
-    from kvtui.commands.app_options import AppOptions, make_app
+    from kvtui.tui.app import make_app
+    from kvtui.tui.options import AppOptions
 
     app = make_app(AppOptions(scenario=scenario, out=out, modes=modes, resume=resume, theme=theme, autostart=autostart,
                               fast=fast, setup_notice=notice, handle_signals=True))

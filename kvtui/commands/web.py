@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port}: not a TCP port")
     if args.theme:
-        from kvtui.commands.tui import check_theme
+        from kvtui.commands.launch_checks import check_theme
 
         check_theme(args.theme)
     if args.replay:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Protocol
 from kvtui.scenario.schema import Mode, Scenario
 from kvtui.telemetry.types import StartupFacts  # re-exported: what every engine reports at startup
 
-__all__ = ["Endpoint", "Engine", "EngineInfo", "LogSink", "StartupFacts"]
+__all__ = ["Endpoint", "Engine", "EngineInfo", "LogSink", "Replica", "StartupFacts"]
 
 LogSink = Callable[[str], None]
 
@@ -25,10 +25,30 @@ class Endpoint:
     api_key: str | None = None
     metrics_url: str | None = None
     max_model_len: int | None = None
-    extra_urls: list[str] = field(default_factory=list)  # other replicas (external engine)
+    # Several replicas (kvtui.engines.replicas): with base URLs the load generator spreads the
+    # requests over them (`routing`); without (a gateway) only their /metrics are read apart.
+    replicas: list["Replica"] = field(default_factory=list)
+    routing: str = "least_inflight"
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    @property
+    def spreads(self) -> bool:
+        """kvtui chooses the replica of every request (a list of replica URLs, or replicas it launched)."""
+        return len(self.replicas) > 1 and all(r.base_url for r in self.replicas)
+
+
+@dataclass
+class Replica:
+    """One server behind a run of several: where its requests go (or "" behind a gateway), its
+    /metrics, its own headers (its own per-run key), and what it said at startup."""
+
+    name: str  # "r0", "r1", … as shown and stored
+    base_url: str
+    metrics_url: str | None
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    facts: dict[str, Any] = field(default_factory=dict)  # StartupFacts.to_dict() of a launched replica
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from kvtui.engines.base import EngineInfo, Endpoint, LogSink, StartupFacts
+from kvtui.engines.base import Endpoint, EngineInfo, LogSink, Replica, StartupFacts
 from kvtui.engines.registry import register
 from kvtui.errors import EngineError
 from kvtui.scenario.schema import Mode, Scenario
@@ -62,56 +62,116 @@ class ExternalEngine:
         self._info = EngineInfo(engine="external", simulated=False)
         self._endpoint: Endpoint | None = None
         self._client: httpx.Client | None = None
+        self._clients: list[httpx.Client] = []
 
     def start(self, scenario: Scenario, mode: Mode, on_log: LogSink) -> Endpoint:
         s = scenario.server
-        base, basic = _split_userinfo(s.url.rstrip("/"))  # user:pw@ never stored, printed or logged
-        if base.endswith("/v1"):
-            base = base[:-3]
+        urls = list(s.replica_urls) or [s.url]
         key = s.api_key or None
-        headers = {"Authorization": f"Bearer {key}"} if key else ({"Authorization": f"Basic {basic}"} if basic else {})
-        self._client = httpx.Client(base_url=base, headers=headers, timeout=10.0, trust_env=False)
         t0 = time.monotonic()
-        on_log(f"kvtui: using the external server at {base} (mode {mode.name!r} is a label only)")
+        bases: list[tuple[str, str, dict[str, str]]] = []
+        for u in urls:
+            base, basic = _split_userinfo(u.rstrip("/"))  # user:pw@ never stored, printed or logged
+            if base.endswith("/v1"):
+                base = base[:-3]
+            auth = f"Bearer {key}" if key else (f"Basic {basic}" if basic else "")
+            headers = {"Authorization": auth} if auth else {}
+            bases.append((base, basic, headers))
+        where = bases[0][0] if len(bases) == 1 else f"{len(bases)} replicas ({', '.join(b for b, _, _ in bases)})"
+        on_log(f"kvtui: using the external server at {where} (mode {mode.name!r} is a label only)")
+        self._clients = [httpx.Client(base_url=b, headers=h, timeout=10.0, trust_env=False) for b, _, h in bases]
+        self._client = self._clients[0]
+        want = mode.model or s.served_model_name or s.model
+        model, max_len = "", None
+        for i, (base, _, _) in enumerate(bases):
+            name = f"replica r{i} " if len(bases) > 1 else ""
+            m, ml = self._probe(self._clients[i], base, want, on_log if i == 0 else None, name)
+            if i == 0:
+                model, max_len = m, ml
+            elif m != model:
+                raise EngineError("bad_model", f"{name}{base} serves {m!r}, replica r0 serves {model!r}: "
+                                  "the replicas must serve the same model")
+            elif ml is not None:
+                max_len = ml if max_len is None else min(max_len, ml)
         try:
-            r = self._client.get("/v1/models")
+            v = self._client.get("/version")
+            self._info.version = v.json().get("version") if v.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            self._info.version = None
+        base, basic, headers = bases[0]
+        metrics = s.metrics_url or (s.metrics_urls[0] if s.metrics_urls and not s.replica_urls else f"{base}/metrics")
+        self._facts = StartupFacts(startup_s=time.monotonic() - t0)
+        self._endpoint = _Endpoint(base_url=base, model=model, api_key=key, metrics_url=metrics, max_model_len=max_len,
+                                   basic=basic, routing=s.routing)
+        if s.replica_urls:
+            mus = list(s.metrics_urls) or [f"{b}/metrics" for b, _, _ in bases]
+            self._endpoint.replicas = [Replica(f"r{i}", b, mu, h) for i, ((b, _, h), mu) in enumerate(zip(bases, mus))]
+        elif len(s.metrics_urls) > 1:
+            # A gateway (llm-d, KServe, a vLLM DP head): the requests go to `url`, the /metrics of
+            # what stands behind it are read one by one; each gets the key only on the URL's origin.
+            self._endpoint.replicas = [Replica(f"r{i}", "", mu, headers) for i, mu in enumerate(s.metrics_urls)]
+        self._facts.merge(self._kv_facts())
+        return self._endpoint
+
+    def _kv_facts(self) -> StartupFacts:
+        """The KV caches as the servers state them on /metrics (`vllm:cache_config_info`), since kvtui
+        did not start them and has no log: one server's figures, summed over the data-parallel
+        engines it labels and over the replicas behind the run (each holds its own KV cache).
+        Empty where no /metrics answers with vLLM's gauge (another server, the simulator's own)."""
+        from kvtui.engines.replicas import summed_facts
+        from kvtui.engines.vllm.cache_facts import engines_in_metrics, facts_from_metrics_text
+        from kvtui.secrets import same_origin
+        from kvtui.telemetry.prom import MetricsScraper
+
+        ep = self._endpoint
+        assert ep is not None
+        targets = [(r.metrics_url, r.headers, r.base_url or ep.base_url) for r in ep.replicas if r.metrics_url]
+        if not targets and ep.metrics_url:
+            targets = [(ep.metrics_url, ep.headers(), ep.base_url)]
+        parts = []
+        for url, headers, origin in targets:
+            # The key goes to its own origin only, as for the scrapes; a partial sum would understate
+            # the KV, so any replica that does not say gives no figures rather than wrong ones.
+            with MetricsScraper(url, headers=headers if same_origin(url, origin) else {}, timeout_s=5.0) as scraper:
+                text, _ = scraper.fetch_text()  # the scrapes' own capped GET (16 MiB, the timeout)
+            f = facts_from_metrics_text(text) if text is not None else None
+            if f is None:
+                return StartupFacts()
+            parts.append(f.summed_over_engines(engines_in_metrics(text or "")))
+        return summed_facts(parts, "as each replica's /metrics states it") if parts else StartupFacts()
+
+    def _probe(self, client: httpx.Client, base: str, want: str, on_log: LogSink | None,
+               name: str = "") -> tuple[str, int | None]:
+        """(the model to use, its max_model_len) from one server's /v1/models; EngineError when unusable."""
+        try:
+            r = client.get("/v1/models")
         except httpx.HTTPError as e:
-            raise EngineError("connect", f"cannot reach {base}: {type(e).__name__}: {e}")
+            raise EngineError("connect", f"cannot reach {name}{base}: {type(e).__name__}: {e}")
         if r.status_code == 401:
-            raise EngineError("auth", f"{base} refused the API key (HTTP 401); set server.api_key")
+            raise EngineError("auth", f"{name}{base} refused the API key (HTTP 401); set server.api_key")
         if r.status_code != 200:
-            raise EngineError("connect", f"{base}/v1/models answered HTTP {r.status_code}")
+            raise EngineError("connect", f"{name}{base}/v1/models answered HTTP {r.status_code}")
         try:
             payload = r.json()
         except ValueError:
-            raise EngineError("connect", f"{base}/v1/models did not answer JSON: is this an OpenAI-compatible server?")
+            raise EngineError("connect",
+                              f"{name}{base}/v1/models did not answer JSON: is this an OpenAI-compatible server?")
         from kvtui.engines.base import served_models
 
         try:
             models = served_models(payload, base)
         except ValueError as e:
             raise EngineError("connect", str(e))
-        want = mode.model or s.served_model_name or s.model
         ids = [m.get("id") for m in models]
         if want and want in ids:
             model = want
         elif ids:
             model = ids[0]
-            if want and want != "llama-3.1-8b":
+            if want and want != "llama-3.1-8b" and on_log is not None:
                 on_log(f"kvtui: model {want!r} is not served there; using {model!r}")
         else:
-            raise EngineError("bad_model", f"{base} serves no model")
-        max_len = next((m.get("max_model_len") for m in models if m.get("id") == model), None)
-        try:
-            v = self._client.get("/version")
-            self._info.version = v.json().get("version") if v.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            self._info.version = None
-        metrics = s.metrics_url or f"{base}/metrics"
-        self._facts = StartupFacts(startup_s=time.monotonic() - t0)
-        self._endpoint = _Endpoint(base_url=base, model=model, api_key=key, metrics_url=metrics, max_model_len=max_len,
-                                   basic=basic)
-        return self._endpoint
+            raise EngineError("bad_model", f"{name}{base} serves no model")
+        return model, next((m.get("max_model_len") for m in models if m.get("id") == model), None)
 
     def facts(self) -> StartupFacts:
         return self._facts
@@ -120,15 +180,23 @@ class ExternalEngine:
         return self._info
 
     def check_alive(self) -> str | None:
-        if self._client is None:
+        """None while one replica at least answers /health: the run goes on with those (the
+        telemetry names a replica that is down); the reasons of all when none does."""
+        if not self._clients:
             return "not started"
-        try:
-            r = self._client.get("/health", timeout=5.0)
-        except httpx.HTTPError as e:
-            return f"external server unreachable: {type(e).__name__}"
-        if r.status_code >= 500:
-            return f"external server unhealthy: /health answered HTTP {r.status_code}"
-        return None
+        why = []
+        for i, c in enumerate(self._clients):
+            name = f"replica r{i} " if len(self._clients) > 1 else ""
+            try:
+                r = c.get("/health", timeout=5.0)
+            except httpx.HTTPError as e:
+                why.append(f"{name}external server unreachable: {type(e).__name__}")
+                continue
+            if r.status_code >= 500:
+                why.append(f"{name}external server unhealthy: /health answered HTTP {r.status_code}")
+                continue
+            return None
+        return "; ".join(why)
 
     def pids(self) -> set[int]:
         return set()  # not our process: NVML reads the whole GPU
@@ -137,6 +205,7 @@ class ExternalEngine:
         return None
 
     def stop(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for c in self._clients:
+            c.close()
+        self._clients = []
+        self._client = None

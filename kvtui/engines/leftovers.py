@@ -6,9 +6,10 @@ process groups and pids it registered with the reaper. The file goes when the ru
 normally, or when the watchdog has stopped what a killed run left.
 
 A file whose owner is gone (its pid dead, or reused: another start time) with processes
-still alive is a leftover. "Still alive and ours" is checked the watchdog's way: the
-process carries the run's tag (KVTUI_RUN_ID) in its environment, or, untagged, started no
-earlier than the registered leader. Nothing else is ever signalled.
+still alive is a leftover. "Still alive and ours" is checked the watchdog's way
+(`watchdog.group_is_ours`): a process carries the run's tag (KVTUI_RUN_ID) in its
+environment, or the group's leader is the very process registered (same start time).
+Nothing else is ever signalled.
 
 The state dir: $KVTUI_STATE_DIR, else $XDG_RUNTIME_DIR/kvtui, else ~/.local/state/kvtui.
 """

@@ -173,6 +173,19 @@ def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
+def owns_group(pgid: int) -> bool:
+    """Is `pgid` still one of ours, safe to signal? Its leader is the process registered (same
+    start time) or a member carries this run's tag (`watchdog.group_is_ours`). A server whose
+    group has gone leaves a number the kernel hands out again, to a terminal's shell as soon as
+    anyone: a late or repeated stop must not signal that."""
+    members = group_members(pgid)
+    if not members:
+        return False
+    with _lock:
+        start = _starts.get(pgid)
+    return watchdog.group_is_ours(pgid, run_id(), start, members)
+
+
 def signal_group(pgid: int, sig: int) -> bool:
     """Send `sig` to the group; False when no process is left in it."""
     try:
@@ -195,7 +208,10 @@ def wait_group_gone(pgid: int, timeout_s: float, poll_s: float = 0.1) -> bool:
 
 
 def kill_group(pgid: int, grace_s: float = 3.0) -> bool:
-    """SIGTERM, wait up to grace_s, then SIGKILL. True when the group is gone."""
+    """SIGTERM, wait up to grace_s, then SIGKILL. True when the group is gone.
+
+    The caller vouches for `pgid` (a group it has just started); registered servers are stopped
+    through `terminate` and `reap_all`, which check `owns_group` first."""
     if not group_alive(pgid):
         return True
     signal_group(pgid, signal.SIGTERM)
@@ -216,7 +232,9 @@ def terminate(proc, pgid: int, timeout_s: float, graceful: bool = True) -> None:
     if not graceful:
         steps = steps[1:]
     for sig, wait_s in steps:
-        if proc.poll() is not None and not group_alive(pgid):
+        # An unreaped leader holds its pid (the group is surely ours); once reaped, only the
+        # run's tag on a member says the number has not gone to someone else.
+        if proc.poll() is not None and not owns_group(pgid):
             break
         signal_group(pgid, sig)
         deadline = time.monotonic() + wait_s
@@ -231,7 +249,7 @@ def terminate(proc, pgid: int, timeout_s: float, graceful: bool = True) -> None:
         proc.wait(timeout=5.0)
     except Exception:  # pragma: no cover - SIGKILL was sent
         pass
-    if not group_alive(pgid):
+    if not owns_group(pgid):  # gone (or its number is someone else's now)
         unregister(pgid)
 
 
@@ -243,7 +261,7 @@ def reap_all(grace_s: float = 3.0) -> list[int]:
     """
     with _lock:
         pgids = list(_groups)
-    alive = [g for g in pgids if group_alive(g)]
+    alive = [g for g in pgids if owns_group(g)]  # a stale registration's number may be someone else's now
     for g in alive:
         signal_group(g, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -252,7 +270,8 @@ def reap_all(grace_s: float = 3.0) -> list[int]:
         if alive:
             time.sleep(0.1)
     for g in alive:
-        signal_group(g, signal.SIGKILL)
+        if owns_group(g):
+            signal_group(g, signal.SIGKILL)
     with _lock:
         for g in pgids:
             if _groups.pop(g, None) is not None:

@@ -15,8 +15,9 @@ End of file on the pipe means kvtui is gone (the kernel closes the write end of 
 process) or has nothing registered any more. Whatever is still registered then gets SIGTERM,
 3 s, SIGKILL — but only processes that are provably the run's: carrying its tag in their
 environment (`KVTUI_RUN_ID`, set on every server kvtui launches and inherited by vLLM's
-EngineCore and workers) or started no earlier than the registered leader (a reused pid
-is younger than nothing we know). Tagged processes that left their group are stopped too.
+EngineCore and workers), or in a group whose leader is still the very process registered
+(same pid, same start time). A group number reused by someone else (a younger process that
+carries no tag) is never signalled. Tagged processes that left their group are stopped too.
 
 Only the standard library: it starts in a fraction of a second and cannot break with kvtui.
 """
@@ -84,15 +85,17 @@ def tagged(run_id: str) -> list[int]:
     return [p for p in all_pids() if p != me and start_time(p) is not None and run_tag(p) == run_id]
 
 
-def ours(pid: int, run_id: str, not_before: int | None) -> bool:
-    """Is `pid` provably part of the run: its tag, or (untagged) started no earlier than the registered leader."""
-    st = start_time(pid)
-    if st is None:
-        return False
-    tag = run_tag(pid)
-    if tag is not None:
-        return tag == run_id
-    return not_before is not None and st >= not_before
+def group_is_ours(pgid: int, run_id: str, leader_start: int | None, members: list[int]) -> bool:
+    """Is the process group `pgid` provably the run's: its leader is the very process registered
+    (same pid, same start time), or a member carries the run's tag.
+
+    Nothing else counts, and "started after the leader" in particular does not: once a server's
+    group has gone, its number can be handed to any new process once the pids go round (pid_max
+    is 32768 on many boxes), a terminal's shell included. Every process kvtui launches
+    carries the tag (`reaper.server_env()`), inherited by its children."""
+    if leader_start is not None and leader_start >= 0 and start_time(pgid) == leader_start:
+        return True
+    return any(run_tag(p) == run_id for p in members)
 
 
 def victims(run_id: str, groups: dict[int, int], pids: dict[int, int]) -> tuple[list[int], list[int]]:
@@ -102,7 +105,7 @@ def victims(run_id: str, groups: dict[int, int], pids: dict[int, int]) -> tuple[
         g = pgrp_of(p)
         if g in groups:
             members.setdefault(g, []).append(p)
-    live_groups = [g for g, start in groups.items() if any(ours(p, run_id, start) for p in members.get(g, []))]
+    live_groups = [g for g, start in groups.items() if members.get(g) and group_is_ours(g, run_id, start, members[g])]
     live_pids = [p for p, start in pids.items() if start_time(p) == start]
     for p in tagged(run_id):  # left its group (or was never registered): stop it on its own
         if pgrp_of(p) not in live_groups and p not in live_pids:

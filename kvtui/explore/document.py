@@ -12,9 +12,9 @@ import time
 from typing import Any
 
 from kvtui import __version__
-from kvtui.secrets import is_secret_env, redact_args
 from kvtui.report.snapshot import SCHEMA
 from kvtui.scenario.schema import Mode, Scenario
+from kvtui.secrets import is_secret_env, redact_args
 
 
 def environment(scenario: Scenario) -> dict[str, Any]:
@@ -34,6 +34,11 @@ def environment(scenario: Scenario) -> dict[str, Any]:
     if scenario.server.engine == "sim":
         env["gpu_names"] = [f"{scenario.server.gpu} (SIMULATED)"]
         env["gpu_count"] = scenario.server.tensor_parallel_size
+        if scenario.server.devices > 1:  # a box of simulated GPUs: which of them this run had (its lane's)
+            from kvtui.explore.devices import sim_device_ids
+
+            ids = sim_device_ids(scenario.server.devices)
+            env["gpu_indices"], env["gpu_uuids"] = ids, [f"SIM-GPU-{i}" for i in ids]
     else:
         inv = gpu_inventory()
         env["gpu_names"] = [g["name"] for g in inv.gpus] or ["no GPU seen"]

@@ -353,7 +353,7 @@ def reevaluate(step: dict[str, Any], records: list[Record], slo: Slo) -> dict[st
     )
     new = evaluate_step(records, ctx, slo)
     for k in ("index", "t_window_start", "t_window_end", "started_at", "duration_s", "repeat_of", "search_phase",
-              "note"):
+              "note", "autoscale"):
         if k in step:
             new[k] = step[k]
     return new

@@ -88,6 +88,18 @@ class Telemetry(Event):
 
 
 @dataclass(frozen=True)
+class QualityStarted(Event):
+    """The mode's quality phase begins (before its load; none of it counts in a step)."""
+
+    kind: ClassVar[str] = "quality_started"
+    tasks: tuple[str, ...] = ()  # the suite's task names, where known
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"tasks": list(self.tasks)}
+
+
+@dataclass(frozen=True)
 class QualityMeasured(Event):
     """The quality suite's results for the mode, before its load (its snapshot entry's "quality")."""
 
@@ -187,7 +199,7 @@ class RunError(Event):
 
 
 EVENT_TYPES: tuple[type[Event], ...] = (RunStarted, ModeStarting, Log, EngineReady, Telemetry, StepStarted,
-                                        StepProgress, QualityMeasured,
+                                        StepProgress, QualityStarted, QualityMeasured,
                                         Records, StepFinished, ModeFinished, RunFinished, RunWarning, RunError)
 EVENT_KINDS: frozenset[str] = frozenset(t.kind for t in EVENT_TYPES)
 

@@ -8,8 +8,8 @@ import threading
 import time
 from typing import Any
 
-from kvtui.engines import registry
 from kvtui.engines.base import Endpoint, Engine, StartupFacts
+from kvtui.engines.replicas import create_for
 from kvtui.errors import EngineError, RunAborted
 from kvtui.explore import events as ev
 from kvtui.explore.evaluate import StepContext
@@ -39,7 +39,7 @@ class LiveStepExecutor:
     def start_mode(self, mode: Mode, md: dict[str, Any], partial: dict[str, Any] | None) -> StartupFacts | None:
         run, sc = self.run, self.run.scenario
         self.md = md
-        self.engine = engine = registry.create(sc.server.engine)
+        self.engine = engine = create_for(sc)  # several replicas when server.replicas > 1
         t_start = time.monotonic()
         self._starting = True
         try:
@@ -80,6 +80,13 @@ class LiveStepExecutor:
         md["engine_info"] = self._info_dict()
         md["endpoint"] = {"base_url": endpoint.base_url, "model": endpoint.model,
                           "max_model_len": endpoint.max_model_len}
+        if endpoint.replicas:
+            from kvtui.secrets import strip_url_password
+
+            md["endpoint"]["routing"] = endpoint.routing if endpoint.spreads else "gateway"
+            md["replicas"] = [{"name": r.name, "base_url": strip_url_password(r.base_url) or None,
+                               "metrics_url": strip_url_password(r.metrics_url or "") or None,
+                               **({"server": r.facts} if r.facts else {})} for r in endpoint.replicas]
         run.mode_started(md)
         run.emit(ev.EngineReady(mode.name, md["server"], md["engine_info"]))
         self.endpoint, self.facts = endpoint, facts
@@ -130,8 +137,15 @@ class LiveStepExecutor:
             workload=dataclasses.asdict(sc.workload), space=dataclasses.asdict(space), max_model_len=max_len,
             salt=self.run.salt, seed=sc.seed + sc.workload.seed,
             request_timeout_s=sc.ramp.request_timeout_s * max(1.0, self._time_scale()),
+            replicas=[(r.base_url, r.headers) for r in endpoint.replicas] if endpoint.spreads else [],
+            routing=endpoint.routing,
         )
-        self.loadgen = LoadGenerator(cfg, sc.ramp.processes)
+        scaler = None
+        if sc.ramp.autoscale:
+            from kvtui.load.autoscale import AutoScaler, cores_available
+
+            scaler = AutoScaler(max(sc.ramp.processes, sc.ramp.max_processes or cores_available()))
+        self.loadgen = LoadGenerator(cfg, sc.ramp.processes, scaler)
         self.loadgen.counter = 1_000_000 * (md["index"] + 1)  # disjoint counters per mode
         self.loadgen.start()
 
@@ -143,6 +157,7 @@ class LiveStepExecutor:
         from kvtui.quality.runner import run_suite
 
         emit = self.run.emit
+        emit(ev.QualityStarted(mode.name))  # the phase, typed (the screen's header says "quality")
         emit(ev.Log(mode.name, f"[kvtui] quality phase for {mode.name} (not counted in any step)"))
         suite = run_suite(self.endpoint, self.run.scenario, on_log=lambda line: emit(ev.Log(mode.name, line)),
                           should_stop=lambda: self.run.stop_reason)
@@ -206,10 +221,11 @@ class LiveStepExecutor:
             run.emit(ev.RunError(mode.name, f"cannot append records to {run.records_path}: {records_error[0]}"))
             run.stop(f"records file unwritable: {records_error[0]}")
         metrics = tel.window(res.t_window_start, res.t_window_end)
+        d: dict[str, Any] | None = None
         if before is not None and after is not None and before.ok and after.ok:
-            from kvtui.telemetry.prom import window_delta
+            from kvtui.telemetry.replicas import replicas_delta
 
-            d = window_delta(before, after)
+            d = replicas_delta(before, after)  # window_delta, summed per replica when there are several
             metrics["preemptions"] = d.get("preemptions")
             metrics["prefix_cache_hit_rate"] = d.get("prefix_cache_hit_rate")
             metrics["server_tokens"] = {"prompt": d.get("prompt_tokens"), "generation": d.get("generation_tokens")}
@@ -226,7 +242,7 @@ class LiveStepExecutor:
             cut=bool(res.aborted) and not tel.dead, client_failure=res.client_failure,
         )
         all_ok = [x for x in recs if x.ok]
-        extra = {
+        extra: dict[str, Any] = {
             "client_tokens": {"prompt": sum(x.prompt_tokens or 0 for x in all_ok),
                               "generation": sum(x.output_tokens or 0 for x in all_ok),
                               "requests": len(recs), "cancelled": sum(1 for x in recs if x.error == "cancelled")},
@@ -234,7 +250,33 @@ class LiveStepExecutor:
             "t_window_start": res.t_window_start, "t_window_end": res.t_window_end,
             "t_rel_start": round(res.t_start - run.t0, 3), "t_rel_end": round(res.t_end - run.t0, 3),
         }
+        if res.autoscale is not None:
+            extra["autoscale"] = res.autoscale  # workers that ran (client.workers) and why any were added
+        if tel.replica_names:
+            self._replica_extra(extra, recs, metrics, d, res, ts)
+        elif metrics.get("replicas"):  # one server with data-parallel engines: its ranks' gauges
+            extra["ranks"] = [{"name": k, **v} for k, v in metrics["replicas"].items()]
         return Measured(recs, ctx, extra, aborted=bool(res.aborted))
+
+    def _replica_extra(self, extra: dict[str, Any], recs: list[Record], metrics: dict[str, Any],
+                       d: dict[str, Any] | None, res: Any, ts: float) -> None:
+        """The step's per-replica figures and the replicas it lost (kvtui.explore.replica_step)."""
+        from kvtui.explore.replica_step import lost_note, lost_replicas, replica_figures
+
+        tel = self.telemetry
+        assert tel is not None
+        names = tel.replica_names
+        extra["replicas"] = replica_figures(recs, names, res.t_window_start, res.t_window_end, ts,
+                                            metrics.get("replicas") or {}, (d or {}).get("replicas"))
+        if not (self.endpoint is not None and self.endpoint.spreads):
+            for row in extra["replicas"]:  # behind a gateway kvtui does not know who served what
+                for key in ("requests", "errors", "output_tok_s", "input_tok_s", "ttft_ms", "tpot_ms"):
+                    row.pop(key, None)
+        lost = lost_replicas(recs, names, tel.replica_down, res.t_start)
+        if lost:
+            extra["replicas_lost"] = lost
+            extra["notes"] = [lost_note(lost, names)]
+            self.run.emit(ev.RunWarning(self.md.get("name") if self.md else None, extra["notes"][0]))
 
     def _drain(self, tel: TelemetryLoop) -> None:
         """Between steps: wait until the server reports running = waiting = 0."""

@@ -30,7 +30,9 @@ class OfflineStepExecutor:
     def start_mode(self, mode: Mode, md: dict[str, Any], partial: dict[str, Any] | None) -> StartupFacts | None:
         run = self.run
         try:
-            self.server = srv = OfflineServer(run.scenario, mode, run.salt)
+            # the run's calibration (kvtui run --fast --calibration FILE) is the simulated GPU's speed
+            self.server = srv = OfflineServer(run.scenario, mode, run.salt, calibration=getattr(run, "sim_calibration",
+                                                                                              None))
         except SimConfigError as e:
             self.server = None
             md["error"] = {"kind": "oom_kv", "message": f"mode {mode.name}: {e}"}

@@ -21,6 +21,8 @@ from kvtui.load.records import Damaged, iter_record_lines, record_from_line
 from kvtui.report.snapshot import SnapshotWriter, atomic_write, ran_on_devices
 from kvtui.scenario.schema import Mode, Scenario
 
+UNCOMPARED = frozenset({"port", "startup_timeout_s", "parallel", "devices", "processes", "autoscale", "max_processes"})
+
 
 def record_key(line: str) -> tuple[str | None, int | None]:
     """(mode, step index) of one records line."""
@@ -41,6 +43,30 @@ def finished_steps(mode_doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def joined_devices(envs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The device lists of several runs' environments as one (each device once, in order)."""
+    out: dict[str, Any] = {}
+    uuids: list[str] = []
+    rows: list[tuple[Any, Any, Any, Any]] = []
+    for e in envs:
+        n = len(e.get("gpu_uuids") or [])
+        for j, u in enumerate(e.get("gpu_uuids") or []):
+            if u in uuids:
+                continue
+            uuids.append(u)
+            pick = [(e.get(k) or [None] * n) for k in ("gpu_names", "gpu_indices", "gpu_memory_gib")]
+            rows.append((u, *(x[j] if j < len(x) else (x[-1] if x else None) for x in pick)))
+    if rows:
+        out["gpu_uuids"] = [r[0] for r in rows]
+        out["gpu_indices"] = [r[2] for r in rows]
+        if all(e.get("gpu_memory_gib") for e in envs):
+            out["gpu_memory_gib"] = [r[3] for r in rows]
+        if not any(e.get("simulated") for e in envs):
+            out["gpu_names"] = [r[1] for r in rows]
+            out["gpu_count"] = len(rows)
+    return out
+
+
 class Resume:
     """The resumed snapshots (oldest first: a later one's mode wins) and what this run takes from them."""
 
@@ -54,9 +80,11 @@ class Resume:
         self.emit(ev.RunWarning(name, msg))
         doc.setdefault("warnings", []).append(msg)
 
-    def take(self, doc: dict[str, Any], scenario: Scenario, modes: list[Mode], fast: bool) -> list[dict[str, Any]]:
+    def take(self, doc: dict[str, Any], scenario: Scenario, modes: list[Mode], fast: bool,
+             join: bool = False) -> list[dict[str, Any]]:
         """The modes of the resumed snapshot(s) this run keeps (returned) and those it continues
-        (`self.partial`); notes what it drops in `doc`'s warnings."""
+        (`self.partial`); notes what it drops in `doc`'s warnings. A `join` (the lanes of
+        kvtui run --parallel) keeps every mode as its snapshot has it: failed, cut short or done."""
         new = scenario.to_dict()
         wanted = {m.name: m for m in scenario.modes}
         requested = {m.name for m in modes}
@@ -67,11 +95,13 @@ class Resume:
             src = prev.get("_path") or "(snapshot)"
             old = prev.get("scenario") or {}
             for key in ("server", "workload", "ramp", "slo"):
-                # A key the older kvtui did not write is unset (None) there: not a change.
-                a = {k: v for k, v in (old.get(key) or {}).items() if k not in ("port",
-                    "startup_timeout_s") and v is not None}
-                b = {k: v for k, v in (new.get(key) or {}).items() if k not in ("port",
-                    "startup_timeout_s") and v is not None}
+                # A key the older kvtui did not write is unset (None) there, or absent: not a change.
+                # How the run was spread (parallel lanes, their devices, the load's workers) is not a
+                # setting of the measurement either.
+                a = {k: v for k, v in (old.get(key) or {}).items() if k not in UNCOMPARED and v is not None}
+                b = {k: v for k, v in (new.get(key) or {}).items() if k not in UNCOMPARED and v is not None}
+                if isinstance(old.get(key), dict):
+                    b = {k: v for k, v in b.items() if k in old[key]}
                 if a and a != b:
                     self.emit(ev.RunWarning(
                         None,
@@ -81,6 +111,10 @@ class Resume:
             for m in prev.get("modes") or []:
                 name = m.get("name")
                 if not isinstance(name, str):
+                    continue
+                if join:
+                    if name in wanted and (name not in done or m.get("steps") or not done[name].get("steps")):
+                        done[name], origin[name] = m, prev
                     continue
                 if name in wanted:
                     changed = setting_changes(m.get("settings") or {}, mode_settings(scenario, wanted[name]))
@@ -111,11 +145,13 @@ class Resume:
         self.partial = partial
         self.origin = origin
         kept = list(done.values())
-        if kept and all(m.name in done for m in modes):
+        if kept and (join or all(m.name in done for m in modes)):
             # Nothing is measured here (a join of earlier runs): the figures are of the machine they ran on.
             envs: list[dict[str, Any]] = [e for n in done if (e := origin[n].get("environment"))]
             if envs:
                 doc["environment"] = {**envs[-1], "joined_on": (doc.get("environment") or {}).get("host")}
+                if join:  # the lanes' devices together: the run had all of them
+                    doc["environment"].update(joined_devices(envs))
                 gpus = {tuple(e.get("gpu_names") or ()) for e in envs}
                 if len(gpus) > 1:
                     self._note(doc, None, "the joined modes ran on different GPUs: "

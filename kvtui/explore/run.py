@@ -23,7 +23,7 @@ from typing import Any
 from kvtui.engines import registry
 from kvtui.engines.base import Engine, StartupFacts
 from kvtui.errors import KvtuiError, UsageError
-from kvtui.explore import document
+from kvtui.explore import document, predict_loop
 from kvtui.explore import events as ev
 from kvtui.explore.evaluate import evaluate_step, no_server_verdict
 from kvtui.explore.events import Event, Listener
@@ -32,14 +32,14 @@ from kvtui.explore.live_step import LiveStepExecutor
 from kvtui.explore.offline_step import OfflineStepExecutor
 from kvtui.explore.results import ModeResult
 from kvtui.explore.resume import Resume, finished_steps
-from kvtui.explore.search import Search, make_search, ramp_levels
+from kvtui.explore.search import Search, ramp_levels
 from kvtui.explore.stats import PCTS, min_samples_for
 from kvtui.explore.telemetry_loop import SERIES_MAX, TelemetryLoop
 from kvtui.load.generator import LoadGenerator
-from kvtui.secrets import Redactor, strip_url_password
 from kvtui.report.snapshot import SnapshotWriter
 from kvtui.scenario import lengths
 from kvtui.scenario.schema import Mode, Scenario
+from kvtui.secrets import Redactor, strip_url_password
 
 __all__ = ["Event", "Listener", "Run", "SERIES_MAX", "make_engine", "mean_request_tokens"]
 
@@ -64,8 +64,16 @@ class Run:
         listener: Listener | None = None,
         resume: dict[str, Any] | list[dict[str, Any]] | None = None,
         fast: bool = False,
+        join: dict[str, str] | None = None,
+        join_info: dict[str, Any] | None = None,
+        calibration: Any = None,
+        refit: bool | None = None,
     ):
         self.scenario = scenario
+        # A join (kvtui run --parallel): every mode is taken as its snapshot has it, nothing is
+        # measured here; `join` names why a mode that no snapshot has is missing.
+        self.join = join
+        self.join_info = join_info  # the lanes (device, mode, exit code, files): the snapshot's run.parallel
         self.out = Path(out)
         self.listener = listener
         self.fast = fast
@@ -100,6 +108,10 @@ class Run:
         self._nudge = 0
         self._lock = threading.Lock()
         self.executor: StepExecutor = OfflineStepExecutor(self) if fast else LiveStepExecutor(self)
+        # The prediction per mode and its recalibration (kvtui.explore.refit); a --fast run's steps
+        # are the simulator's own, so it is not refitted unless asked (bench: a perturbed truth).
+        self.predictor = predict_loop.make_predictor(calibration, refit if refit is not None else not fast)
+        self.sim_calibration = self.predictor.prior if calibration is not None else None
         self.writer: SnapshotWriter | None = None
         self.doc: dict[str, Any] = {}
         self.current_mode: dict[str, Any] | None = None
@@ -193,9 +205,11 @@ class Run:
     # -- main --------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         self.doc = document.new_doc(self.scenario, self.salt, self.fast, [m.name for m in self.modes], self.t0)
+        if self.join_info is not None:
+            self.doc["run"]["parallel"] = self.join_info
         kept: list[dict[str, Any]] = []
         if self.resumes:
-            kept = self._resume.take(self.doc, self.scenario, self.modes, self.fast)
+            kept = self._resume.take(self.doc, self.scenario, self.modes, self.fast, join=self.join is not None)
         self.doc["modes"] = list(kept)
         self.writer = SnapshotWriter(self.out, self.doc, resumed=[p["_path"] for p in self.resumes if p.get("_path")])
         if self.resumes:
@@ -210,7 +224,11 @@ class Run:
                 if self.stopping:
                     break
                 if mode.name in done:
-                    self.emit(ev.RunWarning(mode.name, f"mode {mode.name} kept from the resumed snapshot"))
+                    if self.join is None:
+                        self.emit(ev.RunWarning(mode.name, f"mode {mode.name} kept from the resumed snapshot"))
+                    continue
+                if self.join is not None:
+                    self._not_measured(mode, i, self.join.get(mode.name, "no lane measured it"))
                     continue
                 self._skip.clear()
                 self._run_mode(mode, i)
@@ -223,6 +241,7 @@ class Run:
             raise
         finally:
             self.executor.teardown()
+            self.predictor.join()  # a refit still running writes into the mode's entry: before the snapshot
             self._finalize(failure)
         return self.doc
 
@@ -250,14 +269,25 @@ class Run:
         self.mode_finished(md)
         self.emit(ev.ModeFinished(mode.name, md))
 
+    def _not_measured(self, mode: Mode, index: int, why: str) -> None:
+        """A joined mode no snapshot has (its lane died before writing one): named, not measured."""
+        md = document.mode_doc(self.scenario, mode, index, self.doc)
+        md["error"] = {"kind": "lane", "message": why}
+        md["finished_at"] = time.time()
+        self.doc["modes"].append(md)
+        self.mode_started(md)
+        self.mode_finished(md)
+        self.emit(ev.RunError(mode.name, f"mode {mode.name}: {why}"))
+
     def _search_mode(self, mode: Mode, md: dict[str, Any], facts: StartupFacts, old: dict[str, Any] | None) -> None:
         sc = self.scenario
         kv_guess = facts.kv_bound_concurrency(int(mean_request_tokens(sc))) if self.closed else None
         md["predicted_kv_concurrency"] = round(kv_guess, 1) if kv_guess else None
         # A continued mode searches from the guess it started with, so its finished steps replay.
         guess = (old.get("search") or {}).get("guess", kv_guess) if old is not None else kv_guess
-        search = make_search(sc.ramp, self.closed, guess=guess)
-        md["search"] = {"strategy": search.name, "guess": guess}
+        prediction = predict_loop.before_search(self, mode, md, old)
+        search = predict_loop.choose(self, guess, prediction)
+        md["search"] = {"strategy": search.name, "guess": guess, **predict_loop.search_keys(search)}
         levels = ramp_levels(sc.ramp, self.closed)
         # Enough window samples for every SLO percentile (p99 needs hundreds).
         need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [sc.ramp.min_samples])
@@ -299,11 +329,13 @@ class Run:
                     continue
                 client_retries = 0
                 search.record(load, step["passed"])
+                predict_loop.after_step(self, mode, md, search)
             dead = ex.dead()
             if dead:  # died after its step was measured
                 md.setdefault("error", document.crashed(dead))
                 break
         res = search.result()
+        predict_loop.after_search(self, md, res.best)
         ModeResult(md).record_search(
             best=res.best, first_fail=res.first_fail, confirmed=res.confirmed, flips=res.flips, noisy=res.noisy,
             reached_max=res.reached_max, wall_s=round(time.monotonic() - t_search, ex.wall_s_digits),
@@ -334,6 +366,7 @@ class Run:
         m = self.executor.measure(mode, md, load, index, why, need)
         step = evaluate_step(m.records, m.ctx, self.scenario.slo)
         step.update(m.extra)
+        predict_loop.annotate(md, step)
         if m.check_samples and step["samples"]["ttft"] < need and step["passed"] is not None:
             step.setdefault("notes",
                             []).append(f"{step['requests']} window requests; the SLO's percentiles want {need}")

@@ -16,8 +16,8 @@ The resolution is one rule for every mode, so the modes compare fairly.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
 from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 from kvtui.scenario.schema import Ramp
 
@@ -157,6 +157,13 @@ class _Base:
     def _advance(self, load: float, ok: bool) -> None:
         raise NotImplementedError
 
+    def _phase_from_bracket(self) -> str:
+        """Bisect once the knee is bracketed; until then grow (no failure yet) or shrink."""
+        s = self.s
+        if s.best is not None and s.fail is not None:
+            return "bisect"
+        return "grow" if s.fail is None else "shrink"
+
     def _bracket_next(self) -> float | None:
         s = self.s
         if s.best is None or s.fail is None:
@@ -243,13 +250,7 @@ class FastSearch(_Base):
         self.phase = "guess"
 
     def _advance(self, load: float, ok: bool) -> None:
-        s = self.s
-        if s.best is not None and s.fail is not None:
-            self.phase = "bisect"
-        elif s.fail is None:
-            self.phase = "grow"
-        else:
-            self.phase = "shrink"
+        self.phase = self._phase_from_bracket()
 
     def _next(self) -> float | None:
         s = self.s
@@ -279,6 +280,7 @@ class FastSearch(_Base):
 
 
 def make_search(ramp: Ramp, closed: bool, guess: float | None = None) -> _Base:
+    """The search of `ramp.search` without a prediction (the seeded one needs one: search_seeded)."""
     if ramp.search == "linear":
         return LinearSearch(ramp, closed)
     return FastSearch(ramp, closed, guess=guess)
@@ -310,38 +312,3 @@ def best_load(steps: "Iterable[dict[str, Any]]") -> float | None:
     lowest_fail = min(fails) if fails else math.inf
     passes = [x for x, ok in latest.items() if ok and x < lowest_fail]
     return max(passes) if passes else None
-
-
-def steps_left_estimate(ramp: dict[str, Any], steps: list[dict[str, Any]], closed: bool = True) -> int:
-    """About how many steps the search still needs (progress: "step n of about m").
-
-    From what the steps so far bracket: growing (no fail yet) doubles towards ramp.max, then
-    bisects; a bracket [pass, fail] halves down to the resolution; then the confirmation repeats
-    the knee and its next load. An estimate, said as one ("about").
-    """
-    counted = [s for s in steps if s.get("why", "search") in ("search", "confirm") and s.get("load") is not None]
-    if any(s.get("why") == "confirm" for s in counted):
-        return max(0, 2 - sum(1 for s in counted if s.get("why") == "confirm"))
-    passes = [float(s["load"]) for s in counted if s.get("passed")]
-    fails = [float(s["load"]) for s in counted if not s.get("passed")]
-    lo = max(passes) if passes else float(ramp.get("start") or 1)
-    hi = min(fails) if fails else None
-    rv = float(ramp.get("resolution") or 0)
-
-    def res(x: float) -> float:
-        if rv > 0:
-            return rv
-        return max(1.0, math.floor(x / 16)) if closed else max(0.05, x / 16)
-
-    left = 0
-    if hi is None:
-        top = float(ramp.get("max") or lo * 2)
-        if lo >= top:
-            return 0
-        grow = max(1, math.ceil(math.log2(max(top / max(lo, 1e-9), 1.0))))
-        left += grow
-        hi, lo = min(top, lo * 2), lo  # the first fail lands about one doubling up
-    span = max(0.0, hi - lo)
-    if span > res(lo):
-        left += max(0, math.ceil(math.log2(span / res(lo))))
-    return left + (2 if ramp.get("confirm", True) else 0)

@@ -6,7 +6,6 @@ series rows and gauge samples for the step evaluation.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from typing import Any, Callable
@@ -34,9 +33,25 @@ class TelemetryLoop(threading.Thread):
         self.interval_s = interval_s
         from kvtui.secrets import same_origin
 
-        # The server's key goes to its own origin only: a metrics_url elsewhere never sees it.
-        key = endpoint.api_key if same_origin(endpoint.metrics_url or "", endpoint.base_url) else None
-        self.scraper = MetricsScraper(endpoint.metrics_url, key, timeout_s=5.0) if endpoint.metrics_url else None
+        # The server's credentials (a bearer key, or Basic from user:password@ in its URL) go to its
+        # own origin only: a metrics_url elsewhere never sees them.
+        auth = endpoint.headers() if same_origin(endpoint.metrics_url or "", endpoint.base_url) else {}
+        self.scraper: Any = (MetricsScraper(endpoint.metrics_url, headers=auth, timeout_s=5.0)
+                             if endpoint.metrics_url else None)
+        # Several replicas: one scraper each, merged (kvtui.telemetry.replicas); a replica that
+        # stops answering is named once, and the run goes on with the others.
+        self.replica_names = [r.name for r in endpoint.replicas if r.metrics_url]
+        self.replica_down: dict[str, tuple[float, str]] = {}  # name → (monotonic time, why)
+        if self.replica_names:
+            from kvtui.telemetry.replicas import ReplicaScrapers
+
+            targets = []
+            for r in endpoint.replicas:
+                if not r.metrics_url:
+                    continue
+                origin = r.base_url or endpoint.base_url
+                targets.append((r.name, r.metrics_url, r.headers if same_origin(r.metrics_url, origin) else {}))
+            self.scraper = ReplicaScrapers(targets, timeout_s=5.0)
         self.samples: list[Any] = []  # MetricsSample, bounded
         self.rows: list[dict[str, Any]] = []
         self.dead: str | None = None
@@ -78,7 +93,21 @@ class TelemetryLoop(threading.Thread):
                 self.emit(ev.RunWarning(self.mode, s.error or "metrics scrape failed"))
         else:
             self.metrics_error = None
+        if s.replicas:
+            self._replica_states(s)
         return s
+
+    def _replica_states(self, s: Any) -> None:
+        n = len(s.replicas)
+        for name, r in zip(self.replica_names, s.replicas):
+            if not r.ok and name not in self.replica_down:
+                self.replica_down[name] = (time.monotonic(), r.error or "metrics scrape failed")
+                up = n - sum(1 for x in s.replicas if not x.ok)
+                self.emit(ev.RunWarning(self.mode, f"replica {name} is down ({r.error}); "
+                                                   f"the run goes on with {up} of {n}"))
+            elif r.ok and name in self.replica_down:
+                del self.replica_down[name]
+                self.emit(ev.RunWarning(self.mode, f"replica {name} answers again"))
 
     def run(self) -> None:
         try:
@@ -101,7 +130,9 @@ class TelemetryLoop(threading.Thread):
             if s is not None and s.ok:
                 # window() reads only the gauges: a full scrape with its histograms is ~10 KB, and
                 # 4000 of them grew a long run's memory by 40 MB (bench/soak.py, docs/SOAK.md).
-                self.samples.append(dataclasses.replace(s, histograms={}, cache_config={}))
+                from kvtui.telemetry.replicas import light
+
+                self.samples.append(light(s))
                 if len(self.samples) > 4000:
                     del self.samples[: len(self.samples) // 2]
             row = self._row(s, prev)
@@ -136,6 +167,11 @@ class TelemetryLoop(threading.Thread):
                     row["prompt_tok_s"] = round((s.prompt_tokens - prev.prompt_tokens) / (s.t - prev.t), 1)
             if s.kv_usage is not None and self.facts.kv_cache_gib:
                 row["kv_in_use_gib"] = round(s.kv_usage * self.facts.kv_cache_gib, 3)
+            from kvtui.telemetry.replicas import replica_view
+
+            per = replica_view(s, self.replica_names)
+            if per:
+                row["replicas"] = per
         m = self.engine.gpu_memory()  # a simulated GPU's memory; None for a real one (NVML below)
         if m is not None:
             if m.get("used_gib") is not None:
@@ -173,6 +209,17 @@ class TelemetryLoop(threading.Thread):
             vals = [getattr(s, key) for s in inside if getattr(s, key) is not None]
             if vals:
                 out[f"{key}_max"] = max(vals)
+        from kvtui.telemetry.replicas import replica_view
+
+        per: dict[str, dict[str, Any]] = {}
+        for s in inside:
+            for row in replica_view(s, self.replica_names):
+                acc = per.setdefault(row["name"], {})
+                for key, name in (("kv_usage", "kv_usage_max"), ("running", "running_max"), ("waiting", "waiting_max")):
+                    if row.get(key) is not None:
+                        acc[name] = round(max(acc.get(name, 0.0), row[key]), 4)
+        if per:
+            out["replicas"] = per
         return out
 
     def gpu_mem_max(self, t0: float, t1: float) -> float | None:

@@ -53,8 +53,9 @@ class StreamClient:
         self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers, trust_env=False)
         # What a server might echo back (a 500 body or an SSE error quoting the Authorization
         # header): never stored. Every record's text is scrubbed of these and of bearer tokens.
-        self.secrets = sorted({v for v in headers.values() if len(v) >= 8} | {v.split(" ", 1)[1] for v in headers.values()
-                                                                              if v.lower().startswith(("bearer ", "basic ")) and len(v) > 12},
+        self.secrets = sorted({v for v in headers.values() if len(v) >= 8}
+                              | {v.split(" ", 1)[1] for v in headers.values()
+                                 if v.lower().startswith(("bearer ", "basic ")) and len(v) > 12},
                               key=len, reverse=True)
 
     async def aclose(self) -> None:
@@ -299,11 +300,14 @@ async def _stream_request(
     elif rec.output_tokens is None and "usage_invalid" not in rec.flags:
         rec.status, rec.error, rec.detail = "error", "truncated", "no usage chunk (include_usage unsupported?)"
     else:
-        cross_check_usage(rec)
+        # A prompt sent as token ids has an exact length: the server may add a BOS, nothing else.
+        prompt = body.get("prompt")
+        ids = len(prompt) if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt[:4]) else 0
+        cross_check_usage(rec, token_ids=ids)
     return "".join(text_parts)
 
 
-def cross_check_usage(rec: Record) -> None:
+def cross_check_usage(rec: Record, token_ids: int = 0) -> None:
     """Flag `usage` that disagrees with what the stream showed and what was asked.
 
     Output: no more than the requested max_tokens, and no fewer tokens than token-bearing
@@ -327,6 +331,8 @@ def cross_check_usage(rec: Record) -> None:
     if p is not None and want:
         if p < want:
             why.append(f"prompt_tokens {p} < {want} sent")
+        elif token_ids and p > token_ids + 1:  # `token_ids` ids sent: the server adds a BOS at most
+            why.append(f"prompt_tokens {p} > {token_ids} token ids sent (+1 for a BOS at most)")
         elif p > want + max(32, want // 4):  # room for a BOS and a chat template's estimate, no more
             why.append(f"prompt_tokens {p} >> {want} sent")
     if why:

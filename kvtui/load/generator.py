@@ -11,6 +11,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
 from kvtui.engines import reaper
+from kvtui.load.autoscale import AutoScaler, WorkerMeter
 from kvtui.load.protocol import ClientStats, StepSpec, WorkerConfig, merge_stats, sum_status
 from kvtui.load.records import Record
 from kvtui.load.worker import worker_main
@@ -51,17 +52,22 @@ class StepRun:
     aborted: str | None = None  # why the step ended early (user stop, engine died, …)
     client_failure: str | None = None  # the client itself could not measure on (a dead worker, a crashed task)
     counter_next: int = 0
+    autoscale: dict[str, Any] | None = None  # workers that ran and why any were added (kvtui.load.autoscale)
 
 
 class LoadGenerator:
     """Owns the worker processes for a run; `run_step` drives one step through its phases."""
 
-    def __init__(self, cfg: WorkerConfig, processes: int = 1):
+    def __init__(self, cfg: WorkerConfig, processes: int = 1, scaler: AutoScaler | None = None):
         self.cfg = cfg
         self.n = max(1, processes)
         self.procs: list[mp.process.BaseProcess] = []
         self.conns: list[Connection] = []
         self.counter = 0
+        # With a scaler the pool grows by itself (before a step, or in its warm-up) up to its max.
+        self.scaler = scaler
+        if scaler is not None:
+            self.n = min(self.n, scaler.max_workers)
 
     def start(self, timeout_s: float = 60.0) -> None:
         ctx = mp.get_context("spawn")  # no fork: the parent may hold threads (NVML, UI)
@@ -90,6 +96,13 @@ class LoadGenerator:
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs if p.pid]
 
+    def resize(self, n: int) -> None:
+        """A new pool of `n` workers (every worker knows the pool's size: its request counters
+        interleave by it, so the old ones go and `n` fresh ones start)."""
+        self.close()
+        self.n = max(1, n)
+        self.start()
+
     def _broadcast(self, msg: tuple) -> None:
         for c in self.conns:
             try:
@@ -109,12 +122,44 @@ class LoadGenerator:
         A time window stays open until `p.min_window_requests` have started in it (the SLO's
         percentiles need them), but never longer than `p.max_window_factor` × window_s.
         """
+        run = StepRun()
+        sc = self.scaler
+        if sc is not None:
+            sc.new_step()
+            want = sc.before_step(self.n, p.load)
+            if want > self.n:
+                self.resize(want)
+        while True:
+            grow = self._attempt(p, run, on_records, on_status, should_stop)
+            if not grow:
+                break
+            # A worker neared its capacity in the warm-up: nothing was measured yet; the step
+            # starts again, warm-up included, on a larger pool.
+            self.counter += max([s.get("max_seq", 0) for s in grow[1]] + [0]) * self.n + self.n
+            self.resize(grow[0])
+        if sc is not None:
+            sc.after_step(p.load, run.stats.cpu_s, run.stats.wall_s)
+            run.autoscale = sc.record(run.stats.workers)
+        return run
+
+    def _attempt(
+        self,
+        p: StepParams,
+        run: StepRun,
+        on_records: Callable[[list[Record]], None] | None,
+        on_status: Callable[[dict[str, Any]], None] | None,
+        should_stop: Callable[[], str | None] | None,
+    ) -> tuple[int, list[dict[str, Any]]] | None:
+        """One try at the step; (workers wanted, the workers' stop stats) when the warm-up asked
+        for a larger pool (the step is then measured again), else None with `run` filled."""
         mode, step, load, closed = p.mode, p.step, p.load, p.closed
         warmup_s, window_s, window_requests = p.warmup_s, p.window_s, p.window_requests
-        window_timeout_s, min_window_requests, max_window_factor = p.window_timeout_s, p.min_window_requests, p.max_window_factor
+        window_timeout_s, min_window_requests, max_window_factor = (p.window_timeout_s, p.min_window_requests,
+                                                                    p.max_window_factor)
         arrival, burst_size, max_error_burst = p.arrival, p.burst_size, p.max_error_burst
-        run = StepRun()
         n = self.n
+        grow_to = 0
+        meter = WorkerMeter() if self.scaler is not None else None
         if closed:
             shares = [int(load) // n + (1 if i < int(load) % n else 0) for i in range(n)]
         else:
@@ -126,6 +171,8 @@ class LoadGenerator:
         ]
         run.t_start = time.monotonic()
         active = [i for i, s in enumerate(shares) if s > 0]
+        if meter is not None:
+            meter.reset([self.procs[i].pid or 0 for i in active])
         status: dict[int, dict[str, Any]] = {}
         stopped: dict[int, dict[str, Any]] = {}
         for i in active:
@@ -157,6 +204,10 @@ class LoadGenerator:
                 if kind == "records":
                     recs = [Record.from_dict(d) for d in msg[1]]
                     run.records.extend(recs)
+                    if meter is not None:
+                        pos = active.index(i) if i in active else -1
+                        for r in recs:
+                            meter.add_dispatch(pos, r.dispatch_delay)
                     if on_records:
                         on_records(recs)
                 elif kind == "status":
@@ -185,6 +236,14 @@ class LoadGenerator:
                 self._stop([i for i in active if i not in stopped])
                 stop_sent = True
                 continue
+            if phase == "warmup" and meter is not None and self.scaler is not None:
+                # Only a pool whose every worker has a share can be short of workers.
+                want = self.scaler.during_warmup(n, meter) if len(active) == n else n
+                if want > n:
+                    grow_to = want
+                    self._stop(active)
+                    stop_sent = True
+                    continue
             if phase == "warmup":
                 # Warm = every slot has finished a request at this load (one full E2E), as the
                 # DESIGN asks; window_timeout_s only caps that wait (a slot whose requests keep
@@ -211,6 +270,8 @@ class LoadGenerator:
                 if all(status.get(i, {}).get("phase") == "tail" for i in active) and agg["window_inflight"] == 0:
                     self._stop(active)
                     stop_sent = True
+        if grow_to and not run.aborted:
+            return grow_to, list(stopped.values())
         run.t_end = time.monotonic()
         if not run.t_window_end:
             run.t_window_end = run.t_end
@@ -220,7 +281,7 @@ class LoadGenerator:
         run.stats.stall_s = round(run.stats.stall_s, 3)
         self.counter += max([s.get("max_seq", 0) for s in stopped.values()] + [0]) * n + n
         run.counter_next = self.counter
-        return run
+        return None
 
     def _send_all(self, active: list[int], msg: tuple) -> None:
         # A worker that died is noticed by its pipe's EOF in the poll loop, not by a send here.

@@ -12,7 +12,7 @@ Kept apart from both sides so that each side imports only the shapes, not the ot
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 STATUS_EVERY = 0.2  # seconds between status/records messages from a worker
@@ -34,6 +34,10 @@ class WorkerConfig:
     request_timeout_s: float
     index: int = 0
     workers: int = 1
+    # Several replicas kvtui spreads requests over (kvtui.load.dispatch): (base_url, headers) each;
+    # empty: every request goes to base_url.
+    replicas: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    routing: str = "least_inflight"
 
 
 @dataclass

@@ -62,6 +62,7 @@ class Record:
     dispatch_delay: float = 0.0  # t_sent - t_intended (client lag)
     flags: list[str] = field(default_factory=list)  # RECORD_FLAGS raised on this request
     finish_reason: str | None = None  # the stream's last finish_reason ("length": max_tokens reached)
+    replica: int | None = None  # which replica served it (index into the mode's replicas); None: one server
 
     @property
     def ok(self) -> bool:
@@ -104,6 +105,8 @@ class Record:
 
     def to_json(self) -> str:
         d = asdict(self)
+        if d["replica"] is None:
+            del d["replica"]  # one server: the line as before replicas existed
         d["itl"] = [round(g, 6) for g in self.itl]
         for k in ("t_intended", "t_sent", "t_first", "t_last", "dispatch_delay"):
             if d[k] is not None:
@@ -192,13 +195,17 @@ def record_from_line(line: str) -> Record | None:
     except TypeError:
         return None  # a required field missing
     num = (int, float)
-    if not (isinstance(r.id, str) and isinstance(r.mode, str) and isinstance(r.step, int) and not isinstance(r.step, bool)
+    if not (isinstance(r.id, str) and isinstance(r.mode, str)
+            and isinstance(r.step, int) and not isinstance(r.step, bool)
             and isinstance(r.load, num) and isinstance(r.t_intended, num) and isinstance(r.t_sent, num)
             and all(isinstance(x, num) for x in (r.itl if isinstance(r.itl, list) else [None]))
             and all(x is None or isinstance(x, num) for x in (r.t_first, r.t_last))
-            and all(x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in (r.prompt_tokens, r.output_tokens))
+            and all(x is None or (isinstance(x, int) and not isinstance(x, bool))
+                    for x in (r.prompt_tokens, r.output_tokens))
             and isinstance(r.phase, str) and isinstance(r.status, str) and isinstance(r.flags, list)
-            and (r.finish_reason is None or isinstance(r.finish_reason, str))):
+            and (r.finish_reason is None or isinstance(r.finish_reason, str))
+            and (r.replica is None
+                 or (isinstance(r.replica, int) and not isinstance(r.replica, bool) and r.replica >= 0))):
         return None
     return r
 

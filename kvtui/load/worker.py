@@ -46,9 +46,19 @@ class _Worker:
         self.space = TokenSpace(**cfg.space)
         self.factory = PromptFactory(self.workload, self.space, cfg.max_model_len, cfg.salt, cfg.seed)
         self.chat = self.workload.api == "chat"
-        self.url = cfg.base_url.rstrip("/") + ("/v1/chat/completions" if self.chat else "/v1/completions")
-        # Open loop: one keep-alive client per request in flight, kept across steps, closed at exit.
+        path = "/v1/chat/completions" if self.chat else "/v1/completions"
+        self.url = cfg.base_url.rstrip("/") + path
+        # Several replicas: this worker picks one per request (kvtui.load.dispatch); the picker
+        # and its down list live across the steps of the mode.
+        from kvtui.load.dispatch import ReplicaPicker
+
+        self.replica_urls = [u.rstrip("/") + path for u, _ in cfg.replicas]
+        self.replica_headers = [h for _, h in cfg.replicas]
+        self.picker = ReplicaPicker(len(cfg.replicas), cfg.routing, cfg.index) if len(cfg.replicas) > 1 else None
+        # Open loop: one keep-alive client per request in flight, kept across steps, closed at exit
+        # (per replica: each has its own key).
         self.idle_clients: list = []
+        self.idle_by_replica: dict[int, list] = {}
         self.reset()
 
     def reset(self) -> None:
@@ -103,26 +113,44 @@ class _Worker:
         )
 
     # -- one request ---------------------------------------------------------------------
-    async def request(self, counter: int, t_intended: float, slot: int, closed: bool, conv=None, client=None) -> Record:
+    async def request(self, counter: int, t_intended: float, slot: int, closed: bool, conv=None, client=None,
+                      clients: dict | None = None) -> Record:
         from kvtui.load.client import StreamClient, stream_request
         from kvtui.load.workload import request_body
 
         spec = self.spec
         own = None
+        replica: int | None = None
+        url = self.url
+        idle = self.idle_clients
+        if self.picker is not None:
+            # Several replicas: each has its own URL and key, so its own keep-alive clients (a
+            # closed-loop slot keeps one per replica in `clients`, open loop an idle list each).
+            replica = self.picker.pick()
+            url = self.replica_urls[replica]
+            idle = self.idle_by_replica.setdefault(replica, [])
+            if clients is not None:
+                client = clients.get(replica)
+                if client is None:
+                    client = clients[replica] = StreamClient(self.cfg.request_timeout_s, self.replica_headers[replica])
         if client is None:
             # Open loop (a closed-loop slot brings its own): a client (one keep-alive connection)
             # per request in flight, from an idle list, not one shared pool: at hundreds in
             # flight the pool's ConnectionNotAvailable herd stalled a 800 req/s step for minutes
             # (bench/dispatch_honesty.py).
-            own = self.idle_clients.pop() if self.idle_clients else StreamClient(self.cfg.request_timeout_s, self.cfg.headers)
+            headers = self.cfg.headers if replica is None else self.replica_headers[replica]
+            own = idle.pop() if idle else StreamClient(self.cfg.request_timeout_s, headers)
             client = own
         assert spec is not None and client is not None
         try:
             prompt = self.factory.build(counter, conv)
         except Exception as e:  # a dataset row the factory cannot use ({"prompt": 5}): the client's error
             if own is not None:
-                self.idle_clients.append(own)
-            return self._client_error(counter, t_intended, closed, f"cannot build request {counter}: {type(e).__name__}: {e}")
+                idle.append(own)
+            if replica is not None and self.picker is not None:
+                self.picker.release(replica)
+            return self._client_error(counter, t_intended, closed,
+                                      f"cannot build request {counter}: {type(e).__name__}: {e}")
         rec = Record(
             id=f"{self.cfg.salt:08x}-{counter}",
             mode=spec.mode,
@@ -136,6 +164,7 @@ class _Worker:
             worker=self.cfg.index,
             turn=conv.turn if conv is not None else 0,
             conversation=conv.cid if conv is not None else None,
+            replica=replica,
         )
         counted = rec.phase == "window"
         self.inflight += 1
@@ -147,7 +176,7 @@ class _Worker:
         try:
             body = request_body(prompt, self.cfg.model, self.workload)
             text = await stream_request(
-                client, self.url, body, rec, self.cfg.request_timeout_s, collect_text=conv is not None and self.chat
+                client, url, body, rec, self.cfg.request_timeout_s, collect_text=conv is not None and self.chat
             )
         except asyncio.CancelledError:
             pass  # stream_request marked it cancelled
@@ -155,7 +184,11 @@ class _Worker:
             rec.status, rec.error, rec.detail = "error", "client", f"{type(e).__name__}: {str(e)[:160]}"
         finally:
             if own is not None:
-                self.idle_clients.append(own)
+                idle.append(own)
+            if replica is not None and self.picker is not None:
+                self.picker.release(replica)
+                if rec.error == "connect":
+                    self.picker.mark_down(replica)  # refused: the others carry the load from now on
             self.inflight -= 1
             if counted:
                 self.window_inflight -= 1
@@ -227,7 +260,8 @@ class _Worker:
         # httpx pool made requests wait for a connection: when many slots finish in the same engine
         # step, httpcore hands every queued request the same idle connection and all but one retry
         # (2.5 s p50 to send the 2nd request of 64 slots; bench/loadgen_capacity.py, docs/BENCHMARKS.md).
-        client = StreamClient(self.cfg.request_timeout_s, self.cfg.headers)
+        client = StreamClient(self.cfg.request_timeout_s, self.cfg.headers) if self.picker is None else None
+        clients: dict | None = {} if self.picker is not None else None  # replica → this slot's client
         try:
             await asyncio.sleep(delay)
             turns = self.workload.turns
@@ -238,9 +272,10 @@ class _Worker:
                 if turns > 1 and (conv is None or conv.turn >= turns):
                     conv = Conversation(cid=f"{self.cfg.salt:08x}-c{self.cfg.index}-{i}-{self.seq}")
                 c = self.next_counter()
-                await self.request(c, time.monotonic(), i, True, conv, client)
+                await self.request(c, time.monotonic(), i, True, conv, client, clients)
         finally:
-            await asyncio.shield(client.aclose())
+            mine = [client] if client is not None else list((clients or {}).values())
+            await asyncio.shield(asyncio.gather(*(x.aclose() for x in mine), return_exceptions=True))
 
     async def arrivals(self, rate: float, rng: random.Random) -> None:
         spec = self.spec
@@ -321,6 +356,9 @@ class _Worker:
             t.cancel()
         await asyncio.gather(*aux, return_exceptions=True)
         idle, self.idle_clients = self.idle_clients, []
+        for lst in self.idle_by_replica.values():
+            idle += lst
+        self.idle_by_replica = {}
         await asyncio.gather(*(c.aclose() for c in idle), return_exceptions=True)
         self.flush()
         stats = {
@@ -362,7 +400,7 @@ class _Worker:
                 elif cmd[0] == "exit":
                     break
         finally:
-            for c in self.idle_clients:
+            for c in self.idle_clients + [x for lst in self.idle_by_replica.values() for x in lst]:
                 await c.aclose()
 
 

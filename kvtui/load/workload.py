@@ -14,7 +14,6 @@ unless the scenario asks for a shared prefix, which then comes first.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kvtui.errors import UsageError
+from kvtui.scenario.dataset import Dataset  # noqa: F401 - kvtui.load.workload.Dataset, its old home
 from kvtui.scenario.schema import Length, Workload
 
 MARKER_TOKENS = 4  # base-|space| digits of (salt, counter): 200^4 = 1.6e9 distinct prefixes
@@ -65,7 +65,8 @@ class TokenSpace:
         return cls(words=[f"t{i}" for i in ids], ids=ids, source="synthetic tN vocabulary")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"size": len(self.ids), "chat_overhead": self.chat_overhead, "verified": self.verified, "source": self.source}
+        return {"size": len(self.ids), "chat_overhead": self.chat_overhead, "verified": self.verified,
+                "source": self.source}
 
 
 @dataclass
@@ -106,55 +107,6 @@ def sample_length(ln: Length, rng: random.Random, jitter: float = 0.0, cap: int 
 def _digest(*parts: Any) -> int:
     h = hashlib.blake2b(repr(parts).encode(), digest_size=8)
     return int.from_bytes(h.digest(), "little")
-
-
-class Dataset:
-    """JSON Lines prompts: {"prompt": str} | {"messages": [...]} | {"prompt_ids": [int]}, optional "output_tokens"."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.rows: list[dict[str, Any]] = []
-        from kvtui.safeio import DATASET_CAP, read_text_file
-
-        text = read_text_file(path, "dataset", DATASET_CAP)  # regular file, capped; not UTF-8: one line
-        if True:
-            for no, line in enumerate(text.splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise UsageError(f"{path}:{no}: not JSON: {e.msg}")
-                if not isinstance(row, dict) or not any(k in row for k in ("prompt", "messages", "prompt_ids")):
-                    raise UsageError(f"{path}:{no}: each line needs \"prompt\", \"messages\" or \"prompt_ids\"")
-                why = _row_problem(row)
-                if why:
-                    raise UsageError(f"{path}:{no}: {why}")
-                ot = row.get("output_tokens")
-                if ot is not None and (not isinstance(ot, int) or ot < 1):
-                    raise UsageError(f"{path}:{no}: output_tokens must be a positive integer")
-                self.rows.append(row)
-        if not self.rows:
-            raise UsageError(f"{path}: dataset is empty")
-
-
-def _row_problem(row: dict[str, Any]) -> str | None:
-    """Why a dataset row cannot be sent as it is (checked when the scenario loads, before any server)."""
-    if "prompt" in row and not isinstance(row["prompt"], str):
-        return f"\"prompt\" must be a string, got {type(row['prompt']).__name__}"
-    if "messages" in row:
-        m = row["messages"]
-        if not isinstance(m, list) or not m or not all(
-                isinstance(x, dict) and isinstance(x.get("role"), str) and isinstance(x.get("content"), str) for x in m):
-            return "\"messages\" must be a non-empty list of {\"role\": str, \"content\": str}"
-    if "prompt_ids" in row:
-        ids = row["prompt_ids"]
-        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
-            return "\"prompt_ids\" must be a non-empty list of token ids (integers ≥ 0)"
-    ot = row.get("output_tokens")
-    if isinstance(ot, bool):
-        return "output_tokens must be a positive integer"
-    return None
 
 
 @dataclass
@@ -239,7 +191,8 @@ class PromptFactory:
                 # Approximate: the assistant's real text need not be one token per word; usage has the truth.
                 hist = sum(len(m["content"].split()) for m in conversation.messages)
                 return Prompt(messages=msgs, prompt_tokens=hist + len(idx) + overhead, max_tokens=osl)
-            return Prompt(messages=[{"role": "user", "content": text}], prompt_tokens=len(idx) + overhead, max_tokens=osl)
+            return Prompt(messages=[{"role": "user", "content": text}], prompt_tokens=len(idx) + overhead,
+                          max_tokens=osl)
         ids = [self.space.ids[i] for i in self._body_indices(counter, isl)]
         if conversation is not None:
             ids = conversation.ids + ids
@@ -369,8 +322,10 @@ def discover_token_space(base_url: str, model: str, headers: dict[str, str], tim
                         wids.append(tid)
             if len(words) < 16:
                 late = f" (/tokenize too slow: probing stopped after {budget_s:g} s)" if slow else ""
-                raise UsageError(f"/tokenize found only {len(words)} single-token words: cannot build exact prompts{late}")
-            space = TokenSpace(words=words, ids=wids, source=f"{len(words)} single-token words (verified with /tokenize)")
+                raise UsageError(f"/tokenize found only {len(words)} single-token words: "
+                                 f"cannot build exact prompts{late}")
+            space = TokenSpace(words=words, ids=wids,
+                               source=f"{len(words)} single-token words (verified with /tokenize)")
         # Chat template overhead around one user message.
         text = " ".join(space.words[:10])
         chat = tok({"messages": [{"role": "user", "content": text}]})

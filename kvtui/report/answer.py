@@ -170,4 +170,8 @@ def answer_text(doc: dict[str, Any]) -> str:
         out += [f"  - {c}" for c in ans["caveats"]]
     out.append("")
     out.append(comparison_table(doc))
+    from kvtui.report.prediction_report import has_prediction, prediction_table
+
+    if has_prediction(doc):
+        out += ["", "predicted against measured (SIMULATED predictions):", prediction_table(doc)]
     return "\n".join(out) + "\n"

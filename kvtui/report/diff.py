@@ -121,6 +121,9 @@ def render_diff(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b:
     if comp["note"]:
         lines += ["", f"note: {comp['note']}"]
     lines += _quality_diff(a, b, name_a, name_b)
+    from kvtui.report.prediction_report import diff_lines
+
+    lines += diff_lines(a, b, name_a, name_b)
     for nm, doc in ((name_a, a), (name_b, b)):
         cv = caveats(doc)
         if cv:

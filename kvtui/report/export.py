@@ -19,10 +19,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kvtui.errors import KvtuiError, UsageError
-from kvtui.secrets import process_secrets, scrub, scrub_text  # noqa: F401 (scrub, scrub_text re-exported: diff, import, tests)
+from kvtui.secrets import (  # noqa: F401 (scrub, scrub_text re-exported: diff, import, tests)
+    process_secrets,
+    scrub,
+    scrub_text,
+)
 
-FORMATS = ("json", "md", "csv", "svg")
-SUFFIX = {"json": ".export.json", "md": ".md", "csv": ".csv", "svg": ".svg"}
+FORMATS = ("json", "md", "csv", "svg", "png")  # png: the svg picture converted (kvtui.report.png)
+SUFFIX = {"json": ".export.json", "md": ".md", "csv": ".csv", "svg": ".svg", "png": ".png"}
 # (portable doc, width, height, theme, view, mode) -> SVG text
 SvgRenderer = Callable[[dict[str, Any], int, int, "str | None", str, "str | None"], str]
 
@@ -43,6 +47,8 @@ def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, th
     draws the picture (kvtui.commands.export.render_svg: the dashboard lives in the TUI)."""
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: not a format kvtui exports (choose from {', '.join(FORMATS)})")
+    if fmt == "png":  # binary: the svg text, converted by the caller (kvtui.report.png.svg_to_png)
+        raise KvtuiError("--format png: render the svg and convert it (kvtui.report.png.svg_to_png)")
     d = portable_doc(doc, extra_secrets)
     if fmt == "json":
         from kvtui.report.snapshot import dumps
@@ -60,7 +66,8 @@ def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, th
         text = svg(d, width, height, theme, view, mode)
     else:  # the dashboard is the TUI's, above this layer: kvtui.commands.export.render passes it in
         raise KvtuiError("--format svg: the dashboard picture is rendered by the TUI (kvtui.commands.export.render)")
-    return scrub_text(text, sorted(set(process_secrets()) | set(s for s in (extra_secrets or []) if s and len(s) >= 4), key=len, reverse=True))
+    return scrub_text(text, sorted(set(process_secrets()) | set(s for s in (extra_secrets or []) if s and len(s) >= 4),
+                                   key=len, reverse=True))
 
 
 def default_out(snapshot: str | Path, fmt: str) -> Path:

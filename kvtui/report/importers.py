@@ -113,7 +113,8 @@ def _verdict(step: dict[str, Any], slo: Any) -> tuple[bool | None, list[dict[str
     if slo.min_goodput:
         g = step.get("goodput")
         if g is None:
-            checks.append({"target": "goodput", "limit": slo.min_goodput, "value": None, "ok": None, "why": "no goodput in the bench result"})
+            checks.append({"target": "goodput", "limit": slo.min_goodput, "value": None, "ok": None,
+                           "why": "no goodput in the bench result"})
             if verdict is True:
                 verdict = None
         elif g < slo.min_goodput:
@@ -149,7 +150,8 @@ def bench_step(data: dict[str, Any], source: str, slo: Any, index: int) -> dict[
         kind, load = "concurrency", float(data.get("num_prompts") or requests)
         notes.append("no --max-concurrency and request rate inf: every prompt sent at once (load = num_prompts)")
     if failed:
-        notes.append(f"{failed} failed request(s): vllm bench leaves them out of its percentiles (kvtui counts them as ∞)")
+        notes.append(f"{failed} failed request(s): vllm bench leaves them out of its percentiles "
+                     "(kvtui counts them as ∞)")
     in_tok = _num(data.get("total_input_tokens"))
     out_thr = _num(data.get("output_throughput"))
     total_thr = _num(data.get("total_token_throughput"))
@@ -187,10 +189,12 @@ def bench_step(data: dict[str, Any], source: str, slo: Any, index: int) -> dict[
         "index": index,
         "why": "imported",
         "source": {"tool": TOOL, "file": source, "date": data.get("date"), "model_id": data.get("model_id"),
-                   "tokenizer_id": data.get("tokenizer_id"), "backend": data.get("backend"), "num_prompts": data.get("num_prompts"),
+                   "tokenizer_id": data.get("tokenizer_id"), "backend": data.get("backend"),
+                   "num_prompts": data.get("num_prompts"),
                    "request_rate": rate, "burstiness": data.get("burstiness"), "max_concurrency": conc,
                    "max_concurrent_requests": data.get("max_concurrent_requests"),
-                   "total_input_tokens": data.get("total_input_tokens"), "total_output_tokens": data.get("total_output_tokens")},
+                   "total_input_tokens": data.get("total_input_tokens"),
+                   "total_output_tokens": data.get("total_output_tokens")},
     }
     step["passed"], step["checks"] = _verdict(step, slo)
     if notes:
@@ -244,11 +248,12 @@ def mode_name_for(path: Path, data: dict[str, Any]) -> str:
 
 
 def import_vllm_bench(files: list[str | Path], scenario: Any = None, mode: str | None = None,
-                      logs: dict[str, str] | None = None, gpu: str | None = None, version: str | None = None) -> dict[str, Any]:
+                      logs: dict[str, str] | None = None, gpu: str | None = None,
+                      version: str | None = None) -> dict[str, Any]:
     """A kvtui snapshot document from `vllm bench serve` result files."""
     from kvtui.engines.base import StartupFacts
-    from kvtui.secrets import redact_args
     from kvtui.scenario import load_scenario
+    from kvtui.secrets import redact_args
 
     sc = scenario if scenario is not None else load_scenario(None)
     logs = dict(logs or {})
@@ -258,7 +263,8 @@ def import_vllm_bench(files: list[str | Path], scenario: Any = None, mode: str |
         data = read_json(p)
         kind = detect(data)
         if kind == "guidellm":
-            raise UsageError(f"{p}: a GuideLLM benchmarks file; kvtui imports `vllm bench serve --save-result` JSON only "
+            raise UsageError(f"{p}: a GuideLLM benchmarks file; "
+                             "kvtui imports `vllm bench serve --save-result` JSON only "
                              "(GuideLLM's schema changes between releases)")
         if kind == "kvtui":
             raise UsageError(f"{p}: already a kvtui snapshot; open it with `kvtui replay` or compare with `kvtui diff`")
@@ -293,7 +299,8 @@ def import_vllm_bench(files: list[str | Path], scenario: Any = None, mode: str |
             nd = extra.get("non_default_args") or {}
             settings = {"name": name, "dtype": extra.get("dtype") or nd.get("dtype") or "auto",
                         "kv_cache_dtype": nd.get("kv_cache_dtype") or facts.get("kv_cache_dtype") or "auto",
-                        "quantization": extra.get("quantization") or nd.get("quantization") or "", "model": nd.get("model") or "",
+                        "quantization": extra.get("quantization") or nd.get("quantization") or "",
+                        "model": nd.get("model") or "",
                         "extra_args": redact_args([]), "env": {}}
             lf_load = extra.get("load_format") or nd.get("load_format")
             dummy = (lf_load == "dummy") if lf_load else None
@@ -327,8 +334,10 @@ def import_vllm_bench(files: list[str | Path], scenario: Any = None, mode: str |
     done = sum(int(d.get("completed") or 0) for items in groups.values() for _, d in items)
     if not from_file:  # kvtui's default workload and ramp would be invented here
         scd["workload"] = {"api": None,
-                           "prompt_tokens": {"dist": "measured mean", "mean": round(tot_in / done, 1) if done else None},
-                           "output_tokens": {"dist": "measured mean", "mean": round(tot_out / done, 1) if done else None}}
+                           "prompt_tokens": {"dist": "measured mean",
+                                             "mean": round(tot_in / done, 1) if done else None},
+                           "output_tokens": {"dist": "measured mean",
+                                             "mean": round(tot_out / done, 1) if done else None}}
         scd["ramp"] = {}
     return {
         "schema": SCHEMA,
@@ -338,7 +347,8 @@ def import_vllm_bench(files: list[str | Path], scenario: Any = None, mode: str |
         "run": {"imported": True, "finished": True},
         "imported": {"tool": TOOL, "files": [Path(f).name for f in files],
                      "logs": {k: Path(v).name for k, v in logs.items()},
-                     "note": "figures vllm bench does not report are None; steps judged against this SLO: " + sc.slo.describe()},
+                     "note": "figures vllm bench does not report are None; steps judged against this SLO: "
+                             + sc.slo.describe()},
         "modes": modes,
         "records": None,
     }

@@ -13,10 +13,22 @@ import time
 from typing import Any
 
 from kvtui.report import charts
+from kvtui.report.quality_md import quality_section
 from kvtui.report.snapshot import ran_on_devices
 from kvtui.report.text import (
-    caveats, comparison, comparison_headers, comparison_rows, fmt, fmt_load, fmt_pct, fmt_share, fmt_x, labels,
-    mode_label, step_headers, step_rows, table,
+    caveats,
+    comparison,
+    comparison_headers,
+    comparison_rows,
+    fmt,
+    fmt_load,
+    fmt_pct,
+    fmt_x,
+    labels,
+    mode_label,
+    step_headers,
+    step_rows,
+    table,
 )
 
 
@@ -85,21 +97,25 @@ def _answer(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
             why = r.get("error") or ("no step met the SLO" if r.get("complete", True) else "did not finish")
             out.append(f"- **{r['mode']}**: no result at the SLO ({why}).")
             continue
-        cost = f"${r['usd_per_mtok_out']:.3f} per million output tokens" if r.get("usd_per_mtok_out") is not None else "cost unknown"
+        cost = (f"${r['usd_per_mtok_out']:.3f} per million output tokens" if r.get("usd_per_mtok_out") is not None
+                else "cost unknown")
         if r["mode"] == base:
             tag = "" if str(r["mode"]).lower() == "baseline" else " (baseline)"
-            s = f"- **{r['mode']}**{tag}: {fmt_load(r['best'])} {unit} at the SLO, {fmt(r['output_tok_s'])} output tok/s, {cost}."
+            s = (f"- **{r['mode']}**{tag}: {fmt_load(r['best'])} {unit} at the SLO, "
+                 f"{fmt(r['output_tok_s'])} output tok/s, {cost}.")
         else:
             s = (f"- **{r['mode']}**: {fmt_load(r['best'])} {unit} ({fmt_x(r.get('best_x'))} the baseline), "
                  f"{fmt(r['output_tok_s'])} output tok/s ({fmt_x(r.get('tok_s_x'))}), {cost}"
                  + (f" ({fmt_pct(r.get('cost_out_change'))})" if r.get("cost_out_change") is not None else "") + ".")
         extra = []
         if r.get("complete") is False:
-            extra.append(f"its search did not finish ({r.get('search') or 'no verdict yet'}): resume the run to confirm it")
+            extra.append(f"its search did not finish ({r.get('search') or 'no verdict yet'}): "
+                         "resume the run to confirm it")
         if r.get("peak_load") is not None and r["peak_load"] != r["best"]:
             extra.append(f"its output tok/s @SLO comes from {fmt_load(r['peak_load'])}, where it peaked: at "
                          f"{fmt_load(r['best'])} it made {fmt(r.get('knee_output_tok_s'))} tok/s"
-                         + (f" with {fmt(r['preemptions_at_knee'])} preemptions" if r.get("preemptions_at_knee") else ""))
+                         + (f" with {fmt(r['preemptions_at_knee'])} preemptions" if r.get("preemptions_at_knee")
+                            else ""))
         lim = r.get("knee_limited_by")
         if lim:
             from kvtui.explore.evaluate import LIMIT_WORDS
@@ -107,7 +123,8 @@ def _answer(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
             words = LIMIT_WORDS.get(lim, lim)
             extra.append(f"the next step ({fmt_load(r.get('next_load'))}) was limited by {words}")
             if (r.get("kv_tokens_x") or 0) >= 1.3 and (r.get("best_x") or 0) < 1.1 and lim != "kv_wall":
-                extra.append(f"{fmt_x(r['kv_tokens_x'])} the KV tokens bought little here: {words}, not the KV wall, set the limit")
+                extra.append(f"{fmt_x(r['kv_tokens_x'])} the KV tokens bought little here: {words}, "
+                             "not the KV wall, set the limit")
         q = r.get("quality") or {}
         if q.get("flagged"):
             extra.append(f"**quality flagged**: {q.get('why')}")
@@ -134,100 +151,15 @@ def _answer(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
 
 
 LEGEND = (
-    "*×*: ratio to the baseline. *max conc @SLO*: the mode's highest load meeting the SLO (the knee). *out tok/s @SLO*: "
-    "the output rate of the fastest load meeting it — the knee (mean of the step and its confirmation), or a lower load "
-    "that was more than 5 % faster, shown as \"@load\" (past the KV wall preemptions cost throughput). *@knee*: the "
-    "passing steps at the knee (preemptions: the larger). *next step limit*: what stopped the first failing load above "
-    "it. *peak GPU GiB*: largest GPU memory seen in any step. *$/Mtok*: GPU cost per million output (input) tokens at "
-    "the fastest load, each carrying the whole bill; *J/tok out*: GPU energy per output token there (NVML power; — "
-    "where the GPU reported none, as the simulator); *Δ*: change against the baseline. *quality*: fixed prompts at "
-    "temperature 0 against the reference mode."
+    "*×*: ratio to the baseline. *max conc @SLO*: the mode's highest load meeting the SLO (the knee). "
+    "*out tok/s @SLO*: the output rate of the fastest load meeting it — the knee (mean of the step and its "
+    "confirmation), or a lower load that was more than 5 % faster, shown as \"@load\" (past the KV wall preemptions "
+    "cost throughput). *@knee*: the passing steps at the knee (preemptions: the larger). *next step limit*: what "
+    "stopped the first failing load above it. *peak GPU GiB*: largest GPU memory seen in any step. "
+    "*$/Mtok*: GPU cost per million output (input) tokens at the fastest load, each carrying the whole bill; "
+    "*J/tok out*: GPU energy per output token there (NVML power; — where the GPU reported none, as the simulator); "
+    "*Δ*: change against the baseline. *quality*: fixed prompts at temperature 0 against the reference mode."
 )
-
-
-def _quality_section(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
-    rows = comp.get("rows", [])
-    sc = doc.get("scenario") or {}
-    q = sc.get("quality") or {}
-    if not any(r.get("quality") for r in rows):
-        return ["Not run (`[quality] enabled = false`)." if not q.get("enabled") else "No mode collected quality outputs."]
-    notes = {(r.get("quality") or {}).get("skipped") for r in rows}
-    if len(notes) == 1 and None not in notes:
-        return [f"Skipped in every mode: {notes.pop()}."]
-    out = [f"{q.get('prompts', '?')} fixed prompts of {q.get('prompt_tokens', '?')} tokens, {q.get('max_tokens', '?')} output tokens, "
-           f"temperature 0, one at a time; reference mode: {comp.get('quality_reference') or '—'}.", ""]
-    heads = ["mode", "exact match", "top-1 agreement", "logprob agreement", "mean |Δ logprob|", "verdict"]
-    trows = []
-    for r in rows:
-        qq = r.get("quality") or {}
-        if not qq:
-            trows.append([r["mode"], "—", "—", "—", "—", "not collected"])
-        elif qq.get("skipped"):
-            trows.append([r["mode"], "—", "—", "—", "—", f"skipped: {qq['skipped']}"])
-        elif qq.get("reference"):
-            trows.append([r["mode"], "—", "—", "—", "—", f"reference ({qq.get('prompts')} prompts)"])
-        else:
-            lp = qq.get("logprob_agreement")
-            d = qq.get("mean_abs_logprob_diff")
-            verdict = f"**FLAGGED**: {qq.get('why')}" if qq.get("flagged") else "ok"
-            if qq.get("note"):
-                verdict += f" ({qq['note']})"
-            trows.append([r["mode"], fmt_share(qq.get("exact_match_rate")), fmt_share(qq.get("top1_agreement"), 1),
-                          "—" if lp is None else f"{lp:.3f}", "—" if d is None else f"{d:.3f}", verdict])
-    out.append(table(heads, trows, markdown=True))
-    th = next(((r.get("quality") or {}).get("thresholds") for r in rows if (r.get("quality") or {}).get("thresholds")), None)
-    if th:
-        out += ["", f"Flagged below {th['min_exact_match']:.0%} exact match or {th['min_logprob_agreement']:.2f} logprob agreement."]
-    return out + _suite_section(doc, rows)
-
-
-def _suite_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
-    """The quality suite (kvtui.quality): accuracy ± CI and n per task and mode, Δ and verdict."""
-    suites = [(r, (r.get("quality") or {}).get("suite")) for r in rows]
-    if not any(s for _, s in suites):
-        return []
-    names = []
-    for _, s in suites:
-        for n in (s or {}).get("tasks") or {}:
-            if n != "agreement" and n not in names:
-                names.append(n)
-    q = ((doc.get("scenario") or {}).get("quality") or {})
-    out = ["", "### Quality suite", "",
-           f"Tasks with ground truth, generated from the scenario's seed ({q.get('items', '?')} items a task; the same "
-           f"items in every mode), chat API, temperature 0, {q.get('concurrency', '?')} at a time, before each mode's "
-           "load (none counted in a step). Accuracy with its 95 % Wilson interval and n; Δ against the reference mode "
-           "with the paired 95 % interval; *beyond noise* = McNemar's exact test p < 0.05; a **regression** is beyond "
-           f"noise and larger than the tolerance ({q.get('tolerance_pt', '?')} pt).", ""]
-    heads = ["mode"] + names + ["agreement (exact / top-1 / mean |Δ logprob|)", "q-adj $/Mtok out", "phase"]
-    trows = []
-    for r, s in suites:
-        if not s:
-            continue
-        cells = [r["mode"]]
-        for n in names:
-            t = (s.get("tasks") or {}).get(n)
-            if not t:
-                cells.append("—")
-                continue
-            ci = t.get("ci") or [None, None]
-            cell = f"{fmt_share(t.get('accuracy'))} [{fmt_share(ci[0])}–{fmt_share(ci[1])}] n={t.get('n')}"
-            if t.get("delta_pt") is not None:
-                cell += f", Δ {t['delta_pt']:+.1f} pt, {'**REGRESSION**' if t.get('flagged') else t.get('verdict')}"
-            cells.append(cell)
-        a = (s.get("tasks") or {}).get("agreement")
-        if a:
-            d = a.get("mean_abs_logprob_diff")
-            cells.append(f"{fmt_share(a.get('exact_match_rate'))} / {fmt_share(a.get('top1_agreement'), 1)} / "
-                         + ("—" if d is None else f"{d:.3f}"))
-        else:
-            cells.append("reference" if (r.get("quality") or {}).get("reference") else "—")
-        cells.append(fmt(r.get("usd_per_mtok_out_qadj"), 3))
-        cells.append("—" if s.get("wall_s") is None else f"{s['wall_s']:.0f} s")
-        trows.append(cells)
-    out.append(table(heads, trows, markdown=True))
-    out += ["", "*quality-adjusted $/Mtok*: the plain $/Mtok × reference accuracy ÷ the mode's, pooled over the "
-                "ground-truth tasks (a wrong answer is asked again); never below the plain figure."]
-    return out
 
 
 def _charts_section(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
@@ -236,7 +168,9 @@ def _charts_section(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
     out = []
     if any(r["best"] is not None for r in rows):
         out += [f"Max {'rate (req/s)' if kind == 'rate' else 'concurrency'} at the SLO", "", "```text",
-                charts.bars([(r["mode"], r["best"], fmt_load(r["best"]) + (f"  {fmt_x(r.get('best_x'))}" if r.get("best_x") is not None else ""))
+                charts.bars([(r["mode"], r["best"],
+                              fmt_load(r["best"])
+                              + (f"  {fmt_x(r.get('best_x'))}" if r.get("best_x") is not None else ""))
                              for r in rows]), "```", ""]
     if any(r.get("output_tok_s") is not None for r in rows):
         out += ["Output tok/s @SLO (the fastest load meeting it)", "", "```text",
@@ -244,7 +178,9 @@ def _charts_section(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
     if any(r.get("usd_per_mtok_out") is not None for r in rows):
         out += ["$ per million output tokens @SLO (shorter is cheaper)", "", "```text",
                 charts.bars([(r["mode"], r.get("usd_per_mtok_out"),
-                              fmt(r.get("usd_per_mtok_out"), 3) + (f"  {fmt_pct(r.get('cost_out_change'))}" if r.get("cost_out_change") is not None else ""))
+                              fmt(r.get("usd_per_mtok_out"), 3)
+                              + (f"  {fmt_pct(r.get('cost_out_change'))}" if r.get("cost_out_change") is not None
+                                 else ""))
                              for r in rows]), "```", ""]
     if any(r.get("kv_tokens") for r in rows):
         out += ["KV cache tokens", "", "```text",
@@ -266,8 +202,9 @@ def _mode_charts(doc: dict[str, Any], mode: dict[str, Any]) -> list[str]:
     pre = "c=" if kind == "concurrency" else ""
     post = "" if kind == "concurrency" else " req/s"
     mark = lambda s: {True: "✓", False: "✗", None: "?"}.get(s.get("passed"), "")  # noqa: E731
-    out = ["```text", "output tok/s by load", charts.bars([(f"{pre}{fmt_load(x)}{post}", by_load[x].get("output_tok_s"),
-                                                               f"{fmt(by_load[x].get('output_tok_s'))} {mark(by_load[x])}") for x in loads])]
+    out = ["```text", "output tok/s by load",
+           charts.bars([(f"{pre}{fmt_load(x)}{post}", by_load[x].get("output_tok_s"),
+                         f"{fmt(by_load[x].get('output_tok_s'))} {mark(by_load[x])}") for x in loads])]
     for key, lim in slo.items():
         metric, p, _ = key.split("_", 2)
         items = []
@@ -276,8 +213,9 @@ def _mode_charts(doc: dict[str, Any], mode: dict[str, Any]) -> list[str]:
             items.append((f"{pre}{fmt_load(x)}{post}", v, f"{fmt(v, 1)} ms {mark(by_load[x])}"))
         out += ["", f"{metric.upper()} {p} by load (│ = SLO {lim:g} ms)", charts.bars(items, marker=float(lim))]
     series = mode.get("series") or []
-    sl = charts.series_lines(series, [("gen_tok_s", "gen tok/s", ""), ("kv_usage", "KV usage", "%"), ("running", "running", ""),
-                                      ("waiting", "waiting", ""), ("gpu_mem_used_gib", "GPU GiB", " GiB")])
+    sl = charts.series_lines(series, [("gen_tok_s", "gen tok/s", ""), ("kv_usage", "KV usage", "%"),
+                                      ("running", "running", ""), ("waiting", "waiting", ""),
+                                      ("gpu_mem_used_gib", "GPU GiB", " GiB")])
     if sl:
         t = [r.get("t") for r in series if isinstance(r.get("t"), (int, float))]
         span = f" over {t[-1] - t[0]:.0f} s" if len(t) > 1 else ""
@@ -288,9 +226,13 @@ def _mode_charts(doc: dict[str, Any], mode: dict[str, Any]) -> list[str]:
 
 def _server_line(mode: dict[str, Any]) -> str:
     s = mode.get("server") or {}
-    parts = [f"weights {fmt(s.get('weights_gib'), 2, ' GiB')}", f"KV cache {fmt(s.get('kv_cache_gib'), 2, ' GiB')} = {fmt(s.get('kv_cache_tokens'))} tokens"]
+    parts = [f"weights {fmt(s.get('weights_gib'), 2, ' GiB')}",
+             f"KV cache {fmt(s.get('kv_cache_gib'), 2, ' GiB')} = {fmt(s.get('kv_cache_tokens'))} tokens"]
+    if (s.get("engines") or 1) > 1:
+        parts[-1] += f" over {s['engines']} data-parallel engines"  # the weights are each engine's
     if s.get("max_concurrency_reported") is not None:
-        parts.append(f"max concurrency reported {fmt(s.get('max_concurrency_reported'), 1)}× at {fmt(s.get('max_concurrency_len'))} tokens")
+        parts.append(f"max concurrency reported {fmt(s.get('max_concurrency_reported'), 1)}× "
+                     f"at {fmt(s.get('max_concurrency_len'))} tokens")
     if s.get("cuda_graph_gib") is not None:
         parts.append(f"CUDA graphs {fmt(s['cuda_graph_gib'], 2, ' GiB')}")
     if s.get("max_num_seqs"):
@@ -344,10 +286,19 @@ def _mode_section(doc: dict[str, Any], mode: dict[str, Any]) -> list[str]:
         out.append(f"- warning: {w}")
     out.append("")
     if mode.get("steps"):
-        out += [table(step_headers(mode), step_rows(mode), markdown=True), "",
+        heads, rows = step_headers(mode), step_rows(mode)
+        if any(isinstance(s.get("predicted"), dict) for s in mode["steps"]):
+            from kvtui.report.prediction_report import step_prediction
+
+            heads = heads + ["predicted"]
+            rows = [r + [step_prediction(s)] for r, s in zip(rows, mode["steps"])]
+        out += [table(heads, rows, markdown=True), "",
                 "Latencies in ms; — = too few samples for that percentile (p99 needs hundreds) or not reported; "
                 "∞ = failed requests pushed the percentile to infinity.", ""]
         out += _mode_charts(doc, mode) + [""]
+        from kvtui.report.replicas_md import replica_section
+
+        out += replica_section(mode)  # several replicas only: nothing for one server
     else:
         out += ["No step was measured.", ""]
     return out
@@ -356,9 +307,10 @@ def _mode_section(doc: dict[str, Any], mode: dict[str, Any]) -> list[str]:
 def _env_section(doc: dict[str, Any]) -> list[str]:
     env = doc.get("environment") or {}
     rows = []
-    for key, title in (("engine", "engine"), ("simulated", "simulated"), ("gpu_names", "GPU"), ("gpu_count", "GPU count"),
-                       ("gpu_memory_gib", "GPU memory GiB"), ("driver", "driver"), ("cuda", "CUDA"), ("host", "host"),
-                       ("platform", "platform"), ("python", "Python"), ("kvtui_version", "kvtui"), ("started_at", "started")):
+    for key, title in (("engine", "engine"), ("simulated", "simulated"), ("gpu_names", "GPU"),
+                       ("gpu_count", "GPU count"), ("gpu_memory_gib", "GPU memory GiB"), ("driver", "driver"),
+                       ("cuda", "CUDA"), ("host", "host"), ("platform", "platform"), ("python", "Python"),
+                       ("kvtui_version", "kvtui"), ("started_at", "started")):
         if key not in env:
             continue
         v = env[key]
@@ -371,7 +323,8 @@ def _env_section(doc: dict[str, Any]) -> list[str]:
         rows.append([title, str(v)])
     for m in doc.get("modes", []):
         info = m.get("engine_info") or {}
-        rows.append([f"{m.get('name')}: server", f"{info.get('engine') or m.get('engine') or '?'} {info.get('version') or '(version unknown)'}"])
+        rows.append([f"{m.get('name')}: server",
+                     f"{info.get('engine') or m.get('engine') or '?'} {info.get('version') or '(version unknown)'}"])
     devices = ran_on_devices(doc.get("modes", []))
     if len(devices) > 1:  # modes joined from runs on different GPUs (of one host, or of several)
         rows += [[f"{', '.join(ms)}: ran on", d] for d, ms in devices.items()]
@@ -391,18 +344,21 @@ def _scenario_section(doc: dict[str, Any]) -> list[str]:
     ramp = sc.get("ramp") or {}
     cost = sc.get("cost") or {}
     out = [f"- model: {server.get('model', '?')}, max_model_len {fmt(server.get('max_model_len'))}, "
-           f"gpu_memory_utilization {server.get('gpu_memory_utilization', '?')}, tensor_parallel_size {server.get('tensor_parallel_size', 1)}",
+           f"gpu_memory_utilization {server.get('gpu_memory_utilization', '?')}, "
+           f"tensor_parallel_size {server.get('tensor_parallel_size', 1)}",
            f"- workload: {_workload_text(sc)}",
            f"- SLO: {_slo_text(sc)}"]
     if ramp:
-        out.append(f"- ramp: {ramp.get('load', 'concurrency')} from {fmt_load(ramp.get('start'))} to {fmt_load(ramp.get('max'))}, "
-                   f"step {ramp.get('step')}, search {ramp.get('search')}, warm-up {ramp.get('warmup_s')} s, window {ramp.get('window_s')} s")
+        out.append(f"- ramp: {ramp.get('load', 'concurrency')} from {fmt_load(ramp.get('start'))} "
+                   f"to {fmt_load(ramp.get('max'))}, step {ramp.get('step')}, search {ramp.get('search')}, "
+                   f"warm-up {ramp.get('warmup_s')} s, window {ramp.get('window_s')} s")
     if cost:
         ngpu = cost.get("gpus") or f"{server.get('tensor_parallel_size') or 1} (the tensor-parallel size)"
         out.append(f"- cost: ${cost.get('gpu_hourly_usd', 0):g} per GPU-hour × {ngpu} GPU(s), "
                    f"failed requests {'counted' if cost.get('count_failed', True) else 'not counted'}")
     body = json.dumps(sc, indent=1, ensure_ascii=False, default=str)
-    out += ["", "<details><summary>the scenario as run (secrets removed)</summary>", "", "```json", body, "```", "", "</details>"]
+    out += ["", "<details><summary>the scenario as run (secrets removed)</summary>", "", "```json", body, "```", "",
+            "</details>"]
     return out
 
 
@@ -416,7 +372,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if env.get("simulated") or any(m.get("simulated") for m in doc.get("modes", [])):
         lines += ["> **SIMULATED** — every figure below comes from kvtui's simulated vLLM, not from a GPU.", ""]
     if doc.get("imported"):
-        lines += [f"> Imported from {doc['imported'].get('tool')} results: figures that tool does not report are shown as —.", ""]
+        lines += [f"> Imported from {doc['imported'].get('tool')} results: "
+                  "figures that tool does not report are shown as —.", ""]
     lines += [f"*{labels(doc)}*", ""]
     if sc.get("description"):
         lines += [sc["description"], ""]
@@ -431,7 +388,10 @@ def render_markdown(doc: dict[str, Any]) -> str:
     cv = caveats(doc)
     if cv:
         lines += ["### Caveats", ""] + [f"- {c}" for c in cv] + [""]
-    lines += ["## Quality guard", ""] + _quality_section(doc, comp) + [""]
+    lines += ["## Quality guard", ""] + quality_section(doc, comp) + [""]
+    from kvtui.report.prediction_report import markdown_section
+
+    lines += markdown_section(doc)  # nothing for a snapshot without predictions: old reports stay as they were
     ch = _charts_section(doc, comp)
     if ch:
         lines += ["## Charts", "", f"*{labels(doc)}*", ""] + ch
@@ -440,7 +400,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += _mode_section(doc, m)
     lines += ["## Environment", ""] + _env_section(doc) + [""]
     lines += ["## Scenario", ""] + _scenario_section(doc) + [""]
-    lines += ["---", f"kvtui snapshot schema {doc.get('schema', '?')}, written by kvtui {doc.get('kvtui_version') or env.get('kvtui_version') or '?'}."]
+    lines += ["---", f"kvtui snapshot schema {doc.get('schema', '?')}, "
+                     f"written by kvtui {doc.get('kvtui_version') or env.get('kvtui_version') or '?'}."]
     text = "\n".join(lines)
     while "\n\n\n" in text:
         text = text.replace("\n\n\n", "\n\n")

@@ -56,7 +56,8 @@ def claim(snapshot: Path, journal: Path, records: Path, open_journal, resumed: I
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         f.close()
-        raise UsageError(f"--out {snapshot}: another kvtui run is writing to it now ({journal.name} is locked); choose another --out")
+        raise UsageError(f"--out {snapshot}: another kvtui run is writing to it now ({journal.name} is locked); "
+                         "choose another --out")
     except OSError:
         pass  # a filesystem without flock (some network mounts): the existence check below still holds
     own = any(_same(Path(r), snapshot) or _same(Path(r), journal) for r in resumed)
@@ -69,7 +70,8 @@ def claim(snapshot: Path, journal: Path, records: Path, open_journal, resumed: I
                 pass
         names = ", ".join(p.name for p in existed)
         hint = f"--resume {snapshot} to continue it" if snapshot in existed or journal in existed else "remove them"
-        raise UsageError(f"--out {snapshot}: an earlier run's files are there ({names}); a run never shares them: choose another --out, or {hint}")
+        raise UsageError(f"--out {snapshot}: an earlier run's files are there ({names}); a run never shares them: "
+                         f"choose another --out, or {hint}")
     return f
 
 
@@ -78,7 +80,8 @@ def unique_path(path: Path) -> Path:
     path = Path(path)
     n = 1
     cand = path
-    while any(_holds_data(p) for p in (cand, cand.with_name(cand.name + ".journal"), cand.with_name(cand.stem + ".records.jsonl"))):
+    while any(_holds_data(p) for p in (cand, cand.with_name(cand.name + ".journal"),
+                                       cand.with_name(cand.stem + ".records.jsonl"))):
         n += 1
         cand = path.with_name(f"{path.stem}-{n}{path.suffix}")
     return cand
@@ -103,7 +106,8 @@ def refuse_overwriting_inputs(out: str | Path, inputs: list[Path], command: str)
     o = Path(out)
     for f in inputs:
         if _same(o, f) or (o.exists() and f.exists() and _samefile(o, f)):
-            raise UsageError(f"--out {out}: is an input of this {command} ({f.name}); it would overwrite it: pick another --out")
+            raise UsageError(f"--out {out}: is an input of this {command} ({f.name}); "
+                             "it would overwrite it: pick another --out")
 
 
 def _samefile(a: Path, b: Path) -> bool:

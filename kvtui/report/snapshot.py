@@ -62,13 +62,13 @@ def _open_private(path: Path, mode: str):
     return os.fdopen(fd, mode, encoding="utf-8")
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write via a private temp file in the same directory, fsync, rename: never half a file."""
+def atomic_write(path: Path, text: str | bytes) -> None:
+    """Write via a private (0600) temp file in the same directory, fsync, rename: never half a file."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8") if isinstance(text, str) else text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o600)
@@ -102,7 +102,8 @@ class SnapshotWriter:
             if not os.access(self.path.parent, os.W_OK):
                 raise PermissionError(f"directory not writable: {self.path.parent}")
             # Locked for this run, and never another run's files (kvtui.report.outclaim).
-            self._journal_f = claim(self.path, self.journal, self.records_path, lambda p: _open_private(p, "a"), resumed)
+            self._journal_f = claim(self.path, self.journal, self.records_path, lambda p: _open_private(p, "a"),
+                                    resumed)
             # Touch the sidecar with private permissions before anyone appends to it.
             _open_private(self.records_path, "a").close()
             self._event("header", {k: v for k, v in doc.items() if k != "modes"})  # a full disk fails here
@@ -156,7 +157,11 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     from kvtui.safeio import SNAPSHOT_CAP, read_bytes_file
 
     try:
-        text = read_bytes_file(p, "snapshot", SNAPSHOT_CAP).decode("utf-8")  # regular files only, capped
+        xz = p.with_name(p.name + XZ)
+        if not p.exists() and xz.exists():
+            text = read_archived(xz, SNAPSHOT_CAP).decode("utf-8")  # a published run kept compressed (docs/results)
+        else:
+            text = read_bytes_file(p, "snapshot", SNAPSHOT_CAP).decode("utf-8")  # regular files only, capped
     except UnicodeDecodeError as e:
         raise UsageError(f"{p}: cannot read: {e}")
     try:
@@ -168,10 +173,12 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
             return doc
         doc = salvage(text)
         if not isinstance(doc, dict) or not isinstance(doc.get("modes"), list) or not doc["modes"]:
-            raise UsageError(f"{p}:{e.lineno}: not a complete JSON snapshot ({e.msg}); truncated? no journal beside it to rebuild from")
+            raise UsageError(f"{p}:{e.lineno}: not a complete JSON snapshot ({e.msg}); "
+                             "truncated? no journal beside it to rebuild from")
         n = sum(len(m.get("steps") or []) for m in doc["modes"] if isinstance(m, dict))
         doc.setdefault("load_warnings", []).append(
-            f"{p} is truncated (line {e.lineno}): showing what was readable, {len(doc['modes'])} mode(s) and {n} whole step(s); "
+            f"{p} is truncated (line {e.lineno}): showing what was readable, "
+            f"{len(doc['modes'])} mode(s) and {n} whole step(s); "
             "the last mode is incomplete")
     if not isinstance(doc, dict):
         raise UsageError(f"{p}: not a kvtui snapshot (top level is not an object)")
@@ -193,6 +200,25 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
         m.setdefault("steps", [])
     doc["_path"] = str(p)
     return doc
+
+
+XZ = ".xz"  # a published snapshot's archive beside where the JSON would be: X.json.xz (kvtui/report/archive.py)
+
+
+def read_archived(path: Path, cap: int) -> bytes:
+    """The JSON inside an xz archive, refused past `cap` bytes unpacked (an archive cannot bomb the reader)."""
+    import lzma
+
+    from kvtui.safeio import read_bytes_file
+
+    dec = lzma.LZMADecompressor()
+    try:
+        data = dec.decompress(read_bytes_file(path, "snapshot", cap), max_length=cap + 1)
+    except lzma.LZMAError as e:
+        raise UsageError(f"{path}: not an xz archive of a snapshot ({e})")
+    if len(data) > cap or not dec.eof:
+        raise UsageError(f"{path}: more than a snapshot can be unpacked, or cut short")
+    return data
 
 
 def salvage(text: str) -> Any:
@@ -242,7 +268,8 @@ def salvage(text: str) -> Any:
     spine: list[Any] = [doc]
     for _ in range(depth - 1):
         node = spine[-1]
-        last = list(node.values())[-1] if isinstance(node, dict) and node else (node[-1] if isinstance(node, list) and node else None)
+        last = (list(node.values())[-1] if isinstance(node, dict) and node
+                else (node[-1] if isinstance(node, list) and node else None))
         if not isinstance(last, (dict, list)):
             break
         spine.append(last)
@@ -319,7 +346,8 @@ def load_journal(path: Path) -> dict[str, Any]:
     for m in doc["modes"]:
         m.setdefault("complete", False)
     doc.setdefault("load_warnings", []).append(
-        f"rebuilt from the journal {Path(path).name}: the run did not finish" + (f"; {bad} damaged line(s) skipped" if bad else "")
+        f"rebuilt from the journal {Path(path).name}: the run did not finish"
+        + (f"; {bad} damaged line(s) skipped" if bad else "")
     )
     doc["_path"] = str(path)
     return doc
@@ -334,7 +362,8 @@ def ran_on_devices(modes: list[dict[str, Any]]) -> dict[str, list[str]]:
         parts = [(m.get("ran_on") or {}, name)]
         if cont.get("ran_on") and cont["ran_on"] != m.get("ran_on"):
             # A mode continued elsewhere: its first steps ran on the earlier device.
-            parts = [(cont["ran_on"], f"{name} steps 1–{cont.get('steps')}"), (m.get("ran_on") or {}, f"{name} from step {(cont.get('steps') or 0) + 1}")]
+            parts = [(cont["ran_on"], f"{name} steps 1–{cont.get('steps')}"),
+                     (m.get("ran_on") or {}, f"{name} from step {(cont.get('steps') or 0) + 1}")]
         for r, label in parts:
             if not r.get("gpu_uuids"):
                 continue

@@ -58,7 +58,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool 
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()
     out = [line, "  ".join("─" * w for w in widths)]
-    out += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
+    out += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+            for r in rows]
     return "\n".join(out)
 
 
@@ -161,7 +162,8 @@ def labels(doc: dict[str, Any]) -> str:
     """The caveats that travel with every figure: engine, GPU, version, SIMULATED."""
     env = doc.get("environment", {})
     versions = sorted({(m.get("engine_info") or {}).get("version") or "?" for m in doc.get("modes", [])}) or ["?"]
-    parts = [f"engine {env.get('engine', '?')}", f"GPU {', '.join(env.get('gpu_names') or ['?'])}", f"version {', '.join(versions)}"]
+    parts = [f"engine {env.get('engine', '?')}", f"GPU {', '.join(env.get('gpu_names') or ['?'])}",
+             f"version {', '.join(versions)}"]
     if env.get("simulated") or any(m.get("simulated") for m in doc.get("modes", [])):
         parts.append("SIMULATED")
     if any((m.get("engine_info") or {}).get("dummy_weights") for m in doc.get("modes", [])):
@@ -218,7 +220,8 @@ def caveats(doc: dict[str, Any]) -> list[str]:
     known = [(n, h) for n, h in hits if h is not None]
     if known:
         out.append("prefix-cache hit rate at the knee: " + ", ".join(f"{n} {h:.0%}" for n, h in known)
-                   + ("  (above 5 %: prompt throughput and TTFT are flattered)" if any(h > 0.05 for _, h in known) else ""))
+                   + ("  (above 5 %: prompt throughput and TTFT are flattered)" if any(h > 0.05 for _, h in known)
+                      else ""))
     elif modes and ((doc.get("scenario") or {}).get("server") or {}).get("enable_prefix_caching") is False:
         out.append("prefix caching off (server.enable_prefix_caching = false): no prompt-cache flattery")
     elif modes:
@@ -238,8 +241,10 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         waves = [s_ for s_ in m.get("steps", []) if in_lock_step(s_)]
         if waves:
             out.append(f"{m['name']}: the closed loop ran in lock-step at load "
-                       + ", ".join(f"{fmt_load(s_.get('load'))} ({s_['send_burst']:.0%} of the slots sent within 1 s)" for s_ in waves)
-                       + ": those steps' TTFT tail is a wave's queue (fixed lengths keep waves together; a length distribution breaks them up)")
+                       + ", ".join(f"{fmt_load(s_.get('load'))} ({s_['send_burst']:.0%} of the slots sent within 1 s)"
+                                   for s_ in waves)
+                       + ": those steps' TTFT tail is a wave's queue (fixed lengths keep waves together; "
+                         "a length distribution breaks them up)")
         lagged = [s_.get("load") for s_ in m.get("steps", []) if s_.get("client_limited")]
         if lagged:
             out.append(f"{m['name']}: the client lagged at load {', '.join(fmt_load(x) for x in lagged)}")
@@ -247,17 +252,20 @@ def caveats(doc: dict[str, Any]) -> list[str]:
     if rf.get("modes"):
         prev = (rf.get("environment") or {}).get("gpu_names")
         cur = env.get("gpu_names")
-        out.append(f"modes {', '.join(rf['modes'])} kept from an earlier run" + (f" on {', '.join(prev)}" if prev and prev != cur else ""))
+        out.append(f"modes {', '.join(rf['modes'])} kept from an earlier run"
+                   + (f" on {', '.join(prev)}" if prev and prev != cur else ""))
     for m in modes:
         c = m.get("continued")
         if c:
-            out.append(f"{m['name']}: continued after an interruption; {c.get('steps')} of its steps were measured before it")
+            out.append(f"{m['name']}: continued after an interruption; "
+                       f"{c.get('steps')} of its steps were measured before it")
     for w in doc.get("warnings") or []:
         out.append(w)
     for w in doc.get("load_warnings") or []:
         out.append(w)
     if doc.get("imported"):
-        out.append(f"imported from {doc['imported'].get('tool')}: figures it does not report are shown as —, never estimated")
+        out.append(f"imported from {doc['imported'].get('tool')}: "
+                   "figures it does not report are shown as —, never estimated")
     cost = comp.get("cost") or {}
     if cost:
         out.append(f"cost: ${cost.get('gpu_hourly_usd', 0):g}/GPU-hour × {cost.get('gpus', 1)} GPU(s); "
@@ -300,6 +308,9 @@ def step_row(step: dict[str, Any]) -> list[str]:
     verdict = {True: "PASS", False: "FAIL", None: "undecided"}.get(step.get("passed"), "—")
     if not ran_to_its_end(step):
         verdict = "cut short" if step.get("passed") is None else f"{verdict}, cut short"
+    lost = step.get("replicas_lost")
+    if isinstance(lost, list) and lost:  # a replica died mid-step: named where the verdict is read
+        verdict += ", " + ", ".join(str(x.get("name")) for x in lost if isinstance(x, dict)) + " lost"
     lim = step.get("limited_by")
     return [
         fmt(step.get("index")), fmt_load(step.get("load")), step.get("why") or "—", fmt(step.get("requests")),

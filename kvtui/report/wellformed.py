@@ -16,7 +16,8 @@ from kvtui.errors import KvtuiError, UsageError
 
 # What a renderer raises on a value of the wrong shape (a bug of kvtui would raise these on
 # good files too: the tests render every real snapshot in tests/*/data without one).
-SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError, RecursionError)
+SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError,
+                RecursionError)
 
 
 @contextmanager
@@ -27,7 +28,8 @@ def rendering(source: str) -> Iterator[None]:
         raise
     except SHAPE_ERRORS as e:
         detail = str(e).splitlines()[0][:160] if str(e) else ""
-        raise UsageError(f"{source}: not a well-formed kvtui snapshot ({type(e).__name__}{': ' + detail if detail else ''})") from None
+        raise UsageError(f"{source}: not a well-formed kvtui snapshot "
+                         f"({type(e).__name__}{': ' + detail if detail else ''})") from None
 
 
 def require_renderable(doc: dict[str, Any], source: str) -> None:

@@ -11,11 +11,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 ENGINES = ("sim", "vllm", "external")
+ROUTINGS = ("least_inflight", "round_robin")  # how kvtui spreads requests over replicas
 APIS = ("completions", "chat")
 DISTS = ("fixed", "uniform", "normal", "lognormal")
 LOAD_SHAPES = ("concurrency", "rate")
 ARRIVALS = ("poisson", "bursty", "constant")
-SEARCHES = ("fast", "linear")
+SEARCHES = ("auto", "seeded", "fast", "linear")  # auto: seeded where a prediction exists (explore/search_seeded.py)
 QUALITY_TASKS = ("passkey", "quotation", "agreement")  # kvtui.quality.tasks builds them
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
 SLO_PCTS = ("p50", "p90", "p95", "p99")
@@ -38,7 +39,10 @@ RANGES: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("server", "max_num_seqs"): (0, 1_000_000, False),
     ("server", "max_num_batched_tokens"): (0, 100 * MAX_TOKENS, False),
     ("server", "tensor_parallel_size"): (1, 512, False),
+    ("server", "data_parallel_size"): (1, 512, False),
+    ("server", "replicas"): (1, 64, False),
     ("server", "port"): (0, 65535, False),
+    ("server", "devices"): (1, 4096, False),
     ("server", "startup_timeout_s"): (0, 7 * DAY_S, True),
     ("server", "stop_timeout_s"): (0, 3600, False),
     ("server", "time_scale"): (0, 1000, False),  # 0: auto; ×1000 slow motion turns a 20 s window into 6 h
@@ -59,6 +63,7 @@ RANGES: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("ramp", "drain_timeout_s"): (0, DAY_S, False),
     ("ramp", "max_error_burst"): (1, 100_000_000, False),
     ("ramp", "processes"): (1, 256, False),
+    ("ramp", "max_processes"): (0, 256, False),
     ("slo", "latency"): (0, 1e9, True),  # ms: eleven days
     ("slo", "max_error_rate"): (0, 1, False),
     ("slo", "min_goodput"): (0, 1, False),
@@ -151,6 +156,13 @@ class Server:
     max_num_seqs: int = 0
     max_num_batched_tokens: int = 0
     tensor_parallel_size: int = 1
+    # vllm: --data-parallel-size, engines behind one endpoint (TP x DP GPUs); vLLM labels their
+    # metrics by engine, so the per-replica view shows each rank.
+    data_parallel_size: int = 1
+    # sim/vllm: servers kvtui launches per mode (each its own port and per-run key) and spreads
+    # requests over; on one GPU give each its share (gpu_memory_utilization 0.45 for two).
+    replicas: int = 1
+    routing: str = "least_inflight"  # or "round_robin": which replica gets the next request
     load_format: str = ""
     enable_prefix_caching: bool | None = None
     host: str = "127.0.0.1"
@@ -163,7 +175,15 @@ class Server:
     # external engine
     url: str = ""
     metrics_url: str = ""
+    # Several replicas: their base URLs (kvtui spreads requests over them), or with `url` (a
+    # gateway, llm-d, KServe, a vLLM data-parallel head) only the /metrics URLs of what is behind it.
+    replica_urls: list[str] = field(default_factory=list)
+    metrics_urls: list[str] = field(default_factory=list)  # per replica; default <replica>/metrics
     api_key: str = ""
+    # Modes in parallel, one per free device (kvtui run --parallel); devices: the sim engine's
+    # simulated GPUs (a real engine's are NVML's free ones)
+    parallel: bool = False
+    devices: int = 1
     # sim engine
     gpu: str = "H200"
     time_scale: float = 0.0  # 0 = choose: real time when the box keeps up, else slow motion
@@ -216,7 +236,7 @@ class Ramp:
     start: float = 1
     max: float = 256
     step: str = "double"  # "double", "xN" (geometric), "+N" (linear), or "a,b,c" (explicit list)
-    search: str = "fast"
+    search: str = "auto"
     arrival: str = "poisson"  # open loop only
     burst_size: int = 8
     warmup_s: float = 2.0
@@ -228,7 +248,11 @@ class Ramp:
     request_timeout_s: float = 600.0
     drain_timeout_s: float = 120.0
     max_error_burst: int = 20  # stop a step early after this many consecutive errors
-    processes: int = 1  # load-generator processes
+    processes: int = 1  # load-generator processes (with autoscale: the first step's)
+    # Add worker processes when one nears its capacity (kvtui.load.autoscale), up to max_processes
+    # (0: the cores this process may use).
+    autoscale: bool = True
+    max_processes: int = 0
 
 
 @dataclass

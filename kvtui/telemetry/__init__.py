@@ -3,6 +3,7 @@
 Nothing here imports the UI. Callbacks from the NVML sampler run on its own thread.
 """
 
+from kvtui.telemetry.cache_config import cache_config_facts
 from kvtui.telemetry.nvml import (
     GpuInfo,
     Inventory,
@@ -13,13 +14,8 @@ from kvtui.telemetry.nvml import (
     throttle_names,
     wait_for_release,
 )
-from kvtui.telemetry.prom import (
-    MetricsScraper,
-    cache_config_facts,
-    merge_samples,
-    parse_metrics,
-    window_delta,
-)
+from kvtui.telemetry.prom import MetricsScraper, parse_metrics
+from kvtui.telemetry.prom_windows import merge_samples, window_delta
 from kvtui.telemetry.types import GpuSample, Histogram, MetricsSample
 
 __all__ = [

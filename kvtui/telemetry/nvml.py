@@ -16,331 +16,36 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, TypedDict
+from typing import Any, Callable
 
+from kvtui.telemetry.gpus import (  # noqa: F401 - kvtui.telemetry.nvml's names, where callers import them
+    GpuInfo,
+    GpuProcess,
+    GpuState,
+    Inventory,
+    _all_devices,
+    _foreign,
+    _gpu_processes,
+    gpu_inventory,
+    gpu_states,
+    wait_for_release,
+)
+from kvtui.telemetry.nvml_session import (  # noqa: F401
+    _NVML_ERRORS,
+    GIB,
+    THROTTLE_REASONS,
+    _describe,
+    _init,
+    _nvml,
+    _shutdown,
+    _text,
+    _visible_filter,
+    throttle_names,
+)
+from kvtui.telemetry.proctree import _pid_alive, process_tree, process_tree_provider  # noqa: F401
 from kvtui.telemetry.types import GpuSample
 
-log = logging.getLogger(__name__)
-
-try:  # nvidia-ml-py installs the module `pynvml`
-    import pynvml as _nvml
-except Exception as _exc:  # pragma: no cover - the package is a hard dependency
-    _nvml = None
-    _IMPORT_ERROR: str | None = f"{type(_exc).__name__}: {_exc}"
-else:
-    _IMPORT_ERROR = None
-
-GIB = float(2**30)
-
-# Errors that mean "NVML cannot answer" (never a bug of ours): NVMLError and its generated
-# subclasses, and pynvml's NVMLLibraryMismatchError (an old libnvidia-ml without a function).
-if _nvml is not None:
-    _NVML_ERRORS: tuple[type[BaseException], ...] = (_nvml.NVMLError,) + tuple(
-        c for c in (getattr(_nvml, "NVMLLibraryMismatchError", None),) if c is not None
-    )
-else:  # pragma: no cover
-    _NVML_ERRORS = (OSError,)
-
-# Clock event ("throttle") reason bits → short names. Bit values are NVML's ABI.
-THROTTLE_REASONS: dict[int, str] = {
-    0x001: "gpu_idle",
-    0x002: "applications_clocks_setting",
-    0x004: "sw_power_cap",
-    0x008: "hw_slowdown",
-    0x010: "sync_boost",
-    0x020: "sw_thermal_slowdown",
-    0x040: "hw_thermal_slowdown",
-    0x080: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-    0x200: "board_limit",
-    0x400: "reliability",
-}
-
-
-def throttle_names(mask: int) -> list[str]:
-    """Names of the reason bits set in an NVML clock-event mask (unknown bits as hex)."""
-    names = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
-    rest = mask & ~sum(THROTTLE_REASONS)
-    if rest:
-        names.append(f"0x{rest:x}")
-    return names
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line reason for an NVML failure, starting with "no GPU telemetry: "."""
-    if _nvml is not None:
-        known = {
-            "NVMLError_LibraryNotFound": "NVML library not found (libnvidia-ml.so.1: no NVIDIA driver here)",
-            "NVMLError_DriverNotLoaded": "NVIDIA driver not loaded",
-            "NVMLError_NoPermission": "no permission to query NVML",
-            "NVMLError_LibRmVersionMismatch": "NVML/driver version mismatch (reboot after a driver update?)",
-            "NVMLError_GpuIsLost": "GPU is lost (fell off the bus)",
-            "NVMLError_Uninitialized": "NVML not initialised",
-        }
-        what = known.get(type(exc).__name__)
-        if what:
-            return f"no GPU telemetry: {what}"
-        if isinstance(exc, _nvml.NVMLError):
-            try:
-                text = str(exc)
-            except Exception:
-                text = type(exc).__name__
-            return f"no GPU telemetry: NVML error: {text}"
-    return f"no GPU telemetry: {type(exc).__name__}: {exc}"
-
-
-# --- init / shutdown --------------------------------------------------------------------------
-
-
-def _init() -> str | None:
-    """nvmlInit(); None on success, else the reason. pynvml reference-counts init/shutdown."""
-    if _nvml is None:
-        return f"no GPU telemetry: cannot import pynvml ({_IMPORT_ERROR})"
-    try:
-        _nvml.nvmlInit()
-    except _NVML_ERRORS as exc:
-        return _describe(exc)
-    except Exception as exc:  # ctypes oddities; never into the caller
-        return f"no GPU telemetry: {type(exc).__name__}: {exc}"
-    return None
-
-
-def _shutdown() -> None:
-    try:
-        _nvml.nvmlShutdown()
-    except Exception:
-        pass
-
-
-def _text(x: Any) -> str:
-    return x.decode(errors="replace") if isinstance(x, bytes) else str(x)
-
-
-# --- which GPUs -------------------------------------------------------------------------------
-
-
-def _visible_filter(env: str | None) -> Callable[[int, str], bool] | None:
-    """From CUDA_VISIBLE_DEVICES: a predicate (nvml index, uuid) → visible, or None (all).
-
-    Entries are indices or UUIDs (`GPU-…`, a unique prefix is enough, as CUDA accepts). Like
-    CUDA, parsing stops at the first invalid entry; an empty value or `-1` hides every GPU.
-    MIG entries (`MIG-…`) are not resolved to their parent GPU: they hide nothing here.
-    """
-    if env is None:
-        return None
-    indices: set[int] = set()
-    uuids: list[str] = []
-    for raw in env.split(","):
-        item = raw.strip()
-        if not item:
-            break
-        if item.startswith("MIG-"):
-            return None
-        if item.startswith("GPU-"):
-            uuids.append(item.lower())
-            continue
-        try:
-            i = int(item)
-        except ValueError:
-            break
-        if i < 0:
-            break
-        indices.add(i)
-
-    def visible(index: int, uuid: str) -> bool:
-        u = uuid.lower()
-        return index in indices or any(u.startswith(p) for p in uuids)
-
-    return visible
-
-
-class GpuInfo(TypedDict):
-    index: int  # NVML index
-    name: str
-    uuid: str
-    mem_total_gib: float
-
-
-@dataclass
-class Inventory:
-    """The GPUs this process may use (after CUDA_VISIBLE_DEVICES), or why there are none."""
-
-    available: bool
-    reason: str | None = None  # e.g. "no GPU telemetry: NVML library not found (…)"
-    driver_version: str | None = None
-    cuda_version: str | None = None  # highest CUDA the driver supports, "12.8"
-    gpus: list[GpuInfo] = field(default_factory=list)
-    hidden: int = 0  # GPUs present but hidden by CUDA_VISIBLE_DEVICES
-
-
-def _cuda_version() -> str | None:
-    for fn_name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
-        fn = getattr(_nvml, fn_name, None)
-        if fn is None:
-            continue
-        try:
-            v = int(fn())
-        except _NVML_ERRORS:
-            continue
-        return f"{v // 1000}.{(v % 1000) // 10}"
-    return None
-
-
-def _all_devices() -> list[tuple[int, Any, str]]:
-    """(index, handle, uuid) of every GPU NVML sees. Raises NVML errors."""
-    out = []
-    for i in range(int(_nvml.nvmlDeviceGetCount())):
-        h = _nvml.nvmlDeviceGetHandleByIndex(i)
-        out.append((i, h, _text(_nvml.nvmlDeviceGetUUID(h))))
-    return out
-
-
-def gpu_inventory(env: dict[str, str] | None = None) -> Inventory:
-    """List the visible GPUs. Never raises; `env` defaults to os.environ."""
-    env = os.environ if env is None else env
-    reason = _init()
-    if reason:
-        return Inventory(available=False, reason=reason)
-    try:
-        driver = None
-        try:
-            driver = _text(_nvml.nvmlSystemGetDriverVersion())
-        except _NVML_ERRORS:
-            pass
-        cuda = _cuda_version()
-        visible = _visible_filter(env.get("CUDA_VISIBLE_DEVICES"))
-        gpus: list[GpuInfo] = []
-        hidden = 0
-        for i, h, uuid in _all_devices():
-            if visible is not None and not visible(i, uuid):
-                hidden += 1
-                continue
-            mem = _nvml.nvmlDeviceGetMemoryInfo(h)
-            gpus.append(
-                GpuInfo(index=i, name=_text(_nvml.nvmlDeviceGetName(h)), uuid=uuid, mem_total_gib=mem.total / GIB)
-            )
-    except _NVML_ERRORS as exc:
-        return Inventory(available=False, reason=_describe(exc))
-    except Exception as exc:
-        return Inventory(available=False, reason=f"no GPU telemetry: {type(exc).__name__}: {exc}")
-    finally:
-        _shutdown()
-    inv = Inventory(available=bool(gpus), driver_version=driver, cuda_version=cuda, gpus=gpus, hidden=hidden)
-    if not gpus:
-        if hidden:
-            cvd = env.get("CUDA_VISIBLE_DEVICES")
-            inv.reason = f"no GPU telemetry: no GPU visible (CUDA_VISIBLE_DEVICES={cvd!r} hides all {hidden})"
-        else:
-            inv.reason = "no GPU telemetry: NVML sees no GPU"
-    return inv
-
-
-# --- processes --------------------------------------------------------------------------------
-
-
-def process_tree(pid: int) -> set[int]:
-    """`pid` and all its descendants, from /proc (one scan of /proc/*/stat).
-
-    Empty when `pid` does not exist. Processes re-parented away (daemonised, or Ray workers
-    started by a raylet) are not found.
-    """
-    children: dict[int, list[int]] = {}
-    exists = False
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return set()
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        child = int(name)
-        if child == pid:
-            exists = True
-        # "pid (comm) state ppid …" — comm may hold spaces and parentheses
-        try:
-            ppid = int(stat[stat.rindex(b")") + 2 :].split(None, 2)[1])
-        except (ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(child)
-    if not exists:
-        return set()
-    tree = {pid}
-    stack = [pid]
-    while stack:
-        for c in children.get(stack.pop(), ()):
-            if c not in tree:
-                tree.add(c)
-                stack.append(c)
-    return tree
-
-
-def process_tree_provider(pid: int, max_age_s: float = 5.0) -> Callable[[], set[int]]:
-    """A pids_provider for NvmlSampler: :func:`process_tree` of `pid`, rescanned at most every
-    `max_age_s` seconds. A /proc scan costs ~1-2 ms (about 10× the NVML calls of a tick on one
-    GPU); vLLM's process tree changes only while it starts and stops. Thread-safe."""
-    lock = threading.Lock()
-    state: dict[str, Any] = {"at": None, "tree": set()}
-
-    def provider() -> set[int]:
-        now = time.monotonic()
-        with lock:
-            if state["at"] is None or now - state["at"] >= max_age_s:
-                state["tree"] = process_tree(pid)
-                state["at"] = now
-            return set(state["tree"])
-
-    return provider
-
-
-def _pid_alive(pid: int) -> bool:
-    """True while `pid` exists in this PID namespace and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    try:
-        return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] != b"Z"
-    except ValueError:
-        return True
-
-
-def _gpu_processes(handle: Any) -> dict[int, int | None]:
-    """pid → used GPU memory in bytes (None: not available) for compute + graphics processes.
-
-    A pid listed in both lists is counted once (the larger figure). Raises NVML errors.
-    """
-    procs: dict[int, int | None] = {}
-    unsupported: BaseException | None = None
-    answered = False
-    for fn_name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-        try:
-            entries = getattr(_nvml, fn_name)(handle)
-        except _nvml.NVMLError_NotSupported as exc:
-            unsupported = exc
-            continue
-        answered = True
-        for p in entries:
-            used = getattr(p, "usedGpuMemory", None)
-            prev = procs.get(p.pid)
-            if p.pid not in procs or (used is not None and (prev is None or used > prev)):
-                procs[int(p.pid)] = used if used is None else int(used)
-    if not answered and unsupported is not None:
-        raise unsupported  # neither list: "no processes" would be a lie
-    return procs
-
-
-def _foreign(pids: Iterable[int]) -> bool:
-    """True if some NVML-reported pid does not exist here: NVML reports host pids, and this
-    process runs in another PID namespace (a container), so pid matching cannot work."""
-    return any(not os.path.exists(f"/proc/{p}") for p in pids)
-
+log = logging.getLogger("kvtui.telemetry.nvml")
 
 # --- the sampler ------------------------------------------------------------------------------
 
@@ -532,7 +237,8 @@ class NvmlSampler:
             pass  # transient (e.g. no process list yet)
         return None
 
-    def _tick(self, devices: list[tuple[int, Any, str]], visible_idx: set[int], names: dict[int, str]) -> list[GpuSample]:
+    def _tick(self, devices: list[tuple[int, Any, str]], visible_idx: set[int],
+              names: dict[int, str]) -> list[GpuSample]:
         pids = self._pids()
         procs: dict[int, dict[int, int | None] | None] = {}
         sampled = set(visible_idx)
@@ -605,121 +311,3 @@ def _throttle_mask(handle: Any) -> int:
         except _nvml.NVMLError_FunctionNotFound:
             pass
     return int(_nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
-
-
-# --- between modes ----------------------------------------------------------------------------
-
-
-def wait_for_release(pids: set[int], timeout_s: float, poll_s: float = 0.5) -> bool:
-    """Wait until none of `pids` holds GPU memory; True when released, False on timeout.
-
-    True at once when NVML is unavailable (nothing to wait for that kvtui could see). If NVML
-    fails mid-wait, or reports pids of another PID namespace (kvtui in a container, where
-    pid matching cannot work), it falls back to waiting for `pids` to exit (the driver frees a
-    process's memory as it exits).
-    """
-    pids = set(pids)
-    if not pids:
-        return True
-    deadline = time.monotonic() + max(0.0, timeout_s)
-    poll_s = max(0.01, poll_s)
-    if _init():
-        return True
-    nvml_ok = True
-    try:
-        while True:
-            held = True
-            if nvml_ok:
-                try:
-                    listed: dict[int, int | None] = {}
-                    for _, h, _ in _all_devices():
-                        listed.update(_gpu_processes(h))
-                    if pids & listed.keys():
-                        held = True
-                    elif listed and _foreign(listed):
-                        held = any(_pid_alive(p) for p in pids)
-                    else:
-                        held = False
-                except _NVML_ERRORS as exc:
-                    log.info("wait_for_release: %s; waiting for the processes to exit instead", _describe(exc))
-                    nvml_ok = False
-            if not nvml_ok:
-                held = any(_pid_alive(p) for p in pids)
-            if not held:
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            time.sleep(min(poll_s, remaining))
-    finally:
-        _shutdown()
-
-
-# --- before a run (kvtui init, the pre-flight) ------------------------------------------------
-
-
-@dataclass
-class GpuProcess:
-    pid: int
-    used_gib: float | None  # None: NVML does not say (no permission, or a MIG/vGPU)
-    name: str  # the process's command, from NVML or /proc (empty when neither says)
-
-
-@dataclass
-class GpuState:
-    """One visible GPU as a run is about to start on it: memory free now, who holds the rest,
-    and its compute capability (what the precision modes need: FP8 needs 8.9, Ada/Hopper)."""
-
-    index: int
-    name: str
-    uuid: str
-    mem_total_gib: float
-    mem_free_gib: float
-    compute_capability: tuple[int, int] | None = None
-    processes: list[GpuProcess] = field(default_factory=list)
-
-
-def _process_name(pid: int) -> str:
-    try:
-        return _text(_nvml.nvmlSystemGetProcessName(pid)).strip()
-    except Exception:  # NVML errors, or a pid of another namespace
-        pass
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
-
-
-def gpu_states(env: dict[str, str] | None = None) -> tuple[Inventory, list[GpuState]]:
-    """The inventory (visible GPUs, or why none) plus each visible GPU's free memory, compute
-    capability and the processes holding its memory. Never raises: what NVML cannot answer for
-    one GPU is left None/empty."""
-    inv = gpu_inventory(env)
-    if not inv.available or _init():
-        return inv, []
-    states: list[GpuState] = []
-    try:
-        for g in inv.gpus:
-            h = _nvml.nvmlDeviceGetHandleByIndex(g["index"])
-            mem = _nvml.nvmlDeviceGetMemoryInfo(h)
-            st = GpuState(index=g["index"], name=g["name"], uuid=g["uuid"], mem_total_gib=mem.total / GIB,
-                          mem_free_gib=mem.free / GIB)
-            try:
-                major, minor = _nvml.nvmlDeviceGetCudaComputeCapability(h)
-                st.compute_capability = (int(major), int(minor))
-            except _NVML_ERRORS:
-                pass
-            try:
-                procs = _gpu_processes(h)
-            except _NVML_ERRORS:
-                procs = {}
-            st.processes = [GpuProcess(pid, None if used is None else used / GIB, _process_name(pid))
-                            for pid, used in sorted(procs.items(), key=lambda kv: -(kv[1] or 0))]
-            states.append(st)
-    except _NVML_ERRORS as exc:
-        inv = Inventory(available=False, reason=_describe(exc))
-        states = []
-    finally:
-        _shutdown()
-    return inv, states

@@ -1,4 +1,5 @@
-"""vLLM's Prometheus `/metrics`: parse, scrape, merge replicas, and take deltas between scrapes.
+"""vLLM's Prometheus `/metrics`: parse and scrape (kvtui.telemetry.prom_windows merges replicas' samples
+and takes deltas between scrapes; kvtui.telemetry.cache_config reads the startup facts).
 
 Parsing goes through `prometheus_client.parser.text_string_to_metric_families`; names are then
 matched *per sample* (not per family), because real scrapes come in two shapes:
@@ -44,7 +45,6 @@ without buckets (53 lines): ~0.9 ms. Scrape at ≤ 1 Hz.
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections import defaultdict
@@ -53,7 +53,7 @@ from typing import Any, Callable
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvtui.telemetry.types import Histogram, MetricsSample, StartupFacts
+from kvtui.telemetry.types import Histogram, MetricsSample
 
 # --- name tables ------------------------------------------------------------------------------
 
@@ -102,7 +102,7 @@ for _k, _names in _HISTOGRAMS.items():
             _LOOKUP[_n + _part] = ("hist", _k, _rank, _part)
 
 
-def _failed(t: float, error: str) -> MetricsSample:
+def failed_sample(t: float, error: str) -> MetricsSample:
     return MetricsSample(t=t, ok=False, error=error)
 
 
@@ -143,13 +143,13 @@ def parse_metrics(text: str, t: float, *, select: bool = True) -> MetricsSample:
     the whole body to the parser (slower; same result on well-formed scrapes).
     """
     if not isinstance(text, str):
-        return _failed(t, f"not text: {type(text).__name__}")
+        return failed_sample(t, f"not text: {type(text).__name__}")
     if not text.strip():
-        return _failed(t, "empty /metrics body")
+        return failed_sample(t, "empty /metrics body")
     if select:
         text = _select_lines(text)
         if not text:
-            return _failed(t, "no vllm:* metrics in the /metrics body")
+            return failed_sample(t, "no vllm:* metrics in the /metrics body")
 
     # (kind, field) → {rank: accumulated}; only the best-ranked spelling present is kept.
     gauge_vals: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -157,6 +157,8 @@ def parse_metrics(text: str, t: float, *, select: bool = True) -> MetricsSample:
     hist_vals: dict[str, dict[int, Histogram]] = defaultdict(dict)
     cache_config: dict[str, str] = {}
     seen_vllm = False
+    # Per `engine` label (vLLM's data-parallel ranks): the gauges and preemptions of each rank.
+    per_engine: dict[str, dict[tuple[str, int], list[float]]] = defaultdict(lambda: defaultdict(list))
     try:
         for family in text_string_to_metric_families(text):
             for s in family.samples:
@@ -171,6 +173,8 @@ def parse_metrics(text: str, t: float, *, select: bool = True) -> MetricsSample:
                     continue
                 kind, key, rank, part = hit
                 value = float(s.value)
+                if key in _PER_ENGINE and "engine" in s.labels:
+                    per_engine[str(s.labels["engine"])][(key, rank)].append(value)
                 if kind == "gauge":
                     gauge_vals[key][rank].append(value)
                 elif kind == "counter":
@@ -188,9 +192,9 @@ def parse_metrics(text: str, t: float, *, select: bool = True) -> MetricsSample:
                         if le is not None:
                             h.buckets[le] = h.buckets.get(le, 0.0) + value
     except Exception as exc:  # the parser raises ValueError, KeyError, IndexError … on garbage
-        return _failed(t, f"unparseable /metrics: {_short(exc)}")
+        return failed_sample(t, f"unparseable /metrics: {_short(exc)}")
     if not seen_vllm:
-        return _failed(t, "no vllm:* metrics in the /metrics body")
+        return failed_sample(t, "no vllm:* metrics in the /metrics body")
 
     sample = MetricsSample(t=t, cache_config=cache_config)
     for key, by_rank in gauge_vals.items():
@@ -205,7 +209,27 @@ def parse_metrics(text: str, t: float, *, select: bool = True) -> MetricsSample:
         h = by_rank[min(by_rank)]
         h.buckets = dict(sorted(h.buckets.items()))
         sample.histograms[key] = h
+    if len(per_engine) > 1:
+        sample.engines = {eng: _engine_figures(vals) for eng, vals in sorted(per_engine.items(), key=_engine_order)}
     return sample
+
+
+# What the per-rank view shows of each data-parallel engine.
+_PER_ENGINE = ("kv_usage", "running", "waiting", "preemptions")
+
+
+def _engine_order(item: tuple[str, Any]) -> tuple[int, str]:
+    return (int(item[0]), "") if item[0].isdigit() else (1 << 30, item[0])
+
+
+def _engine_figures(vals: dict[tuple[str, int], list[float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key in _PER_ENGINE:
+        ranks = sorted(r for k, r in vals if k == key)
+        if ranks:
+            v = vals[(key, ranks[0])]
+            out[key] = sum(v) / len(v) if key == "kv_usage" else sum(v)
+    return out
 
 
 def _le(raw: Any) -> float | None:
@@ -239,11 +263,13 @@ class MetricsScraper:
         timeout_s: float = 2.0,
         *,
         clock: Callable[[], float] = time.monotonic,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        """`headers`: sent as given (another auth than a bearer key, say); `api_key` adds a bearer."""
         self.url = url
         self.timeout_s = timeout_s
         self._clock = clock
-        headers = {"Accept": "text/plain"}
+        headers = {"Accept": "text/plain", **(headers or {})}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         # A loopback server (the one kvtui launched) never goes through an HTTP(S)_PROXY
@@ -263,41 +289,47 @@ class MetricsScraper:
         finally:
             self.last_scrape_s = time.perf_counter() - t0
 
-    def _scrape(self) -> MetricsSample:
+    def fetch_text(self) -> tuple[str | None, str | None]:
+        """The body of one GET, bounded in size and time: (text, None), or (None, why). Never raises."""
         deadline = time.monotonic() + self.timeout_s
         try:
             with self._client.stream("GET", self.url) as resp:
                 if resp.status_code != 200:
                     hint = " (API key?)" if resp.status_code in (401, 403) else ""
-                    return self._fail(f"HTTP {resp.status_code}{hint} from {self.url}")
+                    return None, f"HTTP {resp.status_code}{hint} from {self.url}"
                 chunks: list[bytes] = []
                 size = 0
                 for chunk in resp.iter_bytes():
                     chunks.append(chunk)
                     size += len(chunk)
                     if size > self.MAX_BODY_BYTES:
-                        return self._fail(f"body over {self.MAX_BODY_BYTES // 2**20} MiB from {self.url}")
+                        return None, f"body over {self.MAX_BODY_BYTES // 2**20} MiB from {self.url}"
                     if time.monotonic() > deadline:
-                        return self._fail(f"timed out after {self.timeout_s:g} s reading {self.url}")
+                        return None, f"timed out after {self.timeout_s:g} s reading {self.url}"
                 encoding = resp.encoding or "utf-8"
         except httpx.TimeoutException:
-            return self._fail(f"timed out after {self.timeout_s:g} s ({self.url})")
+            return None, f"timed out after {self.timeout_s:g} s ({self.url})"
         except httpx.ConnectError as exc:
             msg = str(exc).lower()
             what = "connection refused" if "refused" in msg else f"cannot connect ({_short(exc, 80)})"
-            return self._fail(f"{what} ({self.url})")
+            return None, f"{what} ({self.url})"
         except httpx.HTTPError as exc:
-            return self._fail(f"{_short(exc)} ({self.url})")
+            return None, f"{_short(exc)} ({self.url})"
         except Exception as exc:  # anything else httpx or the socket layer throws
-            return self._fail(f"{_short(exc)} ({self.url})")
-        body = b"".join(chunks).decode(encoding, errors="replace")
+            return None, f"{_short(exc)} ({self.url})"
+        return b"".join(chunks).decode(encoding, errors="replace"), None
+
+    def _scrape(self) -> MetricsSample:
+        body, why = self.fetch_text()
+        if body is None:
+            return self._fail(why or "no body")
         sample = parse_metrics(body, self._clock())
         if not sample.ok:
             sample.error = f"metrics unavailable: {sample.error} ({self.url})"
         return sample
 
     def _fail(self, why: str) -> MetricsSample:
-        return _failed(self._clock(), f"metrics unavailable: {why}")
+        return failed_sample(self._clock(), f"metrics unavailable: {why}")
 
     def close(self) -> None:
         try:
@@ -310,168 +342,3 @@ class MetricsScraper:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# --- several replicas -------------------------------------------------------------------------
-
-
-def merge_samples(samples: list[MetricsSample]) -> MetricsSample:
-    """Merge scrapes of several replicas taken at about the same time into one sample.
-
-    Gauges and counters are summed, `kv_usage` is averaged (over replicas that report it),
-    histograms are summed bucket by bucket (a bound missing in one replica counts as 0 there),
-    `cache_config` is the first replica's. A field stays None only when no replica has it.
-    If any replica failed, the merge fails too (``ok=False``, error naming the replica): a
-    partial sum would make counters jump down and up and corrupt every window delta.
-    """
-    if not samples:
-        return _failed(time.monotonic(), "no samples to merge")
-    t = max(s.t for s in samples)
-    bad = [(i, s) for i, s in enumerate(samples) if not s.ok]
-    if bad:
-        why = "; ".join(f"replica {i}: {s.error}" for i, s in bad)
-        return _failed(t, why)
-    if len(samples) == 1:
-        only = samples[0]
-        return MetricsSample(
-            t=only.t,
-            kv_usage=only.kv_usage,
-            running=only.running,
-            waiting=only.waiting,
-            preemptions=only.preemptions,
-            prompt_tokens=only.prompt_tokens,
-            generation_tokens=only.generation_tokens,
-            prefix_cache_queries=only.prefix_cache_queries,
-            prefix_cache_hits=only.prefix_cache_hits,
-            requests_success=only.requests_success,
-            histograms={k: Histogram(h.sum, h.count, dict(h.buckets)) for k, h in only.histograms.items()},
-            cache_config=dict(only.cache_config),
-        )
-    out = MetricsSample(t=t)
-    usages = [s.kv_usage for s in samples if s.kv_usage is not None]
-    out.kv_usage = sum(usages) / len(usages) if usages else None
-    for name in ("running", "waiting") + COUNTER_FIELDS:
-        vals = [getattr(s, name) for s in samples if getattr(s, name) is not None]
-        setattr(out, name, sum(vals) if vals else None)
-    for s in samples:
-        for key, h in s.histograms.items():
-            acc = out.histograms.setdefault(key, Histogram())
-            acc.sum += h.sum
-            acc.count += h.count
-            for le, c in h.buckets.items():
-                acc.buckets[le] = acc.buckets.get(le, 0.0) + c
-    for h in out.histograms.values():
-        h.buckets = dict(sorted(h.buckets.items()))
-    out.cache_config = next((dict(s.cache_config) for s in samples if s.cache_config), {})
-    return out
-
-
-# --- startup facts from vllm:cache_config_info ------------------------------------------------
-
-
-def _cfg_str(cfg: dict[str, str], key: str) -> str | None:
-    v = cfg.get(key)
-    if v is None:
-        return None
-    v = v.strip()
-    return None if v in ("", "None", "none", "null") else v
-
-
-def _cfg_float(cfg: dict[str, str], key: str) -> float | None:
-    v = _cfg_str(cfg, key)
-    if v is None:
-        return None
-    try:
-        x = float(v)
-    except ValueError:
-        return None
-    return x if math.isfinite(x) else None
-
-
-def _cfg_int(cfg: dict[str, str], key: str) -> int | None:
-    x = _cfg_float(cfg, key)
-    return int(x) if x is not None and x == int(x) else None
-
-
-def cache_config_facts(sample: MetricsSample) -> StartupFacts:
-    """Startup facts read from `vllm:cache_config_info` (None where the server did not say).
-
-    kv_cache_tokens: `kv_cache_size_tokens` (0.32+), else num_gpu_blocks × block_size.
-    kv_cache_gib: `kv_cache_memory_bytes` — only set when the server was launched with
-    `--kv-cache-memory-bytes`; otherwise the KV size in bytes comes from the startup log.
-    """
-    cfg = sample.cache_config or {}
-    facts = StartupFacts()
-    facts.num_gpu_blocks = _cfg_int(cfg, "num_gpu_blocks")
-    facts.block_size = _cfg_int(cfg, "block_size")
-    facts.kv_cache_dtype = _cfg_str(cfg, "cache_dtype") or _cfg_str(cfg, "kv_cache_dtype")
-    tokens = _cfg_int(cfg, "kv_cache_size_tokens")
-    if tokens is None and facts.num_gpu_blocks is not None and facts.block_size is not None:
-        tokens = facts.num_gpu_blocks * facts.block_size
-    facts.kv_cache_tokens = tokens
-    kv_bytes = _cfg_float(cfg, "kv_cache_memory_bytes")
-    facts.kv_cache_gib = kv_bytes / 2**30 if kv_bytes is not None else None
-    facts.max_concurrency_reported = _cfg_float(cfg, "kv_cache_max_concurrency")
-    facts.gpu_memory_utilization = _cfg_float(cfg, "gpu_memory_utilization")
-    pc = _cfg_str(cfg, "enable_prefix_caching")
-    if pc is not None and pc.lower() in ("true", "false"):
-        facts.prefix_caching = pc.lower() == "true"
-    return facts
-
-
-# --- deltas between two scrapes ---------------------------------------------------------------
-
-
-def window_delta(before: MetricsSample, after: MetricsSample) -> dict[str, Any]:
-    """What happened between two scrapes of the same server(s).
-
-    Returns a dict; a value is None when it cannot be known (a failed scrape, a metric the
-    server does not expose, or a counter that went down — the server restarted, then
-    ``counter_reset`` is True):
-
-    - ``duration_s``: after.t − before.t
-    - ``preemptions``, ``prompt_tokens``, ``generation_tokens``, ``prefix_cache_queries``,
-      ``prefix_cache_hits``, ``requests_success``: counter increases
-    - ``prefix_cache_hit_rate``: hits / queries over the window (None when no queries)
-    - ``generation_tok_s``, ``prompt_tok_s``: counter increase / duration_s
-    - ``histograms``: {key: Histogram of the window} for ttft/itl/tpot/e2e/queue/prefill/decode
-    - ``<key>_mean_s`` and ``<key>_count`` for ttft, itl, tpot, e2e, queue, prefill, decode
-    - ``ok`` (both scrapes ok) and ``error``
-    """
-    out: dict[str, Any] = {"ok": bool(before.ok and after.ok), "error": None, "counter_reset": False}
-    if not before.ok or not after.ok:
-        out["error"] = before.error if not before.ok else after.error
-    duration = after.t - before.t
-    out["duration_s"] = duration
-    for name in COUNTER_FIELDS:
-        out[name] = None
-        if out["ok"]:
-            a, b = getattr(after, name), getattr(before, name)
-            if a is not None and b is not None:
-                if a < b:
-                    out["counter_reset"] = True
-                else:
-                    out[name] = a - b
-    q, h = out["prefix_cache_queries"], out["prefix_cache_hits"]
-    out["prefix_cache_hit_rate"] = h / q if q and h is not None else None
-    for name, rate in (("generation_tokens", "generation_tok_s"), ("prompt_tokens", "prompt_tok_s")):
-        v = out[name]
-        out[rate] = v / duration if v is not None and duration > 0 else None
-    hists: dict[str, Histogram] = {}
-    for key in HISTOGRAM_KEYS:
-        out[f"{key}_mean_s"] = None
-        out[f"{key}_count"] = None
-        if not out["ok"]:
-            continue
-        ha, hb = after.histograms.get(key), before.histograms.get(key)
-        if ha is None:
-            continue
-        d = ha.minus(hb) if hb is not None else Histogram(ha.sum, ha.count, dict(ha.buckets))
-        if d.count < 0 or d.sum < 0 or any(c < 0 for c in d.buckets.values()):
-            out["counter_reset"] = True
-            continue
-        hists[key] = d
-        out[f"{key}_count"] = d.count
-        out[f"{key}_mean_s"] = d.mean
-    out["histograms"] = hists
-    return out

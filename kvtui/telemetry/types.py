@@ -59,6 +59,11 @@ class MetricsSample:
     requests_success: float | None = None  # counter
     histograms: dict[str, Histogram] = field(default_factory=dict)  # "ttft", "itl", "tpot", "e2e", "queue"
     cache_config: dict[str, str] = field(default_factory=dict)  # vllm:cache_config_info labels
+    # Data parallel: {engine label: {kv_usage, running, waiting, preemptions}} when the scrape
+    # carries more than one engine (vLLM labels its DP ranks); else empty.
+    engines: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Several replicas (kvtui.telemetry.replicas): each replica's own scrape, in replica order.
+    replicas: list["MetricsSample"] = field(default_factory=list)
     ok: bool = True
     error: str | None = None  # why the scrape failed (then every field is None)
 
@@ -93,12 +98,30 @@ class StartupFacts:
     gpu_memory_utilization: float | None = None
     phases: list[str] = field(default_factory=list)  # startup phases seen, in order
     warnings: list[str] = field(default_factory=list)  # e.g. "uncalibrated fp8 KV scales"
+    # Data-parallel engines behind the one endpoint (vLLM labels each engine's metrics); when more
+    # than one, the KV figures above are their sum (each engine has its own KV cache).
+    engines: int | None = None
 
     def merge(self, other: "StartupFacts") -> "StartupFacts":
         """Fill what this one lacks from `other` (the log wins over /metrics)."""
         for k, v in asdict(other).items():
             if getattr(self, k) in (None, []) and v not in (None, []):
                 setattr(self, k, v)
+        return self
+
+    def summed_over_engines(self, n: int) -> "StartupFacts":
+        """One engine's KV figures (what each engine's log line and cache_config say) as the whole
+        server's: n data-parallel engines hold n KV caches of that size. Once only."""
+        if n > 1 and not self.engines:
+            self.engines = n
+            for name in ("kv_cache_tokens", "num_gpu_blocks"):
+                v = getattr(self, name)
+                if v is not None:
+                    setattr(self, name, v * n)
+            for name in ("kv_cache_gib", "max_concurrency_reported"):
+                v = getattr(self, name)
+                if v is not None:
+                    setattr(self, name, v * n)
         return self
 
     def kv_bound_concurrency(self, tokens_per_request: int) -> float | None:

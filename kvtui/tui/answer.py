@@ -8,11 +8,10 @@ mode table and the footer; the chart and the reasons come with more rows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
@@ -21,12 +20,10 @@ from textual.widgets import DataTable, Footer, Static
 from kvtui.report.answer import build_answer, headline
 from kvtui.report.text import fmt, fmt_load, fmt_pct, fmt_x, quality_cell
 from kvtui.tui.charts import Chart, _finite, hexrgb
+from kvtui.tui.keys import bindings
 from kvtui.tui.state import RunState
 from kvtui.tui.ticks import nice_ticks
 from kvtui.tui.widgets import InfoHeader
-
-if TYPE_CHECKING:
-    from kvtui.tui.app import KvtuiApp
 
 CHART_MIN_HEIGHT = 34  # below this the answer (text and table) gets every row
 MARKERS = ("●", "■", "▲", "◆", "✚", "✖", "○", "□")  # one per mode: series stay apart without colour
@@ -47,6 +44,24 @@ ANSWER_COLUMNS = [
     ("limit", "next step"),
     ("quality", "quality"),
 ]
+
+
+# Where the table is wider than the screen (80 columns), these go first, whole: every one of them is in
+# the comparison (c), and the reasons under the table say what limited each mode in words.
+DROP_ORDER = ["qadj", "kv", "usd_d", "tok_x", "j", "limit", "quality"]
+
+
+def fit_columns(cols: list[tuple[str, str]], rows: list[dict[str, str]], room: int) -> list[tuple[str, str]]:
+    """The columns that fit `room` cells, whole (never one cut at the edge)."""
+    def need(k: str, h: str) -> int:
+        return max([Text(h).cell_len] + [Text(r[k]).cell_len for r in rows]) + 2  # DataTable's cell padding
+
+    cols = list(cols)
+    for k in DROP_ORDER:
+        if sum(need(*c) for c in cols) <= room:
+            break
+        cols = [c for c in cols if c[0] != k]
+    return cols
 
 
 def answer_cells(r: dict[str, Any], base: str | None) -> dict[str, str]:
@@ -133,7 +148,8 @@ class LoadLatencyChart(Chart):
         plt.yticks(yt, yl)
         for x, y, color, _name in knees:
             plt.scatter([x], [min(y, top)], color=pal.best, marker="★")
-        title = f"{self.metric.upper()} {self.pct} ms vs {st.load_word} — every mode" + (f" · clipped at {top:g}" if clipped else "")
+        title = (f"{self.metric.upper()} {self.pct} ms vs {st.load_word} — every mode"
+                 + (f" · clipped at {top:g}" if clipped else ""))
         if title != self.border_title:
             self.border_title = title
             self.call_after_refresh(self.refresh)
@@ -143,14 +159,7 @@ class LoadLatencyChart(Chart):
 class AnswerScreen(Screen):
     """The run's answer. `d` (or enter) opens the dashboard behind it."""
 
-    BINDINGS = [
-        Binding("d,enter", "dashboard", "dashboard"),
-        Binding("c", "app.compare", "compare"),
-        Binding("e", "app.edit_slo", "SLO"),
-        Binding("ctrl+s", "app.export", "export"),
-        Binding("l", "log", "log", show=False),
-        Binding("question_mark", "app.help", "help", key_display="?"),
-    ]
+    BINDINGS = bindings("answer")  # kvtui.tui.keys: the one key table (the help reads it too)
 
     DEFAULT_CSS = """
     AnswerScreen { layout: vertical; }
@@ -172,8 +181,9 @@ class AnswerScreen(Screen):
         self.answer: dict[str, Any] = {}
 
     @property
-    def kapp(self) -> "KvtuiApp":
-        return self.app  # type: ignore[return-value]
+    def kapp(self) -> Any:
+        """The KvtuiApp (typed loosely: the screens never import the app module back)."""
+        return self.app
 
     def compose(self) -> ComposeResult:
         st = self.state
@@ -202,6 +212,7 @@ class AnswerScreen(Screen):
 
     def on_resize(self) -> None:
         self._layout()
+        self.sync()  # the table's columns are chosen for the width
 
     def _layout(self) -> None:
         for footer in self.query(Footer):
@@ -245,7 +256,8 @@ class AnswerScreen(Screen):
         for line in ans["lines"]:
             why.append(f"\n• {line}")
         for p in ans["predicted"]:
-            why.append(f"\n• {p['mode']}: KV-bound prediction ≈{p['predicted']:,.0f}, measured knee {fmt_load(p['measured'])}",
+            why.append(f"\n• {p['mode']}: KV-bound prediction ≈{p['predicted']:,.0f}, "
+                       f"measured knee {fmt_load(p['measured'])}",
                        style="dim")
         if ans["caveats"]:
             why.append("\ncaveats", style="bold")
@@ -279,18 +291,22 @@ class AnswerScreen(Screen):
         has_qadj = any(r.get("usd_per_mtok_out_qadj") is not None for r in ans["rows"])
         cols = [(k, h.format(lw=lw)) for k, h in ANSWER_COLUMNS
                 if (k != "quality" or has_q) and (k != "j" or has_j) and (k != "qadj" or has_qadj)]
-        for k, h in cols:
-            table.add_column(h, key=k)
         th = self.app.current_theme
         winners = {q["key"]: set(q["winners"]) for q in ans["questions"]}
+        won_src = {"best": "best", "tok": "output_tok_s", "usd": "usd_per_mtok_out", "j": "j_per_token_out",
+                   "qadj": "usd_per_mtok_out_qadj"}
+        shown: list[dict[str, tuple[str, bool]]] = []
         for r in ans["rows"]:
             cells = answer_cells(r, ans["baseline"])
-            row = []
-            for k, _ in cols:
-                src = {"best": "best", "tok": "output_tok_s", "usd": "usd_per_mtok_out", "j": "j_per_token_out",
-                       "qadj": "usd_per_mtok_out_qadj"}.get(k)
-                won = src is not None and r["mode"] in winners.get(src, set()) and len(ans["rows"]) > 1
-                row.append(Text(("★" if won else "") + cells[k], style=f"bold {th.success}" if won else ""))
+            won = {k: k in won_src and r["mode"] in winners.get(won_src[k], set()) and len(ans["rows"]) > 1
+                   for k in cells}
+            shown.append({k: (("★" if won[k] else "") + v, won[k]) for k, v in cells.items()})
+        cols = fit_columns(cols, [{k: v for k, (v, _) in row.items()} for row in shown],
+                           self.size.width - 4)  # the body's padding and its scrollbar
+        for k, h in cols:
+            table.add_column(h, key=k)
+        for r, row_cells in zip(ans["rows"], shown):
+            row = [Text(row_cells[k][0], style=f"bold {th.success}" if row_cells[k][1] else "") for k, _ in cols]
             table.add_row(*row, key=str(r["mode"]))
 
     def _paths_text(self) -> Text:

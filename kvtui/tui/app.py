@@ -17,21 +17,19 @@ from typing import Any
 
 from textual import on, work
 from textual.app import App
-from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from kvtui.errors import KvtuiError
 from kvtui.scenario.schema import Scenario
-from kvtui.tui.state import RunState
 from kvtui.tui.controls import Controls
 from kvtui.tui.documents import DocumentActions, write_markdown  # noqa: F401 - imported from here
+from kvtui.tui.keys import bindings
+from kvtui.tui.options import REFRESH_HZ, AppOptions  # noqa: F401 - REFRESH_HZ: also this module's name
+from kvtui.tui.shutdown import QUIT_GRACE_S, Shutdown
+from kvtui.tui.state import RunState
 from kvtui.tui.themes import DEFAULT_THEME, ChartPalette, builtin_palette, load_themes, palette_for
-
-from kvtui.commands.app_options import REFRESH_HZ, AppOptions  # noqa: F401,E402
-
-QUIT_GRACE_S = 3.0  # after this, a run still starting its engine is killed rather than waited for
 
 
 class RunEvent(Message):
@@ -42,21 +40,15 @@ class RunEvent(Message):
         self.event = event
 
 
-class KvtuiApp(Controls, DocumentActions, App[int]):
+class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "kvtui"
     ENABLE_COMMAND_PALETTE = True
 
-    BINDINGS = [
-        Binding("q", "quit", "quit"),
-        Binding("ctrl+c", "interrupt", "quit", show=False, priority=True),
-        Binding("t", "cycle_theme", "theme"),
-    ]
+    BINDINGS = bindings("app")  # kvtui.tui.keys: the one key table (the help reads it too)
 
     def __init__(self, options: "AppOptions | None" = None):
         super().__init__()
-        from kvtui.commands.app_options import AppOptions
-
         o = self.options = options or AppOptions()
         self.view = o.opens_on  # a replay opens on its answer, unless a step or the dashboard was asked for
         self.replay_mode = o.replay_mode
@@ -139,28 +131,6 @@ class KvtuiApp(Controls, DocumentActions, App[int]):
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
 
-    def _on_signal(self, sig: int) -> None:
-        self.quitting = True
-        self.stop_run(f"stopped by {signal.Signals(sig).name}")
-        if sig == signal.SIGHUP:
-            # The terminal is gone (a dropped SSH session): Textual's own exit writes to it and can
-            # block on a full output queue. Exit from a watchdog thread once the run has stopped
-            # the load and the server and finalised the snapshot.
-            threading.Thread(target=self._exit_without_terminal, name="kvtui-hup", daemon=True).start()
-            return
-        if self.run_done.is_set():
-            self.exit(self.rc)
-
-    def _exit_without_terminal(self) -> None:
-        import os
-
-        if not self.run_done.wait(QUIT_GRACE_S + 60.0):
-            from kvtui.engines.procs import kill_all
-
-            kill_all()
-            self.run_done.wait(30.0)
-        os._exit(129)  # 128 + SIGHUP
-
     def tick(self) -> None:
         """The one redraw timer: only the visible screen's views, only what changed."""
         self.ticks += 1
@@ -200,8 +170,8 @@ class KvtuiApp(Controls, DocumentActions, App[int]):
         return {"paused": bool(r.paused), "hold": bool(r._hold), "stopping": bool(r.stopping)}
 
     def start_run(self, scenario: Scenario, modes: list[str] | None = None, out: str | Path | None = None) -> bool:
-        from kvtui.report.paths import default_out
         from kvtui.explore.run import Run
+        from kvtui.report.paths import default_out
         from kvtui.report.snapshot import paths_for
         from kvtui.tui.screens import DashboardScreen
 
@@ -324,72 +294,6 @@ class KvtuiApp(Controls, DocumentActions, App[int]):
             if self.state.view_slo is slo:
                 self.state.merge_view_steps(results)
 
-    def stop_run(self, reason: str = "stopped by the user") -> None:
-        if self.run_obj is not None and self.run_active:
-            self.run_obj.stop(reason)
-            self.state.status = "stopping" if self.state.status != "replay" else "replay"
-
-    async def _finish_run(self, grace_s: float) -> None:
-        """Stop the run and wait for its thread (server and load generator stopped, snapshot final)."""
-        if self.run_obj is None or self.run_done.is_set():
-            return
-        self.run_obj.stop("kvtui closed")
-        loop = asyncio.get_running_loop()
-        done = await loop.run_in_executor(None, self.run_done.wait, grace_s)
-        if not done:
-            if self._engine_starting():
-                await loop.run_in_executor(None, self._end_starting_engine)
-            await loop.run_in_executor(None, self.run_done.wait, 120.0)
-
-    def _engine_starting(self) -> bool:
-        mv = self.state.modes.get(self.state.current or "")
-        return mv is not None and mv.status == "starting"
-
-    def _end_starting_engine(self) -> None:
-        """A run stopped while its engine starts waits for /health (vLLM: minutes). Stop the server
-        (SIGINT, SIGTERM, SIGKILL to its group): the start fails, the run tears down and finalises."""
-        engine = getattr(self.run_obj, "engine", None)
-        try:
-            if engine is not None:
-                engine.stop()
-                return
-        except Exception:
-            pass
-        from kvtui.engines.procs import kill_all
-
-        kill_all()
-
-    def _quit_grace_over(self) -> None:
-        if self.run_active and self._engine_starting():
-            self.notify("the engine is still starting: stopping it", severity="warning")
-            self._in_thread(self._end_starting_engine)
-
-    def _in_thread(self, fn: Any) -> None:
-        self.run_worker(fn, thread=True, group="engine-stop", exit_on_error=False, name="kvtui-engine-stop")
-
-    # -- actions -------------------------------------------------------------------------------------
-    async def action_quit(self) -> None:
-        if self.run_active:
-            if self.quitting:  # asked twice: do not wait for a graceful drain
-                from kvtui.engines.procs import kill_all
-
-                self.notify("killing the server…", severity="warning")
-                kill_all()
-                return
-            self.quitting = True
-            self.stop_run("quit")
-            self.set_timer(QUIT_GRACE_S, self._quit_grace_over)
-            self.notify("stopping the load and the server, keeping what was measured… (q again to force)", timeout=10)
-            if self.dashboard is not None:
-                self.dashboard.sync()
-            return
-        self.exit(self.rc)
-
-    async def action_interrupt(self) -> None:
-        """ctrl+c: as q, with the exit code of an interrupted program (130 = 128 + SIGINT)."""
-        self.rc = 130
-        await self.action_quit()
-
 def _start_resource_tracker() -> None:
     """Start multiprocessing's resource tracker with its stderr on /dev/null.
 
@@ -422,8 +326,11 @@ def _g(x: Any) -> str:
     return "—" if x is None else f"{x:g}"
 
 
+def make_app(options: AppOptions) -> KvtuiApp:
+    """The app, from its options (the only way it is built)."""
+    return KvtuiApp(options.resolved())
+
+
 def create_app(scenario: Any = None, **kw: Any) -> KvtuiApp:
     """`make_app(AppOptions(scenario, **kw))`: the same options object the CLI fills (tests, SVG export)."""
-    from kvtui.commands.app_options import AppOptions, make_app
-
     return make_app(AppOptions(scenario=scenario, **kw))

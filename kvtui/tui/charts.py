@@ -16,11 +16,13 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from rich.color import Color as RichColor
-from rich.style import Style
 from rich.segment import Segment
+from rich.style import Style
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
+from kvtui.tui.legend import fit_legend, fit_text, fit_title
+from kvtui.tui.redraw import RedrawnOnChange
 from kvtui.tui.state import ModeView, RunState
 from kvtui.tui.themes import ChartPalette
 
@@ -116,8 +118,8 @@ def matrix_strips(plt: "Plot", width: int, default_bg: Any = None) -> list[Strip
 
 
 # -- charts ------------------------------------------------------------------------------------
-class Chart(PlotextPlot):
-    """A plot that reads the RunState; redrawn only when `data_key()` changes."""
+class Chart(RedrawnOnChange, PlotextPlot):
+    """A plot that reads the RunState; redrawn only when `data_key()` changes (kvtui.tui.redraw)."""
 
     DEFAULT_CSS = """
     Chart {
@@ -133,31 +135,17 @@ class Chart(PlotextPlot):
     }
     """
     TITLE = ""
+    SHORT_TITLE: str | None = None  # where the title would be cut (kvtui.tui.legend.fit_title)
 
     def __init__(self, state: RunState, palette: Any, *, id: str | None = None, classes: str | None = None):
         super().__init__(id=id, classes=classes)
         self.state = state
         self._palette_getter = palette  # () -> ChartPalette
-        self._key: Any = None
         self._cache_key: Any = None
         self._strips: list[Strip] = []
         self.builds = 0  # how often the plot was rebuilt (bench and tests)
         self.border_title = self.TITLE
-
-    @property
-    def palette(self) -> ChartPalette:
-        return self._palette_getter()
-
-    def data_key(self) -> Any:
-        raise NotImplementedError
-
-    def update_if_changed(self) -> bool:
-        key = self.data_key()
-        if key != self._key:
-            self._key = key
-            self.refresh()
-            return True
-        return False
+        self._legend_items = False  # the last draw made its legend from items (fitted there)
 
     def render_line(self, y: int) -> Strip:
         """Line API: the plot's rows, rebuilt only when (data, size, theme) changed."""
@@ -180,7 +168,15 @@ class Chart(PlotextPlot):
         plt.theme(self._get_plotext_theme_name(self.app.theme))
         plt.xfrequency(max(2, min(5, w // 12)))
         plt.yfrequency(max(2, min(5, h // 3)))
+        self._draw_w = w
+        self._legend_items = False
         legend = self.draw(plt, self.viewed(), w, h, self.palette) or ""
+        if not self._legend_items:
+            legend = fit_text(legend, w)  # items were fitted in legend(); a free text is fitted here
+        title = fit_title(self.full_title(), self.SHORT_TITLE, w) if self.TITLE else self.border_title
+        if title != self.border_title:
+            self.border_title = title
+            self.call_after_refresh(self.refresh)
         if legend != self.border_subtitle:
             self.border_subtitle = legend
             self.call_after_refresh(self.refresh)  # the border is painted outside render_line(): once more
@@ -199,6 +195,8 @@ class Chart(PlotextPlot):
         """No colour (NO_COLOR) or 16 colours (several series map to the same red): tell series
         apart by their marker, not by colour alone."""
         try:
+            if self.app.is_headless:  # an SVG export or a test: the picture keeps its colours (NO_COLOR aside)
+                return bool(self.app.no_color)
             return bool(self.app.no_color) or self.app.console.color_system in ("standard", "windows", None)
         except Exception:
             return False
@@ -206,14 +204,19 @@ class Chart(PlotextPlot):
     def mark(self, i: int) -> str:
         return MONO_MARKERS[i % len(MONO_MARKERS)] if self.mono else "hd"
 
+    def full_title(self) -> str:
+        return self.TITLE
+
     def legend(self, items: list[tuple]) -> str:
-        """Legend items (label, colour[, marker]): the line colour, or in mono the series' marker."""
+        """Legend items (label, colour[, marker]): the line colour, or in mono the series' marker; fitted
+        to the chart's width (short labels, then fewer items: kvtui.tui.legend)."""
         out = []
         for it in items:
             label, c = it[0], it[1]
             m = it[2] if len(it) > 2 and self.mono else "━"
-            out.append(f"[{hexrgb(c)}]{m}[/] {label}")
-        return " ".join(out)
+            out.append((label, hexrgb(c), m))
+        self._legend_items = True
+        return fit_legend(out, getattr(self, "_draw_w", 0) or self.size.width)
 
     @staticmethod
     def empty(plt: "Plot", msg: str) -> None:
@@ -371,6 +374,7 @@ class TokChart(TimeChart):
 
 class QueueChart(TimeChart):
     TITLE = "requests: running / waiting / preempted"
+    SHORT_TITLE = "requests"  # the legend names the series
 
     def draw(self, plt, mv, w, h, pal):
         if mv is None or not len(mv.series):
@@ -393,8 +397,6 @@ class QueueChart(TimeChart):
         return self.legend(items)
 
 
-from kvtui.tui.latency_charts import LatencyChart, TpotChart, TtftChart  # noqa: E402,F401 - imported from here
-from kvtui.tui.sparks import Spark  # noqa: E402,F401
-
-__all__ = ["Chart", "MemoryChart", "KvChart", "TokChart", "QueueChart", "TtftChart", "TpotChart", "Spark", "matrix_strips",
-           "fmt_num"]
+# The latency charts (kvtui.tui.latency_charts) and the sparklines (kvtui.tui.sparks) build on this
+# module and are imported from their own: the arrows point one way.
+__all__ = ["Chart", "MemoryChart", "KvChart", "TokChart", "QueueChart", "matrix_strips", "fmt_num"]

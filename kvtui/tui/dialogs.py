@@ -13,32 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-# (screen, [(key, what it does)]): the one list the help screen shows (k9s style: per screen).
-KEYS: list[tuple[str, list[tuple[str, str]]]] = [
-    ("everywhere", [
-        ("?", "this help"), ("q", "quit (a live run is stopped cleanly first; q again forces)"),
-        ("ctrl+c", "quit now, exit code 130"), ("t", "next theme"), ("ctrl+p", "command palette"),
-    ]),
-    ("answer", [
-        ("d / enter", "the dashboard (charts and steps of one mode)"), ("c", "the modes side by side"),
-        ("e", "change the SLO (recomputed from the records)"), ("ctrl+s", "export the snapshot as shown (+ Markdown)"),
-        ("l", "the dashboard with the server log open"),
-    ]),
-    ("live dashboard", [
-        ("space", "pause / resume after the step in flight"), ("x", "stop the run (asks first)"),
-        ("n", "skip to the next mode (asks first)"), ("h", "hold this load: repeat the step"),
-        ("+ / -", "next step one level up / down, by hand"), ("a", "the answer so far"),
-        ("m", "view another mode"), ("c", "compare modes"), ("e", "change the SLO"), ("ctrl+s", "export"),
-        ("l", "server log"),
-    ]),
-    ("replay dashboard", [
-        ("← / →  [ / ]", "previous / next step"), ("home / end", "first / last step"), ("a", "the answer"),
-        ("m", "view another mode"), ("c", "compare modes"), ("e", "change the SLO"), ("ctrl+s", "export"),
-        ("l", "what the snapshot keeps of each server"),
-    ]),
-    ("setup", [("ctrl+r", "start the run"), ("escape", "quit")]),
-    ("SLO form", [("enter", "apply"), ("ctrl+r", "apply"), ("escape", "cancel")]),
-]
+from kvtui.tui.keys import HELP_CONTEXTS, help_rows
 
 ABBREVIATIONS = [
     ("c", "concurrent requests (the closed loop's load)"), ("@SLO", "at the highest load meeting the SLO"),
@@ -49,15 +24,21 @@ ABBREVIATIONS = [
     ("KV wall", "the KV cache is full: requests wait or are preempted"), ("★", "the knee: best load meeting the SLO"),
     ("✂ cut", "a step a stop ended: no verdict"), ("lock-step", "most slots sent within one second (a wave)"),
     ("SIMULATED", "kvtui's simulated vLLM, not a GPU"), ("w / act / gr", "weights / activations / CUDA graphs (GiB)"),
+    # the short forms a chart's legend takes where the full one would not fit (kvtui.tui.legend.SHORT)
+    ("KV use / pool", "KV cache in use / the KV pool vLLM allocated"), ("tot", "the GPU's total memory"),
+    ("KV≈", "KV-bound: the concurrency the KV pool holds at the mean request length"),
+    ("clip N", "the latency axis stops at N (3× the SLO) so the SLO line stays visible"),
+    ("run / wait / tgt / pre", "requests running / waiting / the target load / preempted"),
+    ("+N", "N more legend items than fit: widen the terminal"),
 ]
 
 
 def help_text(context: str) -> Text:
     t = Text()
-    for screen, keys in KEYS:
+    for screen in HELP_CONTEXTS:
         here = screen == context or screen == "everywhere"
         t.append(f"{screen}{'  (here)' if screen == context else ''}\n", style="bold underline" if here else "bold")
-        for key, what in keys:
+        for key, what in help_rows(screen):
             t.append(f"  {key:<14}", style="bold" if here else "")
             t.append(f"{what}\n", style="" if here else "dim")
     t.append("abbreviations\n", style="bold underline")
@@ -73,7 +54,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen #box { width: 90%; max-width: 100; height: 90%; background: $surface; border: round $primary; padding: 0 1; }
-    """
+    """  # noqa: E501 - one CSS rule whole: a line break in it would change the string
 
     def __init__(self, context: str):
         super().__init__()

@@ -17,8 +17,8 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 from kvtui.errors import KvtuiError
-from kvtui.scenario.schema import Slo
 from kvtui.explore.reevaluate import reevaluate_modes
+from kvtui.scenario.schema import Slo
 
 
 class DocumentActions:
@@ -110,7 +110,8 @@ class DocumentActions:
         if not base:
             raise ValueError("nothing to export yet")
         doc = self.state.export_doc(base)
-        doc["exported"] = {"at": time.time(), "by": "kvtui tui", "finished": bool((doc.get("run") or {}).get("finished")),
+        doc["exported"] = {"at": time.time(), "by": "kvtui tui",
+                           "finished": bool((doc.get("run") or {}).get("finished")),
                            "replay_of": self.state.source_name or None}
         stamp = time.strftime("%Y%m%d-%H%M%S")
         if self.state.replay:
@@ -168,7 +169,8 @@ class DocumentActions:
             ("Hold this load", "h · repeat the current concurrency until released", self.action_hold),
             ("Step up", "+ · next step one level higher, by hand", lambda: self.action_nudge(1)),
             ("Step down", "- · next step one level lower, by hand", lambda: self.action_nudge(-1)),
-            ("Change the SLO", "e · recompute pass/fail and the best load from the stored records", self.action_edit_slo),
+            ("Change the SLO", "e · recompute pass/fail and the best load from the stored records",
+             self.action_edit_slo),
             ("Export snapshot", "ctrl+s · write the document as shown (and a Markdown report)", self.action_export),
             ("Compare modes", "c · the modes side by side against the baseline", self.action_compare),
             ("Show next mode", "m · view another mode's charts and steps", self.action_cycle_mode),

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
 
 from kvtui.tui.charts import fmt_num, hexrgb
+from kvtui.tui.redraw import KeyedText
 from kvtui.tui.state import RunState
 
 
@@ -18,7 +18,7 @@ def _f(x: Any) -> float | None:
     return float(x)
 
 
-class MemoryBar(Static):
+class MemoryBar(KeyedText):
     """The GPU memory split from the startup facts, KV in use inside the pool, NVML's used/total."""
 
     DEFAULT_CSS = """
@@ -26,19 +26,13 @@ class MemoryBar(Static):
     """
 
     def __init__(self, state: RunState, palette: Any, **kw: Any):
-        super().__init__("", **kw)
-        self.state = state
+        super().__init__(state, **kw)
         self._palette = palette
-        self._key: Any = None
 
-    def sync(self) -> None:
+    def data_key(self) -> Any:
         mv = self.state.viewed
-        key = (mv.name if mv else None, mv.series.version if mv else 0, self.state.header_version,
-               self.state.cursor, self.size.width, self.app.theme)
-        if key == self._key:
-            return
-        self._key = key
-        self.update(self.build(), layout=False)
+        return (mv.name if mv else None, mv.series.version if mv else 0, self.state.header_version,
+                self.state.cursor, self.size.width, self.app.theme)
 
     def build(self) -> Text:
         st = self.state

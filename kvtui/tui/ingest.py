@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from kvtui.explore.events import check_kind
 from kvtui.scenario.slo_table import slo_of
 from kvtui.tui.loglines import classify_log_line
+from kvtui.tui.modeview import ModeView
 from kvtui.tui.series import Series, _num
-
-if TYPE_CHECKING:
-    from kvtui.tui.state import ModeView
 
 SERIES_KEYS = ("kv_usage", "running", "waiting", "preempt", "gen_tok_s", "prompt_tok_s", "kv_in_use_gib",
                "gpu_mem_used_gib", "gpu_mem_total_gib", "load")
@@ -50,6 +48,7 @@ class RunEvents:
         if mv is None:
             return
         md = data.get("mode") or {}
+        mv.doc = md  # the run fills in its prediction and refits as it goes
         mv.index = data.get("index", mv.index)
         mv.settings = md.get("settings") or {}
         mv.engine = md.get("engine") or ""
@@ -81,11 +80,15 @@ class RunEvents:
                 mv.phase = moved
                 kind = kind or "fact"
                 self._bump(header=True)
-        if mv is not None and line.startswith("[kvtui] quality phase"):
-            mv.phase = "quality"  # the quality suite runs before the load (kvtui.quality)
-            self._bump(header=True)
         self._append_log(name, line, kind)
         self.version += 1
+
+    def _on_quality_started(self, name: str | None, _data: Any) -> None:
+        """The quality suite runs before the load (kvtui.quality): the header says so."""
+        mv = self._mode(name)
+        if mv is not None:
+            mv.phase = "quality"
+            self._bump(header=True)
 
     def _on_quality(self, name: str | None, q: dict[str, Any]) -> None:
         """The mode's quality suite finished: its figures in the log, the phase back to the load."""
@@ -152,6 +155,10 @@ class RunEvents:
             known = [v for v in (_num(g.get(key)) for g in gpus) if v is not None]
             if known and len(known) == len(gpus):
                 vals[col] = sum(known) if how == "sum" else sum(known) / len(known)
+        if row.get("replicas"):  # several replicas or DP engines: the per-replica panel's columns
+            from kvtui.tui.replica_cols import series_values
+
+            vals.update(series_values(row, mv.replica_names))
         if len(gpus) > 1:  # tensor parallel: one memory line per GPU
             for g in gpus:
                 vals[f"gpu{int(g.get('index', 0))}_mem_gib"] = g.get("mem_used_gib")
@@ -199,6 +206,7 @@ class RunEvents:
         mv.search = dict(md.get("search") or {})
         mv.run_best = md.get("best_concurrency")
         mv.predicted_kv = md.get("predicted_kv_concurrency")
+        mv.doc = md
         mv.knee_limited_by = md.get("knee_limited_by")
         if md.get("server"):
             mv.server = dict(md["server"])
@@ -308,7 +316,8 @@ class SnapshotLoading:
 
     def _replay_log(self, doc: dict[str, Any]) -> None:
         """Snapshots keep no server log; the log pane shows what they do keep about each server."""
-        self._append_log(None, "replay: the server's own log is not stored in snapshots; what the snapshot keeps:", "kvtui")
+        self._append_log(None, "replay: the server's own log is not stored in snapshots; what the snapshot keeps:",
+                         "kvtui")
         for m in doc.get("modes") or []:
             name = m.get("name")
             info = m.get("engine_info") or {}
@@ -317,7 +326,8 @@ class SnapshotLoading:
                 self._append_log(name, "command: " + " ".join(map(str, info["command"])), "")
             if f:
                 self._append_log(name, f"startup {f.get('startup_s', '—')} s: weights {f.get('weights_gib', '—')} GiB, "
-                                       f"KV cache {f.get('kv_cache_gib', '—')} GiB = {f.get('kv_cache_tokens', '—')} tokens, "
+                                       f"KV cache {f.get('kv_cache_gib', '—')} GiB = "
+                                       f"{f.get('kv_cache_tokens', '—')} tokens, "
                                        f"max concurrency reported {f.get('max_concurrency_reported', '—')}", "fact")
                 if f.get("phases"):
                     self._append_log(name, "phases: " + " → ".join(f["phases"]), "fact")

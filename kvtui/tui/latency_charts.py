@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvtui.tui.charts import Chart, _finite
+from kvtui.tui.predicted import draw_predicted, prediction_key
 
 
 class LatencyChart(Chart):
@@ -19,10 +20,19 @@ class LatencyChart(Chart):
         st = self.state
         mv = self.viewed()
         return (mv.name if mv else None, st.steps_version, st.slo_version, st.cursor, st.best(mv) if mv else None,
-                mv.predicted_kv if mv else None)
+                mv.predicted_kv if mv else None, prediction_key(mv))
+
+    def full_title(self) -> str:
+        return f"{self.TITLE} vs {self.state.load_word}{self.SUFFIX}"
+
+    @property
+    def SHORT_TITLE(self) -> str:  # type: ignore[override]  # the suffix goes first where it would be cut
+        return f"{self.TITLE} vs {self.state.load_word}"
 
     def update_if_changed(self) -> bool:
-        title = f"{self.TITLE} vs {self.state.load_word}{self.SUFFIX}"
+        from kvtui.tui.legend import fit_title
+
+        title = fit_title(self.full_title(), self.SHORT_TITLE, self.size.width or 200)
         if self.border_title != title:
             self.border_title = title
         return super().update_if_changed()
@@ -94,15 +104,21 @@ class LatencyChart(Chart):
         yt, yl = nice_ticks(0, ymax * 1.15 if ymax > 0 else 1, max(2, min(4, h // 3)))
         plt.yticks(yt, yl)
         top = ymax * 1.1 if ymax else 1
+        items += draw_predicted(plt, mv, m, lo, hi, pal.line(3), top)
         near = best is not None and pred is not None and abs(pred - best) < (hi - lo) * 0.2
+        def align(x: float) -> str:
+            """A label at the axis' end grows inwards (centred there, its first letters fell off the plot)."""
+            frac = (x - lo) / (hi - lo)
+            return "left" if frac < 0.15 else "right" if frac > 0.85 else "center"
+
         if pred and lo <= pred <= hi:
             # Two labels closer than a fifth of the axis would merge ("111"): the KV one goes lower.
             plt.vertical_line(pred, color=pal.line(5))
-            plt.text(f"KV≈{pred:.0f}", pred, top * (0.8 if near else 1.0), color=pal.line(5), alignment="center")
+            plt.text(f"KV≈{pred:.0f}", pred, top * (0.8 if near else 1.0), color=pal.line(5), alignment=align(pred))
             items.append(("KV-bound", pal.line(5)))
         if best is not None:
             plt.vertical_line(best, color=pal.best)
-            plt.text(f"★{best:g}", best, top, color=pal.best, alignment="center")
+            plt.text(f"★{best:g}", best, top, color=pal.best, alignment=align(best))
         return self.legend(items)
 
 

@@ -1,7 +1,8 @@
 """Progress of a live run: "step n of about m" and an ETA for the mode and for the run.
 
-From the search's position (`kvtui.explore.search.steps_left_estimate`, an estimate: "about")
-and the wall durations of the steps already run. Modes not started yet are assumed to need as
+From the search's own plan (`kvtui.explore.plan.steps_left`: the mode's strategy replayed on its
+verdicts and played out against an assumed knee, hence "about") and the wall durations of the
+steps already run. Modes not started yet are assumed to need as
 many steps as this one, plus its engine start.
 """
 
@@ -34,7 +35,7 @@ def _durations(steps: list[dict[str, Any]]) -> list[float]:
 
 def progress(state: Any) -> dict[str, Any] | None:
     """{"n", "about", "eta_mode_s", "eta_run_s"} for the mode the run is on; None when no step runs."""
-    from kvtui.explore.search import steps_left_estimate
+    from kvtui.explore.plan import steps_left
 
     if state.replay or not state.step:
         return None
@@ -43,14 +44,17 @@ def progress(state: Any) -> dict[str, Any] | None:
         return None
     ramp = (state.scenario or {}).get("ramp") or {}
     done = len(mv.steps)
-    left = max(1, steps_left_estimate(ramp, mv.steps, state.closed))
+    srch = mv.search or (mv.doc or {}).get("search") or {}  # live: the run's own entry (its search starts there)
+    guess = srch.get("guess", mv.predicted_kv)  # where the search started (the KV-bound guess)
+    left = max(1, steps_left(ramp, mv.steps, state.closed, guess=guess, seed=srch.get("seed")))
     durs = _durations(mv.steps) or _durations([s for m in state.modes.values() for s in m.steps])
     mean = sum(durs) / len(durs) if durs else None
     elapsed = float((state.progress or {}).get("elapsed_s") or 0.0)
     eta_mode = None if mean is None else max(0.0, left * mean - min(elapsed, mean))
     waiting = [m for m in state.modes.values() if m.status == "waiting"]
     startup = (mv.server or {}).get("startup_s")
-    per_mode = None if mean is None else (done + left) * mean + (float(startup) if isinstance(startup, (int, float)) else 0.0)
+    per_mode = (None if mean is None
+                else (done + left) * mean + (float(startup) if isinstance(startup, (int, float)) else 0.0))
     eta_run = None if eta_mode is None or per_mode is None else eta_mode + len(waiting) * per_mode
     return {"n": done + 1, "about": done + left, "eta_mode_s": eta_mode, "eta_run_s": eta_run,
             "modes_left": len(waiting)}
@@ -65,4 +69,15 @@ def progress_text(state: Any) -> str:
         t += f" · mode ETA {fmt_eta(p['eta_mode_s'])}"
         if p["modes_left"]:
             t += f" · run ETA {fmt_eta(p['eta_run_s'])}"
+    return t
+
+
+def eta_text(state: Any) -> str:
+    """The ETAs alone (the status bar says "step n of about m" with the step itself)."""
+    p = progress(state)
+    if p is None or p["eta_mode_s"] is None:
+        return ""
+    t = f"mode ETA {fmt_eta(p['eta_mode_s'])}"
+    if p["modes_left"]:
+        t += f" · run ETA {fmt_eta(p['eta_run_s'])}"
     return t

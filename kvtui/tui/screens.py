@@ -1,36 +1,26 @@
-"""Screens: the dashboard (live and replay), the setup form, the SLO editor, the mode comparison."""
+"""The dashboard (live and replay). The setup form (setup_screen), the SLO editor (slo_form) and the
+mode comparison (compare_screen) have modules of their own, imported from here too."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.containers import Grid, Vertical
 from textual.css.query import NoMatches
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
-from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Button, Collapsible, Footer, Input, Label, Select, SelectionList, Static
+from textual.widgets import Collapsible, Footer
 
-from kvtui.errors import KvtuiError, ScenarioError
-from kvtui.scenario.schema import Length, Scenario
-from kvtui.tui.charts import KvChart, MemoryChart, QueueChart, Spark, TokChart, TpotChart, TtftChart
-from kvtui.tui.state import RunState
+from kvtui.tui.charts import KvChart, MemoryChart, QueueChart, TokChart
 from kvtui.tui.compare_screen import CompareScreen  # noqa: F401 - imported from here by callers
+from kvtui.tui.keys import bindings
+from kvtui.tui.latency_charts import TpotChart, TtftChart
+from kvtui.tui.replicas_panel import ReplicaPanel
 from kvtui.tui.slo_form import DEFAULT_SLO_KEYS, SloForm, SloScreen, parse_value  # noqa: F401
+from kvtui.tui.sparks import Spark
+from kvtui.tui.state import RunState
 from kvtui.tui.widgets import InfoHeader, LogPane, MemoryBar, StatusBar, StepSlider, StepTable
-
-if TYPE_CHECKING:
-    from kvtui.tui.app import KvtuiApp
 
 COMPACT_WIDTH = 100
 COMPACT_HEIGHT = 30
@@ -41,29 +31,7 @@ class DashboardScreen(Screen):
 
     # Shown in the footer only where they act (app.check_action / check_action): the run's
     # controls live, the step keys in a replay. The rest are in `?` and the palette.
-    BINDINGS = [
-        Binding("space", "app.toggle_pause", "pause"),
-        Binding("x", "app.stop_run", "stop"),
-        Binding("n", "app.skip_mode", "skip mode"),
-        Binding("h", "app.hold", "hold", show=False),
-        Binding("plus,equals_sign", "app.nudge(1)", "step +", key_display="+", show=False),
-        Binding("minus", "app.nudge(-1)", "step −", key_display="-", show=False),
-        # Replay: the arrows move through the steps wherever the focus is.
-        Binding("left", "replay_move(-1)", "step", key_display="←→", priority=True),
-        Binding("right", "replay_move(1)", "step ▶", show=False, priority=True),
-        Binding("home", "replay_jump(0)", "first step", show=False, priority=True),
-        Binding("end", "replay_jump(-1)", "last step", show=False, priority=True),
-        Binding("a", "app.show_answer", "answer"),
-        Binding("m", "app.cycle_mode", "mode"),
-        Binding("e", "app.edit_slo", "SLO"),
-        Binding("ctrl+s", "app.export", "export"),
-        Binding("c", "app.compare", "compare"),
-        Binding("question_mark", "app.help", "help", key_display="?"),
-        Binding("s", "app.start", "start", show=False),
-        Binding("l", "toggle_log", "log", show=False),
-        Binding("left_square_bracket", "app.replay_step(-1)", "◀ step", show=False),
-        Binding("right_square_bracket", "app.replay_step(1)", "step ▶", show=False),
-    ]
+    BINDINGS = bindings("dashboard")  # kvtui.tui.keys: the one key table (the help reads it too)
 
     def __init__(self, state: RunState, replay: bool = False):
         super().__init__()
@@ -72,8 +40,9 @@ class DashboardScreen(Screen):
         self.compact = False
 
     @property
-    def kapp(self) -> "KvtuiApp":
-        return self.app  # type: ignore[return-value]
+    def kapp(self) -> Any:
+        """The KvtuiApp (typed loosely: the screens never import the app module back)."""
+        return self.app
 
     def compose(self) -> ComposeResult:
         st = self.state
@@ -81,6 +50,7 @@ class DashboardScreen(Screen):
         yield InfoHeader(st, id="header")
         yield StatusBar(st, id="status")
         yield MemoryBar(st, pal, id="membar")
+        yield ReplicaPanel(st, pal, id="replicas")
         with Grid(id="charts"):
             yield MemoryChart(st, pal, id="chart-mem")
             yield KvChart(st, pal, id="chart-kv")
@@ -154,6 +124,7 @@ class DashboardScreen(Screen):
             self.query_one(InfoHeader).sync()
             self.query_one(StatusBar).sync(self.kapp.control_flags())
             self.query_one(MemoryBar).sync()
+            self.query_one(ReplicaPanel).sync()
             if self.compact:
                 for sp in self.query(Spark):
                     sp.update_if_changed()
@@ -179,250 +150,5 @@ class DashboardScreen(Screen):
             self.sync()
 
 
-# -- setup ------------------------------------------------------------------------------------
-def length_text(ln: Length) -> str:
-    if ln.dist == "fixed":
-        return str(ln.value)
-    if ln.dist == "uniform":
-        return f'{{dist = "uniform", min = {ln.min}, max = {ln.max}}}'
-    cap = f", max = {ln.max}" if ln.max else ""
-    return f'{{dist = "{ln.dist}", mean = {ln.mean:g}, std = {ln.std:g}, min = {ln.min}{cap}}}'
-
-
-class SetupScreen(Screen):
-    """Pick or open a scenario, change what people change on the spot, start."""
-
-    BINDINGS = [
-        Binding("ctrl+r", "start", "start", priority=True),
-        Binding("escape", "app.quit", "quit"),
-    ]
-
-    DEFAULT_CSS = """
-    SetupScreen { align: center top; }
-    SetupScreen #form { width: 100%; max-width: 110; height: 1fr; padding: 0 1; }
-    SetupScreen .section { text-style: bold; color: $primary; margin-top: 1; }
-    SetupScreen #pick { height: 3; }
-    SetupScreen #pick Select { width: 1fr; }
-    SetupScreen #pick Input { width: 2fr; }
-    SetupScreen #pick Button { width: 10; min-width: 8; }
-    SetupScreen #modes { height: auto; max-height: 8; }
-    SetupScreen .row { height: 3; }
-    SetupScreen .row Label { padding: 1 1 0 1; width: auto; }
-    SetupScreen .row Input { width: 1fr; }
-    SetupScreen #problems { color: $error; height: auto; margin-top: 1; }
-    SetupScreen #buttons { height: 3; margin-top: 1; }
-    SetupScreen SloForm Grid { grid-size: 6; grid-columns: 14 12 14 12 14 12; }
-    SetupScreen #desc { color: $text-muted; height: auto; }
-    """
-
-    def __init__(self, scenario: Scenario | None, modes: list[str] | None = None, notice: str | None = None):
-        super().__init__()
-        self.scenario = scenario
-        self.path = scenario.source if scenario and scenario.source and not scenario.source.startswith("<") else None
-        self.wanted_modes = modes
-        self.notice = notice
-        self.problems: list[str] = []
-        self._built: Scenario | None = None
-
-    @property
-    def kapp(self) -> "KvtuiApp":
-        return self.app  # type: ignore[return-value]
-
-    def _options(self) -> list[tuple[str, str]]:
-        from kvtui.scenario.defaults import bundled_scenarios
-
-        opts = [(p.stem, str(p)) for p in bundled_scenarios()]
-        if self.path and all(v != str(self.path) for _, v in opts):
-            opts.insert(0, (Path(self.path).name, str(self.path)))
-        return opts
-
-    def compose(self) -> ComposeResult:
-        sc = self.scenario or Scenario()
-        with VerticalScroll(id="form"):
-            yield Static("kvtui — set up a run", classes="section")
-            with Horizontal(id="pick"):
-                opts = self._options()
-                yield Select(opts, prompt="scenarios/…", allow_blank=True, id="pick-select",
-                             value=str(self.path) if self.path and any(v == str(self.path) for _, v in opts) else Select.BLANK)
-                yield Input(str(self.path or ""), placeholder="or a path to a scenario .toml", id="pick-path")
-                yield Button("Open", id="open")
-            yield Static(self._describe(sc), id="desc")
-            yield Static("Modes", classes="section")
-            yield SelectionList[str](*[(m.name + self._mode_note(m), m.name, self._mode_on(m.name)) for m in sc.modes], id="modes")
-            yield Static("SLO", classes="section")
-            yield SloForm(sc.slo, id="slo")
-            yield Static(f"Ramp ({sc.ramp.load})", classes="section")
-            with Horizontal(classes="row"):
-                yield Label("start")
-                yield Input(f"{sc.ramp.start:g}", type="number", id="ramp-start")
-                yield Label("max")
-                yield Input(f"{sc.ramp.max:g}", type="number", id="ramp-max")
-                yield Label("step")
-                yield Input(sc.ramp.step, id="ramp-step", placeholder="double, x1.5, +8 or 1,2,4")
-                yield Label("search")
-                yield Select([("fast", "fast"), ("linear", "linear")], value=sc.ramp.search, allow_blank=False, id="ramp-search")
-            yield Static("Workload (tokens: a number or {dist = \"uniform\", min = …, max = …})", classes="section")
-            with Horizontal(classes="row"):
-                yield Label("prompt")
-                yield Input(length_text(sc.workload.prompt_tokens), id="wl-prompt")
-                yield Label("output")
-                yield Input(length_text(sc.workload.output_tokens), id="wl-output")
-            yield Static("", id="problems")
-            with Horizontal(id="buttons"):
-                yield Button("Start  (ctrl+r)", variant="primary", id="start")
-                yield Button("Quit", id="quit")
-        yield Footer()
-
-    def _mode_on(self, name: str) -> bool:
-        return not self.wanted_modes or name in self.wanted_modes
-
-    @staticmethod
-    def _mode_note(m: Any) -> str:
-        bits = []
-        if m.quantization:
-            bits.append(f"--quantization {m.quantization}")
-        if m.kv_cache_dtype != "auto":
-            bits.append(f"--kv-cache-dtype {m.kv_cache_dtype}")
-        return f"  ({', '.join(bits)})" if bits else ""
-
-    @staticmethod
-    def _describe(sc: Scenario) -> str:
-        s = sc.server
-        where = sc.source or "defaults"
-        return (f"{sc.name} — {where}\n{sc.description.strip()}\n"
-                f"engine {s.engine}{' (SIMULATED)' if s.engine == 'sim' else ''} · model {s.model} · GPU {s.gpu if s.engine == 'sim' else '(this machine)'} "
-                f"· max_model_len {s.max_model_len}").strip()
-
-    def on_mount(self) -> None:
-        if self.notice:
-            self.notify(self.notice, severity="warning", timeout=8)
-        self.validate()
-
-    # -- loading another scenario -----------------------------------------------------------
-    @on(Select.Changed, "#pick-select")
-    def _picked(self, event: Select.Changed) -> None:
-        if event.value is not Select.BLANK and str(event.value) != str(self.path or ""):
-            self.load(str(event.value))
-
-    @on(Button.Pressed, "#open")
-    @on(Input.Submitted, "#pick-path")
-    def _open(self, _event: Any) -> None:
-        p = self.query_one("#pick-path", Input).value.strip()
-        if p:
-            self.load(p)
-
-    def load(self, path: str) -> None:
-        from kvtui.scenario import load_scenario
-
-        try:
-            sc = load_scenario(path)
-        except ScenarioError as e:
-            try:  # a model directory or id instead of a scenario: `kvtui init` writes one for it (kvtui/init.py)
-                from kvtui.init import init_into_user_dir
-
-                made, what = init_into_user_dir(path)
-                sc = load_scenario(made) if made else None
-            except KvtuiError as e2:
-                made, sc, what = None, None, str(e2)
-            if sc is None:
-                self.show_problems([what] if what else e.problems)
-                return
-            self.notify(what, title="kvtui init", timeout=10)
-        except KvtuiError as e:
-            self.show_problems([str(e)])
-            return
-        # the file the loader read (a bare name or `scenarios/X.toml` resolves to the shipped or user file)
-        self.scenario, self.path, self.wanted_modes = sc, sc.source or path, None
-        self.refresh(recompose=True)
-        self.call_after_refresh(self.validate)
-
-    # -- validation and start -----------------------------------------------------------------
-    def build(self) -> Scenario | None:
-        """The scenario with the form's edits, validated by the scenario loader; None on problems."""
-        from kvtui.scenario import scenario_from_dict
-        from kvtui.scenario.locate import LineIndex
-
-        text = ""
-        source = "<defaults>"
-        doc: dict[str, Any] = {}
-        if self.path:
-            source = str(self.path)
-            try:
-                text = Path(self.path).read_text(encoding="utf-8")
-                doc = tomllib.loads(text)
-            except (OSError, tomllib.TOMLDecodeError) as e:
-                self.show_problems([f"{source}: {e}"])
-                return None
-        problems: list[str] = []
-        slo = self.query_one(SloForm).table()
-        doc["slo"] = slo
-        ramp = doc.setdefault("ramp", {})
-        for key, wid in (("start", "#ramp-start"), ("max", "#ramp-max"), ("step", "#ramp-step")):
-            v = parse_value(self.query_one(wid, Input).value)
-            if v is None:
-                problems.append(f"ramp.{key}: needs a value")
-            else:
-                ramp[key] = str(v) if key == "step" else v
-        ramp["search"] = self.query_one("#ramp-search", Select).value
-        wl = doc.setdefault("workload", {})
-        for key, wid in (("prompt_tokens", "#wl-prompt"), ("output_tokens", "#wl-output")):
-            v = parse_value(self.query_one(wid, Input).value)
-            if v is None:
-                problems.append(f"workload.{key}: needs a value")
-            else:
-                wl[key] = v
-        if not self.query_one("#modes", SelectionList).selected:
-            problems.append("modes: pick at least one mode")
-        if problems:
-            self.show_problems(problems)
-            return None
-        try:
-            sc = scenario_from_dict(doc, source, LineIndex(text) if text else None)
-        except ScenarioError as e:
-            self.show_problems(e.problems)
-            return None
-        self.show_problems([])
-        return sc
-
-    def show_problems(self, problems: list[str]) -> None:
-        self.problems = list(problems)
-        try:
-            self.query_one("#problems", Static).update(Text("\n".join(problems)))
-            self.query_one("#start", Button).disabled = bool(problems)
-        except Exception:
-            return
-        for inp in self.query(Input):
-            key = (inp.id or "").replace("slo-", "slo.").replace("ramp-", "ramp.").replace("wl-prompt", "workload.prompt_tokens").replace("wl-output", "workload.output_tokens")
-            inp.set_class(any(key and key in p for p in problems), "-invalid")
-
-    def validate(self) -> Scenario | None:
-        self._built = self.build()
-        return self._built
-
-    @on(Input.Changed)
-    @on(SelectionList.SelectedChanged)
-    @on(Select.Changed, "#ramp-search")
-    def _changed(self, _event: Any) -> None:
-        if self.is_mounted:
-            self.validate()
-
-    @on(Button.Pressed, "#start")
-    def action_start(self) -> None:
-        sc = self.validate()
-        if sc is None:
-            self.notify("fix the problems shown first", severity="error")
-            return
-        modes = list(self.query_one("#modes", SelectionList).selected)
-        self.post_message(self.StartRequested(sc, modes))
-
-    class StartRequested(Message):
-        """The form is valid: the app starts the run (the screen does not reach into the app)."""
-
-        def __init__(self, scenario: Scenario, modes: list[str]) -> None:
-            super().__init__()
-            self.scenario = scenario
-            self.modes = modes
-
-    @on(Button.Pressed, "#quit")
-    def _quit(self) -> None:
-        self.app.exit(0)
+# The setup form lives in its own module; callers import it from here too.
+from kvtui.tui.setup_screen import SetupScreen, length_text  # noqa: E402,F401

@@ -58,7 +58,8 @@ class Series:
     def end_index(self, t_max: float | None) -> int:
         return len(self.t) if t_max is None else bisect_right(self.t, t_max)
 
-    def view(self, key: str, buckets: int, t_max: float | None = None, how: str = "max") -> tuple[list[float], list[float]]:
+    def view(self, key: str, buckets: int, t_max: float | None = None,
+             how: str = "max") -> tuple[list[float], list[float]]:
         """(xs, ys) of one column up to t_max, downsampled to at most `buckets` points.
 
         Each bucket keeps its max (gauges: a spike must not vanish) or mean (rates).

@@ -7,7 +7,6 @@ from typing import Any
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
@@ -15,6 +14,7 @@ from textual.widgets import Button, Input, Label, Static
 from kvtui.errors import ScenarioError
 from kvtui.scenario.schema import Slo
 from kvtui.scenario.slo_table import slo_from_table
+from kvtui.tui.keys import bindings
 
 DEFAULT_SLO_KEYS = ("ttft_p95_ms", "tpot_p95_ms", "itl_p99_ms", "e2e_p95_ms")
 
@@ -82,7 +82,7 @@ class SloForm(Vertical):
 class SloScreen(ModalScreen[Any]):
     """Change the SLO; the app re-evaluates every step from the stored per-request records."""
 
-    BINDINGS = [Binding("escape", "dismiss_none", "cancel"), Binding("ctrl+r", "apply", "apply", priority=True)]
+    BINDINGS = bindings("slo")  # kvtui.tui.keys
 
     DEFAULT_CSS = """
     SloScreen { align: center middle; }
@@ -90,7 +90,7 @@ class SloScreen(ModalScreen[Any]):
     SloScreen #problems { color: $error; height: auto; }
     SloScreen #buttons { height: 3; }
     SloScreen #note { color: $text-muted; height: auto; }
-    """
+    """  # noqa: E501 - one CSS rule whole: a line break in it would change the string
 
     def __init__(self, current: Slo, run_slo: Slo):
         super().__init__()

@@ -8,12 +8,13 @@ from rich.text import Text
 from textual.widget import Widget
 
 from kvtui.tui.charts import SPARK, _finite, fmt_num, hexrgb, time_scale
+from kvtui.tui.redraw import RedrawnOnChange
 from kvtui.tui.series import downsample
 from kvtui.tui.state import RunState
 from kvtui.tui.themes import ChartPalette
 
 
-class Spark(Widget):
+class Spark(RedrawnOnChange, Widget):
     """One line: label, sparkline of the series (downsampled to the width), last value."""
 
     DEFAULT_CSS = """
@@ -33,20 +34,11 @@ class Spark(Widget):
         self.fixed_max = fixed_max
         self._palette_getter = palette
         self.color = color
-        self._key: Any = None
 
     def data_key(self) -> Any:
         st = self.state
         mv = st.viewed
         return (mv.name if mv else None, mv.series.version if mv else 0, st.steps_version, st.slo_version, st.cursor)
-
-    def update_if_changed(self) -> bool:
-        key = self.data_key()
-        if key != self._key:
-            self._key = key
-            self.refresh()
-            return True
-        return False
 
     def _values(self, width: int) -> list[float]:
         st = self.state
@@ -70,7 +62,7 @@ class Spark(Widget):
         val_w = 8
         spark_w = max(4, w - label_w - val_w - 2)
         vals = self._values(spark_w)
-        pal: ChartPalette = self._palette_getter()
+        pal: ChartPalette = self.palette
         t = Text(no_wrap=True, overflow="crop", end="")
         t.append(f"{self.label:<{label_w}}", style="bold")
         if vals:

@@ -11,54 +11,21 @@ Every mutation bumps a version counter, so a view redraws only what changed.
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kvtui.explore.evaluate import LIMIT_WORDS
 from kvtui.explore.reevaluate import reevaluate_modes  # noqa: F401 - the app's SLO worker
-from kvtui.scenario.slo_table import slo_from_table, slo_of, slo_table  # noqa: F401
-from kvtui.tui.loglines import classify_log_line
-from kvtui.tui.series import SERIES_MAX, Series, _num, downsample  # noqa: F401
 from kvtui.explore.search import best_load  # noqa: F401 - the knee rule lives with the search
-from kvtui.tui.ingest import SERIES_KEYS, RunEvents, SnapshotLoading  # noqa: F401
 from kvtui.scenario.schema import Slo
+from kvtui.scenario.slo_table import slo_from_table, slo_of, slo_table  # noqa: F401
+from kvtui.tui.ingest import SERIES_KEYS, RunEvents, SnapshotLoading  # noqa: F401
+from kvtui.tui.loglines import classify_log_line
+from kvtui.tui.modeview import ModeView  # noqa: F401 - also this module's name for it
+from kvtui.tui.series import SERIES_MAX, Series, _num, downsample  # noqa: F401
 
 LOG_MAX = 3000  # server log lines kept
 NOTICES_MAX = 200
-
-# What the charts and sparklines read from a telemetry row.
-@dataclass
-class ModeView:
-    """One precision mode as the dashboard knows it."""
-
-    name: str
-    index: int = 0
-    settings: dict[str, Any] = field(default_factory=dict)
-    engine: str = ""
-    simulated: bool = False
-    server: dict[str, Any] = field(default_factory=dict)  # startup facts
-    info: dict[str, Any] = field(default_factory=dict)  # engine info (version, time scale, dummy weights)
-    steps: list[dict[str, Any]] = field(default_factory=list)  # as measured, under the run's SLO
-    view_steps: dict[int, dict[str, Any]] = field(default_factory=dict)  # step index → re-evaluated step
-    run_best: float | None = None  # the search's answer (set when the mode finished)
-    search: dict[str, Any] = field(default_factory=dict)
-    predicted_kv: float | None = None
-    knee_limited_by: str | None = None
-    series: Series = field(default_factory=Series)
-    status: str = "waiting"  # waiting, starting, running, done, failed, skipped, stopped, kept
-    phase: str = ""  # startup phase (from the log)
-    error: str | None = None
-    t_start: float | None = None
-    started_mono: float | None = None  # when the engine start began (live)
-    records_file: str | None = None  # resumed modes keep the earlier run's records
-    parser: Any = None  # StartupLogParser while the engine starts
-    _last_preempt: float | None = None
-
-    def shown_steps(self, edited: bool) -> list[dict[str, Any]]:
-        if not edited:
-            return self.steps
-        return [self.view_steps.get(s.get("index", i), s) for i, s in enumerate(self.steps)]
 
 
 class RunState(RunEvents, SnapshotLoading):
@@ -196,7 +163,8 @@ class RunState(RunEvents, SnapshotLoading):
             "scenario": self.scenario.get("name") or "—",
             "mode": mv.name if mv else "—",
             "mode_pos": f"{mv.index + 1}/{len(self.modes)}" if mv else "",
-            "engine": env.get("engine") or (mv.engine if mv else "") or (self.scenario.get("server") or {}).get("engine") or "—",
+            "engine": (env.get("engine") or (mv.engine if mv else "")
+                       or (self.scenario.get("server") or {}).get("engine") or "—"),
             "gpu": ", ".join(env.get("gpu_names") or []) or "—",
             "version": version or "—",
             "simulated": bool(env.get("simulated") or (mv.simulated if mv else False)),
@@ -253,7 +221,8 @@ class RunState(RunEvents, SnapshotLoading):
                 continue
             if not m.get("series") and len(mv.series):
                 m["series"] = [
-                    {"t": t, **{k: col[i] for k, col in mv.series.cols.items() if col[i] is not None and k != "preempt"}}
+                    {"t": t, **{k: col[i] for k, col in mv.series.cols.items()
+                                if col[i] is not None and k != "preempt"}}
                     for i, t in enumerate(mv.series.t)
                 ]
             if self.edited:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from rich.text import Text
@@ -11,8 +10,8 @@ from textual.widgets import DataTable
 from kvtui.explore.evaluate import in_lock_step, ran_to_its_end
 from kvtui.tui.cellfmt import _f, fmt_load, fmt_ms, fmt_share  # noqa: F401
 from kvtui.tui.charts import fmt_num
+from kvtui.tui.predicted import has_prediction, predicted_cell
 from kvtui.tui.state import RunState, limit_word
-
 
 COLUMNS = [
     # key, label, compact?
@@ -33,7 +32,11 @@ COLUMNS = [
     ("prefix", "prefix", False),
     ("errors", "err", True),
     ("why", "step", False),
+    ("pred", "predicted", True),  # only for a mode with a prediction (tui/predicted.py)
 ]
+LABELS = {k: label for k, label, _ in COLUMNS}
+# Where the full set does not fit (120 columns and less): these go first, whole.
+DROP_ORDER = ["prefix", "req_s", "preempt", "goodput", "e2e", "itl", "why"]
 
 
 class StepTable(DataTable):
@@ -50,17 +53,36 @@ class StepTable(DataTable):
         self._rows_key: Any = None
         self._n_rows = 0
 
-    def setup_columns(self, compact: bool) -> None:
-        load_label = self.state.load_word
-        key = (compact, load_label)
+    def label(self, key: str) -> str:
+        return self.state.load_word if key == "load" else LABELS[key]
+
+    def fit_columns(self, compact: bool, rows: list[dict[str, Any]]) -> list[str]:
+        """The columns to show: the compact set at 80 columns; else all that fit the width, the least
+        read going first (whole columns, never one cut at the edge)."""
+        cols = [k for k, _, c in COLUMNS if (c or not compact) and (k != "pred" or has_prediction(self.state.viewed))]
+        room = (self.size.width or 200) - 2  # the vertical scrollbar
+
+        def need(k: str) -> int:
+            cell = max([Text.from_markup(r[k]).cell_len if isinstance(r[k], str) else r[k].cell_len for r in rows]
+                       or [0])
+            return max(len(self.label(k)), cell) + 2 * self.cell_padding
+
+        widths = {k: need(k) for k in cols}
+        for k in DROP_ORDER:
+            if sum(widths[c] for c in cols) <= room:
+                break
+            if k in cols:
+                cols.remove(k)
+        return cols
+
+    def setup_columns(self, cols: list[str]) -> None:
+        key = (tuple(cols), self.state.load_word)
         if key == self._cols_for:
             return
         self._cols_for = key
         self.clear(columns=True)
-        for k, label, in_compact in COLUMNS:
-            if compact and not in_compact:
-                continue
-            self.add_column(load_label if k == "load" else label, key=k)
+        for k in cols:
+            self.add_column(self.label(k), key=k)
         self._rows_key = None
         self._n_rows = 0
 
@@ -95,21 +117,23 @@ class StepTable(DataTable):
             "prefix": fmt_share(s.get("prefix_cache_hit_rate")),
             "errors": str(s.get("errors", "—")),
             "why": ("" if why == "search" else why) + (" lock-step" if in_lock_step(s) else ""),
+            "pred": predicted_cell(s),
         }
 
     def sync(self, compact: bool) -> None:
-        self.setup_columns(compact)
         st = self.state
         mv = st.viewed
-        key = (mv.name if mv else None, st.steps_version, st.slo_version, st.cursor, self.app.theme, self._cols_for)
+        key = (mv.name if mv else None, st.steps_version, st.slo_version, st.cursor, self.app.theme, compact,
+               self.size.width)
         if key == self._rows_key:
             return
-        self._rows_key = key
         steps = mv.shown_steps(st.edited) if mv else []
         best = st.best(mv)
         th = self.app.current_theme
-        cols = [k for k, _, c in COLUMNS if not (compact and not c)]
         rows = [self.row_cells(s, best, th) for s in steps]
+        cols = self.fit_columns(compact, rows)
+        self.setup_columns(cols)
+        self._rows_key = key
         limit = len(steps) if not st.replay or st.cursor is None else st.cursor + 1
         cursor_row, prev = self.cursor_row, self._n_rows
         if prev and prev <= len(rows) and not st.replay:

@@ -12,7 +12,8 @@ from typing import Any
 
 async def _render(doc: dict[str, Any], width: int, height: int, theme: str, mode: str | None, step: int | None,
                   view: str) -> str:
-    from kvtui.commands.app_options import AppOptions, make_app
+    from kvtui.tui.app import make_app
+    from kvtui.tui.options import AppOptions
 
     app = make_app(AppOptions(snapshot=doc, theme=theme, replay_mode=mode, replay_step=step,
                               view="dashboard" if view == "compare" else view))

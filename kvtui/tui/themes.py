@@ -1,4 +1,5 @@
-"""Theme files (shipped kvtui/data/themes/*.toml and the user's <user dir>/themes/*.toml) turned into Textual `Theme`s, plus the colours charts use.
+"""Theme files (shipped kvtui/data/themes/*.toml and the user's <user dir>/themes/*.toml) turned into \
+Textual `Theme`s, plus the colours charts use.
 
 A theme file holds the fields of `textual.theme.Theme` (name, dark, primary, …, a
 `[variables]` table) and an optional `[chart]` table: `lines` (plot line colours in order
@@ -20,7 +21,6 @@ else:  # pragma: no cover
 
 from textual.color import Color
 from textual.theme import BUILTIN_THEMES, Theme
-
 
 DEFAULT_THEME = "kvtui-dark"
 RGB = tuple[int, int, int]

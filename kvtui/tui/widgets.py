@@ -6,7 +6,6 @@ thread, and redraws only when the part of the state it shows changed.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ from textual.widget import Widget
 from textual.widgets import RichLog, Static
 
 from kvtui.tui.charts import fmt_num
+from kvtui.tui.redraw import KeyedText
 from kvtui.tui.state import RunState, limit_word
 
 STATUS_WORDS = {
@@ -33,27 +33,22 @@ STATUS_WORDS = {
 }
 
 
-from kvtui.tui.cellfmt import _f, fmt_load, fmt_ms, fmt_share  # noqa: F401 - also this module's names
+from kvtui.tui.cellfmt import _f, fmt_load, fmt_ms, fmt_share  # noqa: E402,F401 - also this module's names
 
 
-class InfoHeader(Static):
+class InfoHeader(KeyedText):
     """Scenario, mode, engine, GPU, vLLM version and the SIMULATED badge: always on screen."""
 
     DEFAULT_CSS = """
     InfoHeader { height: 1; width: 1fr; background: $panel; color: $foreground; text-wrap: nowrap; }
     """
 
-    def __init__(self, state: RunState, **kw: Any):
-        super().__init__("", **kw)
-        self.state = state
-        self._key: Any = None
+    def data_key(self) -> Any:
+        return (self.state.header_version, self.size.width, self.app.theme)
 
-    def sync(self) -> None:
-        key = (self.state.header_version, self.size.width, self.app.theme)
-        if key == self._key:
-            return
-        self._key = key
-        self.update(self.build(), layout=False)
+    def on_resize(self) -> None:
+        """Built before its first layout (width 0), or the terminal resized: fit it again."""
+        self.sync()
 
     def build(self) -> Text:
         st = self.state
@@ -76,11 +71,14 @@ class InfoHeader(Static):
         gpu = lab["gpu"]
         version_word = "vLLM " if lab["engine"] == "vllm" else "version "
         mode = f"{lab['mode']} {lab['mode_pos']}".strip()
-        full = [("", lab["scenario"]), ("mode ", mode), ("engine ", lab["engine"]), ("GPU ", gpu), (version_word, lab["version"])]
+        full = [("", lab["scenario"]), ("mode ", mode), ("engine ", lab["engine"]), ("GPU ", gpu),
+                (version_word, lab["version"])]
         short_gpu = gpu.replace(" (SIMULATED)", "") if lab["simulated"] else gpu
         short = [("", lab["scenario"]), ("", mode), ("", lab["engine"]), ("", short_gpu), ("", lab["version"])]
         t = Text()
-        for variant, prefix in ((full, True), (short, True), (short, False)):
+        # Narrower: the short forms, then whole parts go (the version, then the engine), never a word cut.
+        tries = ((full, True), (short, True), (short, False), (short[:4], False), (short[:2] + short[3:4], False))
+        for variant, prefix in tries:
             t = Text(no_wrap=True, end="")
             if prefix:
                 t.append(" kvtui ", style=f"bold {th.primary}")
@@ -102,6 +100,7 @@ class InfoHeader(Static):
 class StatusBar(Static):
     """Run state, the step in progress, the SLO, the best load so far and the KV-bound prediction."""
 
+    MAX_LINES = 3
     DEFAULT_CSS = """
     StatusBar { height: auto; max-height: 3; width: 1fr; padding: 0 1; }
     """
@@ -120,7 +119,8 @@ class StatusBar(Static):
         prog = st.progress or {}
         mv = st.viewed
         starting = int(time.monotonic()) if mv is not None and mv.status == "starting" else 0
-        key = (starting, st.header_version, st.steps_version, st.slo_version, st.status, tuple(sorted(self.controls.items())),
+        key = (starting, st.header_version, st.steps_version, st.slo_version, st.status,
+               tuple(sorted(self.controls.items())),
                prog.get("phase"), prog.get("window_started"), prog.get("completed"), int(prog.get("elapsed_s") or 0),
                self.app.theme, st.cursor)
         if key == self._key:
@@ -156,7 +156,7 @@ class StatusBar(Static):
         elif st.step and not st.replay:
             p = st.progress or {}
             phase = p.get("phase") or "warmup"
-            t.append(f"{st.step.get('mode')}: step {st.step.get('index', 0) + 1} {lw}={fmt_load(st.step.get('load'))}", style="bold")
+            t.append(f"{st.step.get('mode')}: {step_of(st)} {lw}={fmt_load(st.step.get('load'))}", style="bold")
             why = st.step.get("why")
             if why and why != "search":
                 t.append(f" [{why}]")
@@ -166,7 +166,8 @@ class StatusBar(Static):
             steps = mv.steps
             if steps and st.cursor is not None:
                 s = mv.shown_steps(st.edited)[st.cursor]
-                t.append(f"{st.source_name} · {mv.name} step {st.cursor + 1}/{len(steps)} {lw}={fmt_load(s.get('load'))}",
+                t.append(f"{st.source_name} · {mv.name} step {st.cursor + 1}/{len(steps)} "
+                         f"{lw}={fmt_load(s.get('load'))}",
                          style="bold")
             else:
                 t.append(f"{st.source_name} · {mv.name}: no steps", style="bold")
@@ -175,9 +176,9 @@ class StatusBar(Static):
         elif st.status == "idle":
             t.append("press s to start", style="bold")
         parts.append(t)
-        from kvtui.tui.progress import progress_text
+        from kvtui.tui.progress import eta_text
 
-        pt = progress_text(st)  # "step n of about m · ETA", live only
+        pt = eta_text(st)  # "mode ETA … · run ETA …", live only ("step n of about m" is in the part above)
         if pt:
             parts.append(Text(pt, style="dim", end=""))
 
@@ -190,6 +191,7 @@ class StatusBar(Static):
 
         t = Text(end="")
         best = st.best(mv)
+        droppable = [len(parts)]  # the best load: also ★ in the step table
         t.append("best ", style="dim")
         if best is not None:
             t.append(f"★ {lw}={best:g}", style=f"bold {th.success}")
@@ -202,6 +204,7 @@ class StatusBar(Static):
         parts.append(t)
 
         if len(st.modes) > 1:
+            droppable.insert(0, len(parts))  # the modes: also in the header (bf16 1/2); the first to go
             t = Text(end="")
             t.append("modes", style="dim")
             for m in st.modes.values():
@@ -214,19 +217,42 @@ class StatusBar(Static):
             parts.append(t)
 
         width = max(20, (self.size.width or 80) - 2)
-        out = Text(end="")
-        line = 0
-        for i, part in enumerate(parts):
-            sep = Text("  │ ", style="dim")
-            if i and line + sep.cell_len + part.cell_len > width:
-                out.append("\n")
-                line = 0
-            elif i:
-                out.append_text(sep)
-                line += sep.cell_len
-            out.append_text(part)
-            line += part.cell_len
-        return out
+        # More parts than the bar's lines (80 columns): the least needed go whole, never a part cut off.
+        keep = list(range(len(parts)))
+        while len(keep) > 1:
+            out, lines = _wrap_parts([parts[i] for i in keep], width)
+            if lines <= self.MAX_LINES:
+                return out
+            gone = next((i for i in droppable if i in keep), keep[-1])
+            keep.remove(gone)
+        return _wrap_parts([parts[i] for i in keep], width)[0]
+
+
+def _wrap_parts(parts: list[Text], width: int) -> tuple[Text, int]:
+    """Parts joined by │, broken into lines only between parts (never inside a figure)."""
+    out = Text(end="")
+    line, lines = 0, 1
+    for i, part in enumerate(parts):
+        sep = Text("  │ ", style="dim")
+        if i and line + sep.cell_len + part.cell_len > width:
+            out.append("\n")
+            line, lines = 0, lines + 1
+        elif i:
+            out.append_text(sep)
+            line += sep.cell_len
+        out.append_text(part)
+        line += part.cell_len
+    return out, lines
+
+
+def step_of(st: RunState) -> str:
+    """"step 3 of about 8" from the search's plan (live), or "step 3" when no plan is known."""
+    from kvtui.tui.progress import progress
+
+    p = progress(st)
+    if p is not None:
+        return f"step {p['n']} of about {p['about']}"
+    return f"step {(st.step or {}).get('index', 0) + 1}"
 
 
 class LogPane(RichLog):
@@ -339,4 +365,4 @@ class StepSlider(Widget, can_focus=True):
 
 
 from kvtui.tui.gpupanel import MemoryBar, step_j_per_token  # noqa: E402,F401 - imported from here by callers
-from kvtui.tui.steptable import COLUMNS, StepTable  # noqa: E402,F401
+from kvtui.tui.steptable import COLUMNS, StepTable  # noqa: E402,F401 - imported from here by callers

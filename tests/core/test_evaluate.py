@@ -1,6 +1,7 @@
 """What limited a step, on figures captured from a real H200 run."""
 
 import json
+import lzma
 from pathlib import Path
 
 from kvtui.explore.evaluate import client_limited, limited_by
@@ -52,7 +53,7 @@ def test_preemptions_name_the_kv_wall_even_when_the_client_lagged():
     """A step of the frozen simulated L4 run (c=86): 10 preemptions and a full KV cache, but a
     271 ms loop-lag p99 made kvtui say "client". A lagging client cannot preempt: it is the
     wall (CI's starved CPU vLLM run hid its wall this way)."""
-    doc = json.loads((Path(__file__).parents[1] / "tui/data/l4-demo.json").read_text())
+    doc = json.loads(lzma.decompress((Path(__file__).parents[1] / "tui/data/l4-demo.json.xz").read_bytes()))
     step = next(s for s in doc["modes"][0]["steps"] if s["load"] == 86.0)
     assert step["client_limited"] and step["limited_by"] == "client" and step["preemptions"] == 10
     slo = Slo(latency={"ttft_p95_ms": 5000.0, "tpot_p95_ms": 250.0})

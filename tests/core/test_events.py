@@ -16,7 +16,6 @@ from kvtui.scenario import load_scenario
 from kvtui.scenario.defaults import demo_scenario_path
 from kvtui.tui.state import RunState
 
-
 # Declared kinds the dashboard's state has no handler for, on purpose: it reads the mode's quality
 # from its entry when the mode finishes.
 STATE_IGNORES = {"quality"}

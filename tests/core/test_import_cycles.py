@@ -48,3 +48,28 @@ def test_siblings_may_import_one_way_but_not_both(tmp_path):
                                   "load/__init__.py": "", "load/records.py": "import kvtui.engines\n"})
     r = _check(both)
     assert r.returncode == 1 and "import cycle between layers: engines <-> load" in r.stdout
+
+
+def test_a_cycle_inside_one_layer_through_function_imports_is_caught(tmp_path):
+    # the shape of commands.run -> commands.tui (launch_tui) -> commands.run (check_leftovers), both deferred
+    root = _tree(tmp_path, {
+        "commands/__init__.py": "",
+        "commands/run.py": "def run():\n    from kvtui.commands.tui import launch_tui\n",
+        "commands/tui.py": "def launch_tui():\n    from kvtui.commands.run import check\n",
+    })
+    r = _check(root)
+    assert r.returncode == 1
+    assert "import cycle between modules: kvtui.commands.run <-> kvtui.commands.tui" in r.stdout
+
+
+def test_a_type_checking_cycle_counts_and_so_does_one_inside_the_tui(tmp_path):
+    typed = _tree(tmp_path / "a", {
+        "load/__init__.py": "", "load/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kvtui.load import b\n",
+        "load/b.py": "from kvtui.load import a\n",
+    })
+    r = _check(typed)
+    assert r.returncode == 1 and "import cycle between modules: kvtui.load.a <-> kvtui.load.b" in r.stdout
+    tui = _tree(tmp_path / "b", {"tui/__init__.py": "", "tui/a.py": "from kvtui.tui import b\n",
+                                 "tui/b.py": "def f():\n    from kvtui.tui import a\n"})
+    r = _check(tui)
+    assert r.returncode == 1 and "import cycle between modules: kvtui.tui.a <-> kvtui.tui.b" in r.stdout

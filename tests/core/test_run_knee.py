@@ -9,13 +9,15 @@ import os
 import subprocess
 import sys
 
+import httpx
 import pytest
-from scenario_factory import knee_toml
 
 from kvtui.explore.run import Run
 from kvtui.load.records import read_records
 from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario import load_scenario
+
+from scenario_factory import knee_toml
 
 
 def knee(search: str, step: str) -> str:
@@ -137,3 +139,12 @@ tpot_p95_ms = 35
     assert m["best_concurrency"] == 6
     assert m["endpoint"]["model"] == "knee"
     assert "test-key" not in (tmp_path / "ext.json").read_text()  # the key never reaches the snapshot
+    # kvtui started nothing and read no log: the KV cache is as the server states it on /metrics.
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{knee_server.base_url}/metrics", headers={"Authorization": f"Bearer {knee_server.api_key}"},
+                     timeout=10).text
+    stated = [int(s.labels["kv_cache_size_tokens"]) for fam in text_string_to_metric_families(text)
+              for s in fam.samples if s.name == "vllm:cache_config_info"]
+    assert stated and stated[0] > 0 and m["server"]["kv_cache_tokens"] == stated[0]
+    assert doc["comparison"]["rows"][0]["kv_tokens"] == stated[0]

@@ -10,7 +10,6 @@ from kvtui.errors import ScenarioError
 from kvtui.scenario import load_scenario
 
 
-
 def write(tmp_path, name, text):
     p = tmp_path / name
     p.write_text(text)
@@ -29,7 +28,7 @@ def test_defaults_for_everything_but_the_model(tmp_path):
     assert sc.server.host == "127.0.0.1" and sc.server.engine == "sim"
     assert [m.name for m in sc.modes] == ["baseline"]
     assert sc.slo.latency == {"ttft_p95_ms": 2000.0, "tpot_p95_ms": 50.0}
-    assert sc.ramp.search == "fast" and sc.workload.api == "completions"
+    assert sc.ramp.search == "auto" and sc.workload.api == "completions"  # issue 21: seeded where predicted
     assert sc.name == "s"
 
 

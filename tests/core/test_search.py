@@ -3,7 +3,8 @@
 import math
 import random
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvtui.explore.search import FastSearch, LinearSearch, make_search, ramp_levels
 from kvtui.scenario.schema import Ramp

@@ -1,6 +1,7 @@
 import math
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kvtui.explore.stats import min_samples_for, percentile, summarize
 

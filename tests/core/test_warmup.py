@@ -1,10 +1,10 @@
 """The window opens only after every slot has finished a request at the step's load."""
 
-from scenario_factory import knee_toml
-
 from kvtui.explore.run import Run
 from kvtui.load.records import read_records
 from kvtui.scenario import load_scenario
+
+from scenario_factory import knee_toml
 
 SCENARIO = knee_toml("warm", knee=64, slowdown=None, workload={"prompt_tokens": 32, "output_tokens": 40, "jitter": 0.0},
                      ramp={"start": 8, "max": 8, "step": "8", "search": "linear", "confirm": False, "warmup_s": 0.1,

@@ -4,10 +4,19 @@ import json
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvtui.errors import UsageError
-from kvtui.load.workload import MARKER_TOKENS, Conversation, PromptFactory, TokenSpace, discover_token_space, request_body, sample_length
+from kvtui.load.workload import (
+    MARKER_TOKENS,
+    Conversation,
+    PromptFactory,
+    TokenSpace,
+    discover_token_space,
+    request_body,
+    sample_length,
+)
 from kvtui.scenario.schema import Length, Workload
 
 SPACE = TokenSpace.synthetic()

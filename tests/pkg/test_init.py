@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from pkg_helpers import A100, H200, FakeGpuBox, model_dir
 
 from kvtui.cli import main
 from kvtui.engines.sim.catalog import MODELS_DIR, bundled_models
 from kvtui.scenario import load_scenario
+
+from pkg_helpers import A100, H200, FakeGpuBox, model_dir
 
 
 def init(tmp_path, *args):

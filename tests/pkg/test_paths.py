@@ -7,12 +7,13 @@ import subprocess
 import sys
 
 import pytest
-from pkg_helpers import ROOT
 
 from kvtui import paths
 from kvtui.cli import main
 from kvtui.errors import ScenarioError
 from kvtui.scenario import load_scenario
+
+from pkg_helpers import ROOT
 
 
 def test_shipped_data_is_inside_the_package():

@@ -10,9 +10,9 @@ import socket
 import subprocess
 import sys
 
-from pkg_helpers import A100, H200, ROOT, FakeGpuBox, model_dir
-
 from kvtui.cli import main
+
+from pkg_helpers import A100, H200, ROOT, FakeGpuBox, model_dir
 
 PY = sys.executable
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -190,3 +190,26 @@ def test_preflight_can_be_skipped(tmp_path, monkeypatch):
     assert not gate(sc, sc.modes).ok
     monkeypatch.setenv("KVTUI_PREFLIGHT", "0")
     assert gate(sc, sc.modes).ok and not gate(sc, sc.modes).checks
+
+
+def test_replicas_on_one_gpu_ask_for_their_shares_together(tmp_path, gpu_vllm, monkeypatch, capsys):
+    """Issue 22: two replicas at 0.45 need 0.9 of the card free; 0.6 of it is not enough."""
+    FakeGpuBox(monkeypatch, [H200(free=84.0)])
+    sc = scenario(tmp_path, model_dir(tmp_path / "m"), extra="gpu_memory_utilization = 0.45\nreplicas = 2")
+    rc = main(["run", str(sc), "--headless", "--out", str(tmp_path / "out.json")])
+    _, err = capsys.readouterr()
+    mem = [x for x in fail_lines(err) if " memory: " in x]
+    assert rc == 1 and len(mem) == 1, err
+    assert "gpu_memory_utilization 0.45 × 2 replicas asks for 125.8" in mem[0]
+    assert nothing_written(tmp_path)
+
+
+def test_data_parallel_needs_tp_times_dp_gpus(tmp_path, gpu_vllm, monkeypatch, capsys):
+    FakeGpuBox(monkeypatch, [H200(), H200()])
+    sc = scenario(tmp_path, model_dir(tmp_path / "m"), extra="data_parallel_size = 4")
+    rc = main(["run", str(sc), "--headless", "--out", str(tmp_path / "out.json")])
+    _, err = capsys.readouterr()
+    gpu = [x for x in fail_lines(err) if " gpu: " in x]
+    assert rc == 1 and len(gpu) == 1, err
+    assert "tensor_parallel_size 1 × data_parallel_size 4 needs 4 GPUs, 2 visible" in gpu[0]
+    assert "server.data_parallel_size=2" in gpu[0]

@@ -8,10 +8,10 @@ import asyncio
 import shlex
 import sys
 
-from pkg_helpers import model_dir
-
 from kvtui.scenario import load_scenario
 from kvtui.tui.app import create_app
+
+from pkg_helpers import model_dir
 
 # A vLLM that dies at once: a real process, launched the way kvtui launches vLLM.
 DEAD_VLLM = "import sys; print('ERROR 01-01 00:00:00 stand-in engine: no device', flush=True); sys.exit(1)"

@@ -23,6 +23,9 @@ from typing import Callable
 import httpx
 import pytest
 
+import proc_helpers
+from proc_helpers import _stat, cmdline, pids, wait_until  # noqa: F401 - this module's names for them
+
 HERE = Path(__file__).resolve().parent
 TAG_ENV = "KVTUI_RELIABILITY_TAG"
 
@@ -91,48 +94,9 @@ def free_port() -> int:
 # --------------------------------------------------------------------------- the process table
 
 
-def _stat(pid: int) -> list[str] | None:
-    try:
-        s = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return s[s.rfind(")") + 2:].split()  # [0]=state [1]=ppid [2]=pgrp [3]=session
-
-
-def pids() -> list[int]:
-    return [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()]
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-
-
 def tagged(tag: str) -> list[tuple[int, str]]:
-    """Live (not zombie) processes whose environment carries this test's tag.
-
-    Left out: pytest itself and its own multiprocessing resource tracker (started, once per
-    process, by the first load generator of an in-process run; it lives as long as pytest).
-    """
-    needle = f"{TAG_ENV}={tag}".encode()
-    out = []
-    for pid in pids():
-        if pid == os.getpid():
-            continue
-        st = _stat(pid)
-        if st and int(st[1]) == os.getpid() and "multiprocessing.resource_tracker" in cmdline(pid):
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if needle in env.split(b"\0"):
-            st = _stat(pid)
-            if st and st[0] not in ("Z", "X"):
-                out.append((pid, cmdline(pid)))
-    return out
+    """Live (not zombie) processes whose environment carries this test's tag (not pytest, nor its resource tracker)."""
+    return proc_helpers.tagged(tag, TAG_ENV)
 
 
 def descendants(root: int) -> list[int]:
@@ -170,20 +134,6 @@ def kill_tagged(tag: str) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-
-
-def wait_until(pred: Callable[[], object], timeout_s: float, what: str, proc: subprocess.Popen | None = None, poll_s: float = 0.05):
-    """Bounded wait for progress (a hang guard, not a timing assertion)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        v = pred()
-        if v:
-            return v
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"kvtui exited ({proc.returncode}) before: {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:g} s: {what}")
-        time.sleep(poll_s)
 
 
 # --------------------------------------------------------------------------- snapshots

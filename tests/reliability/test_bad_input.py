@@ -35,7 +35,19 @@ from kvtui.explore.search import MAX_CONFIRM_ROUNDS, make_search, ramp_levels
 from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario import load_scenario
 from kvtui.scenario.schema import (
-    APIS, ARRIVALS, DISTS, ENGINES, LOAD_SHAPES, SEARCHES, SLO_LATENCY_KEYS, Cost, Mode, Quality, Ramp, Server, Workload,
+    APIS,
+    ARRIVALS,
+    DISTS,
+    ENGINES,
+    LOAD_SHAPES,
+    SEARCHES,
+    SLO_LATENCY_KEYS,
+    Cost,
+    Mode,
+    Quality,
+    Ramp,
+    Server,
+    Workload,
 )
 
 # KVTUI_FUZZ_EXAMPLES=5000 for a longer hunt; CI runs the default.
@@ -201,7 +213,7 @@ def _accepted(sc) -> None:
         assert levels and all(math.isfinite(x) for x in levels)
         # The fast search brackets the knee (x2 up, halves down, bisects): tens of steps. The
         # linear one walks the levels the user asked for, then confirms.
-        bound = 200 if sc.ramp.search == "fast" else len(levels) + 2 * MAX_CONFIRM_ROUNDS + 5
+        bound = 200 if sc.ramp.search != "linear" else len(levels) + 2 * MAX_CONFIRM_ROUNDS + 5  # auto, seeded: as fast
         for knee in (sc.ramp.start - 1, (sc.ramp.start + sc.ramp.max) / 2, sc.ramp.max + 1):
             search = make_search(sc.ramp, closed, guess=None)
             for _ in range(bound):

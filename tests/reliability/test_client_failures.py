@@ -17,13 +17,14 @@ import time
 
 import pytest
 
-from reliability_helpers import descendants, cmdline, external_scenario, headless, wait_until
 from kvtui.load.protocol import StepSpec, WorkerConfig
 from kvtui.load.records import read_records
-from kvtui.load.workload import TokenSpace
 from kvtui.load.worker import _Worker
+from kvtui.load.workload import TokenSpace
 from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario.schema import Length, Workload
+
+from reliability_helpers import cmdline, descendants, external_scenario, headless, wait_until
 
 
 def _workers(pid: int) -> list[int]:

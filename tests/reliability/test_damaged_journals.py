@@ -18,11 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reliability_helpers import headless
 from kvtui.cli import main
 from kvtui.errors import UsageError
 from kvtui.load.records import Damaged, Record, read_records, write_records
 from kvtui.report.snapshot import SnapshotWriter, load_journal
+
+from reliability_helpers import headless
 
 MODE = "fp8-KV-é—☃"  # multi-byte characters, so that cuts land inside them
 

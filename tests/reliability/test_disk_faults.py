@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from reliability_helpers import headless, journal_steps, wait_until
 from kvtui.report.snapshot import load_journal, load_snapshot
+
+from reliability_helpers import headless, journal_steps, wait_until
 
 
 def _refused_at_start(h, rc: int, words: str) -> None:

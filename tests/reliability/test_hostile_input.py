@@ -7,10 +7,10 @@ must start a server use the real headless command with the simulator.
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
-import copy
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from reliability_helpers import external_scenario, headless
 from kvtui.load.records import read_records
 from kvtui.report.snapshot import load_snapshot
+
+from reliability_helpers import external_scenario, headless
 
 
 def _run(tmp_path, runs, server, *args):

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import threading
 
-from reliability_helpers import KNEE, descendants
 from kvtui.explore.run import Run
 from kvtui.scenario import load_scenario
+
+from reliability_helpers import KNEE, descendants
 
 
 def _fds() -> dict[int, str]:

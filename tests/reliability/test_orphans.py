@@ -15,9 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reliability_helpers import headless, journal_steps, tagged, wait_until
+import pytest
 
 from kvtui.engines import leftovers, watchdog
+
+from reliability_helpers import headless, journal_steps, tagged, wait_until
+from scenario_factory import knee_toml
 
 
 def _state_env(tmp_path) -> dict:
@@ -129,20 +132,97 @@ def test_the_next_run_names_leftovers_and_kill_stale_stops_them(tmp_path, knee_p
             pass
 
 
-def test_a_pid_reused_by_another_process_is_never_signalled(tmp_path, monkeypatch):
-    """A registry entry whose processes are gone and whose pid now belongs to someone else."""
+@pytest.mark.parametrize("registered", [-1000, 1000], ids=["reused-by-a-younger-process", "registered-later"])
+def test_a_pid_reused_by_another_process_is_never_signalled(tmp_path, monkeypatch, registered):
+    """A registry entry whose processes are gone and whose pid now belongs to someone else. The
+    realistic case is the first: the number went round (pid_max 32768) and a new process, a
+    terminal's shell say, leads a group of that number; it started after the registered leader."""
     monkeypatch.setenv("KVTUI_STATE_DIR", str(tmp_path))
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
         st = watchdog.start_time(other.pid)
         d = tmp_path / "procs"
         d.mkdir()
-        # The dead owner's entry names `other`'s group, but with an older start time and another run id.
+        # The dead owner's entry names `other`'s group, with another start time and another run id.
         (d / "1.json").write_text(json.dumps({"pid": 1, "start": -5, "run_id": "999.1.dead",
-                                              "groups": {str(other.pid): {"start": st + 1000, "label": "x"}}, "pids": {}}))
+                                              "groups": {str(other.pid): {"start": st + registered, "label": "x"}},
+                                              "pids": {}}))
         (d / "2.json").write_text("{not json")
         assert leftovers.live_groups() == []
         assert other.poll() is None
     finally:
         other.kill()
         other.wait()
+
+
+STALE = r"""
+import json, os, signal, subprocess, sys, time
+from kvtui.engines import reaper, watchdog
+env = {**os.environ, **reaper.server_env()}
+def sleeper(tagged):
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True,
+                            env=env if tagged else None)
+# A server that exited long ago, its number since handed to an untagged stranger: the registry
+# still holds it, with the old leader's (earlier) start time.
+stranger = sleeper(False)
+reaper.register(stranger.pid, "sim serve (gone)")
+reaper._starts[stranger.pid] -= 1000
+# A server whose leader exited and whose tagged child lives on: still ours.
+orphan = sleeper(True)
+reaper.register(orphan.pid, "vllm (leader gone)")
+reaper._starts[orphan.pid] -= 1000
+# A live server, as registered.
+live = sleeper(True)
+reaper.register(live.pid, "vllm")
+owned = {n: reaper.owns_group(p.pid) for n, p in (("stranger", stranger), ("orphan", orphan), ("live", live))}
+gone = subprocess.Popen([sys.executable, "-c", "pass"])  # the registered leader, exited and reaped
+gone.wait()
+reaper.terminate(gone, stranger.pid, 3.0, graceful=False)  # a late, repeated stop of that server
+reaper.reap_all(1.0)
+time.sleep(0.5)
+print(json.dumps({"owned": owned, "alive": {n: p.poll() is None for n, p in
+                  (("stranger", stranger), ("orphan", orphan), ("live", live))}}), flush=True)
+stranger.kill()
+"""
+
+
+def test_a_stale_registration_never_signals_the_group_that_now_has_its_number(tmp_path):
+    """In kvtui itself (a late stop, the exit's reap): a registered group is signalled only while
+    its leader is the process registered or a member carries the run's tag."""
+    env = {**os.environ, **_state_env(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", STALE], capture_output=True, text=True, env=env, timeout=60)
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["owned"] == {"stranger": False, "orphan": True, "live": True}, out.stderr
+    assert doc["alive"] == {"stranger": True, "orphan": False, "live": False}, out.stderr
+
+
+# Two modes on two simulated devices (the knee model), ramped one load at a time: both lanes
+# are still measuring when the parent is killed.
+PARALLEL = knee_toml("par-kill", knee=4, slowdown=None, server={"devices": 2},
+                     modes=[{"name": "baseline"}, {"name": "fp8-kv", "kv_cache_dtype": "fp8"}],
+                     ramp={"step": "+1", "search": "linear", "warmup_s": 0.5, "window_s": 3.0},
+                     slo={"tpot_p95_ms": 500})
+
+
+def test_kill_9_of_a_parallel_run_leaves_no_lane_server_or_worker(tmp_path, runs):
+    """`kvtui run --parallel` SIGKILLed while both lanes measure: the lanes (kvtui runs of their own,
+    registered with the parent's reaper), their simulator servers and load workers all go."""
+    env = {**_state_env(tmp_path), "KVTUI_PREFLIGHT": "0"}
+    sc = tmp_path / "par.toml"
+    sc.write_text(PARALLEL)
+    h = headless(tmp_path, sc, "--parallel", env=env)
+    runs.append(h)
+
+    def lanes_measuring() -> list[tuple[int, str]]:
+        kids = tagged(h.tag)
+        lanes = [p for p, cmd in kids if "--mode" in cmd and "sim serve" not in cmd]
+        servers = [p for p, cmd in kids if "sim serve" in cmd]
+        workers = [p for p, cmd in kids if "multiprocessing" in cmd and "resource_tracker" not in cmd]
+        return kids if len(lanes) == 2 and len(servers) == 2 and len(workers) >= 2 else []
+
+    before = wait_until(lanes_measuring, 120, "two lanes, each with its simulator and a load worker", h.proc)
+    h.note_groups()
+    h.proc.kill()  # SIGKILL of the parent: no handler runs in it
+    h.proc.wait(10)
+    left = h.leftovers(grace_s=20.0)
+    assert left == [], (left, before)

@@ -24,7 +24,7 @@ from kvtui.scenario.schema import RANGES
 KEYS = sorted(RANGES)
 INT_FIELDS = {"seed", "max_model_len", "kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens",
               "tensor_parallel_size", "port", "turns", "burst_size", "window_requests", "min_samples",
-              "max_error_burst", "processes", "gpus", "prompts", "prompt_tokens", "max_tokens", "items", "max_context",
+              "max_error_burst", "processes", "max_processes", "devices", "gpus", "prompts", "prompt_tokens", "max_tokens", "items", "max_context",
               "concurrency"}
 
 

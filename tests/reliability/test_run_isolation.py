@@ -16,10 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reliability_helpers import headless, tagged, wait_until
 from kvtui.cli import main
 from kvtui.load.records import read_records
 from kvtui.report.snapshot import load_snapshot
+
+from reliability_helpers import headless, tagged, wait_until
 
 
 def _files(out: Path) -> dict[str, bytes]:

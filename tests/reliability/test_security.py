@@ -15,8 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reliability_helpers import cmdline, headless, journal_steps, tagged, wait_until
 from kvtui.report.snapshot import load_snapshot
+
+from reliability_helpers import cmdline, headless, journal_steps, tagged, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,11 +17,12 @@ import uuid
 
 import pytest
 
-from reliability_helpers import TAG_ENV, cmdline, headless, journal_steps, tagged, wait_until
 from kvtui.explore.run import Run
 from kvtui.load.records import read_records
 from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario import load_scenario
+
+from reliability_helpers import TAG_ENV, cmdline, headless, journal_steps, tagged, wait_until
 
 
 def _server_of(tag: str, mode: str) -> int:

@@ -21,9 +21,10 @@ import time
 
 import pytest
 
-from reliability_helpers import headless, journal_events, journal_steps, wait_until
 from kvtui.load.records import read_records
 from kvtui.report.snapshot import load_snapshot
+
+from reliability_helpers import headless, journal_events, journal_steps, wait_until
 
 
 def _steps_before(h, n: int = 1) -> list[dict]:

@@ -17,10 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reliability_helpers import external_scenario, headless, start_fault_server
 from kvtui.load.client import MAX_EVENT_BYTES, StreamClient, stream_request
 from kvtui.load.records import ERROR_CLASSES, RECORD_FLAGS, Record
 from kvtui.report.snapshot import load_snapshot
+
+from reliability_helpers import external_scenario, headless, start_fault_server
 
 BOS_SLACK = 1  # a server may add a BOS to a token-id prompt: still the right figure
 

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from scenario_factory import knee_toml
 
 from kvtui.explore.run import Run
 from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario import load_scenario
+
+from scenario_factory import knee_toml
 
 SECRETS = (
     "sk-kvtui-test-APIKEY-0123456789",  # server.api_key

@@ -11,10 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from scenario_factory import knee_toml
-
 from kvtui.load.records import read_records
 from kvtui.report.snapshot import load_journal, load_snapshot
+
+from scenario_factory import knee_toml
 
 
 def test_resume_from_a_final_snapshot_with_fewer_modes(three_modes):

@@ -396,3 +396,19 @@ def test_cache_config_tokens_from_blocks():
     assert f.prefix_caching is False and f.gpu_memory_utilization == 0.85
     empty = cache_config_facts(MetricsSample(t=0.0))
     assert empty.num_gpu_blocks is None and empty.kv_cache_tokens is None
+
+
+@pytest.mark.parametrize("bad", ["inf", "-inf", "NaN", "-5", "12abc", "", "None", "2.5e", "1e400"])
+def test_cache_config_from_a_server_kvtui_did_not_start_takes_no_hostile_figure(bad):
+    """An external server may state anything: every figure is a finite, non-negative number or None.
+    The engines read the same labels through the same reader (kvtui.engines.vllm.cache_facts)."""
+    from kvtui.engines.vllm.cache_facts import facts_from_cache_config, facts_from_metrics_text
+
+    labels = {k: bad for k in ("num_gpu_blocks", "block_size", "kv_cache_size_tokens", "kv_cache_max_concurrency",
+                               "gpu_memory_utilization", "kv_cache_memory_bytes")}
+    for f in (facts_from_cache_config(labels), cache_config_facts(MetricsSample(t=0.0, cache_config=labels))):
+        assert (f.num_gpu_blocks, f.block_size, f.kv_cache_tokens, f.max_concurrency_reported,
+                f.gpu_memory_utilization, f.kv_cache_gib) == (None,) * 6, bad
+    # Text that is not Prometheus's: no figures, no exception.
+    for garbage in ("vllm:cache_config_info{block_size=\"16\" 1.0\n", "\x00\xff{{{", "# TYPE x gauge\nx{a=\"1\"} nope\n"):
+        assert facts_from_metrics_text(garbage) is None

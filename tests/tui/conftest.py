@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-import shutil
+import lzma
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 DATA = Path(__file__).parent / "data"
+# A real simulated run (L4, two modes), kept xz-compressed in the tree (43 KB instead of 584 KB);
+# the fixtures write it back out as the plain snapshot and records a run leaves.
 FROZEN = DATA / "l4-demo.json"
+
+
+def unpack_frozen(where: Path) -> Path:
+    """l4-demo.json and l4-demo.records.jsonl under `where`, from their .xz in tests/tui/data."""
+    for name in (FROZEN.name, "l4-demo.records.jsonl"):
+        (where / name).write_bytes(lzma.decompress((DATA / f"{name}.xz").read_bytes()))
+    return where / FROZEN.name
 
 # The simulator's knee model: a decode step takes 20 ms with ≤ 4 running requests, 40 ms above,
 # so TPOT p95 ≤ 30 ms holds up to 4 and the fast search ends on 4 in four short steps.
@@ -51,10 +60,8 @@ def knee_scenario(knee_path: Path):
 
 @pytest.fixture
 def frozen_path(tmp_path: Path) -> Path:
-    """The frozen snapshot and its records, copied where a test may write exports beside them."""
-    shutil.copy(FROZEN, tmp_path / FROZEN.name)
-    shutil.copy(DATA / "l4-demo.records.jsonl", tmp_path / "l4-demo.records.jsonl")
-    return tmp_path / FROZEN.name
+    """The frozen snapshot and its records, written where a test may write exports beside them."""
+    return unpack_frozen(tmp_path)
 
 
 @pytest.fixture

@@ -162,3 +162,23 @@ async def test_enter_applies_the_slo_form_and_apply_is_on_screen_at_80x24(frozen
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.state.edited, "the SLO applied by Enter")
         assert "TPOT p95 ≤ 1 ms" in app.state.shown_slo.describe()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+async def test_compare_shows_every_mode_and_figure_whole_at_80_and_120_columns(h200_doc, size):
+    """Too wide for the screen as modes × figures, the comparison turns to figures × modes: no column
+    cut at the edge, every mode named, the KV tokens and $/Mtok on screen without scrolling."""
+    from kvtui.report.text import comparison_rows
+
+    app = create_app(snapshot=h200_doc)
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: "ANSWER" in screen_text(app), "the answer")
+        await pilot.press("c")
+        await wait_until(pilot, lambda: "Modes vs baseline" in screen_text(app), "the comparison")
+        await pilot.pause()
+        text = screen_text(app)
+        for row in comparison_rows(h200_doc):
+            assert row[0].split("+")[0] in text  # each mode (its name broken after a "+")
+        for label in ("KV tokens", "$/Mtok out", "next step limit"):
+            assert label in text
+        assert "1,949,744" in text and "0.159" in text  # the last mode's KV tokens, the cheapest $/Mtok

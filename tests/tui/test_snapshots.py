@@ -57,6 +57,24 @@ def test_compare_80x24(snap_compare):
     assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=(80, 24), run_before=compare)
 
 
+def test_compare_200x50(snap_compare):
+    async def compare(pilot):
+        await pilot.press("c")
+        await pilot.pause()
+
+    assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=(200, 50), run_before=compare)
+
+
+def test_compare_no_color_120x40(snap_compare, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def compare(pilot):
+        await pilot.press("c")
+        await pilot.pause()
+
+    assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=(120, 40), run_before=compare)
+
+
 @pytest.mark.parametrize("size", [(120, 40), (200, 50)], ids=["120x40", "200x50"])
 def test_replay_dashboard_joined_modes(snap_compare, size):
     """A replay joined from several GPUs: time axes in seconds since each mode started, never negative."""

@@ -25,8 +25,8 @@ class Tmux:
         self.tag = uuid.uuid4().hex
         envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in {"KVTUI_TEST_TAG": self.tag, "TERM": "screen-256color",
                                                             **(env or {})}.items())
-        # The shell prints the exit code, then stays so the pane can still be read.
-        script = f"cd {shlex.quote(str(PROJECT_ROOT))} && env -u COLORTERM -u COLUMNS -u LINES {envs} {command}; echo KVTUI-EXIT=$?; sleep 120"
+        # The shell prints the exit code, then stays so the pane can still be read (close() ends it).
+        script = f"cd {shlex.quote(str(PROJECT_ROOT))} && env -u COLORTERM -u COLUMNS -u LINES {envs} {command}; echo KVTUI-EXIT=$?; sleep 3600"
         # A server of our own (-L): no user configuration, no other sessions' sizes.
         self.tmux = ["tmux", "-L", self.name, "-f", "/dev/null"]
         subprocess.run(self.tmux + ["new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), script],
@@ -36,7 +36,9 @@ class Tmux:
 
     def capture(self, escapes: bool = False) -> str:
         args = self.tmux + ["capture-pane", "-t", self.name, "-p"] + (["-e"] if escapes else [])
-        return subprocess.run(args, capture_output=True, text=True).stdout
+        r = subprocess.run(args, capture_output=True, text=True)
+        # A failed capture says why (the pane or the tmux server gone), not an empty screen.
+        return r.stdout if r.returncode == 0 else f"<tmux capture-pane failed ({r.returncode}): {r.stderr.strip()}>"
 
     def keys(self, *keys: str) -> None:
         subprocess.run(self.tmux + ["send-keys", "-t", self.name, *keys], check=True)
@@ -47,6 +49,8 @@ class Tmux:
             text = self.capture()
             if all(w in text for w in words):
                 return text
+            if "KVTUI-EXIT=" in text and not any("KVTUI-EXIT" in w for w in words):
+                raise AssertionError(f"kvtui exited while waiting for {words}; last screen:\n{text}")
             if time.monotonic() > end:
                 raise AssertionError(f"never saw {words} on screen; last screen:\n{text}")
             time.sleep(0.3)

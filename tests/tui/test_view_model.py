@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kvtui.commands.app_options import AppOptions
+from kvtui.tui.options import AppOptions
 from kvtui.tui.progress import progress_text
 from kvtui.tui.state import RunState
 
@@ -55,7 +55,12 @@ def test_the_quality_phase_shows_as_its_own_phase_with_its_figures():
     st.scenario = {"name": "vm", "ramp": {}, "workload": {}}
     st.ingest(ev("mode_starting", "a", {"settings": {}}))
     st.ingest(ev("engine_ready", "a", {"facts": {}, "info": {"time_scale": 1.0}}))
-    st.ingest(ev("log", "a", "[kvtui] quality phase for a (not counted in any step)"))
+    from kvtui.explore.events import Log, QualityStarted
+
+    # The phase comes from the typed event the run sends, not from the wording of a log line.
+    st.ingest(Log("a", "[kvtui] quality phase for a (not counted in any step)"))
+    assert st.modes["a"].phase != "quality"
+    st.ingest(QualityStarted("a"))
     assert st.modes["a"].phase == "quality"
     st.ingest(ev("quality", "a", {"tasks": {"passkey": {"n": 24, "correct": 22, "accuracy": 22 / 24, "ci": [0.74, 0.98]},
                                             "agreement": {"n": 4, "outputs": []}},

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from vllmtest_helpers import proc_in_group, tiny_scenario
 
 from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.scenario.schema import Mode
+
+from vllmtest_helpers import proc_in_group, tiny_scenario
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

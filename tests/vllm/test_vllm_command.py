@@ -7,16 +7,10 @@ import sys
 
 import pytest
 
-from kvtui.engines.vllm import launcher
-from kvtui.engines.vllm.launcher import (
-    FORM_API_SERVER,
-    FORM_CLI,
-    FORM_SCRIPT,
-    VllmEngine,
-    build_command,
-    free_port,
-    resolve_launcher,
-)
+from kvtui.engines.procs import free_port
+from kvtui.engines.vllm import command as launcher
+from kvtui.engines.vllm.command import FORM_API_SERVER, FORM_CLI, FORM_SCRIPT, build_command, resolve_launcher
+from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.errors import EngineError
 from kvtui.scenario.schema import Mode, Scenario, Server
 
@@ -72,10 +66,10 @@ def test_api_server_form_kv_bytes_and_model_override():
 
 
 def test_dummy_weights_label():
-    assert launcher._dummy_weights(_scenario(load_format="dummy"), Mode(name="a"))
-    assert launcher._dummy_weights(_scenario(), Mode(name="a", extra_args=["--load-format", "dummy"]))
-    assert launcher._dummy_weights(_scenario(extra_args=["--load-format=dummy"]), Mode(name="a"))
-    assert not launcher._dummy_weights(_scenario(), Mode(name="a", extra_args=["--load-format", "auto"]))
+    assert launcher.dummy_weights(_scenario(load_format="dummy"), Mode(name="a"))
+    assert launcher.dummy_weights(_scenario(), Mode(name="a", extra_args=["--load-format", "dummy"]))
+    assert launcher.dummy_weights(_scenario(extra_args=["--load-format=dummy"]), Mode(name="a"))
+    assert not launcher.dummy_weights(_scenario(), Mode(name="a", extra_args=["--load-format", "auto"]))
 
 
 def test_explicit_launcher_from_the_environment(monkeypatch):
@@ -116,7 +110,7 @@ def test_free_port_is_bindable():
     p = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", p))
-    assert launcher._url_host("0.0.0.0") == "127.0.0.1" and launcher._url_host("::1") == "[::1]"
+    assert launcher.url_host("0.0.0.0") == "127.0.0.1" and launcher.url_host("::1") == "[::1]"
 
 
 def test_engine_before_start():

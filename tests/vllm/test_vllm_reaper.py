@@ -9,9 +9,10 @@ import sys
 import time
 
 import pytest
-from vllmtest_helpers import proc_in_group
 
 from kvtui.engines import reaper
+
+from vllmtest_helpers import proc_in_group
 
 CHILD = r"""
 import os, signal, subprocess, sys, time

@@ -91,7 +91,8 @@ def activation_peak_bytes(model: ModelSpec, weights: str, s: EngineSettings, cal
     The formula's shape is ours; one scale is fitted (only one figure per format measured)."""
     t = s.max_num_batched_tokens
     if model.is_moe:
-        ffn = max(model.intermediate if model.dense_layers else 0, model.experts_per_tok * model.moe_intermediate + model.shared_intermediate)
+        ffn = max(model.intermediate if model.dense_layers else 0,
+                  model.experts_per_tok * model.moe_intermediate + model.shared_intermediate)
     else:
         ffn = model.intermediate
     forward = t * (4 * model.hidden + 2 * ffn / s.tp) * model.dtype_bytes
@@ -145,13 +146,18 @@ class MemoryEstimate:
         s = self.settings
         rows: list[tuple[str, float | None, str]] = []
         if s.kv_cache_memory_bytes:
-            rows.append(("KV cache (--kv-cache-memory-bytes)", self.kv_cache_gib, "set explicitly: the budget below is not used"))
+            rows.append(("KV cache (--kv-cache-memory-bytes)", self.kv_cache_gib,
+                         "set explicitly: the budget below is not used"))
         else:
-            rows.append(("GPU memory (CUDA total)", self.gpu_total_gib, f"{self.gpu}" + ("" if self.gpu_measured else ", approx")))
+            rows.append(("GPU memory (CUDA total)", self.gpu_total_gib,
+                         f"{self.gpu}" + ("" if self.gpu_measured else ", approx")))
             rows.append((f"x gpu_memory_utilization {s.gpu_memory_utilization:g}", self.budget_gib, "vLLM's budget"))
             rows.append((f"- weights ({self.weights}, {self.params_b:.2f} B params)", self.weights_gib,
-                         f"all experts resident; {self.active_params_b:.2f} B active per token" if self.active_params_b < self.params_b * 0.95 else "embedding and lm_head stay bf16" if self.weights != "bf16" else ""))
-            rows.append(("- activation peak", self.activation_gib, f"profile: {s.max_num_batched_tokens} tokens, {s.max_num_seqs} seqs"))
+                         f"all experts resident; {self.active_params_b:.2f} B active per token"
+                         if self.active_params_b < self.params_b * 0.95
+                         else "embedding and lm_head stay bf16" if self.weights != "bf16" else ""))
+            rows.append(("- activation peak", self.activation_gib,
+                         f"profile: {s.max_num_batched_tokens} tokens, {s.max_num_seqs} seqs"))
             rows.append(("- non-torch memory", self.non_torch_gib, "CUDA/NCCL workspaces"))
             if self.cuda_graphs_in_budget:
                 rows.append(("- CUDA graphs", self.cuda_graph_gib, ""))
@@ -162,7 +168,8 @@ class MemoryEstimate:
         s = self.settings
         w = 44
         lines = [
-            f"kvtui estimate: {self.model} on {self.gpu}" + (f" x{self.tp} (tensor parallel, per GPU)" if self.tp > 1 else "")
+            f"kvtui estimate: {self.model} on {self.gpu}"
+            + (f" x{self.tp} (tensor parallel, per GPU)" if self.tp > 1 else "")
             + f", weights {self.weights}, KV {self.kv_cache_dtype}",
             "",
         ]
@@ -177,19 +184,25 @@ class MemoryEstimate:
         lines.append(f"  {'block (' + str(s.block_size) + ' tokens)':<{w}}{self.block_bytes:>9,} B")
         lines.append(f"  {'= GPU KV blocks':<{w}}{self.num_gpu_blocks:>9,}")
         lines.append(f"  {'= KV tokens':<{w}}{self.kv_tokens:>9,}")
-        lines.append(f"  {'max concurrency @ max_model_len ' + str(s.max_model_len):<{w}}{self.max_concurrency_reported:>9.2f}x    as vLLM prints it")
+        lines.append(f"  {'max concurrency @ max_model_len ' + str(s.max_model_len):<{w}}"
+                     f"{self.max_concurrency_reported:>9.2f}x    as vLLM prints it")
         if self.request_tokens:
-            lines.append(f"  {'KV-bound concurrency @ ' + str(self.request_tokens) + ' tokens/request':<{w}}{self.kv_bound_concurrency:>9,}     "
+            lines.append(f"  {'KV-bound concurrency @ ' + str(self.request_tokens) + ' tokens/request':<{w}}"
+                         f"{self.kv_bound_concurrency:>9,}     "
                          f"{self.blocks_per_request} blocks each")
-            lines.append(f"  {'admitted (capped by max_num_seqs ' + str(s.max_num_seqs) + ')':<{w}}{self.admitted_concurrency:>9,}")
+            lines.append(f"  {'admitted (capped by max_num_seqs ' + str(s.max_num_seqs) + ')':<{w}}"
+                         f"{self.admitted_concurrency:>9,}")
         lines.append("")
         outside = "outside vLLM's budget" if not self.cuda_graphs_in_budget else "included above"
-        lines.append(f"  {'CUDA graphs':<{w}}{self.cuda_graph_gib:9.2f} GiB   captured after sizing the KV cache ({outside})")
-        lines.append(f"  {'CUDA context + allocator slack':<{w}}{self.nvml_overhead_gib:9.2f} GiB   outside torch's view")
+        lines.append(f"  {'CUDA graphs':<{w}}{self.cuda_graph_gib:9.2f} GiB   "
+                     f"captured after sizing the KV cache ({outside})")
+        lines.append(f"  {'CUDA context + allocator slack':<{w}}{self.nvml_overhead_gib:9.2f} GiB   "
+                     "outside torch's view")
         lines.append(f"  {'= GPU memory used when ready (NVML)':<{w}}{self.used_gib:9.2f} GiB")
         lines.append("")
-        lines.append(f"  settings: max_model_len {s.max_model_len}, max_num_seqs {s.max_num_seqs}, max_num_batched_tokens "
-                     f"{s.max_num_batched_tokens}, block {s.block_size}, prefix caching {'on' if s.prefix_caching else 'off'}")
+        lines.append(f"  settings: max_model_len {s.max_model_len}, max_num_seqs {s.max_num_seqs}, "
+                     f"max_num_batched_tokens {s.max_num_batched_tokens}, block {s.block_size}, "
+                     f"prefix caching {'on' if s.prefix_caching else 'off'}")
         lines.append(f"  calibration: {self.calibration}")
         for n in self.notes:
             lines.append(f"  note: {n}")
@@ -244,24 +257,29 @@ def estimate_memory(
         admitted = min(kv_bound, s.max_num_seqs)
     problem = None
     if kv_gib <= 0:
-        problem = (f"No available memory for the cache blocks: weights {w:.2f} + activations {act:.2f} + non-torch {nt:.2f} GiB "
-                   f"exceed the budget {budget:.2f} GiB (try a smaller model, quantized weights, or a higher utilization)")
+        problem = (f"No available memory for the cache blocks: weights {w:.2f} + activations {act:.2f} + "
+                   f"non-torch {nt:.2f} GiB exceed the budget {budget:.2f} GiB "
+                   "(try a smaller model, quantized weights, or a higher utilization)")
     elif kv_tokens < s.max_model_len:
         need = s.max_model_len * bpt / GIB
-        problem = (f"To serve at least one request with the model's max seq len ({s.max_model_len}), {need:.2f} GiB KV cache is "
-                   f"needed, which is larger than the available KV cache memory ({kv_gib:.2f} GiB); lower --max-model-len")
+        problem = (f"To serve at least one request with the model's max seq len ({s.max_model_len}), "
+                   f"{need:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+                   f"({kv_gib:.2f} GiB); lower --max-model-len")
     if model.is_mla:
-        notes.append(f"MLA: the cache holds the compressed latent ({model.kv_lora_rank}+{model.qk_rope_dim} per layer), not per-head K/V")
+        notes.append("MLA: the cache holds the compressed latent "
+                     f"({model.kv_lora_rank}+{model.qk_rope_dim} per layer), not per-head K/V")
     if not gpu.measured:
         notes.append(f"{gpu.name}: datasheet figures; only the H200 is calibrated against real vLLM measurements")
     if weights == "int4":
-        notes.append(f"int4: AWQ/GPTQ weights (group {model.quant_group_size}) plus fp16 scales; needs an AWQ/GPTQ checkpoint")
+        notes.append(f"int4: AWQ/GPTQ weights (group {model.quant_group_size}) plus fp16 scales; "
+                     "needs an AWQ/GPTQ checkpoint")
     if weights == "fp8" and not gpu.has_fp8:
         notes.append(f"{gpu.name} has no FP8 tensor cores: vLLM runs FP8 weights weight-only (Marlin W8A16)")
     if kv_b == 1:
         notes.append("fp8 KV: 1 byte per element; without calibrated scales vLLM uses scale 1.0")
     if tp > 1:
-        notes.append(f"tensor parallel {tp}: figures per GPU; KV heads split {model.kv_heads} -> {max(1, math.ceil(model.kv_heads / tp))} per GPU")
+        notes.append(f"tensor parallel {tp}: figures per GPU; KV heads split {model.kv_heads} -> "
+                     f"{max(1, math.ceil(model.kv_heads / tp))} per GPU")
     used = w + act + nt + max(0.0, kv_gib) + graphs + cal.nvml_overhead_gib
     if model.is_mla:
         kv_formula = f"{model.layers} layers x ({model.kv_lora_rank}+{model.qk_rope_dim}) latent x {kv_b} B"

@@ -64,12 +64,13 @@ class OfflineServer:
     """One mode's simulated server, stepped in virtual time. Raises SimConfigError when the mode
     does not fit (the live simulator's startup would fail the same way)."""
 
-    def __init__(self, scenario: Scenario, mode: Mode, salt: int):
+    def __init__(self, scenario: Scenario, mode: Mode, salt: int, calibration: Any = None):
         self.scenario = scenario
         self.salt = salt
         s = scenario.server
         model = catalog.load_model(mode.model or s.model)
-        self.sched = SchedulerSim(model, catalog.load_gpu(s.gpu), mode, s, seed=scenario.seed)
+        self.sched = SchedulerSim(model, catalog.load_gpu(s.gpu), mode, s, calibration=calibration,
+                                  seed=scenario.seed)  # calibration None: the catalogue's fit
         self.facts: StartupFacts = self.sched.facts()
         self.memory = self.sched.memory()
         self.tp = max(1, s.tensor_parallel_size)

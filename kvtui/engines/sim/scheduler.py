@@ -22,7 +22,6 @@ jitter, seeded).
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from collections import deque
@@ -30,24 +29,15 @@ from dataclasses import dataclass
 from itertools import count
 
 from kvtui.engines.base import StartupFacts
+from kvtui.engines.sim.blocks import BlockPool, SimRequest, SimSeq
 from kvtui.engines.sim.catalog import GpuSpec, ModelSpec
 from kvtui.engines.sim.estimator import EngineSettings, MemoryEstimate, estimate_memory, resolve_settings
 from kvtui.engines.sim.roofline import Calibration, Roofline, as_calibration
 from kvtui.scenario.lengths import expected
 
-_HASH_MASK = (1 << 63) - 1
-
 
 class SimConfigError(ValueError):
     """The configuration cannot start (vLLM would refuse at startup). `str()` is vLLM-like."""
-
-
-@dataclass
-class SimRequest:
-    rid: str
-    prompt_tokens: int
-    max_tokens: int
-    block_hashes: list[int] | None = None  # chained hashes of the prompt's full blocks (None: no caching)
 
 
 @dataclass
@@ -98,156 +88,6 @@ class MemorySplit:
     kv_in_use_gib: float = 0.0  # kv_usage x pool
 
 
-class _Req:
-    __slots__ = (
-        "rid", "prompt", "max_tokens", "hashes", "nh", "uid", "out", "num_tokens", "computed",
-        "nblocks", "keys", "arrival", "caching", "done",
-    )
-
-    def __init__(self, req: SimRequest, uid: int, now: float, caching: bool):
-        self.rid = req.rid
-        self.prompt = int(req.prompt_tokens)
-        self.max_tokens = int(req.max_tokens)
-        self.hashes = [h & _HASH_MASK for h in req.block_hashes] if (caching and req.block_hashes is not None) else None
-        self.nh = len(self.hashes) if self.hashes is not None else 0
-        self.caching = self.hashes is not None
-        self.uid = uid
-        self.out = 0
-        self.num_tokens = self.prompt  # tokens known (prompt + sampled)
-        self.computed = 0  # tokens whose KV is in the cache
-        self.nblocks = 0
-        self.keys: list = []  # cache keys of the blocks this request holds as registered
-        self.arrival = now
-        self.done = False
-
-    def key(self, j: int):
-        """Cache key of full block j: the client's prompt hash, else a per-request synthetic key."""
-        if j < self.nh:
-            return self.hashes[j]
-        return (self.uid, j)
-
-    def keys_range(self, a: int, b: int) -> list:
-        nh = self.nh
-        if b <= nh:
-            return self.hashes[a:b]
-        out = self.hashes[a:nh] if a < nh else []
-        uid = self.uid
-        out.extend((uid, j) for j in range(max(a, nh), b))
-        return out
-
-
-class _Pool:
-    """KV blocks: never-used blocks, then vLLM's free queue (FIFO: oldest-freed reused first).
-
-    Freed blocks keep their hash until reallocated, so they can still be hit. Bookkeeping is
-    lazy so that a step costs O(requests), not O(blocks): every freed block takes the next
-    position of the free queue; allocating n blocks advances the eviction pointer `ptr` by n
-    positions (skipping "holes": free cached blocks that were hit and left the queue). `cached`
-    maps a key to its ref count (> 0, in use) or to -(position + 1) (free; evicted once the
-    pointer has passed that position).
-    """
-
-    __slots__ = ("total", "never_used", "seq", "ptr", "holes", "n_holes", "cached")
-
-    def __init__(self, usable_blocks: int):
-        self.total = usable_blocks
-        self.never_used = usable_blocks
-        self.seq = 0  # positions handed out to freed blocks so far
-        self.ptr = 0  # positions consumed by allocation (evicted or reused)
-        self.holes: list[int] = []  # heap of queue positions whose block left the queue by a hit
-        self.n_holes = 0
-        self.cached: dict = {}
-
-    @property
-    def free(self) -> int:
-        return self.never_used + self.seq - self.ptr - self.n_holes
-
-    def alloc(self, n: int) -> None:
-        nu = self.never_used
-        if n <= nu:
-            self.never_used = nu - n
-            return
-        self.never_used = 0
-        target = self.ptr + n - nu
-        holes = self.holes
-        while holes and holes[0] < target:
-            heapq.heappop(holes)
-            self.n_holes -= 1
-            target += 1
-        self.ptr = target
-
-    def lookup(self, k) -> int:
-        """1: in use, 0: free but cached (evictable), -1: not cached."""
-        v = self.cached.get(k)
-        if v is None:
-            return -1
-        if v > 0:
-            return 1
-        if -v - 1 >= self.ptr:
-            return 0
-        del self.cached[k]  # evicted long ago: forget it
-        return -1
-
-    def touch(self, k) -> None:
-        """A hit: the block is in use by one more request (leaves the free queue if it was free)."""
-        v = self.cached[k]
-        if v > 0:
-            self.cached[k] = v + 1
-        else:
-            heapq.heappush(self.holes, -v - 1)
-            self.n_holes += 1
-            self.cached[k] = 1
-
-    def register(self, r: _Req, keys: list) -> None:
-        """Blocks that just became full: cache their keys (first writer wins)."""
-        cached = self.cached
-        if cached.keys().isdisjoint(keys):
-            cached.update(dict.fromkeys(keys, 1))
-            r.keys.extend(keys)
-            return
-        ptr = self.ptr
-        for k in keys:
-            v = cached.get(k)
-            if v is None or (v <= 0 and -v - 1 < ptr):
-                cached[k] = 1
-                r.keys.append(k)
-
-    def release(self, r: _Req) -> None:
-        """Free a request's blocks, tail first (vLLM frees in reverse so the prefix survives longest)."""
-        keys = r.keys
-        anon = r.nblocks - len(keys)
-        self.seq += anon  # unhashed blocks: positions nobody can hit
-        if keys:
-            cached = self.cached
-            vals = list(map(cached.__getitem__, keys))
-            if max(vals) == 1:  # nobody else holds them: all go to the free queue
-                n = len(keys)
-                s0 = self.seq
-                cached.update(zip(reversed(keys), range(-s0 - 1, -s0 - 1 - n, -1)))
-                self.seq = s0 + n
-            else:
-                for k, v in zip(reversed(keys), reversed(vals)):
-                    if v > 1:
-                        cached[k] = v - 1
-                    else:
-                        self.seq += 1
-                        cached[k] = -self.seq
-            if len(cached) > 4 * self.total + 1024:
-                self._compact()
-        r.keys = []
-        r.nblocks = 0
-
-    def _compact(self) -> None:
-        # In place: SchedulerSim.step() holds a reference to this dict for its inline
-        # registrations, and a release (a preemption) can compact in the middle of a step.
-        # Rebinding lost those keys, and a later release raised KeyError (found by
-        # bench/search_efficiency.py's sweep of sim-demo).
-        ptr = self.ptr
-        cached = self.cached
-        for k in [k for k, v in cached.items() if v <= 0 and -v - 1 < ptr]:
-            del cached[k]
-
-
 class SchedulerSim:
     """The simulated engine core. See the module docstring; the HTTP server drives `step()`."""
 
@@ -279,16 +119,16 @@ class SchedulerSim:
         self.jitter = self.cal.step_jitter
         self.now = 0.0
         # vLLM keeps one "null" block out of the free queue
-        self.pool = _Pool(max(0, self.num_gpu_blocks - 1))
-        self.waiting: deque[_Req] = deque()
-        self.running: list[_Req] = []
+        self.pool = BlockPool(max(0, self.num_gpu_blocks - 1))
+        self.waiting: deque[SimSeq] = deque()
+        self.running: list[SimSeq] = []
         # Asynchronous scheduling (vLLM 0.26 default: "Asynchronous scheduling is enabled"): step
         # k+1 is scheduled while step k runs, so a request that arrives while the engine is busy
         # joins the step after next. `incoming` holds (step count at arrival, request).
         self.async_scheduling = True
-        self.incoming: deque[tuple[int, _Req]] = deque()
+        self.incoming: deque[tuple[int, SimSeq]] = deque()
         self._busy = False
-        self.reqs: dict[str, _Req] = {}
+        self.reqs: dict[str, SimSeq] = {}
         self._uid = count(1)
         # counters
         self.preemptions_total = 0
@@ -315,7 +155,7 @@ class SchedulerSim:
         need = -(-(req.prompt_tokens + req.max_tokens - 1) // self.block_size)
         if need > self.pool.total:  # could never finish: vLLM refuses such a config at startup
             raise ValueError(f"request needs {need} KV blocks at its longest; the KV cache has {self.pool.total}")
-        r = _Req(req, next(self._uid), self.now, self.caching)
+        r = SimSeq(req, next(self._uid), self.now, self.caching)
         self.reqs[req.rid] = r
         if self.async_scheduling:
             self.incoming.append((self.steps_total, r))
@@ -345,7 +185,7 @@ class SchedulerSim:
             self.now = t
 
     # --- the engine iteration ------------------------------------------------------------
-    def _preempt(self, v: _Req) -> None:
+    def _preempt(self, v: SimSeq) -> None:
         self.pool.release(v)
         v.computed = 0
         self.waiting.appendleft(v)
@@ -538,7 +378,7 @@ class SchedulerSim:
         return StepOutcome(dur, tokens, finished, preempted, prefill_tok, decode_seqs, n_tok, limit, n_seqs, sampled,
                            ctx_read, pairs)
 
-    def _make_room(self, r: _Req, need: int, preempted: list[str]) -> bool:
+    def _make_room(self, r: SimSeq, need: int, preempted: list[str]) -> bool:
         """Preempt from the tail of `running` until `need` blocks are free. True if `r` itself went."""
         running = self.running
         pool = self.pool

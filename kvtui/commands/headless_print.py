@@ -1,0 +1,146 @@
+"""What `kvtui run --headless` prints: one line per step, the mode's result, the comparison table.
+
+Its own module so that both the sequential run (commands/run.py) and the parallel lanes
+(commands/parallel.py) print the same way without importing each other."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, TextIO
+
+from kvtui.explore.events import Event, check_kind
+
+
+def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    return f"{x:,.{digits}f}{unit}"
+
+
+def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]]) -> str:
+    kind = "c" if step.get("load_kind", "concurrency") == "concurrency" else "rate"
+    verdict = {True: "PASS", False: "FAIL", None: "UNDECIDED"}[step["passed"]]
+    if step.get("cut"):
+        verdict = f"CUT SHORT ({step.get('aborted')}): no verdict"
+    parts = [f"[{mode}] {kind}={step['load']:g}", f"n={step['requests']}", f"{_fmt(step['output_tok_s'])} tok/s"]
+    shown = {("ttft", "p95"), ("tpot", "p95")} | {(m, p) for m, p, _ in slo_targets}
+    for m, p in sorted(shown, key=lambda x: ("ttft", "tpot", "itl", "e2e").index(x[0])):
+        v = step[f"{m}_ms"].get(p)
+        parts.append(f"{m.upper()} {p} {_fmt(v, ' ms', 1)}")
+    if step["errors"]:
+        parts.append(f"errors {step['errors']}")
+    if step.get("kv_cache_usage_max") is not None:
+        parts.append(f"KV {step['kv_cache_usage_max']:.0%}")
+    if step.get("preemptions"):
+        parts.append(f"preempt {step['preemptions']:g}")
+    from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
+
+    if in_lock_step(step):
+        parts.append(f"lock-step {step['send_burst']:.0%}")
+
+    auto = step.get("autoscale") or {}
+    if auto.get("added") or auto.get("held"):  # the load generator resized itself (or could not)
+        parts.append(f"workers {auto.get('workers')}" + (" (no core to spare)" if auto.get("held") else ""))
+    if step.get("flags"):
+        # Named doubts (untrusted server numbers, the client's own failures): never hidden.
+        parts.append("FLAGS " + ", ".join(f"{k}={v}" for k, v in sorted(step["flags"].items())))
+    lim = LIMIT_WORDS.get(step.get("limited_by") or "", step.get("limited_by"))
+    parts.append(verdict + (f" (limited by {lim})" if step.get("limited_by") else ""))
+    if step.get("why") == "confirm":
+        parts.append("[confirm]")
+    if step.get("resumed"):
+        parts.append("[kept from the resumed run]")
+    if step.get("replicas_lost"):
+        parts.append("REPLICA LOST: " + "; ".join(step.get("notes") or []))
+    return "  ".join(parts)
+
+
+class HeadlessPrinter:
+    def __init__(self, scenario, out: TextIO = sys.stdout, verbose: bool = False):
+        self.scenario = scenario
+        self.out = out
+        self.verbose = verbose
+        self.label = ""
+        self.done: list[dict[str, Any]] = []  # finished modes, for the quality lines' reference
+
+    def __call__(self, ev: Event) -> None:
+        # Any object with kind, mode and data will do (kvtui.explore.events gives them typed);
+        # a kind no one declared is refused, never passed over.
+        from kvtui.terminal import printable
+
+        k = ev.kind
+        check_kind(k)
+
+        def w(text: str) -> None:  # names, server logs and errors come from files and servers: no escapes
+            self.out.write(printable(text))
+        if k == "run_started":
+            env = ev.data["environment"]
+            sim = " SIMULATED" if env.get("simulated") else ""
+            gpus = ", ".join(env.get("gpu_names") or []) or "no GPU seen"
+            w(f"kvtui: scenario {self.scenario.name} — engine {env['engine']}{sim} — GPU {gpus}\n")
+            w(f"kvtui: SLO {self.scenario.slo.describe()}\n")
+        elif k == "mode_starting":
+            m = ev.data["mode"]["settings"]
+            w(f"\n== mode {ev.mode} ({ev.data['index'] + 1}/{ev.data['of']}): dtype={m['dtype']} "
+              f"kv_cache_dtype={m['kv_cache_dtype']}"
+              f"{' quantization=' + m['quantization'] if m['quantization'] else ''} — starting the engine…\n")
+        elif k == "log" and self.verbose:
+            w(f"  | {ev.data}\n")
+        elif k == "engine_ready":
+            f, info = ev.data["facts"], ev.data["info"]
+            sim = " SIMULATED" if info.get("simulated") else ""
+            w(f"[{ev.mode}] ready in {_fmt(f.get('startup_s'), ' s', 1)} "
+              f"({info.get('engine')}{sim} {info.get('version') or ''}): "
+              f"weights {_fmt(f.get('weights_gib'), ' GiB', 2)}, KV {_fmt(f.get('kv_cache_gib'), ' GiB', 2)} = "
+              f"{_fmt(f.get('kv_cache_tokens'))} tokens\n")
+            if info.get("time_scale", 1.0) != 1.0:
+                w(f"[{ev.mode}] simulator in slow motion ×{info['time_scale']:g}: "
+                  "figures scaled back to modelled time\n")
+        elif k == "step_finished":
+            w(step_line(ev.mode, ev.data, self.scenario.slo.targets()) + "\n")
+        elif k == "mode_finished":
+            s = ev.data.get("search", {})
+            pred = ev.data.get("predicted_kv_concurrency")
+            what = "max concurrency" if self.scenario.ramp.load == "concurrency" else "max request rate (req/s)"
+            w(f"[{ev.mode}] {what} at SLO: {s.get('describe', '—')}"
+              f"{f'; KV-bound prediction {pred:g}' if pred else ''}; "
+              f"{s.get('steps', 0)} steps in {_fmt(s.get('wall_s'), ' s')}\n")
+            from kvtui.report.compare import mode_summary
+
+            r = mode_summary(ev.data, self.scenario)
+            self._quality(ev.mode, ev.data)
+            if r["best"] is not None and r["peak_load"] not in (None, r["best"]):
+                pre = r["preemptions_at_knee"]
+                w(f"[{ev.mode}] fastest within the SLO: {r['peak_load']:g} at {_fmt(r['output_tok_s'])} tok/s "
+                  f"(the knee {r['best']:g} made {_fmt(r['knee_output_tok_s'])}"
+                  f"{f' with {pre:g} preemptions' if pre else ''})\n")
+        elif k == "warning":
+            w(f"kvtui: warning: {(ev.mode + ': ') if ev.mode else ''}{ev.data}\n")
+        elif k == "error":
+            w(f"kvtui: error: {ev.data}\n")
+        self.out.flush()
+
+
+    def _quality(self, mode: str, md: dict[str, Any]) -> None:
+        """The mode's quality lines, against the first mode that ran the suite (the reference)."""
+        if not md.get("quality"):
+            return
+        from kvtui.report.compare import compare_modes
+        from kvtui.report.text import quality_lines
+        from kvtui.terminal import printable
+
+        self.done.append(md)
+        comp = compare_modes({"modes": list(self.done), "scenario": self.scenario.to_dict()}, self.scenario)
+        row = next((r for r in comp["rows"] if r["mode"] == mode), None)
+        for line in quality_lines(mode, (row or {}).get("quality")):
+            self.out.write(printable(line) + "\n")
+
+
+def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
+    from kvtui.report.text import comparison_table
+    from kvtui.terminal import printable
+
+    out.write("\n" + printable(comparison_table(doc)) + "\n")

@@ -1,0 +1,102 @@
+"""`kvtui whatif SNAP --set KEY=VALUE…`: a snapshot's run, changed, answered by the simulator in seconds.
+
+The scenario is the snapshot's, with the --set changes applied (the same rules as `kvtui run
+--set`); the GPU is the one the snapshot ran on; the calibration is the snapshot's own (the
+factors its run refitted on its measured steps, else those its prediction used), or
+`--calibration FILE`. Every line says SIMULATED and which calibration answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from kvtui.errors import UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("whatif", help="a snapshot's run with changes, predicted by the simulator (seconds)",
+                       description="Predict a snapshot's modes with --set changes (workload, SLO, modes, server …) "
+                                   "on the simulator, calibrated by the snapshot's own refitted factors. SIMULATED.")
+    p.add_argument("snapshot", metavar="SNAPSHOT")
+    p.add_argument("--set", action="append", dest="overrides", default=[], metavar="KEY=VALUE",
+                   help="change the snapshot's scenario (repeatable), e.g. workload.prompt_tokens=8192")
+    p.add_argument("--mode", action="append", dest="modes", metavar="NAME", help="only this mode (repeatable)")
+    p.add_argument("--calibration", default=None, metavar="TOML", help="a calibration file instead of the snapshot's")
+    p.add_argument("--json", action="store_true", help="the predictions as JSON")
+    p.set_defaults(func=run)
+    return p
+
+
+def snapshot_calibration(doc: dict[str, Any], path: str) -> Any:
+    """The calibration a snapshot's run ended with: its last refit's factors, else its prediction's."""
+    from kvtui.predict.calibration_file import calibration_from_factors, read_calibration
+
+    base = read_calibration(None)
+    last: tuple[str, dict[str, Any]] | None = None
+    for md in doc.get("modes") or []:
+        p = md.get("prediction") or {}
+        for r in p.get("refits") or []:
+            if isinstance(r.get("factors"), dict):
+                last = (f"{path}: {r.get('calibration') or 'refit'}", r["factors"])
+        if last is None and isinstance(p.get("factors"), dict):
+            last = (f"{path}: {p.get('calibration') or 'prediction'}", p["factors"])
+    if last is None:
+        return base
+    return calibration_from_factors(last[1], base, last[0])
+
+
+def run(args: argparse.Namespace) -> int:
+    from kvtui.commands.calibrate import gpu_of
+    from kvtui.errors import ScenarioError
+    from kvtui.explore.prediction import Target, model_from_snapshot, predict_mode
+    from kvtui.predict.calibration_file import read_calibration
+    from kvtui.report.snapshot import load_snapshot
+    from kvtui.scenario.loader import scenario_from_snapshot
+
+    doc = load_snapshot(args.snapshot)
+    try:
+        sc = scenario_from_snapshot(doc.get("scenario") or {}, source=f"{args.snapshot}: scenario",
+                                    overrides=args.overrides)
+    except ScenarioError as e:
+        raise UsageError(e.problems[0] if e.problems else f"{args.snapshot}: scenario: unreadable") from None
+    gpu = gpu_of(args.snapshot, doc, sc)
+    cal = read_calibration(args.calibration) if args.calibration else snapshot_calibration(doc, args.snapshot)
+    names = args.modes or [m.name for m in sc.modes]
+    known = {m.name for m in sc.modes}
+    for n in names:
+        if n not in known:
+            raise UsageError(f"--mode {n}: no such mode in {args.snapshot} (modes: {', '.join(sorted(known))})")
+    results = []
+    for n in names:
+        mode = sc.mode(n)
+        model = mode.model or sc.server.model
+        kept = next((m.get("prediction") for m in doc.get("modes") or [] if m.get("name") == n), None)
+        readable = model_from_snapshot(model, kept)  # the path, or the shape the prediction kept
+        target = Target(gpu, readable) if readable else Target(
+            gpu, None, f"model {model!r} not readable by the simulator here and the snapshot keeps no shape "
+                       "(--set server.model=NAME or a config.json path)")
+        results.append((n, predict_mode(sc, mode, cal, target)))
+    if args.json:
+        json.dump({"simulated": True, "calibration": cal.name, "gpu": gpu, "set": args.overrides,
+                   "modes": {n: p for n, p in results}}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    print(f"What-if on {args.snapshot} ({', '.join(args.overrides) or 'no change'}): SIMULATED on {gpu}, "
+          f"calibration {cal.name}")
+    print(f"{'mode':<22} {'knee':>6} {'next fails':>10} {'out tok/s':>10} {'TPOT p95':>9} {'TTFT p95':>9}  limited by")
+    for n, p in results:
+        if not p.get("covered"):
+            print(f"{n:<22} not predicted: {p.get('why')}")
+            continue
+        at = next((c for c in p["curve"] if c["load"] == p.get("knee")), None) or {}
+        nxt = next((c for c in p["curve"] if c["load"] == p.get("first_fail")), None) or {}
+
+        def f(x: Any, d: int = 0) -> str:
+            return "—" if x is None else f"{x:,.{d}f}"
+
+        print(f"{n:<22} {f(p.get('knee')):>6} {f(p.get('first_fail')):>10} {f(at.get('output_tok_s')):>10} "
+              f"{f(at.get('tpot_p95_ms'), 1):>9} {f(at.get('ttft_p95_ms')):>9}  {nxt.get('limited_by') or '—'}")
+    return 0

@@ -1,0 +1,106 @@
+"""The prediction in the run's loop (kvtui.explore.run calls these, one line each).
+
+before_search: the mode's prediction (kvtui.explore.prediction) into md["prediction"];
+choose: the search (seeded by it where it covers the mode: kvtui.explore.search_seeded);
+annotate: each step's `predicted` (verdict and figures the prediction gave for that load);
+after_step: the refit (kvtui.explore.refit) and, for the seeded search, the refitted knee;
+after_search: the prediction's error against what was measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvtui.explore import events as ev
+from kvtui.explore.prediction import predicted_at, prediction_error
+from kvtui.explore.refit import Predictor
+from kvtui.explore.search import Search
+from kvtui.explore.search_seeded import SeededSearch, choose_search
+from kvtui.scenario.schema import Mode
+
+
+def make_predictor(calibration: Any, refit: bool) -> Predictor:
+    from kvtui.engines.sim.roofline import Calibration
+    from kvtui.predict.calibration_file import read_calibration
+
+    cal = calibration if isinstance(calibration, Calibration) else read_calibration(calibration)
+    return Predictor(cal, refit)
+
+
+def _wanted(run: Any) -> bool:
+    """Whether this run predicts: always, except the live simulator under a search that does not
+    use it (CI runs it many times, and it would only predict itself)."""
+    sc = run.scenario
+    return not (sc.server.engine == "sim" and not run.fast and sc.ramp.search in ("fast", "linear", "auto"))
+
+
+def before_search(run: Any, mode: Mode, md: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not run.closed and run.scenario.ramp.load != "rate":
+        return None
+    if old is not None and old.get("prediction"):
+        md["prediction"] = old["prediction"]  # a continued mode keeps the prediction its steps were seeded by
+        return md["prediction"]
+    if not _wanted(run):
+        return None
+    try:
+        p = run.predictor.predict(run.scenario, mode)
+    except Exception as e:  # a prediction is advice: its failure must not cost the measurement
+        p = {"covered": False, "why": f"the prediction failed: {type(e).__name__}: {e}", "simulated": True,
+             "knee": None, "curve": []}
+    md["prediction"] = p
+    if p.get("covered"):
+        run.emit(ev.RunWarning(mode.name, f"SIMULATED prediction ({p.get('calibration')}): knee "
+                                          f"{_g(p.get('knee'))}, next {_g(p.get('first_fail'))} fails"))
+    else:
+        run.emit(ev.RunWarning(mode.name, f"no prediction: {p.get('why')}; the search starts from the KV-bound guess"))
+    return p
+
+
+def _g(x: Any) -> str:
+    return "none" if x is None else f"{x:g}"
+
+
+def choose(run: Any, guess: float | None, prediction: dict[str, Any] | None) -> Search:
+    sc = run.scenario
+    return choose_search(sc.ramp, run.closed, guess, prediction, sc.server.engine, run.fast)
+
+
+def search_keys(search: Search) -> dict[str, Any]:
+    return {"seed": search.seed} if isinstance(search, SeededSearch) else {}
+
+
+def current(md: dict[str, Any]) -> dict[str, Any] | None:
+    """The prediction as it stands now: the latest refit's curve where one was re-predicted."""
+    p = md.get("prediction")
+    if not p or not p.get("covered"):
+        return None
+    for r in reversed(p.get("refits") or []):
+        if r.get("curve"):
+            return {"covered": True, "knee": r.get("knee"), "curve": r["curve"]}
+    return p
+
+
+def annotate(md: dict[str, Any], step: dict[str, Any]) -> None:
+    if step.get("why", "search") not in ("search", "confirm"):
+        return
+    p = predicted_at(current(md), step["load"])
+    if p is not None:
+        p.pop("load", None)
+        step["predicted"] = p
+
+
+def after_step(run: Any, mode: Mode, md: dict[str, Any], search: Search) -> None:
+    try:
+        summary = run.predictor.after_step(run.scenario, mode, md)
+    except Exception as e:  # the refit is advice too
+        run.emit(ev.RunWarning(mode.name, f"refit failed: {type(e).__name__}: {e}"))
+        return
+    if summary is not None and isinstance(search, SeededSearch) and summary.get("knee") is not None:
+        search.hint(summary["knee"])
+
+
+def after_search(run: Any, md: dict[str, Any], best: float | None) -> None:
+    run.predictor.join()  # the last refit belongs to this mode's entry
+    p = md.get("prediction")
+    if p:
+        p["error"] = prediction_error(p, md.get("steps") or [], best)

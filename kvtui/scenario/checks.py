@@ -1,0 +1,269 @@
+"""The rules a parsed scenario must meet beyond its types: ranges, names, addresses, datasets,
+the context budget, quality tasks, environment trust. Each problem names its field."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from pathlib import Path
+
+from kvtui.scenario.convert import _Problems, _suggest
+from kvtui.scenario.schema import (
+    APIS,
+    ARRIVALS,
+    ENGINES,
+    LOAD_SHAPES,
+    QUALITY_TASKS,
+    RANGES,
+    ROUTINGS,
+    SEARCHES,
+    Scenario,
+    hijacks,
+    out_of_range,
+)
+
+_STEP = re.compile(r"^(double|x\d+(\.\d+)?|\+\d+(\.\d+)?|\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*)$")
+KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
+MAX_LOAD = 1_000_000  # beyond any server: a typo, and the search would take 40+ steps to get there
+MIN_RATE = 0.001  # req/s: one request in 17 minutes
+MAX_LEVELS = 10_000  # loads a ramp may list (each is a step of seconds to minutes)
+
+
+def _check_quality(sc: Scenario, probs: _Problems) -> None:
+    """[quality]: known task names, task files that exist, counts and lengths in range."""
+    q = sc.quality
+    for t in q.tasks:
+        if t not in QUALITY_TASKS:
+            probs.add(("quality", "tasks"), f"unknown task {t!r}" + _suggest(t, list(QUALITY_TASKS)))
+    for key, lo, hi in (("items", 0, 10_000), ("concurrency", 1, 256), ("max_context", 0, 10_000_000),
+                        ("prompts", 0, 10_000), ("prompt_tokens", 1, 10_000_000), ("max_tokens", 1, 100_000)):
+        v = getattr(q, key)
+        if not lo <= v <= hi:
+            probs.add(("quality", key), f"must be from {lo:,} to {hi:,}, got {v!r}")
+    if not 0 <= q.tolerance_pt <= 100:
+        probs.add(("quality", "tolerance_pt"), f"must be from 0 to 100 percentage points, got {q.tolerance_pt:g}")
+    for n in q.lengths:
+        if not 64 <= n <= 10_000_000:
+            probs.add(("quality", "lengths"), f"each length must be from 64 tokens up, got {n}")
+        elif sc.server.max_model_len and n > sc.server.max_model_len:
+            probs.add(("quality", "lengths"), f"{n} is above server.max_model_len ({sc.server.max_model_len})")
+    base = Path(sc.source).parent if sc.source else Path(".")
+    for i, f in enumerate(q.task_files):
+        path = Path(f) if Path(f).is_absolute() else base / f
+        if not path.is_file():
+            probs.add(("quality", "task_files"), f"{f!r}: no such task file")
+        else:
+            q.task_files[i] = str(path)
+
+
+def _ranges(sc: Scenario, probs: _Problems) -> None:
+    """Every numeric field within its sane range (schema.RANGES), unless a check named it already."""
+    named = set(probs.items)
+    for (section, key), _ in RANGES.items():
+        if section in ("slo", "length"):
+            continue  # checked where they are read (_slo, _length)
+        holder = sc if not section else getattr(sc, section)
+        v = getattr(holder, key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        why = out_of_range((section, key), v)
+        dotted = f"{section}.{key}" if section else key
+        if why and not any(f": {dotted}: " in item for item in named):
+            probs.add((section, key) if section else (key,), why)
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _check_strings(sc: Scenario, probs: _Problems) -> None:
+    """What reaches a command line or an environment: no NUL (exec refuses it), env names that are names."""
+    s = sc.server
+    holders = [(("server",), s.env, s.extra_args)] + [(("modes", i), m.env, m.extra_args)
+                                                      for i, m in enumerate(sc.modes)]
+    for path, env, args in holders:
+        for k, v in env.items():
+            if not _ENV_NAME.match(k):
+                probs.add(path + ("env", k),
+                          f"not an environment variable name (letters, digits, _; not empty, no '='): {k!r}")
+            elif "\0" in v:
+                probs.add(path + ("env", k), "must not contain a NUL character")
+        for j, a in enumerate(args):
+            if "\0" in a:
+                probs.add(path + ("extra_args",), f"argument {j + 1} contains a NUL character")
+    for path, value in [(("server", "model"), s.model), (("server", "served_model_name"), s.served_model_name),
+                        (("server", "host"), s.host), (("server", "gpu"), s.gpu), (("server", "url"), s.url),
+                        (("server", "metrics_url"), s.metrics_url), (("workload", "dataset"), sc.workload.dataset),
+                        (("name",), sc.name)] + [(("modes", i, "model"), m.model) for i, m in enumerate(sc.modes)] \
+            + [(("modes", i, key), getattr(m, key)) for i, m in enumerate(sc.modes)
+               for key in ("dtype", "kv_cache_dtype", "quantization")]:
+        if value and _CONTROL.search(value):
+            probs.add(path, f"must not contain control characters (NUL, escape sequences), got {value!r}")
+
+
+def _check_replicas(sc: Scenario, probs: _Problems) -> None:
+    """Replica lists (external), launched replicas (sim, vllm), data parallel, routing."""
+    s = sc.server
+    if s.routing not in ROUTINGS:
+        probs.add(("server", "routing"), f"must be one of {', '.join(ROUTINGS)}, got {s.routing!r}"
+                  + _suggest(s.routing, ROUTINGS))
+    if (s.replica_urls or s.metrics_urls) and s.engine != "external":
+        key = "replica_urls" if s.replica_urls else "metrics_urls"
+        probs.add(("server", key), f"only for the external engine (engine {s.engine!r} launches its own: "
+                                   "server.replicas = N)")
+    if s.replicas > 1 and s.engine == "external":
+        probs.add(("server", "replicas"), "the external engine takes its replicas as replica_urls = [\"http://…\", …]")
+    if s.data_parallel_size > 1 and s.engine == "external":
+        probs.add(("server", "data_parallel_size"), "the external engine does not launch vLLM: list the ranks' "
+                                                   "/metrics in metrics_urls, or point url at the DP head")
+    if s.replica_urls and s.url:
+        probs.add(("server", "url"), "give either url (one server or a gateway, with metrics_urls) or replica_urls "
+                                     "(kvtui spreads the requests), not both")
+    if s.replica_urls and s.metrics_urls and len(s.metrics_urls) != len(s.replica_urls):
+        probs.add(("server", "metrics_urls"), f"{len(s.metrics_urls)} URLs for {len(s.replica_urls)} replica_urls: "
+                                              "one per replica (or none: <replica>/metrics)")
+    for key in ("replica_urls", "metrics_urls"):
+        urls = getattr(s, key)
+        for i, u in enumerate(urls):
+            if _CONTROL.search(u) or not re.match(r"^https?://[^/\s]+", u):
+                probs.add(("server", key), f"entry {i + 1} is not an http(s) URL: {u[:80]!r}")
+        if len(set(urls)) != len(urls):
+            probs.add(("server", key), "lists the same URL twice")
+
+
+def _check(sc: Scenario, probs: _Problems) -> None:
+    s, w, r = sc.server, sc.workload, sc.ramp
+    if s.engine not in ENGINES:
+        probs.add(("server", "engine"),
+                  f"must be one of {', '.join(ENGINES)}, got {s.engine!r}" + _suggest(s.engine, ENGINES))
+    if s.engine == "external" and not s.url and not s.replica_urls:
+        probs.add(("server", "url"), "the external engine needs the server's URL, e.g. url = \"http://127.0.0.1:8000\"")
+    _check_replicas(sc, probs)
+    if s.engine == "vllm" and not (s.model or all(m.model for m in sc.modes)):
+        probs.add(("server", "model"), "the vllm engine needs a model (a Hugging Face name or a local directory)")
+    if s.max_model_len < 16:
+        probs.add(("server", "max_model_len"), f"must be ≥ 16 tokens, got {s.max_model_len}")
+    if not 0 < s.gpu_memory_utilization <= 1:
+        probs.add(("server", "gpu_memory_utilization"), f"must be in (0, 1], got {s.gpu_memory_utilization:g}")
+    for key in ("kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens", "port"):
+        if getattr(s, key) < 0:
+            probs.add(("server", key), "must be ≥ 0")
+    if s.tensor_parallel_size < 1:
+        probs.add(("server", "tensor_parallel_size"), "must be ≥ 1")
+    if not 0 <= s.port <= 65535:
+        probs.add(("server", "port"), "must be a TCP port (0 for a free one)")
+    if s.startup_timeout_s <= 0:
+        probs.add(("server", "startup_timeout_s"), "must be > 0")
+    try:
+        if not ipaddress.ip_address(s.host).is_loopback:
+            sc.warnings.append(
+                f"server.host = {s.host!r} is not loopback: the server will be reachable from the network"
+            )
+    except ValueError:
+        if s.host != "localhost":
+            probs.add(("server", "host"), f"must be an IP address (default 127.0.0.1), got {s.host!r}")
+    names = set()
+    for i, m in enumerate(sc.modes):
+        if not m.name or not re.match(r"^[A-Za-z0-9_.+][A-Za-z0-9_.+\-]*$", m.name) or len(m.name) > 64:
+            # Not starting with '-': a mode name becomes a command-line value (`--mode NAME`, the
+            # simulator's --mode), where `--help` would be read as an option.
+            probs.add(("modes", i, "name"),
+                      f"must be a short name of letters, digits, _ . + - (not starting with -), got {m.name!r}")
+        if m.name in names:
+            probs.add(("modes", i, "name"), f"duplicate mode name {m.name!r}")
+        names.add(m.name)
+        if m.kv_cache_dtype not in KV_DTYPES:
+            probs.add(("modes", i, "kv_cache_dtype"),
+                      f"must be one of {', '.join(KV_DTYPES)}, got {m.kv_cache_dtype!r}")
+    _check_strings(sc, probs)
+    if w.api not in APIS:
+        probs.add(("workload", "api"), f"must be one of {', '.join(APIS)}, got {w.api!r}" + _suggest(w.api, APIS))
+    if not 0 <= w.shared_prefix < 1:
+        probs.add(("workload", "shared_prefix"), f"must be a share in [0, 1), got {w.shared_prefix:g}")
+    if w.temperature < 0:
+        probs.add(("workload", "temperature"), "must be ≥ 0")
+    if w.turns < 1:
+        probs.add(("workload", "turns"), "must be ≥ 1")
+    if not 0 <= w.jitter < 1:
+        probs.add(("workload", "jitter"), "must be a share in [0, 1)")
+    if w.dataset:
+        ds = Path(w.dataset)
+        if not ds.is_absolute() and sc.source:
+            ds = Path(sc.source).parent / ds
+        if not ds.is_file():
+            probs.add(("workload", "dataset"), f"no such file: {ds}")
+        else:
+            w.dataset = str(ds)
+            from kvtui.errors import UsageError
+            from kvtui.scenario.dataset import Dataset
+
+            try:  # every row now, not after the server started (two tracebacks)
+                Dataset(w.dataset)
+            except UsageError as e:
+                probs.add(("workload", "dataset"), str(e))
+    # ISL + OSL must fit in the context, for every turn of a conversation.
+    need = (w.prompt_tokens.upper + w.output_tokens.upper) * w.turns
+    if not w.dataset and need > s.max_model_len:
+        where = ("workload", "prompt_tokens")
+        if probs.index is not None and not probs.index.line(where) and probs.index.line(("server", "max_model_len")):
+            # The file sets only the context length: point there, the workload is the default one.
+            where = ("server", "max_model_len")
+        probs.add(
+            where,
+            f"prompt + output tokens can reach {need} (× {w.turns} turns) > server.max_model_len {s.max_model_len}",
+        )
+    if r.load not in LOAD_SHAPES:
+        probs.add(("ramp", "load"),
+                  f"must be one of {', '.join(LOAD_SHAPES)}, got {r.load!r}" + _suggest(r.load, LOAD_SHAPES))
+    if r.search not in SEARCHES:
+        probs.add(("ramp", "search"), f"must be one of {', '.join(SEARCHES)}, got {r.search!r}")
+    if r.arrival not in ARRIVALS:
+        probs.add(("ramp", "arrival"), f"must be one of {', '.join(ARRIVALS)}, got {r.arrival!r}")
+    if r.start <= 0:
+        probs.add(("ramp", "start"), f"must be > 0, got {r.start:g}")
+    if r.max < r.start:
+        probs.add(("ramp", "max"), f"must be ≥ ramp.start ({r.start:g}), got {r.max:g}")
+    if r.load == "concurrency" and (r.start != int(r.start) or r.max != int(r.max)):
+        probs.add(("ramp", "start"), "concurrency steps are whole numbers of requests")
+    rule = r.step.strip()
+    if not _STEP.match(rule):
+        probs.add(("ramp", "step"), f"must be 'double', 'xN', '+N' or a list 'a,b,c', got {r.step!r}")
+    elif rule.startswith("x") and float(rule[1:]) <= 1:
+        probs.add(("ramp", "step"), f"a geometric step must grow (xN with N > 1), got {r.step!r}")
+    elif rule.startswith("+") and float(rule[1:]) <= 0:
+        probs.add(("ramp", "step"), f"a linear step must be > 0, got {r.step!r}")
+    elif rule[0] in "x+" and 0 < r.start <= r.max:
+        n = float(rule[1:])
+        closed = r.load == "concurrency"  # closed loop: at least one more request per level
+        levels = ((r.max - r.start) / (max(n, 1.0) if closed else n) if rule[0] == "+"
+                  else math.log(r.max / r.start) / math.log(n))
+        if closed:
+            levels = min(levels, r.max - r.start)
+        if levels > MAX_LEVELS:
+            probs.add(("ramp", "step"),
+                      f"{r.step!r} from {r.start:g} to {r.max:g} makes {levels:,.0f} levels (at most {MAX_LEVELS:,})")
+    if r.max > MAX_LOAD:
+        probs.add(("ramp", "max"), f"must be ≤ {MAX_LOAD:,} (requests in flight or req/s), got {r.max:g}")
+    if r.load == "rate" and 0 < r.start < MIN_RATE:
+        probs.add(("ramp", "start"), f"a request rate must be ≥ {MIN_RATE:g} req/s, got {r.start:g}")
+    if r.window_s <= 0 and r.window_requests <= 0:
+        probs.add(("ramp", "window_s"), "a measurement window needs window_s > 0 or window_requests > 0")
+    for key in ("warmup_s", "request_timeout_s", "drain_timeout_s"):
+        if getattr(r, key) < 0:
+            probs.add(("ramp", key), "must be ≥ 0")
+    if r.processes < 1:
+        probs.add(("ramp", "processes"), "must be ≥ 1")
+    if r.min_samples < 1:
+        probs.add(("ramp", "min_samples"), "must be ≥ 1")
+    if sc.cost.gpu_hourly_usd < 0:
+        probs.add(("cost", "gpu_hourly_usd"), "must be ≥ 0")
+    _ranges(sc, probs)
+
+
+def _check_env_trust(sc: Scenario, probs: _Problems) -> None:
+    for path, env in [(("server",), sc.server.env)] + [(("modes", i), m.env) for i, m in enumerate(sc.modes)]:
+        for k in env:
+            if hijacks(k):
+                probs.add(path + ("env", k), f"{k} changes which code the server runs: refused unless --allow-env "
+                                             "(a scenario is data; see docs/FAULTS.md, trust model)")

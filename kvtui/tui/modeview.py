@@ -1,0 +1,47 @@
+"""One precision mode as the dashboard knows it: the view-model's per-mode record (no widgets).
+
+Its own module so that the state (kvtui.tui.state) and the mixins that fill it
+(kvtui.tui.ingest) both import it, and neither imports the other back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvtui.tui.series import Series
+
+
+@dataclass
+class ModeView:
+    """One precision mode as the dashboard knows it."""
+
+    name: str
+    index: int = 0
+    settings: dict[str, Any] = field(default_factory=dict)
+    engine: str = ""
+    simulated: bool = False
+    server: dict[str, Any] = field(default_factory=dict)  # startup facts
+    info: dict[str, Any] = field(default_factory=dict)  # engine info (version, time scale, dummy weights)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # as measured, under the run's SLO
+    view_steps: dict[int, dict[str, Any]] = field(default_factory=dict)  # step index → re-evaluated step
+    run_best: float | None = None  # the search's answer (set when the mode finished)
+    search: dict[str, Any] = field(default_factory=dict)
+    predicted_kv: float | None = None
+    doc: dict[str, Any] = field(default_factory=dict)  # the mode's snapshot entry (its prediction: tui/predicted.py)
+    knee_limited_by: str | None = None
+    series: Series = field(default_factory=Series)
+    replica_names: list[str] = field(default_factory=list)  # replicas / DP engines seen in the telemetry
+    status: str = "waiting"  # waiting, starting, running, done, failed, skipped, stopped, kept
+    phase: str = ""  # startup phase (from the log)
+    error: str | None = None
+    t_start: float | None = None
+    started_mono: float | None = None  # when the engine start began (live)
+    records_file: str | None = None  # resumed modes keep the earlier run's records
+    parser: Any = None  # StartupLogParser while the engine starts
+    _last_preempt: float | None = None
+
+    def shown_steps(self, edited: bool) -> list[dict[str, Any]]:
+        if not edited:
+            return self.steps
+        return [self.view_steps.get(s.get("index", i), s) for i, s in enumerate(self.steps)]

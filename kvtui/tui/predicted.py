@@ -1,0 +1,57 @@
+"""The simulator's prediction beside the measured points: the predicted curve and knee on the
+latency charts, and the step table's "predicted" column (verdict and the figure deciding it).
+
+Shown only for a mode that has a prediction (modes[].prediction), so nothing changes on screen
+for runs and snapshots without one. The curve is the prediction as it stands now: after a refit
+that re-predicted (kvtui.explore.refit), the refitted one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvtui.tui.charts import _finite
+
+
+def prediction_of(mv: Any) -> dict[str, Any] | None:
+    from kvtui.explore.predict_loop import current
+
+    doc = getattr(mv, "doc", None) if mv is not None else None
+    return current(doc) if isinstance(doc, dict) else None
+
+
+def prediction_key(mv: Any) -> Any:
+    """What the charts redraw on: the prediction's identity and how many refits it has."""
+    p = prediction_of(mv)
+    return None if p is None else (p.get("knee"), len(p.get("curve") or []),
+                                   len(((mv.doc or {}).get("prediction") or {}).get("refits") or []))
+
+
+def draw_predicted(plt: Any, mv: Any, metric: str, lo: float, hi: float, color: Any, top: float) -> list[tuple]:
+    """The predicted p95 of `metric` against the load (dotted) and the predicted knee; legend items."""
+    p = prediction_of(mv)
+    if not p:
+        return []
+    key = f"{metric}_p95_ms"
+    xy = [(c["load"], _finite(c.get(key))) for c in p.get("curve") or [] if lo <= c.get("load", -1) <= hi]
+    xy = [(x, y) for x, y in xy if y is not None]
+    items: list[tuple] = []
+    if xy:
+        plt.plot([q[0] for q in xy], [min(q[1], top) for q in xy], color=color, marker="·")
+        items.append(("sim p95", color, "·"))
+    knee = p.get("knee")
+    if knee is not None and lo <= knee <= hi:
+        plt.vertical_line(knee, color=color)
+        plt.text(f"sim {knee:g}", knee, top * 0.9, color=color, alignment="center")
+        items.append(("predicted knee", color))
+    return items
+
+
+def has_prediction(mv: Any) -> bool:
+    return prediction_of(mv) is not None
+
+
+def predicted_cell(step: dict[str, Any]) -> str:
+    from kvtui.report.prediction_report import step_prediction
+
+    return step_prediction(step)
