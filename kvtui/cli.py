@@ -13,6 +13,7 @@ import sys
 
 from kvtui import __version__
 from kvtui.errors import KvtuiError, ScenarioError
+from kvtui.load import tracker
 
 COMMANDS = ("tui", "run", "sim", "estimate", "replay", "export", "diff", "web", "import", "model", "init", "scenarios",
             "calibrate", "whatif")
@@ -60,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    try:
+        return _dispatch(args)
+    finally:
+        # The load generator's spawns started a resource tracker: it goes with kvtui, not after.
+        tracker.stop()
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except ScenarioError as e:

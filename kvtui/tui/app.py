@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from kvtui.errors import KvtuiError
+from kvtui.load import tracker
 from kvtui.scenario.schema import Scenario
 from kvtui.tui.controls import Controls
 from kvtui.tui.documents import DocumentActions, write_markdown  # noqa: F401 - imported from here
@@ -203,7 +204,7 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             st._mode(m.name)
         for w in scenario.warnings:
             st.note("warning", w)
-        _start_resource_tracker()
+        tracker.start_quietly()
         self.run_obj = run
         self.run_error = None
         self.run_done.clear()
@@ -293,28 +294,6 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             slo, results, _ = w.result
             if self.state.view_slo is slo:
                 self.state.merge_view_steps(results)
-
-def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker with its stderr on /dev/null.
-
-    The load generator's processes are spawned; spawning starts the tracker, which passes
-    `sys.stderr.fileno()` on — under Textual that is the app's print capture (fileno -1:
-    "bad value(s) in fds_to_keep"), and the real terminal would get its warnings mid-screen.
-    """
-    import os
-    import sys
-    from multiprocessing import resource_tracker
-
-    saved = sys.stderr
-    try:
-        with open(os.devnull, "w") as devnull:
-            sys.stderr = devnull
-            resource_tracker.ensure_running()
-    except Exception:
-        pass
-    finally:
-        sys.stderr = saved
-
 
 def _no_mode_started(doc: Any) -> bool:
     from kvtui.report.outcome import no_mode_started

@@ -195,11 +195,16 @@ class Headless:
         except subprocess.TimeoutExpired:
             raise AssertionError(f"kvtui did not exit within {timeout_s} s\n{self.stdout()[-2000:]}\n{self.stderr()[-2000:]}")
 
+    def trackers_left(self) -> list[tuple[int, str]]:
+        """multiprocessing resource trackers of this run still alive, looked for at once (no grace):
+        kvtui reaps its own before it exits (kvtui/load/tracker.py)."""
+        return [(pid, cmd) for pid, cmd in tagged(self.tag) if "multiprocessing.resource_tracker" in cmd]
+
     def leftovers(self, grace_s: float = 5.0) -> list[tuple[int, str]]:
         """Processes this run left behind: by its tag, and by the process groups seen during it.
 
-        A process already on its way out is given `grace_s` to finish (multiprocessing's
-        resource tracker exits when it reads EOF from kvtui, a few ms after kvtui is gone);
+        A process already on its way out is given `grace_s` to finish (after a kill -9 of kvtui,
+        multiprocessing's resource tracker exits when it reads EOF, a few ms later);
         what is still there after that is an orphan.
         """
         def now() -> list[tuple[int, str]]:

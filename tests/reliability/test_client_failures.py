@@ -72,6 +72,7 @@ def test_a_stopped_client_is_flagged_and_its_step_measured_again(tmp_path, runs,
     time.sleep(3)
     os.killpg(h.proc.pid, signal.SIGCONT)
     rc = h.wait()
+    assert h.trackers_left() == []  # a finished run reaped its resource tracker before exiting
     assert rc == 0, h.stdout()[-3000:] + h.stderr()[-3000:]
     steps = load_snapshot(h.out)["modes"][0]["steps"]
     stalled = [s for s in steps if "client_stalled" in (s.get("flags") or {})]

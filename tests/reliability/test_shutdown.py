@@ -69,6 +69,7 @@ def test_signal_stops_the_run_keeps_the_steps_and_leaves_no_process(tmp_path, kn
     else:
         h.proc.send_signal(sig)
     rc = h.wait()
+    assert h.trackers_left() == []  # gone with kvtui, not a moment after
     name = signal.Signals(sig).name
     assert rc == 130, h.stderr()
     assert f"kvtui: {name}: stopping the load and the server, keeping what was measured" in h.stderr()
