@@ -12,8 +12,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from scenario_factory import knee_toml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Property tests judge answers, never speed: a CPU taken by the other queue must not fail them
+# (the quiet modules run niced, beside the live-simulator tests).
+settings.register_profile("kvtui", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kvtui")
 
 
 @pytest.fixture
@@ -39,13 +47,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under pytest-xdist (`-n 2 --dist loadgroup`, what .ci/run uses) the suite is two queues, one per
     worker, each run one test after another:
     - "vllm": every test that starts a real vLLM (a vLLM CPU server takes every core it sees, so two
-      at once would only slow both), at a low CPU priority (pytest_runtest_protocol below);
+      at once would only slow both), and the quiet modules (QUIET_MODULES), at a low CPU priority
+      (pytest_runtest_protocol below);
     - "rest": everything else. The live-simulator tests measure wall-clock latencies on a two-core
       box as if alone: two of them at once starve each other's clients (a knee moved by one step,
       a sampled gauge that missed its peak), so they never share the CPU with each other."""
+    missing = sorted(m for m in QUIET_MODULES if not (ROOT / m).is_file())
+    if missing:  # a renamed module would silently move back to the live queue
+        raise pytest.UsageError(f"tests/conftest.py QUIET_MODULES names no such file: {', '.join(missing)}")
     for item in items:
-        group = "vllm" if item.get_closest_marker("vllm") is not None else "rest"
+        group = "vllm" if _in_vllm_queue(item) else "rest"
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+# Modules that start no server and time nothing (frozen snapshots, offline simulator maths, pure
+# functions): they run in the vLLM queue, niced like it, so that the live-simulator queue (the
+# longer one: the critical path of .ci/run) is shorter by them, and they never compete with it
+# for the CPU. A module belongs here only if it starts no `kvtui sim serve`, no kvtui run and no
+# HTTP server, and asserts nothing that a slow CPU could change.
+QUIET_MODULES = frozenset({
+    "tests/tui/test_snapshots.py", "tests/tui/test_replay.py", "tests/tui/test_png_export.py",
+    "tests/tui/test_tui_structure.py", "tests/tui/test_view_model.py", "tests/core/test_evaluate.py",
+    "tests/core/test_search.py", "tests/core/test_plan.py", "tests/predict/test_search_seeded.py",
+    "tests/sim/test_sim_calibration.py", "tests/sim/test_sim_int4_fit.py", "tests/sim/test_sim_fast.py",
+    "tests/sim/test_sim_properties.py", "tests/sim/test_sim_h200_run.py", "tests/report/test_records_cols.py",
+})
+
+
+def _quiet(item: pytest.Item) -> bool:
+    try:
+        return Path(str(item.path)).resolve().relative_to(ROOT).as_posix() in QUIET_MODULES
+    except ValueError:  # a test file outside this checkout
+        return False
+
+
+def _in_vllm_queue(item: pytest.Item) -> bool:
+    return item.get_closest_marker("vllm") is not None or _quiet(item)
 
 
 # The niceness a real-vLLM test runs at (and so the servers and kvtui runs it starts: children
@@ -59,7 +96,7 @@ VLLM_NICE = 19
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """A hook, not a fixture: the module-scoped fixtures that start the servers run inside it."""
-    if item.get_closest_marker("vllm") is None or not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not _in_vllm_queue(item) or not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
     before = os.getpriority(os.PRIO_PROCESS, 0)

@@ -44,7 +44,10 @@ def test_search_finds_the_known_knee(tmp_path, search, step):
         by_load.setdefault(s["load"], []).append(s)
     assert all(s["passed"] for s in by_load[6]) and not any(s["passed"] for s in by_load[7])
     for s in by_load[7]:
-        assert s["limited_by"] == "decode" and s["tpot_ms"]["p95"] > 35
+        # Failed on TPOT, which decode sets; a step whose client was starved of CPU (another test's
+        # server on the same two cores) is honestly labelled `client` instead, and flagged so.
+        assert s["tpot_ms"]["p95"] > 35
+        assert s["limited_by"] == "decode" or (s["limited_by"] == "client" and s["client_limited"]), s["limited_by"]
     if sys.platform == "linux":  # the client's run-queue wait comes from /proc schedstat
         assert all(s["client"]["runq_wait_s"] is not None and s["client"]["runq_wait_s"] < s["client"]["wall_s"] for s in mode["steps"])
     for s in by_load[6]:

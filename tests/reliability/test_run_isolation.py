@@ -60,16 +60,18 @@ def test_a_second_run_on_the_same_out_is_refused_and_the_first_is_untouched(tmp_
 
 
 def test_two_runs_at_once_on_one_out_cannot_mix(tmp_path, runs, knee_path):
-    a = headless(tmp_path, knee_path)
+    # One mode's whole search (~35 s): long enough for B and C to be refused while A runs.
+    a = headless(tmp_path, knee_path, "--mode", "first")
     runs.append(a)
     wait_until(lambda: a.journal.exists() and a.journal.stat().st_size > 0, 60, "run A's journal", a.proc)
     # Plain, or resuming A's journal while A runs: A holds its lock, and says so.
     b = headless(tmp_path, knee_path, out=a.out)
     runs.append(b)
     _one_line_refusal(b, b.wait(), "another kvtui run is writing to it now")
-    c = headless(tmp_path, knee_path, "--resume", str(a.journal), out=a.out)
+    c = headless(tmp_path, knee_path, "--mode", "first", "--resume", str(a.journal), out=a.out)
     runs.append(c)
     _one_line_refusal(c, c.wait(), "another kvtui run is writing to it now")
+    assert a.proc.poll() is None  # A was still running all along: the refusals were of a live run
     assert a.wait() == 0, a.stdout()[-2000:]
     doc = load_snapshot(a.out)
     recs = list(read_records(a.records))

@@ -126,9 +126,12 @@ def test_startup_facts(servers):
     assert settings["dtype"] == "bfloat16" and settings["enforce_eager"] is True and settings["max_model_len"] == 2048
 
 
-def test_fp8_kv_refused_with_its_reason_where_the_cpu_cannot(require_vllm, tiny_model):
+def test_fp8_kv_refused_with_its_reason_where_the_cpu_cannot(require_vllm, tiny_model, monkeypatch):
     if not FP8_KV_NO:
         pytest.skip("this CPU holds an fp8 KV cache: test_fp8_kv_doubles_kv_tokens covers it")
+    # vLLM's own refusal, after its start: kvtui's pre-launch refusal (tests/vllm/test_vllm_cpu_refusal.py)
+    # is turned off, so the classification of the real server's log is what is tested here.
+    monkeypatch.setenv("KVTUI_VLLM_CPU_PRECHECK", "0")
     engine = VllmEngine()
     try:
         with pytest.raises(EngineError) as e:

@@ -94,6 +94,7 @@ class VllmEngine:
         self._stop_timeout_s = float(s.stop_timeout_s or 30.0)
         form, prefix = self._launcher()
         self.form = form
+        self._refuse_what_the_cpu_build_cannot_run(mode, on_log)
         scenario, mode = self._resolve_real_model(scenario, mode, on_log)
         attempts = 1 if s.port else 3  # a free port picked here may be taken before vLLM binds it
         for attempt in range(attempts):
@@ -105,6 +106,22 @@ class VllmEngine:
                     continue
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _refuse_what_the_cpu_build_cannot_run(self, mode: Mode, on_log: LogSink) -> None:
+        """A mode the installed vLLM CPU build is known to refuse at its start fails now, named as
+        vLLM's own refusal would be (`unsupported`), instead of after a minute of loading."""
+        from kvtui.engines.vllm.command import ENV_LAUNCHER
+        from kvtui.engines.vllm.cpufeatures import launch_refusal
+        from kvtui.engines.vllm.detect import vllm_install
+
+        if os.environ.get(ENV_LAUNCHER, "").strip():
+            return  # a launcher command of the user's own: which vLLM it starts is not known here
+        install = vllm_install(self.python)
+        why = launch_refusal(mode.kv_cache_dtype, install.distribution, install.version)
+        if why:
+            on_log(f"[kvtui] {why}")
+            self.failure = failures.Failure(failures.UNSUPPORTED, why)
+            raise self.failure.error()
 
     def facts(self) -> StartupFacts:
         with self._lock:
