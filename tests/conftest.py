@@ -47,24 +47,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under pytest-xdist (`-n 2 --dist loadgroup`, what .ci/run uses) the suite is two queues, one per
     worker, each run one test after another:
     - "vllm": every test that starts a real vLLM (a vLLM CPU server takes every core it sees, so two
-      at once would only slow both), and the quiet modules (QUIET_MODULES), at a low CPU priority
-      (pytest_runtest_protocol below);
-    - "rest": everything else. The live-simulator tests measure wall-clock latencies on a two-core
-      box as if alone: two of them at once starve each other's clients (a knee moved by one step,
-      a sampled gauge that missed its peak), so they never share the CPU with each other."""
+      at once would only slow both), at a low CPU priority (pytest_runtest_protocol below);
+    - "rest": everything else but the quiet modules (QUIET_MODULES: small groups of their own
+      that fill in on either worker, niced too). The live-simulator tests measure wall-clock
+      latencies on a two-core box as if alone: two of them at once starve each other's clients (a
+      knee moved by one step, a sampled gauge that missed its peak), so they never share the CPU
+      with each other."""
     missing = sorted(m for m in QUIET_MODULES if not (ROOT / m).is_file())
     if missing:  # a renamed module would silently move back to the live queue
         raise pytest.UsageError(f"tests/conftest.py QUIET_MODULES names no such file: {', '.join(missing)}")
     for item in items:
-        group = "vllm" if _in_vllm_queue(item) else "rest"
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(_queue(item)))
+
+
+def _queue(item: pytest.Item) -> str:
+    if item.get_closest_marker("vllm") is not None:
+        return "vllm"
+    quiet = _quiet_module(item)
+    # A group of its own per quiet module: whichever worker frees up first takes the next one.
+    return f"quiet:{quiet}" if quiet else "rest"
 
 
 # Modules that start no server and time nothing (frozen snapshots, offline simulator maths, pure
-# functions): they run in the vLLM queue, niced like it, so that the live-simulator queue (the
-# longer one: the critical path of .ci/run) is shorter by them, and they never compete with it
-# for the CPU. A module belongs here only if it starts no `kvtui sim serve`, no kvtui run and no
-# HTTP server, and asserts nothing that a slow CPU could change.
+# functions). Each is a small group of its own, niced like the vLLM tests, so that it goes to
+# whichever worker frees up first: which of the two long queues is the critical path depends on
+# the machine (with AVX-512 the vLLM CPU build starts in half the time, and the live queue is the
+# longer; without, the vLLM queue is), and a niced quiet test never competes with a live one for
+# the CPU. A module belongs here only if it starts no `kvtui sim serve`, no kvtui run and no HTTP
+# server, and asserts nothing that a slow CPU could change. xdist hands out groups largest first
+# (by test count): the live queue first, the vLLM queue as soon as the other worker has a slot.
 QUIET_MODULES = frozenset({
     "tests/tui/test_snapshots.py", "tests/tui/test_replay.py", "tests/tui/test_png_export.py",
     "tests/tui/test_tui_structure.py", "tests/tui/test_view_model.py", "tests/core/test_evaluate.py",
@@ -74,15 +85,16 @@ QUIET_MODULES = frozenset({
 })
 
 
-def _quiet(item: pytest.Item) -> bool:
+def _quiet_module(item: pytest.Item) -> str | None:
     try:
-        return Path(str(item.path)).resolve().relative_to(ROOT).as_posix() in QUIET_MODULES
+        rel = Path(str(item.path)).resolve().relative_to(ROOT).as_posix()
     except ValueError:  # a test file outside this checkout
-        return False
+        return None
+    return rel if rel in QUIET_MODULES else None
 
 
-def _in_vllm_queue(item: pytest.Item) -> bool:
-    return item.get_closest_marker("vllm") is not None or _quiet(item)
+def _niced(item: pytest.Item) -> bool:
+    return item.get_closest_marker("vllm") is not None or _quiet_module(item) is not None
 
 
 # The niceness a real-vLLM test runs at (and so the servers and kvtui runs it starts: children
@@ -96,7 +108,7 @@ VLLM_NICE = 19
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """A hook, not a fixture: the module-scoped fixtures that start the servers run inside it."""
-    if not _in_vllm_queue(item) or not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not _niced(item) or not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
     before = os.getpriority(os.PRIO_PROCESS, 0)
