@@ -324,5 +324,6 @@ def _check_cpu_build_modes(pf: Preflight, modes: list[Mode], vllm: Any) -> None:
                if (why := launch_refusal(m.kv_cache_dtype, vllm.distribution, vllm.version))}
     others = [m.name for m in modes if m.name not in refused]
     for name, why in refused.items():
-        pf.add("cpu build", "warn", f"mode {name}: {why.split('; not launched')[0]}: it will fail at once, not launched",
+        what = why.split("; not launched")[0]
+        pf.add("cpu build", "warn", f"mode {name}: {what}: it will fail at once, not launched",
                ("the others run: " + " ".join("--mode " + o for o in others)) if others else "")
