@@ -1,0 +1,15 @@
+"""The published snapshots (docs/results/*.json.xz) and the frozen ones the tests keep (tests/*/data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLISHED = sorted((ROOT / "docs" / "results").glob("*.json.xz"))
+FROZEN = [ROOT / "tests" / "tui" / "data" / "l4-demo.json.xz"]
+SNAPSHOTS = PUBLISHED + FROZEN
+
+
+def snapshot_path(xz: Path) -> Path:
+    """Where kvtui reads it from: X.json (the reader finds X.json.xz beside it)."""
+    return xz.with_name(xz.name[: -len(".xz")])
