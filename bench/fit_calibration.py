@@ -793,7 +793,7 @@ def main() -> int:
     from bench.sim_vs_h200 import (REAL, ReplayClient, agreement, real_wave_heads, replay_client, simulate_run,
                                    summary_table, wave_table, write_test_data)
     from bench.sim_vs_h200 import table as run_table
-    from kvtui.report.snapshot import load_snapshot
+    from kvtui.snapshot.file import load_snapshot
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="evaluate the current calibration file, no fit")

@@ -59,7 +59,7 @@ from kvtui.engines.sim.roofline import DEFAULT_CALIBRATION, Calibration, load_ca
 from kvtui.engines.sim.scheduler import SchedulerSim  # noqa: E402
 from kvtui.explore.evaluate import StepContext, evaluate_step, ran_to_its_end  # noqa: E402
 from kvtui.load.workload import PromptFactory, TokenSpace  # noqa: E402
-from kvtui.report.snapshot import load_snapshot  # noqa: E402
+from kvtui.snapshot.file import load_snapshot  # noqa: E402
 from kvtui.scenario import scenario_from_snapshot  # noqa: E402
 
 REAL = ROOT / "docs" / "results" / "h200-abc.json"

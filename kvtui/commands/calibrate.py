@@ -83,7 +83,7 @@ def groups_of(path: str, doc: dict[str, Any],
 def run(args: argparse.Namespace) -> int:
     from kvtui.explore.refit import MAX_EVALUATIONS, REFIT_PARAMS, WARM_EVALUATIONS, refit_groups
     from kvtui.predict.calibration_file import calibration_toml, read_calibration
-    from kvtui.report.snapshot import atomic_write, load_snapshot
+    from kvtui.snapshot.file import atomic_write, load_snapshot
 
     prior = read_calibration(args.calibration)
     gpus: set[str] = set()

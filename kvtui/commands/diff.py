@@ -25,14 +25,14 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.errors import UsageError
     from kvtui.report.diff import display_name, render_diff
     from kvtui.report.export import write_text_private
-    from kvtui.report.snapshot import load_snapshot
     from kvtui.secrets import scrub, scrub_text
+    from kvtui.snapshot.file import load_snapshot
 
     fmt = (args.format or "").lower()
     if fmt not in ("text", "md", "markdown"):
         raise UsageError(f"--format {args.format}: diff writes text or md")
-    from kvtui.report.outclaim import input_files, refuse_overwriting_inputs
     from kvtui.report.wellformed import rendering, require_renderable
+    from kvtui.snapshot.outclaim import input_files, refuse_overwriting_inputs
     from kvtui.terminal import printable
 
     raw_a, raw_b = load_snapshot(args.a), load_snapshot(args.b)

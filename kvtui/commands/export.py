@@ -69,7 +69,7 @@ def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, th
 def run(args: argparse.Namespace) -> int:
     from kvtui.errors import UsageError
     from kvtui.report.export import FORMATS, default_out, write_text_private
-    from kvtui.report.snapshot import load_snapshot
+    from kvtui.snapshot.file import load_snapshot
 
     fmt = (args.format or "").lower().lstrip(".")
     if fmt == "markdown":
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     view = getattr(args, "view", None) or ("dashboard" if mode else "answer")
     out = None if args.out == "-" else (Path(args.out) if args.out else default_out(args.snapshot, fmt))
     if out is not None:  # never over its own inputs, --force or not
-        from kvtui.report.outclaim import input_files, refuse_overwriting_inputs
+        from kvtui.snapshot.outclaim import input_files, refuse_overwriting_inputs
 
         refuse_overwriting_inputs(out, input_files(args.snapshot, doc), "export")
     if out is not None and out.exists() and not getattr(args, "force", False):

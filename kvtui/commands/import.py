@@ -34,10 +34,10 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.report.compare import compare_modes
     from kvtui.report.export import write_text_private
     from kvtui.report.importers import import_vllm_bench
-    from kvtui.report.snapshot import dumps
     from kvtui.report.text import comparison_table
     from kvtui.scenario import load_scenario
     from kvtui.secrets import scrub
+    from kvtui.snapshot.file import dumps
 
     logs = {}
     for item in args.log:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{', '.join(args.files)}: not a `vllm bench serve` result kvtui can read "
                          f"({type(e).__name__}{': ' + detail if detail else ''})") from None
     out = Path(args.out)
-    from kvtui.report.outclaim import refuse_overwriting_inputs
+    from kvtui.snapshot.outclaim import refuse_overwriting_inputs
 
     refuse_overwriting_inputs(out, [Path(f) for f in args.files], "import")
     if not out.parent.exists():

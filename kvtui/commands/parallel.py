@@ -169,7 +169,7 @@ class ParallelRun:
     # -- the join --------------------------------------------------------------------------
     def lane_docs(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """The lanes' snapshots (a journal where a lane was cut before finalising), and why a mode has none."""
-        from kvtui.report.snapshot import load_snapshot, paths_for
+        from kvtui.snapshot.file import load_snapshot, paths_for
 
         docs: list[dict[str, Any]] = []
         missing: dict[str, str] = {}

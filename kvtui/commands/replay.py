@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from kvtui.commands.launch_checks import check_theme, dumb_terminal
     from kvtui.errors import UsageError
-    from kvtui.report.snapshot import load_snapshot
+    from kvtui.snapshot.file import load_snapshot
     from kvtui.tui.app import make_app
     from kvtui.tui.options import AppOptions
 

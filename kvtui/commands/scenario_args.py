@@ -33,6 +33,6 @@ def resumes(args: argparse.Namespace) -> list[dict[str, Any]] | None:
     paths = getattr(args, "resume", None)
     if not paths:
         return None
-    from kvtui.report.snapshot import load_snapshot
+    from kvtui.snapshot.file import load_snapshot
 
     return [load_snapshot(p) for p in paths]

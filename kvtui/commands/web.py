@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
         check_theme(args.theme)
     if args.replay:
-        from kvtui.report.snapshot import load_snapshot
+        from kvtui.snapshot.file import load_snapshot
 
         load_snapshot(args.replay)  # a bad file fails here, not in every browser tab
     elif args.scenario:

@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.errors import ScenarioError
     from kvtui.explore.prediction import Target, model_from_snapshot, predict_mode
     from kvtui.predict.calibration_file import read_calibration
-    from kvtui.report.snapshot import load_snapshot
     from kvtui.scenario.loader import scenario_from_snapshot
+    from kvtui.snapshot.file import load_snapshot
 
     doc = load_snapshot(args.snapshot)
     try:

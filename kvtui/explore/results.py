@@ -1,6 +1,6 @@
 """Typed results: one step (`StepResult`) and one mode (`ModeResult`) of a snapshot.
 
-The snapshot schema (kvtui.report.snapshot.SCHEMA) stays the stored form: `from_dict` takes
+The snapshot schema (kvtui.snapshot.file.SCHEMA) stays the stored form: `from_dict` takes
 a step or mode dict as a snapshot holds it and `to_dict` gives back exactly that dict (same
 keys, same order), so a snapshot written before these types replays and exports
 byte-identically. Reads are typed and forgiving the way a reader of imported or older

@@ -18,8 +18,8 @@ from kvtui.explore.document import mode_settings, setting_changes
 from kvtui.explore.evaluate import no_server_verdict, ran_to_its_end
 from kvtui.explore.search import Search
 from kvtui.load.records import Damaged, iter_record_lines, record_from_line
-from kvtui.report.snapshot import SnapshotWriter, atomic_write, ran_on_devices
 from kvtui.scenario.schema import Mode, Scenario
+from kvtui.snapshot.file import SnapshotWriter, atomic_write, ran_on_devices
 
 UNCOMPARED = frozenset({"port", "startup_timeout_s", "parallel", "devices", "processes", "autoscale", "max_processes"})
 

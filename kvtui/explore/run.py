@@ -36,10 +36,10 @@ from kvtui.explore.search import Search, ramp_levels
 from kvtui.explore.stats import PCTS, min_samples_for
 from kvtui.explore.telemetry_loop import SERIES_MAX, TelemetryLoop
 from kvtui.load.generator import LoadGenerator
-from kvtui.report.snapshot import SnapshotWriter
 from kvtui.scenario import lengths
 from kvtui.scenario.schema import Mode, Scenario
 from kvtui.secrets import Redactor, strip_url_password
+from kvtui.snapshot.file import SnapshotWriter
 
 __all__ = ["Event", "Listener", "Run", "SERIES_MAX", "make_engine", "mean_request_tokens"]
 

@@ -27,8 +27,8 @@ from typing import Any
 from kvtui.errors import UsageError
 from kvtui.load.records import Record, iter_record_lines
 from kvtui.load.records_cols import CoarseOk, cols_path, decode_lines, encode, same_records
-from kvtui.report.snapshot import XZ, load_snapshot
 from kvtui.scenario.schema import Slo
+from kvtui.snapshot.file import XZ, load_snapshot
 
 Windows = dict[tuple[str, int], tuple[float, float]]
 

@@ -51,7 +51,7 @@ def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, th
         raise KvtuiError("--format png: render the svg and convert it (kvtui.report.png.svg_to_png)")
     d = portable_doc(doc, extra_secrets)
     if fmt == "json":
-        from kvtui.report.snapshot import dumps
+        from kvtui.snapshot.file import dumps
 
         text = dumps(d) + "\n"
     elif fmt == "md":
@@ -79,7 +79,7 @@ def default_out(snapshot: str | Path, fmt: str) -> Path:
 
 def write_text_private(path: Path, text: str) -> None:
     """Atomic, user-only (0600) like the snapshot itself."""
-    from kvtui.report.snapshot import atomic_write
+    from kvtui.snapshot.file import atomic_write
 
     try:
         atomic_write(path, text)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtui.errors import UsageError
-from kvtui.report.snapshot import SCHEMA
+from kvtui.snapshot.file import SCHEMA
 
 TOOL = "vllm bench serve"
 ENGINE = "vllm bench serve (imported)"

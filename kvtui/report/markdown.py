@@ -14,7 +14,6 @@ from typing import Any
 
 from kvtui.report import charts
 from kvtui.report.quality_md import quality_section
-from kvtui.report.snapshot import ran_on_devices
 from kvtui.report.text import (
     caveats,
     comparison,
@@ -30,6 +29,7 @@ from kvtui.report.text import (
     step_rows,
     table,
 )
+from kvtui.snapshot.file import ran_on_devices
 
 
 def _when(epoch: Any) -> str:

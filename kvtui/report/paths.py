@@ -18,7 +18,7 @@ def file_stem(name: str) -> str:
 
 
 def default_out(scenario_name: str) -> Path:
-    from kvtui.report.outclaim import unique_path
+    from kvtui.snapshot.outclaim import unique_path
 
     # Two runs started in the same second must not share files (a run refuses another's).
     return unique_path(Path("runs") / f"{file_stem(scenario_name)}-{time.strftime('%Y%m%d-%H%M%S')}.json")

@@ -173,7 +173,7 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
     def start_run(self, scenario: Scenario, modes: list[str] | None = None, out: str | Path | None = None) -> bool:
         from kvtui.explore.run import Run
         from kvtui.report.paths import default_out
-        from kvtui.report.snapshot import paths_for
+        from kvtui.snapshot.file import paths_for
         from kvtui.tui.screens import DashboardScreen
 
         if self.run_active:

@@ -104,7 +104,7 @@ class DocumentActions:
 
     def export_now(self) -> tuple[Path, Path | None]:
         """Write the document as shown (edited SLO applied) next to the run's snapshot; a Markdown report too."""
-        from kvtui.report.snapshot import atomic_write, dumps
+        from kvtui.snapshot.file import atomic_write, dumps
 
         base = self._current_doc()
         if not base:
@@ -206,7 +206,7 @@ def write_markdown(doc: dict[str, Any], path: Path) -> Path | None:
             break
     if fn is None:
         return None
-    from kvtui.report.snapshot import atomic_write
+    from kvtui.snapshot.file import atomic_write
 
     try:
         text = fn(doc)

@@ -45,7 +45,7 @@ class AppOptions:
 
             sc = load_scenario(sc)
         if isinstance(snap, (str, Path)):
-            from kvtui.report.snapshot import load_snapshot
+            from kvtui.snapshot.file import load_snapshot
 
             snap = load_snapshot(snap)
         vals = {f.name: getattr(self, f.name) for f in fields(self)}

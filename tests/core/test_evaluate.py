@@ -37,8 +37,8 @@ def test_comparison_shows_each_gpus_peak_under_tensor_parallel():
     """Issue 10: with TP the comparison shows per-GPU peaks from the NVML series (rows of the
     real H200 run, with a second GPU added; no two-GPU machine was lent)."""
     from kvtui.report.compare import compare_modes
-    from kvtui.report.snapshot import load_snapshot
     from kvtui.report.text import comparison_rows
+    from kvtui.snapshot.file import load_snapshot
 
     doc = load_snapshot(Path(__file__).parents[2] / "docs/results/h200-abc.json")
     doc.pop("comparison")
@@ -69,8 +69,8 @@ def test_a_closed_loop_in_lock_step_is_measured_on_the_real_h200_records():
 
     from kvtui.explore.evaluate import LOCKSTEP, reevaluate, send_burst
     from kvtui.load.records import read_records
-    from kvtui.report.snapshot import load_snapshot
     from kvtui.report.text import caveats
+    from kvtui.snapshot.file import load_snapshot
 
     root = Path(__file__).resolve().parents[2] / "docs" / "results"
     doc = load_snapshot(root / "h200-v2.json")
@@ -110,7 +110,7 @@ def test_a_step_cut_by_a_stop_gets_no_verdict_on_the_real_h200_records():
     from kvtui.commands.run import step_line
     from kvtui.explore.evaluate import reevaluate
     from kvtui.load.records import read_records
-    from kvtui.report.snapshot import load_snapshot
+    from kvtui.snapshot.file import load_snapshot
 
     root = Path(__file__).resolve().parents[2] / "docs" / "results"
     doc = load_snapshot(root / "h200-kvb-s1.json")  # as the first device session left it
@@ -138,8 +138,8 @@ def test_an_slo_on_preemptions_moves_the_knee_to_where_the_cache_held_on_the_rea
 
     from kvtui.explore.evaluate import reevaluate
     from kvtui.load.records import read_records
-    from kvtui.report.snapshot import load_snapshot
     from kvtui.scenario.loader import scenario_from_dict
+    from kvtui.snapshot.file import load_snapshot
     from kvtui.tui.state import best_load, slo_of, slo_table
 
     root = Path(__file__).resolve().parents[2] / "docs" / "results"

@@ -14,8 +14,8 @@ import pytest
 
 from kvtui.explore.run import Run
 from kvtui.load.records import read_records
-from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario import load_scenario
+from kvtui.snapshot.file import load_snapshot
 
 from scenario_factory import knee_toml
 

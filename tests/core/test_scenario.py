@@ -119,8 +119,8 @@ def test_a_snapshots_scenario_reads_back_with_targets_left_unset(tmp_path):
     import json
 
     from kvtui.explore.run import Run
-    from kvtui.report.snapshot import load_snapshot
     from kvtui.scenario import scenario_from_snapshot
+    from kvtui.snapshot.file import load_snapshot
 
     sc = load_scenario(SCENARIOS_DIR / "h200-llama8b-kvbound.toml", ['server.engine="sim"', 'server.model="llama-3.1-8b"'])
     out = tmp_path / "s.json"

@@ -20,8 +20,8 @@ from kvtui.cli import main as cli_main
 from kvtui.commands.parallel import lane_env
 from kvtui.explore import devices
 from kvtui.report.markdown import render_markdown
-from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario import load_scenario
+from kvtui.snapshot.file import load_snapshot
 from kvtui.telemetry import nvml
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,8 +24,8 @@ from kvtui.predict import fit
 from kvtui.predict.calibration_file import calibration_toml, read_calibration
 from kvtui.report.answer import answer_text
 from kvtui.report.markdown import render_markdown
-from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario import load_scenario
+from kvtui.snapshot.file import load_snapshot
 
 SLOW = [0.7, 0.7, 0.7]
 CHEAP = ["ramp.window_s=4", "ramp.warmup_s=1", "workload.prompt_tokens=1024", "workload.output_tokens=48", "ramp.max=48"]  # cheap steps

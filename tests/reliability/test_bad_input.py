@@ -32,7 +32,6 @@ from hypothesis import strategies as st
 from kvtui.cli import main as cli_main
 from kvtui.errors import ScenarioError, UsageError
 from kvtui.explore.search import MAX_CONFIRM_ROUNDS, make_search, ramp_levels
-from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario import load_scenario
 from kvtui.scenario.schema import (
     APIS,
@@ -49,6 +48,7 @@ from kvtui.scenario.schema import (
     Server,
     Workload,
 )
+from kvtui.snapshot.file import load_snapshot
 
 # KVTUI_FUZZ_EXAMPLES=5000 for a longer hunt; CI runs the default.
 FUZZ = settings(max_examples=int(os.environ.get("KVTUI_FUZZ_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -21,8 +21,8 @@ from kvtui.load.protocol import StepSpec, WorkerConfig
 from kvtui.load.records import read_records
 from kvtui.load.worker import _Worker
 from kvtui.load.workload import TokenSpace
-from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario.schema import Length, Workload
+from kvtui.snapshot.file import load_snapshot
 
 from reliability_helpers import cmdline, descendants, external_scenario, headless, wait_until
 

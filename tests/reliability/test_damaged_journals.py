@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from kvtui.cli import main
 from kvtui.errors import UsageError
 from kvtui.load.records import Damaged, Record, read_records, write_records
-from kvtui.report.snapshot import SnapshotWriter, load_journal
+from kvtui.snapshot.file import SnapshotWriter, load_journal
 
 from reliability_helpers import headless
 
@@ -135,7 +135,7 @@ def test_resume_from_a_damaged_journal(tmp_path, runs, knee_path):
     runs.append(first)
     assert first.wait() == 0
     # Make it an unfinished run's journal: the snapshot gone, the journal rebuilt and damaged.
-    from kvtui.report.snapshot import load_snapshot
+    from kvtui.snapshot.file import load_snapshot
 
     doc = load_snapshot(first.out)
     j = first.out.with_name(first.out.name + ".journal")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from kvtui.load.records import read_records
-from kvtui.report.snapshot import load_snapshot
+from kvtui.snapshot.file import load_snapshot
 
 from reliability_helpers import external_scenario, headless
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from kvtui.cli import main
 from kvtui.load.records import read_records
-from kvtui.report.snapshot import load_snapshot
+from kvtui.snapshot.file import load_snapshot
 
 from reliability_helpers import headless, tagged, wait_until
 

@@ -19,8 +19,8 @@ import pytest
 
 from kvtui.explore.run import Run
 from kvtui.load.records import read_records
-from kvtui.report.snapshot import load_snapshot
 from kvtui.scenario import load_scenario
+from kvtui.snapshot.file import load_snapshot
 
 from reliability_helpers import TAG_ENV, cmdline, headless, journal_steps, tagged, wait_until
 

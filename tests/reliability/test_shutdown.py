@@ -22,7 +22,7 @@ import time
 import pytest
 
 from kvtui.load.records import read_records
-from kvtui.report.snapshot import load_snapshot
+from kvtui.snapshot.file import load_snapshot
 
 from reliability_helpers import headless, journal_events, journal_steps, wait_until
 

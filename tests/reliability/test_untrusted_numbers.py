@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kvtui.load.client import MAX_EVENT_BYTES, StreamClient, stream_request
 from kvtui.load.records import ERROR_CLASSES, RECORD_FLAGS, Record
-from kvtui.report.snapshot import load_snapshot
+from kvtui.snapshot.file import load_snapshot
 
 from reliability_helpers import external_scenario, headless, start_fault_server
 

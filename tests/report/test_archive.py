@@ -11,7 +11,7 @@ import pytest
 from kvtui.errors import UsageError
 from kvtui.load.records_cols import decode_lines, encode, same_records
 from kvtui.report.archive import same_window_tokens, step_windows
-from kvtui.report.snapshot import load_snapshot
+from kvtui.snapshot.file import load_snapshot
 
 
 def _rec(i: int, phase: str, t_first: float, itl: list[float], step: int = 0) -> str:

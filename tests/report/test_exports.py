@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kvtui.report.export import render
-from kvtui.report.snapshot import dumps, load_snapshot
+from kvtui.snapshot.file import dumps, load_snapshot
 
 
 def kvtui(*args, timeout=120):

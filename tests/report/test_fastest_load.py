@@ -17,8 +17,8 @@ import pytest
 from kvtui import SCENARIOS_DIR
 from kvtui.report.compare import PEAK_MARGIN, compare_modes, knee_steps, peak_steps
 from kvtui.report.markdown import render_markdown
-from kvtui.report.snapshot import load_snapshot
 from kvtui.report.text import comparison_rows
+from kvtui.snapshot.file import load_snapshot
 from kvtui.tui.state import best_load
 
 KVB = Path(__file__).parents[2] / "docs/results/h200-kvb.json"

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from kvtui.load.records import read_records
-from kvtui.report.snapshot import load_journal, load_snapshot
+from kvtui.snapshot.file import load_journal, load_snapshot
 
 from scenario_factory import knee_toml
 
@@ -276,8 +276,8 @@ def test_a_mode_continued_on_another_device_says_where_its_first_steps_ran(tmp_p
     """The H200 sessions of 2026-11-30: a mode cut on one machine's GPU 1 was finished on another
     machine. The continued mode keeps the earlier device (continued.ran_on) beside its own."""
     from kvtui.explore.run import Run
-    from kvtui.report.snapshot import ran_on_devices
     from kvtui.scenario import load_scenario
+    from kvtui.snapshot.file import ran_on_devices
 
     sp = tmp_path / "kill.toml"
     sp.write_text(KILL)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kvtui.engines.sim.roofline import load_calibration
-from kvtui.report.snapshot import load_snapshot
+from kvtui.snapshot.file import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 MODE = "awq-int4+fp8-kv"

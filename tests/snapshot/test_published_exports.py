@@ -27,7 +27,7 @@ FORMATS = ("md", "csv", "json", "answer")
 def _exports(xz: Path) -> dict[str, str]:
     from kvtui.report.answer import answer_text
     from kvtui.report.export import render
-    from kvtui.report.snapshot import load_snapshot
+    from kvtui.snapshot.file import load_snapshot
 
     doc = load_snapshot(snapshot_path(xz))
     out = {fmt: render(doc, fmt) for fmt in ("md", "csv", "json")}

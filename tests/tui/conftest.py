@@ -66,6 +66,6 @@ def frozen_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def frozen_doc(frozen_path: Path) -> dict[str, Any]:
-    from kvtui.report.snapshot import load_snapshot
+    from kvtui.snapshot.file import load_snapshot
 
     return load_snapshot(frozen_path)

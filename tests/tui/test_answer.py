@@ -11,7 +11,7 @@ import pytest
 from kvtui import PROJECT_ROOT
 from kvtui.report.answer import build_answer, headline
 from kvtui.report.energy import mode_j_per_token, step_j_per_token
-from kvtui.report.snapshot import load_snapshot
+from kvtui.snapshot.file import load_snapshot
 from kvtui.tui.answer import AnswerScreen
 from kvtui.tui.app import create_app
 from kvtui.tui.dialogs import HelpScreen

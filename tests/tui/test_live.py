@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.report.snapshot import load_snapshot
+from kvtui.snapshot.file import load_snapshot
 from kvtui.tui.app import create_app
 from kvtui.tui.screens import DashboardScreen, SetupScreen, SloScreen
 from kvtui.tui.widgets import StepTable

@@ -7,7 +7,7 @@ import math
 import pytest
 from textual.filter import Monochrome, NoColor
 
-from kvtui.report.snapshot import load_snapshot
+from kvtui.snapshot.file import load_snapshot
 from kvtui.tui.app import create_app
 from kvtui.tui.charts import Chart
 from kvtui.tui.screens import DashboardScreen, SloScreen

@@ -146,7 +146,7 @@ def test_tmux_dropped_session_stops_the_run(tmux_factory, knee_path, tmp_path):
     while t.tagged_processes() and time.monotonic() < end:
         time.sleep(0.3)
     assert t.tagged_processes() == []
-    from kvtui.report.snapshot import load_snapshot
+    from kvtui.snapshot.file import load_snapshot
 
     doc = load_snapshot(out)
     assert doc["run"]["stop_reason"] == "stopped by SIGHUP" and "load_warnings" not in doc

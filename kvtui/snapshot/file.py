@@ -90,7 +90,7 @@ class SnapshotWriter:
     """Keeps the run's document in memory, journals every finished step/mode, finalises atomically."""
 
     def __init__(self, out: str | Path, doc: dict[str, Any], resumed: list[str | Path] | tuple = ()):
-        from kvtui.report.outclaim import check_out_path, claim
+        from kvtui.snapshot.outclaim import check_out_path, claim
 
         self.path, self.journal, self.records_path = paths_for(out)
         self.doc = doc
@@ -101,7 +101,7 @@ class SnapshotWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if not os.access(self.path.parent, os.W_OK):
                 raise PermissionError(f"directory not writable: {self.path.parent}")
-            # Locked for this run, and never another run's files (kvtui.report.outclaim).
+            # Locked for this run, and never another run's files (kvtui.snapshot.outclaim).
             self._journal_f = claim(self.path, self.journal, self.records_path, lambda p: _open_private(p, "a"),
                                     resumed)
             # Touch the sidecar with private permissions before anyone appends to it.
