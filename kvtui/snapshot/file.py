@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtui.errors import UsageError
-
-SCHEMA = "kvtui.snapshot/1"
-SUPPORTED = ("kvtui.snapshot/1",)
+from kvtui.snapshot.schema import SCHEMA, SUPPORTED  # noqa: F401 - the version lives in the schema; read here too
 
 
 def _encode(x: Any) -> Any:

@@ -1,0 +1,383 @@
+"""What a snapshot is: the run, its modes, their steps, predictions, quality and replicas, typed.
+
+One place says what each key of a snapshot holds (docs/SNAPSHOT.md is generated from the
+`field` docs below: `python -m kvtui.snapshot.docs`). The stored form stays the JSON the run
+writes (kvtui.snapshot.file); `Run.from_dict(doc).to_dict() == doc` for every snapshot, of
+this version or another (kvtui.snapshot.document says how unknown keys and odd values are
+kept), and every published one round-trips byte-identically (tests/snapshot).
+
+Units: times in seconds (`*_s`), latencies in milliseconds (`*_ms`), memory in GiB (`*_gib`),
+shares as 0–1 fractions, loads as concurrent requests (closed loop) or requests/s (open loop,
+`load_kind` "rate"). An infinite latency (a failed request counts as +∞) is "inf" in the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from kvtui.snapshot.document import ANY, BOOL, INT, LIST, NUMBER, OBJECT, TEXT, Document, field, many, one
+
+SCHEMA = "kvtui.snapshot/1"  # the version a snapshot says it is ("schema"); bump it for a change readers must know
+SUPPORTED = ("kvtui.snapshot/1",)  # the versions this kvtui reads without a warning
+
+
+@dataclass(frozen=True)
+class Distribution(Document):
+    """One latency's distribution over a step's counted requests (ms; a failed request is +∞)."""
+
+    n: int | None = field("samples the figures are computed from", INT)
+    failures: int | None = field("of them, requests that failed (counted as +∞)", INT)
+    mean: float | None = field("mean (ms)", NUMBER)
+    p50: float | None = field("median (ms)", NUMBER)
+    p90: float | None = field("90th percentile (ms)", NUMBER)
+    p95: float | None = field("95th percentile (ms; what the default SLO checks)", NUMBER)
+    p99: float | None = field("99th percentile (ms); null with too few samples to say", NUMBER)
+
+
+@dataclass(frozen=True)
+class ReplicaStep(Document):
+    """One replica's share of a step, where a mode ran several servers behind one router (docs/REPLICAS.md)."""
+
+    name: str | None = field("the replica (r0, r1…)", TEXT)
+    requests: int | None = field("requests it served in the window", INT)
+    errors: int | None = field("of them, failed", INT)
+    output_tok_s: float | None = field("its output tokens/s in the window", NUMBER)
+    input_tok_s: float | None = field("its input (prompt) tokens/s in the window", NUMBER)
+    ttft_ms: Distribution | None = field("its time to first token", one(Distribution))
+    tpot_ms: Distribution | None = field("its time per output token", one(Distribution))
+    kv_cache_usage_max: float | None = field("its KV cache's fullest share", NUMBER)
+    running_max: float | None = field("most requests it ran at once", NUMBER)
+    waiting_max: float | None = field("most requests queued on it", NUMBER)
+    preemptions: float | None = field("preemptions it reported in the window", NUMBER)
+
+
+@dataclass(frozen=True)
+class Step(Document):
+    """One measured load: its figures over the measurement window and its verdict against the SLO."""
+
+    concurrency: float | None = field("the load (same as `load`; the name older readers use)", NUMBER)
+    load: float | None = field("the load: concurrent requests, or requests/s for an open-loop (rate) step", NUMBER)
+    load_kind: str | None = field("\"concurrency\" (closed loop) or \"rate\" (open loop)", TEXT)
+    requests: int | None = field("requests counted in the window", INT)
+    errors: int | None = field("of them, failed", INT)
+    error_rate: float | None = field("errors / requests", NUMBER)
+    errors_by_class: dict[str, Any] | None = field("failed requests by class (timeout, http_5xx…): count", OBJECT)
+    samples: dict[str, Any] | None = field("samples per latency (ttft, tpot, itl, e2e)", OBJECT)
+    output_tok_s: float | None = field("output tokens/s emitted inside the window (every request's)", NUMBER)
+    input_tok_s: float | None = field("input (prompt) tokens/s of requests started inside the window", NUMBER)
+    total_tok_s: float | None = field("output + input tokens/s", NUMBER)
+    request_s: float | None = field("requests finished per second in the window", NUMBER)
+    ttft_ms: Distribution | None = field("time to first token", one(Distribution))
+    tpot_ms: Distribution | None = field("time per output token after the first, per request", one(Distribution))
+    itl_ms: Distribution | None = field("inter-token gaps, pooled over every request (\"stalls\")", one(Distribution))
+    e2e_ms: Distribution | None = field("end-to-end request latency", one(Distribution))
+    goodput: float | None = field("share of counted requests that met every per-request SLO target", NUMBER)
+    goodput_req_s: float | None = field("requests/s that met them", NUMBER)
+    passed: bool | None = field("the SLO verdict: true, false, or null (undecided: too few samples)", BOOL)
+    checks: list[Any] | None = field("each SLO target: {target, limit, value, n, ok, why}", LIST)
+    prefix_cache_hit_rate: float | None = field("the server's prefix-cache hit rate in the window", NUMBER)
+    kv_cache_usage_max: float | None = field("the KV cache's fullest share in the window", NUMBER)
+    kv_cache_usage_mean: float | None = field("its mean share", NUMBER)
+    preemptions: float | None = field("preemptions the server reported in the window", NUMBER)
+    running_max: float | None = field("most requests the server ran at once", NUMBER)
+    waiting_max: float | None = field("most requests queued on the server", NUMBER)
+    server_means_ms: dict[str, Any] | None = field("the server's own means from /metrics (ttft, itl, tpot, e2e, "
+                                                   "queue)", OBJECT)
+    server_tokens: dict[str, Any] | None = field("tokens the server counted in the window (prompt, generation)",
+                                                 OBJECT)
+    gpu_mem_used_gib_max: float | None = field("most GPU memory used in the window (NVML; GiB)", NUMBER)
+    window_s: float | None = field("the measurement window's length (s)", NUMBER)
+    time_scale: float | None = field("the simulator's time scale (1.0 for a real server)", NUMBER)
+    client: dict[str, Any] | None = field("the load generator's own health (cpu, loop lag, dispatch delay, "
+                                          "workers): whether it kept up", OBJECT)
+    client_limited: bool | None = field("the load generator, not the server, limited the step", BOOL)
+    error_burst: bool | None = field("errors came in a burst (the server failing, not the load)", BOOL)
+    aborted: str | None = field("why the step was cut short (a stop, a skip, the engine's death); null when it "
+                                "ran to its end", TEXT)
+    limited_by: str | None = field("what limited it: kv_wall, decode, prefill, errors, client…", TEXT)
+    client_tokens: dict[str, Any] | None = field("tokens the client sent and received over the whole step",
+                                                 OBJECT)
+    index: int | None = field("its place in the mode's steps, from 0", INT)
+    why: str | None = field("why it ran: search, confirm, manual or hold", TEXT)
+    started_at: float | None = field("when it started (epoch s)", NUMBER)
+    duration_s: float | None = field("how long it ran, warm-up and tail included (s)", NUMBER)
+    t_window_start: float | None = field("the window's start (the load generator's monotonic clock, s)", NUMBER)
+    t_window_end: float | None = field("the window's end (same clock)", NUMBER)
+    t_rel_start: float | None = field("the step's start, seconds from the run's start (the series' `t`)", NUMBER)
+    t_rel_end: float | None = field("its end, same clock", NUMBER)
+    send_burst: float | None = field("how many requests were sent at once (lock-step waves when large)", NUMBER)
+    autoscale: dict[str, Any] | None = field("load-generator workers that ran and why any were added", OBJECT)
+    predicted: dict[str, Any] | None = field("the simulator's prediction for this load, before it ran", OBJECT)
+    resumed: Any = field("set on a step kept from the snapshot a run resumed", ANY)
+    replicas: tuple[ReplicaStep, ...] | None = field("each replica's share (several servers behind one router)",
+                                                     many(ReplicaStep))
+    notes: list[Any] | None = field("what a reader must know about this step (requests lost…)", LIST)
+
+    def number(self, key: str) -> float | None:
+        """A numeric field by its JSON key (None when missing, null, a bool or a string)."""
+        s = self.fields().get(key)
+        v = getattr(self, s.name) if s is not None else self.extras.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    @property
+    def ran_to_its_end(self) -> bool:
+        """Whether it measured its load: one cut short (`aborted`) lost its in-flight requests."""
+        return not self.aborted and not self.extras.get("aborted")
+
+    def sample_count(self, metric: str) -> int:
+        v = (self.samples or {}).get(metric)
+        return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+@dataclass(frozen=True)
+class Prediction(Document):
+    """The simulator's prediction of a mode, made before its first step (SIMULATED, always)."""
+
+    simulated: bool | None = field("always true: a prediction is the simulator's", BOOL)
+    sim_version: str | None = field("the simulator that predicted", TEXT)
+    calibration: str | None = field("the calibration file its factors came from", TEXT)
+    gpu: str | None = field("the GPU it predicted for", TEXT)
+    model: str | None = field("the model (its config.json)", TEXT)
+    covered: bool | None = field("whether the model and GPU are ones the simulator covers", BOOL)
+    knee: float | None = field("the predicted best load at the SLO", NUMBER)
+    first_fail: float | None = field("the predicted first failing load", NUMBER)
+    reached_max: bool | None = field("the prediction passed up to the ramp's max", BOOL)
+    resolution: float | None = field("the load step of the predicted search", NUMBER)
+    kv_bound_guess: float | None = field("concurrency the KV cache holds (KV tokens / tokens per request)", NUMBER)
+    curve: list[Any] | None = field("predicted figures per load: {load, passed, ttft_p95_ms, tpot_p95_ms, "
+                                    "output_tok_s, limited_by…}", LIST)
+    factors: dict[str, Any] | None = field("the efficiency factors used, per precision", OBJECT)
+    wall_s: float | None = field("how long the prediction took (s)", NUMBER)
+    prior_calibration: str | None = field("the calibration before any refit on this run's steps", TEXT)
+    refits: list[Any] | None = field("factors refitted after each measured step, and the multipliers", LIST)
+    error: dict[str, Any] | None = field("the prediction against what was measured (knee error, verdicts "
+                                         "agreed…)", OBJECT)
+
+
+@dataclass(frozen=True)
+class Quality(Document):
+    """A mode's quality pass, run before its load (docs/QUALITY.md); none of its requests counts in a step."""
+
+    prompts: int | None = field("fixed prompts sent for the agreement check", INT)
+    prompt_tokens: int | None = field("tokens per prompt", INT)
+    max_tokens: int | None = field("tokens generated per prompt", INT)
+    prompt_digest: str | None = field("digest of the prompts (two modes compare only on the same prompts)", TEXT)
+    temperature: float | None = field("sampling temperature (0: greedy)", NUMBER)
+    logprobs_requested: bool | None = field("whether logprobs were asked for", BOOL)
+    outputs: list[Any] | None = field("each prompt's output text and logprobs", LIST)
+    errors: list[Any] | None = field("prompts that failed, and why", LIST)
+    logprobs: bool | None = field("whether the server returned logprobs", BOOL)
+    wall_s: float | None = field("how long the pass took (s)", NUMBER)
+    tasks: dict[str, Any] | None = field("per ground-truth task (passkey, quotation…): n, correct, accuracy, CI",
+                                         OBJECT)
+    suite: dict[str, Any] | None = field("the suite's run: items, their digest, wall time", OBJECT)
+    skipped: str | None = field("why the pass did not run", TEXT)
+
+
+@dataclass(frozen=True)
+class Replica(Document):
+    """One server of a mode that ran several replicas behind one router (docs/REPLICAS.md)."""
+
+    name: str | None = field("the replica (r0, r1…)", TEXT)
+    base_url: str | None = field("its OpenAI-compatible endpoint (loopback)", TEXT)
+    metrics_url: str | None = field("its /metrics", TEXT)
+    server: dict[str, Any] | None = field("its startup facts (as the mode's `server`)", OBJECT)
+
+
+@dataclass(frozen=True)
+class Mode(Document):
+    """One precision mode's entry: settings, what its server reported at startup, its steps, its answer."""
+
+    name: str | None = field("the mode's name, from the scenario", TEXT)
+    index: int | None = field("its place in the scenario's modes, from 0", INT)
+    settings: dict[str, Any] | None = field("its settings as run: dtype, kv_cache_dtype, quantization, model, "
+                                            "extra_args and env (secrets redacted)", OBJECT)
+    engine: str | None = field("vllm, external or sim", TEXT)
+    simulated: bool | None = field("true when kvtui's simulator served it, not a GPU", BOOL)
+    server: dict[str, Any] | None = field("startup facts: weights_gib, kv_cache_gib, kv_cache_tokens, "
+                                          "max_concurrency_reported, startup_s, cuda_graph_gib, warnings…", OBJECT)
+    engine_info: dict[str, Any] | None = field("the engine: version, command line, GPU names, dummy or real weights",
+                                               OBJECT)
+    best_concurrency: float | None = field("the max load meeting the SLO (null if none); a rate for open-loop runs",
+                                           NUMBER)
+    search: dict[str, Any] | None = field("the search's answer: best, first_fail, confirmed, flips, noisy, "
+                                          "reached_max, describe…", OBJECT)
+    steps: tuple[Step, ...] | None = field("the steps, in the order they ran", many(Step))
+    series: list[Any] | None = field("time series rows: t, load, phase, kv_usage, running, waiting, gpus[] "
+                                     "(memory, power, clocks)…", LIST)
+    complete: bool | None = field("false for a mode stopped mid-search (a resume continues it)", BOOL)
+    started_at: float | None = field("when it started (epoch s)", NUMBER)
+    endpoint: dict[str, Any] | None = field("the endpoint measured: base_url, model, max_model_len", OBJECT)
+    token_space: dict[str, Any] | None = field("the prompt vocabulary and how it was verified", OBJECT)
+    predicted_kv_concurrency: float | None = field("concurrency the KV cache holds, from the server's KV tokens",
+                                                   NUMBER)
+    knee_limited_by: str | None = field("what limited the first failing load above the best", TEXT)
+    finished_at: float | None = field("when it finished (epoch s)", NUMBER)
+    ran_on: dict[str, Any] | None = field("the device: host, gpu_names, gpu_uuids, gpu_indices", OBJECT)
+    prediction: Prediction | None = field("the simulator's prediction, before the first step", one(Prediction))
+    continued: dict[str, Any] | None = field("a mode a resume continued: steps kept, of how many, where they ran",
+                                             OBJECT)
+    replicas: tuple[Replica, ...] | None = field("its replicas, when it ran several servers", many(Replica))
+    quality: Quality | None = field("its quality pass", one(Quality))
+    error: dict[str, Any] | None = field("why it has no result: {kind, message, log_tail}", OBJECT)
+
+    @property
+    def all_steps(self) -> tuple[Step, ...]:
+        return self.steps or ()
+
+    @property
+    def measured_steps(self) -> list[Step]:
+        """The steps that ran to their end."""
+        return [s for s in self.all_steps if s.ran_to_its_end]
+
+    @property
+    def first_fail(self) -> float | None:
+        v = (self.search or {}).get("first_fail")
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    @property
+    def is_simulated(self) -> bool:
+        return bool(self.simulated or (self.engine_info or {}).get("simulated"))
+
+    @property
+    def error_message(self) -> str | None:
+        v = (self.error or {}).get("message")
+        return v if isinstance(v, str) else None
+
+
+@dataclass(frozen=True)
+class ComparisonRow(Document):
+    """One mode's figures against the baseline (kvtui.explore.compare computes them)."""
+
+    mode: str | None = field("the mode", TEXT)
+    engine: str | None = field("its engine", TEXT)
+    version: str | None = field("its engine's version", TEXT)
+    simulated: bool | None = field("SIMULATED", BOOL)
+    dummy_weights: bool | None = field("served with dummy (random) weights", BOOL)
+    load_kind: str | None = field("concurrency or rate", TEXT)
+    best: float | None = field("max load at the SLO", NUMBER)
+    search: str | None = field("the search in words (\"160 (next 192 fails), confirmed\")", TEXT)
+    knee_steps: int | None = field("passing steps at the best load", INT)
+    knee_output_tok_s: float | None = field("their mean output tok/s", NUMBER)
+    peak_load: float | None = field("the fastest load that met the SLO (where the @SLO rates come from)", NUMBER)
+    output_tok_s: float | None = field("output tok/s @SLO (mean over the peak load's steps)", NUMBER)
+    input_tok_s: float | None = field("input tok/s @SLO", NUMBER)
+    total_tok_s: float | None = field("total tok/s @SLO", NUMBER)
+    error_rate_at_knee: float | None = field("error rate at the best load", NUMBER)
+    error_rate_at_peak: float | None = field("error rate at the peak load", NUMBER)
+    preemptions_at_knee: float | None = field("most preemptions at the best load", NUMBER)
+    prefix_cache_hit_rate_at_knee: float | None = field("prefix-cache hit rate there", NUMBER)
+    kv_cache_usage_at_knee: float | None = field("fullest KV share there", NUMBER)
+    next_load: float | None = field("the first failing load above the best", NUMBER)
+    knee_limited_by: str | None = field("what limited it", TEXT)
+    preemptions_next: float | None = field("its preemptions", NUMBER)
+    peak_gpu_mem_gib: float | None = field("most GPU memory over every step (GiB)", NUMBER)
+    peak_gpu_mem_gib_per_gpu: list[Any] | None = field("each GPU's peak (tensor parallel)", LIST)
+    weights_gib: float | None = field("weights (GiB, from the server)", NUMBER)
+    kv_cache_gib: float | None = field("KV cache (GiB)", NUMBER)
+    kv_tokens: float | None = field("KV cache tokens", NUMBER)
+    billed_share: float | None = field("share of GPU time billed to the counted tokens", NUMBER)
+    usd_per_mtok_out: float | None = field("$ per million output tokens @SLO", NUMBER)
+    usd_per_mtok_in: float | None = field("$ per million input tokens @SLO", NUMBER)
+    warnings: list[Any] | None = field("the server's warnings", LIST)
+    error: str | None = field("why it has no result", TEXT)
+    complete: bool | None = field("whether its search finished", BOOL)
+    best_x: float | None = field("best ÷ the baseline's", NUMBER)
+    tok_s_x: float | None = field("output tok/s @SLO ÷ the baseline's", NUMBER)
+    kv_tokens_x: float | None = field("KV tokens ÷ the baseline's", NUMBER)
+    cost_out_change: float | None = field("$/Mtok out ÷ the baseline's − 1", NUMBER)
+    cost_in_change: float | None = field("$/Mtok in ÷ the baseline's − 1", NUMBER)
+    quality: dict[str, Any] | None = field("the quality verdict against the reference mode", OBJECT)
+    usd_per_mtok_out_qadj: float | None = field("quality-adjusted $/Mtok out", NUMBER)
+    usd_per_mtok_in_qadj: float | None = field("quality-adjusted $/Mtok in", NUMBER)
+    j_per_token_out: float | None = field("GPU energy per output token @SLO (J; NVML power, never the simulator's)",
+                                          NUMBER)
+    energy_change: float | None = field("J/token ÷ the baseline's − 1", NUMBER)
+
+
+@dataclass(frozen=True)
+class Comparison(Document):
+    """The modes side by side against the baseline (the first mode with a result)."""
+
+    baseline: str | None = field("the baseline mode", TEXT)
+    note: str | None = field("why the baseline is not the first mode, or why there is none", TEXT)
+    load_kind: str | None = field("concurrency, rate or mixed", TEXT)
+    cost: dict[str, Any] | None = field("the cost settings: gpu_hourly_usd, gpus, count_failed", OBJECT)
+    quality_reference: str | None = field("the mode quality is compared against", TEXT)
+    rows: tuple[ComparisonRow, ...] | None = field("one row per mode, in the modes' order", many(ComparisonRow))
+
+
+@dataclass(frozen=True)
+class Environment(Document):
+    """Where the run was measured."""
+
+    host: str | None = field("the host's name", TEXT)
+    platform: str | None = field("OS and kernel", TEXT)
+    python: str | None = field("Python's version", TEXT)
+    kvtui_version: str | None = field("kvtui's version", TEXT)
+    engine: str | None = field("vllm, external or sim", TEXT)
+    simulated: bool | None = field("true for the simulator: every figure is SIMULATED", BOOL)
+    started_at: float | None = field("when the run started (epoch s)", NUMBER)
+    t0_epoch: float | None = field("the run's clock origin (epoch s)", NUMBER)
+    gpu_names: list[Any] | None = field("the GPUs (a simulated one says so)", LIST)
+    gpu_memory_gib: list[Any] | None = field("each GPU's memory (GiB)", LIST)
+    driver: str | None = field("the NVIDIA driver", TEXT)
+    cuda: str | None = field("the CUDA version", TEXT)
+    gpu_count: int | None = field("how many GPUs", INT)
+    gpu_uuids: list[Any] | None = field("the GPUs' UUIDs", LIST)
+    gpu_indices: list[Any] | None = field("their indices", LIST)
+    joined_on: Any = field("the environments of snapshots a resume joined", ANY)
+    gpu_telemetry: str | None = field("why there is no GPU telemetry", TEXT)
+
+
+@dataclass(frozen=True)
+class RunInfo(Document):
+    """How the run went."""
+
+    salt: str | None = field("the run's salt (request ids, prompts)", TEXT)
+    fast: bool | None = field("the offline fast simulator ran it", BOOL)
+    modes_requested: list[Any] | None = field("the modes asked for", LIST)
+    t0_monotonic: float | None = field("the run's start on the monotonic clock", NUMBER)
+    finished: bool | None = field("whether it ran to its end", BOOL)
+    stop_reason: str | None = field("why it stopped early", TEXT)
+    records_written: int | None = field("per-request records in the sidecar", INT)
+    wall_s: float | None = field("its wall time (s)", NUMBER)
+
+
+@dataclass(frozen=True)
+class Run(Document):
+    """A snapshot: one run, as a versioned JSON file (kvtui.snapshot.file writes and reads it)."""
+
+    schema: str | None = field(f"the version: \"{SCHEMA}\"", TEXT)
+    kvtui_version: str | None = field("the kvtui that ran it", TEXT)
+    scenario: dict[str, Any] | None = field("the scenario as run, secrets removed (kvtui.scenario's schema)",
+                                            OBJECT)
+    environment: Environment | None = field("where it ran", one(Environment))
+    run: RunInfo | None = field("how it went", one(RunInfo))
+    modes: tuple[Mode, ...] | None = field("the modes, in the scenario's order", many(Mode))
+    resumed_from: dict[str, Any] | None = field("the snapshot(s) a resume kept steps from", OBJECT)
+    records: str | None = field("the per-request records' sidecar (JSON Lines), beside the snapshot", TEXT)
+    comparison: Comparison | None = field("the modes against the baseline", one(Comparison))
+    finalized_at: float | None = field("when the snapshot was finalised (epoch s); absent in a journal", NUMBER)
+    notes: list[Any] | None = field("what a reader must know about the run", LIST)
+    warnings: list[Any] | None = field("warnings of the run (modes joined from several devices…)", LIST)
+    frozen: Any = field("set on test data frozen from a run", ANY)
+    load_warnings: list[Any] | None = field("set by the reader, never stored: a damaged, truncated or "
+                                            "unknown-version file", LIST)
+
+    @property
+    def all_modes(self) -> tuple[Mode, ...]:
+        return self.modes or ()
+
+    def mode(self, name: str) -> Mode | None:
+        return next((m for m in self.all_modes if m.name == name), None)
+
+
+DOCUMENTS: tuple[type[Document], ...] = (Run, Environment, RunInfo, Mode, Step, Distribution, Prediction, Quality,
+                                         Replica, ReplicaStep, Comparison, ComparisonRow)
+
+
+def read_run(doc: Mapping[str, Any]) -> Run:
+    """A snapshot document (as kvtui.snapshot.file.load_snapshot gives it), typed."""
+    return Run.from_dict({k: v for k, v in doc.items() if not k.startswith("_")})
