@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
-from kvtui.report.energy import add_energy
 from kvtui.report.text import comparison, fmt, fmt_load, fmt_pct, fmt_x
 
 
@@ -67,7 +66,8 @@ def _so_far(modes: list[dict[str, Any]], name: Any) -> float | None:
 
 def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     """{"baseline", "load_kind", "questions": [...], "rows": [...], "lines": [...], "caveats": [...]}."""
-    comp = add_energy(doc, dict(comparison(doc), rows=[dict(r) for r in comparison(doc).get("rows") or []]))
+    whole = comparison(doc)  # every figure, from the one place (kvtui.report.figures); rows copied, not changed
+    comp = dict(whole, rows=[dict(r) for r in whole.get("rows") or []])
     rows = comp.get("rows") or []
     base = comp.get("baseline")
     done = [r for r in rows if r.get("best") is not None]

@@ -13,7 +13,7 @@ from typing import Any
 
 from kvtui.explore.document import flatten as _flat
 from kvtui.explore.document import setting_changes
-from kvtui.report.compare import add_ratios, compare_modes
+from kvtui.report.figures import against, comparison
 from kvtui.report.text import caveats, comparison_headers, comparison_row, labels, table
 
 _IGNORED = {("server", "port"), ("server", "startup_timeout_s"), ("server", "stop_timeout_s")}
@@ -70,8 +70,9 @@ def pair_modes(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[tuple[int | N
 
 
 def compare_docs(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b: str = "B") -> dict[str, Any]:
-    """{"rows", "note", "differences", "load_kind"}: rows shaped like compare_modes' rows, B's ratios against A."""
-    ca, cb = compare_modes(a), compare_modes(b)
+    """{"rows", "note", "differences", "load_kind"}: each run's comparison rows with every figure
+    (kvtui.report.figures, as the other views show them), B's × and Δ against A's same mode."""
+    ca, cb = comparison(a, fresh=True), comparison(b, fresh=True)
     pairs, note = pair_modes(a, b)
     rows = []
     unmatched = []
@@ -79,11 +80,11 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b
         ra = dict(ca["rows"][i]) if i is not None else None
         rb = dict(cb["rows"][j]) if j is not None else None
         if ra is not None:
-            add_ratios(ra, ra if rb is not None else None)
+            against(ra, ra if rb is not None else None)
             ra["mode"] = f"{ra['mode']} [{name_a}]"
             rows.append(ra)
         if rb is not None:
-            add_ratios(rb, ca["rows"][i] if i is not None else None)
+            against(rb, ca["rows"][i] if i is not None else None)
             rb["mode"] = f"{rb['mode']} [{name_b}]"
             rows.append(rb)
         if ra is None or rb is None:

@@ -73,6 +73,10 @@ def add_energy(doc: dict[str, Any], comp: dict[str, Any]) -> dict[str, Any]:
         r["j_per_token_out"] = mode_j_per_token(m, load) if m else None
     base = next((r for r in rows if r.get("mode") == comp.get("baseline")), None)
     for r in rows:
-        a, b = r.get("j_per_token_out"), (base or {}).get("j_per_token_out")
-        r["energy_change"] = round(a / b - 1, 4) if a is not None and b else None
+        r["energy_change"] = energy_change(r.get("j_per_token_out"), (base or {}).get("j_per_token_out"))
     return comp
+
+
+def energy_change(j: float | None, ref: float | None) -> float | None:
+    """J/token against a reference row's: j ÷ ref − 1 (None where either has no figure)."""
+    return round(j / ref - 1, 4) if j is not None and ref else None

@@ -12,7 +12,7 @@ Stable API for the TUI and the exports:
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
 def fmt(x: Any, digits: int = 0, unit: str = "") -> str:
@@ -73,18 +73,10 @@ COMPARISON_HEADERS = (
 
 
 def comparison(doc: dict[str, Any]) -> dict[str, Any]:
-    """The doc's comparison, computed from its modes when it has none yet, with energy per token
-    (J/token, from NVML power) on each row — a copy: the stored comparison is not changed."""
-    from kvtui.report.energy import add_energy
+    """The doc's comparison with every figure on each row (kvtui.report.figures: the one place)."""
+    from kvtui.report.figures import comparison as figures
 
-    comp = doc.get("comparison")
-    if not (comp and comp.get("rows") is not None and len(comp["rows"]) == len(doc.get("modes", []))):
-        from kvtui.report.compare import compare_modes
-
-        comp = compare_modes(doc)
-    if all("j_per_token_out" in r for r in comp["rows"]):
-        return comp
-    return add_energy(doc, dict(comp, rows=[dict(r) for r in comp["rows"]]))
+    return figures(doc)
 
 
 def comparison_headers(doc: dict[str, Any] | None = None, load_kind: str | None = None) -> list[str]:
@@ -126,11 +118,28 @@ def fmt_peak(r: dict[str, Any]) -> str:
 
 def fmt_rate_at(r: dict[str, Any]) -> str:
     """Output tok/s @SLO, with the load it came from when that is not the knee ("4,144 @132")."""
-    cell = fmt(r["output_tok_s"])
+    cell = figure_cell("output_tok_s", r)
     peak = r.get("peak_load")
     if peak is not None and r.get("best") is not None and peak != r["best"] and r["output_tok_s"] is not None:
         cell += f" @{fmt_load(peak)}"
     return cell
+
+
+# How each figure of a comparison row (kvtui.report.figures) is written, in every view: one rule each.
+FIGURE_CELLS: dict[str, Callable[[Any], str]] = {
+    "best": fmt_load, "best_x": fmt_x,
+    "output_tok_s": fmt, "tok_s_x": fmt_x,
+    "kv_tokens": fmt, "kv_tokens_x": fmt_x,
+    "usd_per_mtok_out": lambda v: fmt(v, 3), "cost_out_change": fmt_pct,
+    "usd_per_mtok_in": lambda v: fmt(v, 4), "cost_in_change": fmt_pct,
+    "usd_per_mtok_out_qadj": lambda v: fmt(v, 3),
+    "j_per_token_out": lambda v: fmt(v, 3), "energy_change": fmt_pct,
+}
+
+
+def figure_cell(key: str, r: dict[str, Any]) -> str:
+    """Row `r`'s figure `key` as every view writes it (FIGURE_CELLS)."""
+    return FIGURE_CELLS[key](r.get(key))
 
 
 def comparison_row(r: dict[str, Any]) -> list[str]:
@@ -138,14 +147,15 @@ def comparison_row(r: dict[str, Any]) -> list[str]:
     from kvtui.explore.evaluate import LIMIT_WORDS
 
     lim = r.get("knee_limited_by")
+    c = lambda key: figure_cell(key, r)  # noqa: E731
     return [
-        r["mode"], fmt_load(r["best"]), fmt_x(r.get("best_x")), fmt_rate_at(r), fmt_x(r.get("tok_s_x")),
-        fmt_peak(r), fmt(r["weights_gib"], 2), fmt(r["kv_tokens"]), fmt_x(r.get("kv_tokens_x")),
+        r["mode"], c("best"), c("best_x"), fmt_rate_at(r), c("tok_s_x"),
+        fmt_peak(r), fmt(r["weights_gib"], 2), c("kv_tokens"), c("kv_tokens_x"),
         fmt(r["preemptions_at_knee"]), LIMIT_WORDS.get(lim or "", lim or "—"),
-        fmt(r["usd_per_mtok_out"], 3), fmt_pct(r.get("cost_out_change")),
-        fmt(r.get("j_per_token_out"), 3), fmt_pct(r.get("energy_change")),
-        fmt(r["usd_per_mtok_in"], 4), fmt_pct(r.get("cost_in_change")),
-        fmt(r.get("usd_per_mtok_out_qadj"), 3),
+        c("usd_per_mtok_out"), c("cost_out_change"),
+        c("j_per_token_out"), c("energy_change"),
+        c("usd_per_mtok_in"), c("cost_in_change"),
+        c("usd_per_mtok_out_qadj"),
         quality_cell(r.get("quality")),
     ]
 

@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from kvtui.report.answer import build_answer, headline
-from kvtui.report.text import fmt, fmt_load, fmt_pct, fmt_x, quality_cell
+from kvtui.report.text import figure_cell, fmt_load, quality_cell
 from kvtui.tui.charts import Chart, _finite, hexrgb
 from kvtui.tui.keys import bindings
 from kvtui.tui.state import RunState
@@ -68,21 +68,21 @@ def answer_cells(r: dict[str, Any], base: str | None) -> dict[str, str]:
     from kvtui.explore.evaluate import LIMIT_WORDS
 
     lim = r.get("knee_limited_by")
-    tok = fmt(r.get("output_tok_s"))
+    c = lambda key: figure_cell(key, r)  # noqa: E731 - each figure written by its one rule (report/text.py)
+    tok = c("output_tok_s")
     if r.get("peak_load") is not None and r.get("best") is not None and r["peak_load"] != r["best"]:
         tok += f"@{fmt_load(r['peak_load'])}"
-    j = r.get("j_per_token_out")
     return {
         "mode": str(r["mode"]) + (" (base)" if r["mode"] == base else ""),
-        "best": fmt_load(r.get("best")),
-        "best_x": fmt_x(r.get("best_x")),
+        "best": c("best"),
+        "best_x": c("best_x"),
         "tok": tok,
-        "tok_x": fmt_x(r.get("tok_s_x")),
-        "usd": fmt(r.get("usd_per_mtok_out"), 3),
-        "usd_d": fmt_pct(r.get("cost_out_change")),
-        "j": f"{j:.3f}" if isinstance(j, (int, float)) else "—",
-        "qadj": fmt(r.get("usd_per_mtok_out_qadj"), 3),
-        "kv": fmt(r.get("kv_tokens")),
+        "tok_x": c("tok_s_x"),
+        "usd": c("usd_per_mtok_out"),
+        "usd_d": c("cost_out_change"),
+        "j": c("j_per_token_out"),
+        "qadj": c("usd_per_mtok_out_qadj"),
+        "kv": c("kv_tokens"),
         "limit": LIMIT_WORDS.get(lim or "", lim or "—"),
         "quality": quality_cell(r.get("quality")),
     }

@@ -1,0 +1,52 @@
+"""Every figure a view shows of a run's modes, computed in one place: each view reads them here.
+
+The answer screen, the comparison pop-up, `kvtui diff`, the Markdown, CSV and SVG exports and
+the replay's plain text all show the same figures of a mode (max load @SLO, output tok/s @SLO,
+$/Mtok out and in, quality-adjusted $/Mtok, J/token, and each one's × or Δ against a reference
+row). They come from here, so no view can leave one out or compute it another way (`kvtui diff`
+once showed "—" for J/token where the others showed figures: it built its rows from the bare
+comparison, without the energy). How each figure is written on screen is `report/text.py`'s
+`figure_cell`; tests/report/test_figures_agree.py renders every figure in every view and
+asserts they agree.
+
+The arithmetic itself stays where it was: the comparison (kvtui.explore.compare, which the
+run stores in its snapshot) and the energy per token (kvtui.report.energy).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvtui.snapshot.schema import ComparisonRow
+
+
+def comparison(doc: dict[str, Any], fresh: bool = False) -> dict[str, Any]:
+    """The doc's comparison with every figure on each row: the stored one (or computed from its modes
+    when it has none yet, or not one row per mode, or `fresh`: as the exports and `kvtui diff` do),
+    with the energy per token — a copy: the stored comparison is not changed."""
+    from kvtui.report.energy import add_energy
+
+    comp = None if fresh else doc.get("comparison")
+    if not (comp and comp.get("rows") is not None and len(comp["rows"]) == len(doc.get("modes", []))):
+        from kvtui.explore.compare import compare_modes
+
+        comp = compare_modes(doc)
+    if all("j_per_token_out" in r for r in comp["rows"]):
+        return comp
+    return add_energy(doc, dict(comp, rows=[dict(r) for r in comp["rows"]]))
+
+
+def against(r: dict[str, Any], ref: dict[str, Any] | None) -> dict[str, Any]:
+    """Every × and Δ of row `r` against row `ref` (in place; None where either lacks the figure):
+    max load, tok/s and KV tokens ×, $/Mtok out and in Δ, and J/token Δ."""
+    from kvtui.explore.compare import add_ratios
+    from kvtui.report.energy import energy_change
+
+    add_ratios(r, ref)
+    r["energy_change"] = energy_change(r.get("j_per_token_out"), (ref or {}).get("j_per_token_out"))
+    return r
+
+
+def rows(doc: dict[str, Any]) -> list[ComparisonRow]:
+    """The comparison's rows, typed (kvtui.snapshot.schema.ComparisonRow)."""
+    return [ComparisonRow.from_dict(r) for r in comparison(doc).get("rows") or []]
