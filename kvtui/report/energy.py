@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvtui.snapshot.schema import Mode, Step
+
 
 def _num(x: Any) -> float | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
@@ -29,15 +31,19 @@ def row_power_w(row: dict[str, Any]) -> float | None:
 
 def step_power_w(mode: dict[str, Any], step: dict[str, Any]) -> float | None:
     """Mean power over the step's window rows (its load, phase window, within its run-relative times)."""
-    lo, hi = _num(step.get("t_rel_start")), _num(step.get("t_rel_end"))
+    return _step_power_w(Mode.view(mode), Step.view(step))
+
+
+def _step_power_w(mode: Mode, step: Step) -> float | None:
+    lo, hi = _num(step.t_rel_start), _num(step.t_rel_end)
     vals = []
-    for row in mode.get("series") or []:
+    for row in mode.series or []:
         if not isinstance(row, dict) or row.get("phase") not in (None, "window"):
             continue
         t = _num(row.get("t"))
         if t is None or lo is None or hi is None or not lo <= t <= hi:
             continue
-        if step.get("load") is not None and row.get("load") is not None and row.get("load") != step.get("load"):
+        if step.load is not None and row.get("load") is not None and row.get("load") != step.load:
             continue
         p = row_power_w(row)
         if p is not None:
@@ -47,8 +53,12 @@ def step_power_w(mode: dict[str, Any], step: dict[str, Any]) -> float | None:
 
 def step_j_per_token(mode: dict[str, Any], step: dict[str, Any]) -> float | None:
     """Joules per output token in the step's window (power / output tok/s)."""
-    p = step_power_w(mode, step)
-    tok = _num(step.get("output_tok_s"))
+    return _step_j_per_token(Mode.view(mode), Step.view(step))
+
+
+def _step_j_per_token(mode: Mode, step: Step) -> float | None:
+    p = _step_power_w(mode, step)
+    tok = _num(step.output_tok_s)
     if p is None or not tok:
         return None
     return p / tok
@@ -58,7 +68,8 @@ def mode_j_per_token(mode: dict[str, Any], load: float | None) -> float | None:
     """A mode's J/token at `load` (the fastest load meeting the SLO): the mean over its passing steps there."""
     if load is None:
         return None
-    vals = [step_j_per_token(mode, s) for s in mode.get("steps") or [] if s.get("load") == load and s.get("passed")]
+    m = Mode.view(mode)
+    vals = [_step_j_per_token(m, s) for s in m.all_steps if s.load == load and s.passed]
     known = [v for v in vals if v is not None]
     return round(sum(known) / len(known), 4) if known else None
 

@@ -11,12 +11,15 @@ imported snapshots must be, and writing gives back exactly what was read:
 - the keys' order is kept (`key_order`): `from_dict(d).to_dict() == d`, key for key, so a
   snapshot written by any version replays and exports byte-identically.
 
-Values are copied on the way in and out: a document never shares a list or dict with the
-caller, so no one can change it behind its back.
+Values are copied on the way in and out: a document from `from_dict` never shares a list or
+dict with the caller, so no one can change it behind its back. `view` reads without copying
+(a view shares the dict's containers), for the typed reads of the views (report/, tui/), which
+render a document many times a second and never keep it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import dataclasses
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
@@ -40,6 +43,14 @@ class Kind:
     write: Callable[[Any], Any]
 
 
+# True while `Document.view` reads: values are shared with the dict read, not copied.
+_SHARING: contextvars.ContextVar[bool] = contextvars.ContextVar("kvtui_snapshot_sharing", default=False)
+
+
+def _copied(x: Any) -> Any:
+    return x if _SHARING.get() else copy.deepcopy(x)
+
+
 def _same(x: Any) -> Any:
     return copy.deepcopy(x)
 
@@ -47,7 +58,7 @@ def _same(x: Any) -> Any:
 def _check(name: str, ok: Callable[[Any], bool]) -> Kind:
     def read(v: Any) -> Any:
         if v is None or ok(v):
-            return copy.deepcopy(v)
+            return _copied(v)
         raise ValueError(name)
 
     return Kind(name, read, _same)
@@ -63,7 +74,7 @@ TEXT = _check("string", lambda v: isinstance(v, str))
 BOOL = _check("boolean", lambda v: isinstance(v, bool))
 OBJECT = _check("object", lambda v: isinstance(v, dict))
 LIST = _check("list", lambda v: isinstance(v, list))
-ANY = Kind("any", _same, _same)
+ANY = Kind("any", _copied, _same)
 
 
 def one(cls: type[Document]) -> Kind:
@@ -73,7 +84,7 @@ def one(cls: type[Document]) -> Kind:
             return None
         if not isinstance(v, dict):
             raise ValueError(cls.__name__)
-        return cls.from_dict(v)
+        return cls._read(v)
 
     return Kind(cls.__name__, read, lambda d: None if d is None else d.to_dict())
 
@@ -86,7 +97,7 @@ def many(cls: type[Document]) -> Kind:
             return None
         if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
             raise ValueError(f"list of {cls.__name__}")
-        return tuple(cls.from_dict(x) for x in v)
+        return tuple(cls._read(x) for x in v)
 
     return Kind(f"list of {cls.__name__}", read, lambda t: None if t is None else [d.to_dict() for d in t])
 
@@ -133,6 +144,14 @@ class Document:
     def from_dict(cls: type[D], d: Mapping[str, Any]) -> D:
         if not isinstance(d, Mapping):
             raise SchemaError(f"a {cls.__name__} is a JSON object, not {type(d).__name__}")
+        token = _SHARING.set(False)
+        try:
+            return cls._read(d)
+        finally:
+            _SHARING.reset(token)
+
+    @classmethod
+    def _read(cls: type[D], d: Mapping[str, Any]) -> D:
         specs = cls.fields()
         values: dict[str, Any] = {}
         extras: dict[str, Any] = {}
@@ -144,8 +163,21 @@ class Document:
                     continue
                 except ValueError:
                     pass  # not what the schema expects: kept as it was, the field reads None
-            extras[k] = copy.deepcopy(v)
+            extras[k] = _copied(v)
         return cls(extras=extras, key_order=tuple(d), **values)
+
+    @classmethod
+    def view(cls: type[D], d: Mapping[str, Any]) -> D:
+        """The document read without copying: it shares `d`'s lists and dicts. For a typed read of a
+        document that no one changes while the view is used (a view renders, compares, reports);
+        `from_dict` for one that is kept. Nested documents are views too."""
+        if not isinstance(d, Mapping):
+            raise SchemaError(f"a {cls.__name__} is a JSON object, not {type(d).__name__}")
+        token = _SHARING.set(True)
+        try:
+            return cls._read(d)
+        finally:
+            _SHARING.reset(token)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: the keys read, in their order, then fields set in code, then new extras."""
