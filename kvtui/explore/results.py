@@ -1,16 +1,22 @@
-"""Typed results: one step (`StepResult`) and one mode (`ModeResult`) of a snapshot.
+"""Typed results over the run's own document: one step (`StepResult`) and one mode (`ModeResult`).
 
-The snapshot schema (kvtui.snapshot.file.SCHEMA) stays the stored form: `from_dict` takes
-a step or mode dict as a snapshot holds it and `to_dict` gives back exactly that dict (same
-keys, same order), so a snapshot written before these types replays and exports
-byte-identically. Reads are typed and forgiving the way a reader of imported or older
-snapshots must be: a field that is missing or of the wrong type reads as None, never raises.
+What each field is and how it reads is the snapshot schema's (kvtui.snapshot.schema: `Step`,
+`Mode`); these are the run's handles on the dicts it fills as it goes (the controller writes
+the search's answer into its mode with `record_search`), so they keep the dict (`raw`) and read
+it through a schema view each time. `from_dict` takes a step or mode dict as a snapshot holds
+it and `to_dict` gives back exactly that dict (same keys, same order), so a snapshot written
+before these types replays and exports byte-identically. Reads are forgiving the way a reader
+of imported or older snapshots must be: a field that is missing or of the wrong type reads as
+None, never raises.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping
+
+from kvtui.snapshot.schema import Mode, Step
 
 
 def _number(v: Any) -> float | None:
@@ -32,50 +38,49 @@ class StepResult:
     def to_dict(self) -> dict[str, Any]:
         return self.raw
 
+    @cached_property
+    def typed(self) -> Step:
+        """The step as the schema reads it (a view: read once, for a step that is finished)."""
+        return Step.view(self.raw)
+
     def number(self, key: str) -> float | None:
         """A numeric field (None when missing, null, a bool or a string)."""
-        return _number(self.raw.get(key))
+        return self.typed.number(key)
 
     @property
     def load(self) -> float | None:
-        return self.number("load")
+        return _number(self.typed.load)
 
     @property
     def passed(self) -> bool | None:
         """The SLO verdict: True, False, or None (undecided: too few samples)."""
-        v = self.raw.get("passed")
-        return v if isinstance(v, bool) else None
+        return self.typed.passed
 
     @property
     def index(self) -> int | None:
-        v = self.raw.get("index")
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
+        return self.typed.index
 
     @property
     def why(self) -> str | None:
         """search, confirm, manual or hold."""
-        v = self.raw.get("why")
-        return v if isinstance(v, str) else None
+        return self.typed.why
 
     @property
     def limited_by(self) -> str | None:
-        v = self.raw.get("limited_by")
-        return v if isinstance(v, str) and v else None
+        return self.typed.limited_by or None
 
     @property
     def load_kind(self) -> str | None:
-        v = self.raw.get("load_kind")
-        return v if isinstance(v, str) and v else None
+        return self.typed.load_kind or None
 
     @property
     def ran_to_its_end(self) -> bool:
         """Whether it measured its load: one cut short (`aborted`: a stop, a skip, the engine's
         death) lost its in-flight requests, so its figures describe an early-finished part."""
-        return not self.raw.get("aborted")
+        return self.typed.ran_to_its_end
 
     def samples(self, metric: str) -> int:
-        v = (self.raw.get("samples") or {}).get(metric)
-        return v if isinstance(v, int) else 0
+        return self.typed.sample_count(metric)
 
 
 @dataclass(frozen=True)
@@ -94,9 +99,13 @@ class ModeResult:
         return self.raw
 
     @property
+    def typed(self) -> Mode:
+        """The mode as the schema reads it, now (a view: the run still fills its dict)."""
+        return Mode.view(self.raw)
+
+    @property
     def name(self) -> str | None:
-        v = self.raw.get("name")
-        return v if isinstance(v, str) else None
+        return self.typed.name
 
     @property
     def steps(self) -> list[StepResult]:
@@ -137,11 +146,11 @@ class ModeResult:
 
     @property
     def simulated(self) -> bool:
-        return bool(self.raw.get("simulated") or self.engine_info.get("simulated"))
+        return self.typed.is_simulated
 
     @property
     def error_message(self) -> str | None:
-        return (self.raw.get("error") or {}).get("message")
+        return self.typed.error_message
 
     def record_search(self, *, best: float | None, first_fail: float | None, confirmed: bool, flips: int, noisy: bool,
                       reached_max: bool, wall_s: float, describe: str, done: bool, skipped: bool) -> None:
