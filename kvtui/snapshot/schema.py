@@ -113,6 +113,14 @@ class Step(Document):
     replicas: tuple[ReplicaStep, ...] | None = field("each replica's share (several servers behind one router)",
                                                      many(ReplicaStep))
     notes: list[Any] | None = field("what a reader must know about this step (requests lost…)", LIST)
+    note: str | None = field("a remark on its load (more concurrency than the server's max_num_seqs…)", TEXT)
+    replicas_lost: list[Any] | None = field("replicas that died during the step: {name, …}; its figures stay "
+                                            "those of every request", LIST)
+    repeat_of: Any = field("the step this one repeats", ANY)
+    search_phase: Any = field("the search's phase when it ran", ANY)
+    fast: bool | None = field("measured by the offline fast simulator (no HTTP): SIMULATED", BOOL)
+    engine_limits: dict[str, Any] | None = field("the offline simulator's engine iterations by what bound each "
+                                                 "(idle, compute, weights…)", OBJECT)
 
     def number(self, key: str) -> float | None:
         """A numeric field by its JSON key (None when missing, null, a bool or a string)."""

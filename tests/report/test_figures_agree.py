@@ -16,6 +16,7 @@ import csv
 import html
 import io
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,16 @@ ANSWER_KEY = {"best": "best", "best_x": "best_x", "tok_s_x": "tok_x", "usd_per_m
               "cost_out_change": "usd_d", "j_per_token_out": "j", "usd_per_mtok_out_qadj": "qadj", "kv_tokens": "kv"}
 
 
-@pytest.fixture(scope="module", params=[ENERGY, QADJ, DEMO], ids=lambda p: p.stem)
+FRESH = Path("a demo run made now")  # the built-in demo scenario, run by the CLI for this test (offline simulator)
+
+
+@pytest.fixture(scope="module", params=[ENERGY, QADJ, DEMO, FRESH], ids=lambda p: p.stem.replace(" ", "-"))
 def run(request, tmp_path_factory):
+    if request.param == FRESH:
+        sys.path.insert(0, str(ROOT / "tests" / "snapshot"))
+        from published import fresh_demo_run
+
+        return load_snapshot(fresh_demo_run(tmp_path_factory.mktemp("fresh")))
     if request.param == DEMO:
         import lzma
 

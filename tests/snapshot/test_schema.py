@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from published import ROOT, SNAPSHOTS, snapshot_path  # noqa: E402
+from published import ROOT, SNAPSHOTS, fresh_demo_run, snapshot_path  # noqa: E402
 
 from kvtui.snapshot.document import SchemaError
 from kvtui.snapshot.file import _decode, dumps, load_snapshot
@@ -110,3 +110,11 @@ def test_a_view_reads_the_same_fields_without_copying():
     assert view.extras["odd"] is d["odd"]
     assert kept.series is not d["series"] and kept.all_steps[0].checks is not d["steps"][0]["checks"]
     assert Mode.from_dict(d).series is not d["series"]  # a view read in between leaves from_dict copying
+
+
+def test_a_snapshot_the_writer_writes_now_round_trips_byte_identically(tmp_path):
+    out = fresh_demo_run(tmp_path)
+    text = out.read_text(encoding="utf-8")
+    assert _serialise_like(text, Run.from_dict(_decode(json.loads(text))).to_dict()) == text
+    run = Run.from_dict(_decode(json.loads(text)))
+    assert not run.extras and all(not m.extras and all(not s.extras for s in m.all_steps) for m in run.all_modes)
