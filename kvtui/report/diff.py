@@ -15,12 +15,13 @@ from kvtui.explore.document import flatten as _flat
 from kvtui.explore.document import setting_changes
 from kvtui.report.figures import against, comparison
 from kvtui.report.text import caveats, comparison_headers, comparison_row, labels, table
+from kvtui.snapshot.schema import Environment, Mode, Run
 
 _IGNORED = {("server", "port"), ("server", "startup_timeout_s"), ("server", "stop_timeout_s")}
 
 
 def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    sa, sb = a.get("scenario") or {}, b.get("scenario") or {}
+    sa, sb = Run.view(a).scenario or {}, Run.view(b).scenario or {}
     out = []
     for section in ("server", "workload", "ramp", "slo", "cost", "quality"):
         fa, fb = _flat(sa.get(section) or {}), _flat(sb.get(section) or {})
@@ -32,35 +33,42 @@ def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return out
 
 
+def _modes(doc: dict[str, Any]) -> tuple[Mode, ...]:
+    return Run.view(doc).all_modes
+
+
 def mode_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """Settings of the modes both runs have by name (a dtype, a quantization, an extra arg…)."""
-    mb = {m.get("name"): m for m in b.get("modes", [])}
+    mb = {m.name: m for m in _modes(b)}
     out = []
-    for ma in a.get("modes", []):
-        other = mb.get(ma.get("name"))
+    for ma in _modes(a):
+        other = mb.get(ma.name)
         if other is not None:
-            out += [f"mode {ma.get('name')}: {c}" for c in setting_changes(ma.get("settings") or {},
-                                                                           other.get("settings") or {})]
+            out += [f"mode {ma.name}: {c}" for c in setting_changes(ma.settings or {}, other.settings or {})]
     return out
 
 
+_ENVIRONMENT = (("engine", "engine"), ("gpu_names", "GPU"), ("gpu_count", "GPU count"), ("driver", "driver"),
+                ("cuda", "CUDA"), ("simulated", "simulated"))
+
+
 def environment_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    ea, eb = a.get("environment") or {}, b.get("environment") or {}
+    ea, eb = Run.view(a).environment or Environment(), Run.view(b).environment or Environment()
     out = []
-    for key, title in (("engine", "engine"), ("gpu_names", "GPU"), ("gpu_count", "GPU count"), ("driver", "driver"),
-                       ("cuda", "CUDA"), ("simulated", "simulated")):
-        if ea.get(key) != eb.get(key):
-            out.append(f"{title}: {ea.get(key)!r} → {eb.get(key)!r}")
-    va = sorted({(m.get("engine_info") or {}).get("version") or "?" for m in a.get("modes", [])})
-    vb = sorted({(m.get("engine_info") or {}).get("version") or "?" for m in b.get("modes", [])})
-    if va != vb:
-        out.append(f"server version: {', '.join(va)} → {', '.join(vb)}")
+    for key, title in _ENVIRONMENT:
+        va, vb = getattr(ea, key), getattr(eb, key)
+        if va != vb:
+            out.append(f"{title}: {va!r} → {vb!r}")
+    versions_a = sorted({(m.engine_info or {}).get("version") or "?" for m in _modes(a)})
+    versions_b = sorted({(m.engine_info or {}).get("version") or "?" for m in _modes(b)})
+    if versions_a != versions_b:
+        out.append(f"server version: {', '.join(versions_a)} → {', '.join(versions_b)}")
     return out
 
 
 def pair_modes(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[tuple[int | None, int | None]], str | None]:
-    na = [m.get("name") for m in a.get("modes", [])]
-    nb = [m.get("name") for m in b.get("modes", [])]
+    na = [m.name for m in _modes(a)]
+    nb = [m.name for m in _modes(b)]
     common = [n for n in na if n in nb]
     if not common and na and len(na) == len(nb):
         return [(i, i) for i in range(len(na))], "no mode names in common: modes paired by position"
@@ -141,20 +149,21 @@ def _quality_diff(a: dict[str, Any], b: dict[str, Any], name_a: str, name_b: str
     """Per mode present in both runs with the quality suite: B's accuracy per task against A's, paired by item."""
     from kvtui.quality.verdict import compare_suites
 
-    by_a = {m.get("name"): m for m in a.get("modes", [])}
+    by_a = {m.name: m for m in _modes(a)}
     out: list[str] = []
-    for mb in b.get("modes", []):
-        ma = by_a.get(mb.get("name"))
-        ta, tb = ((ma or {}).get("quality") or {}).get("tasks"), (mb.get("quality") or {}).get("tasks")
+    for mb in _modes(b):
+        ma = by_a.get(mb.name)
+        ta = ma.quality.tasks if ma is not None and ma.quality is not None else None
+        tb = mb.quality.tasks if mb.quality is not None else None
         if not ta or not tb:
             continue
-        tol = float(((b.get("scenario") or {}).get("quality") or {}).get("tolerance_pt", 2.0) or 0.0)
+        tol = float(((Run.view(b).scenario or {}).get("quality") or {}).get("tolerance_pt", 2.0) or 0.0)
         v = compare_suites(ta, tb, tol)
         for task, t in v["tasks"].items():
             if not isinstance(t, dict) or t.get("reference_accuracy") is None:
                 continue
             delta = f"Δ {t['delta_pt']:+.1f} pt, {t['verdict']}" if t.get("delta_pt") is not None else t.get("verdict",
                 "")
-            out.append(f"- {mb['name']} quality {task}: {name_a} {t['reference_accuracy']:.0%} → {name_b} "
+            out.append(f"- {mb.name} quality {task}: {name_a} {t['reference_accuracy']:.0%} → {name_b} "
                        f"{t['accuracy']:.0%} (n = {t['n']}; {delta})")
     return (["", "Quality, same mode and items in both runs:"] + out) if out else []
