@@ -12,6 +12,7 @@ from typing import Any
 
 from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
 from kvtui.report.text import comparison, fmt, fmt_load, fmt_pct, fmt_x
+from kvtui.snapshot.schema import Run
 
 
 def _winners(rows: list[dict[str, Any]], key: str, best: Any) -> tuple[list[str], Any]:
@@ -103,28 +104,30 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
         questions.append({"question": "quality against the reference", "key": "quality", "winners": flagged,
                           "value": None, "text": text, "tie": False})
     caveats: list[str] = []
-    env = doc.get("environment") or {}
-    modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]
-    if env.get("simulated") or any(m.get("simulated") for m in modes):
+    run = Run.view(doc)
+    typed = run.all_modes
+    modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]  # for _so_far (explore.search reads dicts)
+    if (run.environment and run.environment.simulated) or any(m.simulated for m in typed):
         caveats.append("SIMULATED: kvtui's simulated vLLM, not a GPU")
-    for m in modes:
-        s = m.get("search") or {}
+    for tm in typed:
+        s = tm.search or {}
         if s.get("noisy") or (s.get("flips") or 0) > 0:
-            caveats.append(f"{m.get('name')}: noisy knee, pass/fail flipped {s.get('flips') or 1}×")
+            caveats.append(f"{tm.name}: noisy knee, pass/fail flipped {s.get('flips') or 1}×")
         if s.get("reached_max"):
-            caveats.append(f"{m.get('name')}: passed up to the ramp's max; the limit is higher")
-        waves = [x for x in m.get("steps") or [] if in_lock_step(x)]
+            caveats.append(f"{tm.name}: passed up to the ramp's max; the limit is higher")
+        waves = [x for x in tm.all_steps if in_lock_step(x.to_dict())]
         if waves:
-            caveats.append(f"{m.get('name')}: lock-step at {', '.join(fmt_load(x.get('load')) for x in waves)} (TTFT "
+            caveats.append(f"{tm.name}: lock-step at {', '.join(fmt_load(x.load) for x in waves)} (TTFT "
                            f"tail is a wave's queue)")
-        if not m.get("complete", True) and not m.get("error"):
-            caveats.append(f"{m.get('name')}: did not finish; resume the run to confirm")
+        complete = tm.complete if tm.has("complete") else True  # absent: complete; null or odd: not
+        if not complete and not (tm.error or tm.extras.get("error")):
+            caveats.append(f"{tm.name}: did not finish; resume the run to confirm")
     predicted = []
-    for m in modes:
-        r = next((x for x in rows if x.get("mode") == m.get("name")), {})
-        pk = m.get("predicted_kv_concurrency")
-        if pk and r.get("best") is not None and comp.get("load_kind") != "rate":
-            predicted.append({"mode": m.get("name"), "what": "KV-bound", "predicted": pk, "measured": r["best"]})
+    for tm in typed:
+        row: dict[str, Any] = next((x for x in rows if x.get("mode") == tm.name), {})
+        pk = tm.predicted_kv_concurrency
+        if pk and row.get("best") is not None and comp.get("load_kind") != "rate":
+            predicted.append({"mode": tm.name, "what": "KV-bound", "predicted": pk, "measured": row["best"]})
     return {
         "baseline": base,
         "note": comp.get("note"),
