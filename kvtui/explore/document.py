@@ -1,6 +1,6 @@
 """The run's snapshot document: its head (scenario, environment, run), each mode's entry, its close.
 
-Pure construction of the dicts the snapshot schema (kvtui.snapshot.file.SCHEMA) holds; the
+Pure construction of the dicts the snapshot schema (kvtui.snapshot.schema, version SCHEMA) holds; the
 controller fills them as the run goes and the SnapshotWriter journals them.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from kvtui import __version__
 from kvtui.scenario.schema import Mode, Scenario
 from kvtui.secrets import is_secret_env, redact_args
-from kvtui.snapshot.file import SCHEMA
+from kvtui.snapshot.schema import SCHEMA
 
 
 def environment(scenario: Scenario) -> dict[str, Any]:
