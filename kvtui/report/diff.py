@@ -44,7 +44,8 @@ def mode_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     for ma in _modes(a):
         other = mb.get(ma.name)
         if other is not None:
-            out += [f"mode {ma.name}: {c}" for c in setting_changes(ma.settings or {}, other.settings or {})]
+            changes = setting_changes(dict(ma.settings or {}), dict(other.settings or {}))
+            out += [f"mode {ma.name}: {c}" for c in changes]
     return out
 
 
@@ -95,8 +96,9 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b
             against(rb, ca["rows"][i] if i is not None else None)
             rb["mode"] = f"{rb['mode']} [{name_b}]"
             rows.append(rb)
-        if ra is None or rb is None:
-            unmatched.append((ra or rb)["mode"])
+        one = rb if ra is None else ra if rb is None else None
+        if one is not None:
+            unmatched.append(one["mode"])
     notes = [n for n in (note,) if n]
     if unmatched:
         notes.append(f"only in one run (no ratio): {', '.join(unmatched)}")
@@ -158,7 +160,7 @@ def _quality_diff(a: dict[str, Any], b: dict[str, Any], name_a: str, name_b: str
         if not ta or not tb:
             continue
         tol = float(((Run.view(b).scenario or {}).get("quality") or {}).get("tolerance_pt", 2.0) or 0.0)
-        v = compare_suites(ta, tb, tol)
+        v = compare_suites(dict(ta), dict(tb), tol)
         for task, t in v["tasks"].items():
             if not isinstance(t, dict) or t.get("reference_accuracy") is None:
                 continue

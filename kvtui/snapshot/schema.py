@@ -62,8 +62,8 @@ class Step(Document):
     requests: int | None = field("requests counted in the window", INT)
     errors: int | None = field("of them, failed", INT)
     error_rate: float | None = field("errors / requests", NUMBER)
-    errors_by_class: dict[str, Any] | None = field("failed requests by class (timeout, http_5xx…): count", OBJECT)
-    samples: dict[str, Any] | None = field("samples per latency (ttft, tpot, itl, e2e)", OBJECT)
+    errors_by_class: Mapping[str, Any] | None = field("failed requests by class (timeout, http_5xx…): count", OBJECT)
+    samples: Mapping[str, Any] | None = field("samples per latency (ttft, tpot, itl, e2e)", OBJECT)
     output_tok_s: float | None = field("output tokens/s emitted inside the window (every request's)", NUMBER)
     input_tok_s: float | None = field("input (prompt) tokens/s of requests started inside the window", NUMBER)
     total_tok_s: float | None = field("output + input tokens/s", NUMBER)
@@ -82,21 +82,21 @@ class Step(Document):
     preemptions: float | None = field("preemptions the server reported in the window", NUMBER)
     running_max: float | None = field("most requests the server ran at once", NUMBER)
     waiting_max: float | None = field("most requests queued on the server", NUMBER)
-    server_means_ms: dict[str, Any] | None = field("the server's own means from /metrics (ttft, itl, tpot, e2e, "
+    server_means_ms: Mapping[str, Any] | None = field("the server's own means from /metrics (ttft, itl, tpot, e2e, "
                                                    "queue)", OBJECT)
-    server_tokens: dict[str, Any] | None = field("tokens the server counted in the window (prompt, generation)",
+    server_tokens: Mapping[str, Any] | None = field("tokens the server counted in the window (prompt, generation)",
                                                  OBJECT)
     gpu_mem_used_gib_max: float | None = field("most GPU memory used in the window (NVML; GiB)", NUMBER)
     window_s: float | None = field("the measurement window's length (s)", NUMBER)
     time_scale: float | None = field("the simulator's time scale (1.0 for a real server)", NUMBER)
-    client: dict[str, Any] | None = field("the load generator's own health (cpu, loop lag, dispatch delay, "
+    client: Mapping[str, Any] | None = field("the load generator's own health (cpu, loop lag, dispatch delay, "
                                           "workers): whether it kept up", OBJECT)
     client_limited: bool | None = field("the load generator, not the server, limited the step", BOOL)
     error_burst: bool | None = field("errors came in a burst (the server failing, not the load)", BOOL)
     aborted: str | None = field("why the step was cut short (a stop, a skip, the engine's death); null when it "
                                 "ran to its end", TEXT)
     limited_by: str | None = field("what limited it: kv_wall, decode, prefill, errors, client…", TEXT)
-    client_tokens: dict[str, Any] | None = field("tokens the client sent and received over the whole step",
+    client_tokens: Mapping[str, Any] | None = field("tokens the client sent and received over the whole step",
                                                  OBJECT)
     index: int | None = field("its place in the mode's steps, from 0", INT)
     why: str | None = field("why it ran: search, confirm, manual or hold", TEXT)
@@ -107,8 +107,8 @@ class Step(Document):
     t_rel_start: float | None = field("the step's start, seconds from the run's start (the series' `t`)", NUMBER)
     t_rel_end: float | None = field("its end, same clock", NUMBER)
     send_burst: float | None = field("how many requests were sent at once (lock-step waves when large)", NUMBER)
-    autoscale: dict[str, Any] | None = field("load-generator workers that ran and why any were added", OBJECT)
-    predicted: dict[str, Any] | None = field("the simulator's prediction for this load, before it ran", OBJECT)
+    autoscale: Mapping[str, Any] | None = field("load-generator workers that ran and why any were added", OBJECT)
+    predicted: Mapping[str, Any] | None = field("the simulator's prediction for this load, before it ran", OBJECT)
     resumed: Any = field("set on a step kept from the snapshot a run resumed", ANY)
     replicas: tuple[ReplicaStep, ...] | None = field("each replica's share (several servers behind one router)",
                                                      many(ReplicaStep))
@@ -119,7 +119,7 @@ class Step(Document):
     repeat_of: Any = field("the step this one repeats", ANY)
     search_phase: Any = field("the search's phase when it ran", ANY)
     fast: bool | None = field("measured by the offline fast simulator (no HTTP): SIMULATED", BOOL)
-    engine_limits: dict[str, Any] | None = field("the offline simulator's engine iterations by what bound each "
+    engine_limits: Mapping[str, Any] | None = field("the offline simulator's engine iterations by what bound each "
                                                  "(idle, compute, weights…)", OBJECT)
 
     def number(self, key: str) -> float | None:
@@ -155,11 +155,11 @@ class Prediction(Document):
     kv_bound_guess: float | None = field("concurrency the KV cache holds (KV tokens / tokens per request)", NUMBER)
     curve: list[Any] | None = field("predicted figures per load: {load, passed, ttft_p95_ms, tpot_p95_ms, "
                                     "output_tok_s, limited_by…}", LIST)
-    factors: dict[str, Any] | None = field("the efficiency factors used, per precision", OBJECT)
+    factors: Mapping[str, Any] | None = field("the efficiency factors used, per precision", OBJECT)
     wall_s: float | None = field("how long the prediction took (s)", NUMBER)
     prior_calibration: str | None = field("the calibration before any refit on this run's steps", TEXT)
     refits: list[Any] | None = field("factors refitted after each measured step, and the multipliers", LIST)
-    error: dict[str, Any] | None = field("the prediction against what was measured (knee error, verdicts "
+    error: Mapping[str, Any] | None = field("the prediction against what was measured (knee error, verdicts "
                                          "agreed…)", OBJECT)
 
 
@@ -177,9 +177,9 @@ class Quality(Document):
     errors: list[Any] | None = field("prompts that failed, and why", LIST)
     logprobs: bool | None = field("whether the server returned logprobs", BOOL)
     wall_s: float | None = field("how long the pass took (s)", NUMBER)
-    tasks: dict[str, Any] | None = field("per ground-truth task (passkey, quotation…): n, correct, accuracy, CI",
+    tasks: Mapping[str, Any] | None = field("per ground-truth task (passkey, quotation…): n, correct, accuracy, CI",
                                          OBJECT)
-    suite: dict[str, Any] | None = field("the suite's run: items, their digest, wall time", OBJECT)
+    suite: Mapping[str, Any] | None = field("the suite's run: items, their digest, wall time", OBJECT)
     skipped: str | None = field("why the pass did not run", TEXT)
 
 
@@ -190,7 +190,7 @@ class Replica(Document):
     name: str | None = field("the replica (r0, r1…)", TEXT)
     base_url: str | None = field("its OpenAI-compatible endpoint (loopback)", TEXT)
     metrics_url: str | None = field("its /metrics", TEXT)
-    server: dict[str, Any] | None = field("its startup facts (as the mode's `server`)", OBJECT)
+    server: Mapping[str, Any] | None = field("its startup facts (as the mode's `server`)", OBJECT)
 
 
 @dataclass(frozen=True)
@@ -199,36 +199,36 @@ class Mode(Document):
 
     name: str | None = field("the mode's name, from the scenario", TEXT)
     index: int | None = field("its place in the scenario's modes, from 0", INT)
-    settings: dict[str, Any] | None = field("its settings as run: dtype, kv_cache_dtype, quantization, model, "
+    settings: Mapping[str, Any] | None = field("its settings as run: dtype, kv_cache_dtype, quantization, model, "
                                             "extra_args and env (secrets redacted)", OBJECT)
     engine: str | None = field("vllm, external or sim", TEXT)
     simulated: bool | None = field("true when kvtui's simulator served it, not a GPU", BOOL)
-    server: dict[str, Any] | None = field("startup facts: weights_gib, kv_cache_gib, kv_cache_tokens, "
+    server: Mapping[str, Any] | None = field("startup facts: weights_gib, kv_cache_gib, kv_cache_tokens, "
                                           "max_concurrency_reported, startup_s, cuda_graph_gib, warnings…", OBJECT)
-    engine_info: dict[str, Any] | None = field("the engine: version, command line, GPU names, dummy or real weights",
+    engine_info: Mapping[str, Any] | None = field("the engine: version, command line, GPU names, dummy or real weights",
                                                OBJECT)
     best_concurrency: float | None = field("the max load meeting the SLO (null if none); a rate for open-loop runs",
                                            NUMBER)
-    search: dict[str, Any] | None = field("the search's answer: best, first_fail, confirmed, flips, noisy, "
+    search: Mapping[str, Any] | None = field("the search's answer: best, first_fail, confirmed, flips, noisy, "
                                           "reached_max, describe…", OBJECT)
     steps: tuple[Step, ...] | None = field("the steps, in the order they ran", many(Step))
     series: list[Any] | None = field("time series rows: t, load, phase, kv_usage, running, waiting, gpus[] "
                                      "(memory, power, clocks)…", LIST)
     complete: bool | None = field("false for a mode stopped mid-search (a resume continues it)", BOOL)
     started_at: float | None = field("when it started (epoch s)", NUMBER)
-    endpoint: dict[str, Any] | None = field("the endpoint measured: base_url, model, max_model_len", OBJECT)
-    token_space: dict[str, Any] | None = field("the prompt vocabulary and how it was verified", OBJECT)
+    endpoint: Mapping[str, Any] | None = field("the endpoint measured: base_url, model, max_model_len", OBJECT)
+    token_space: Mapping[str, Any] | None = field("the prompt vocabulary and how it was verified", OBJECT)
     predicted_kv_concurrency: float | None = field("concurrency the KV cache holds, from the server's KV tokens",
                                                    NUMBER)
     knee_limited_by: str | None = field("what limited the first failing load above the best", TEXT)
     finished_at: float | None = field("when it finished (epoch s)", NUMBER)
-    ran_on: dict[str, Any] | None = field("the device: host, gpu_names, gpu_uuids, gpu_indices", OBJECT)
+    ran_on: Mapping[str, Any] | None = field("the device: host, gpu_names, gpu_uuids, gpu_indices", OBJECT)
     prediction: Prediction | None = field("the simulator's prediction, before the first step", one(Prediction))
-    continued: dict[str, Any] | None = field("a mode a resume continued: steps kept, of how many, where they ran",
+    continued: Mapping[str, Any] | None = field("a mode a resume continued: steps kept, of how many, where they ran",
                                              OBJECT)
     replicas: tuple[Replica, ...] | None = field("its replicas, when it ran several servers", many(Replica))
     quality: Quality | None = field("its quality pass", one(Quality))
-    error: dict[str, Any] | None = field("why it has no result: {kind, message, log_tail}", OBJECT)
+    error: Mapping[str, Any] | None = field("why it has no result: {kind, message, log_tail}", OBJECT)
 
     @property
     def all_steps(self) -> tuple[Step, ...]:
@@ -296,7 +296,7 @@ class ComparisonRow(Document):
     kv_tokens_x: float | None = field("KV tokens ÷ the baseline's", NUMBER)
     cost_out_change: float | None = field("$/Mtok out ÷ the baseline's − 1", NUMBER)
     cost_in_change: float | None = field("$/Mtok in ÷ the baseline's − 1", NUMBER)
-    quality: dict[str, Any] | None = field("the quality verdict against the reference mode", OBJECT)
+    quality: Mapping[str, Any] | None = field("the quality verdict against the reference mode", OBJECT)
     usd_per_mtok_out_qadj: float | None = field("quality-adjusted $/Mtok out", NUMBER)
     usd_per_mtok_in_qadj: float | None = field("quality-adjusted $/Mtok in", NUMBER)
     j_per_token_out: float | None = field("GPU energy per output token @SLO (J; NVML power, never the simulator's)",
@@ -311,7 +311,7 @@ class Comparison(Document):
     baseline: str | None = field("the baseline mode", TEXT)
     note: str | None = field("why the baseline is not the first mode, or why there is none", TEXT)
     load_kind: str | None = field("concurrency, rate or mixed", TEXT)
-    cost: dict[str, Any] | None = field("the cost settings: gpu_hourly_usd, gpus, count_failed", OBJECT)
+    cost: Mapping[str, Any] | None = field("the cost settings: gpu_hourly_usd, gpus, count_failed", OBJECT)
     quality_reference: str | None = field("the mode quality is compared against", TEXT)
     rows: tuple[ComparisonRow, ...] | None = field("one row per mode, in the modes' order", many(ComparisonRow))
 
@@ -359,12 +359,12 @@ class Run(Document):
 
     schema: str | None = field(f"the version: \"{SCHEMA}\"", TEXT)
     kvtui_version: str | None = field("the kvtui that ran it", TEXT)
-    scenario: dict[str, Any] | None = field("the scenario as run, secrets removed (kvtui.scenario's schema)",
+    scenario: Mapping[str, Any] | None = field("the scenario as run, secrets removed (kvtui.scenario's schema)",
                                             OBJECT)
     environment: Environment | None = field("where it ran", one(Environment))
     run: RunInfo | None = field("how it went", one(RunInfo))
     modes: tuple[Mode, ...] | None = field("the modes, in the scenario's order", many(Mode))
-    resumed_from: dict[str, Any] | None = field("the snapshot(s) a resume kept steps from", OBJECT)
+    resumed_from: Mapping[str, Any] | None = field("the snapshot(s) a resume kept steps from", OBJECT)
     records: str | None = field("the per-request records' sidecar (JSON Lines), beside the snapshot", TEXT)
     comparison: Comparison | None = field("the modes against the baseline", one(Comparison))
     finalized_at: float | None = field("when the snapshot was finalised (epoch s); absent in a journal", NUMBER)
