@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
-from kvtui.report.text import comparison, fmt, fmt_load, fmt_pct, fmt_x
+from kvtui.report.text import FIGURE_CELLS, comparison, fmt_load, fmt_pct, fmt_x
 from kvtui.snapshot.schema import Run
 
 
@@ -81,11 +81,13 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
             questions.append({"question": question, "key": key, "winners": names, "value": top, "text": show(top),
                               "tie": len(names) == len(done) and len(done) > 1})
 
-    ask(f"most {unit} at the SLO", "best", max, fmt_load)
-    ask("most output tok/s at the SLO", "output_tok_s", max, lambda v: f"{fmt(v)} tok/s")
-    ask("cheapest output tokens", "usd_per_mtok_out", min, lambda v: f"${v:.3f}/Mtok")
-    ask("cheapest at equal quality", "usd_per_mtok_out_qadj", min, lambda v: f"${v:.3f}/Mtok quality-adjusted")
-    ask("least energy per output token", "j_per_token_out", min, lambda v: f"{v:.3f} J/token")
+    cell = FIGURE_CELLS  # each figure written by its one rule (report/text.py), as in the tables
+    ask(f"most {unit} at the SLO", "best", max, cell["best"])
+    ask("most output tok/s at the SLO", "output_tok_s", max, lambda v: f"{cell['output_tok_s'](v)} tok/s")
+    ask("cheapest output tokens", "usd_per_mtok_out", min, lambda v: f"${cell['usd_per_mtok_out'](v)}/Mtok")
+    ask("cheapest at equal quality", "usd_per_mtok_out_qadj", min,
+        lambda v: f"${cell['usd_per_mtok_out_qadj'](v)}/Mtok quality-adjusted")
+    ask("least energy per output token", "j_per_token_out", min, lambda v: f"{cell['j_per_token_out'](v)} J/token")
     quality = [r for r in rows if r.get("quality")]
     if quality:
         flagged = [str(r["mode"]) for r in quality if (r["quality"] or {}).get("flagged")]
