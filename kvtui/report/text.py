@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from kvtui.explore.knee_interval import fmt_knee  # noqa: F401 - "46 [40–52]"; the report's and the screens' name
+
 
 def fmt(x: Any, digits: int = 0, unit: str = "") -> str:
     if x is None:
@@ -139,7 +141,8 @@ def comparison_row(r: dict[str, Any]) -> list[str]:
 
     lim = r.get("knee_limited_by")
     return [
-        r["mode"], fmt_load(r["best"]), fmt_x(r.get("best_x")), fmt_rate_at(r), fmt_x(r.get("tok_s_x")),
+        r["mode"], fmt_knee(r["best"], r.get("knee_interval"), fmt_load), fmt_x(r.get("best_x")),
+        fmt_rate_at(r), fmt_x(r.get("tok_s_x")),
         fmt_peak(r), fmt(r["weights_gib"], 2), fmt(r["kv_tokens"]), fmt_x(r.get("kv_tokens_x")),
         fmt(r["preemptions_at_knee"]), LIMIT_WORDS.get(lim or "", lim or "—"),
         fmt(r["usd_per_mtok_out"], 3), fmt_pct(r.get("cost_out_change")),

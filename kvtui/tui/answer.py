@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from kvtui.report.answer import build_answer, headline
-from kvtui.report.text import fmt, fmt_load, fmt_pct, fmt_x, quality_cell
+from kvtui.report.text import fmt, fmt_knee, fmt_load, fmt_pct, fmt_x, quality_cell
 from kvtui.tui.charts import Chart, _finite, hexrgb
 from kvtui.tui.keys import bindings
 from kvtui.tui.state import RunState
@@ -74,7 +74,7 @@ def answer_cells(r: dict[str, Any], base: str | None) -> dict[str, str]:
     j = r.get("j_per_token_out")
     return {
         "mode": str(r["mode"]) + (" (base)" if r["mode"] == base else ""),
-        "best": fmt_load(r.get("best")),
+        "best": fmt_knee(r.get("best"), r.get("knee_interval"), fmt_load),
         "best_x": fmt_x(r.get("best_x")),
         "tok": tok,
         "tok_x": fmt_x(r.get("tok_s_x")),
