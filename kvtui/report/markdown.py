@@ -248,6 +248,10 @@ def _server_line(mode: dict[str, Any]) -> str:
         parts.append(f"attention {s['attention_backend']}")
     if s.get("startup_s") is not None:
         parts.append(f"ready in {fmt(s['startup_s'], 1, ' s')}")
+    from kvtui.engines.vllm.compile_cache import start_line
+
+    if start_line(s):
+        parts.append(start_line(s))
     return ", ".join(parts)
 
 
