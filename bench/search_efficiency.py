@@ -354,6 +354,11 @@ def main() -> None:
     print(table(results, a))
     if a.out:
         Path(a.out).write_text(json.dumps({"machine": machine, "args": vars(a), "results": results}, indent=1))
+    from bench.measured import require
+
+    failed = [f"{r['target']} {r['strategy']}" for r in results if r.get("error") or not r.get("modes")]
+    require(not failed and results, f"runs without a measured mode: {', '.join(failed) or 'none ran'}",
+            "search_efficiency")
 
 
 def table(results: list[dict], a) -> str:
