@@ -217,6 +217,14 @@ def main() -> int:
     got = {("kvtui" if str(r.get("tool", "")).startswith("kvtui") else str(r.get("tool", "")).split()[0].lower())
            for r in rows if (r.get("chunks_per_s") or 0) > 0}
     missing = sorted(t for t in wanted if not any(g.startswith(t) for g in got))
+    # ... and saw the streams it was sent: a tool that counted one chunk per request of `chunks`
+    # tokens timed whole responses, not the stream (its chunks/s compares nothing)
+    short = sorted({str(r.get("tool")) for r in rows if (r.get("req_per_s") or 0) > 0
+                    and (r.get("chunks_per_s") or 0) / r["req_per_s"] < chunks / 2})
+    if short:
+        print(f"loadgen_capacity: FAILED: {', '.join(short)} counted fewer than {chunks // 2} chunks per request "
+              f"of {chunks} tokens: not the stream", file=sys.stderr)
+        return 1
     if missing:
         print(f"loadgen_capacity: FAILED: nothing measured for {', '.join(missing)} (see the notes above and {a.log})",
               file=sys.stderr)
