@@ -131,6 +131,10 @@ def main() -> None:
               f"{fmt(r['ttft_p95_sent'])} | {'yes' if r['client_limited'] else 'no'} |")
     if a.out:
         Path(a.out).write_text(json.dumps({"closed_ramp": a_rows, "open_loop": b_rows, "args": vars(a)}, indent=1))
+    from bench.measured import require
+
+    require([r for r in a_rows if r.get("requests")], "no closed-loop step had a request", "dispatch_honesty")
+    require([r for r in b_rows if r.get("requests")], "no open-loop rate had a request", "dispatch_honesty")
 
 
 if __name__ == "__main__":

@@ -97,6 +97,9 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     paths = [Path(p) for p in sys.argv[1:]] or DEFAULT
     rows = [r for p in paths for r in replay(p)]
+    from bench.measured import require
+
+    require(rows, f"no recorded mode with steps and a knee in {', '.join(map(str, paths))}", "h200_replay")
     print(table(rows))
 
 

@@ -55,6 +55,17 @@ from kvtui.scenario.schema import Length, Workload  # noqa: E402
 TOKENIZER = str(ROOT / "runs" / "tiny-llama")  # only to build the peers' prompts; the fast server ignores them
 
 
+def ensure_tokenizer() -> None:
+    """The peers (vllm bench serve, GuideLLM) load a tokenizer: build kvtui's tiny Llama there on a
+    fresh clone (the project's own builder, as tests/vllm/conftest.py does; a second, no weights)."""
+    if (Path(TOKENIZER) / "tokenizer.json").is_file():
+        return
+    from kvtui.engines.vllm.tinymodel import build
+
+    build(TOKENIZER)
+    print(f"built {TOKENIZER} (kvtui.engines.vllm.tinymodel) for the peers' tokenizer", file=sys.stderr)
+
+
 def start_server(chunks: int, workers: int, step_ms: float = 0.0) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = [sys.executable, str(ROOT / "bench" / "fast_sse_server.py"), "--port", str(port), "--chunks", str(chunks),
@@ -127,7 +138,7 @@ def score(tr: ToolRun, conc: int, server_cpu_s: float, wall_s: float) -> dict:
     }
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", choices=["burst", "paced"], default="paced")
     ap.add_argument("--conc", default="64,256")
@@ -152,6 +163,8 @@ def main() -> None:
             notes.append(f"GuideLLM not run: {why}")
         else:
             notes.append(f"GuideLLM {why}")
+    if peers:
+        ensure_tokenizer()
     data_path = Path("/tmp/kvtui-capacity-prompts.jsonl")
     rng = random.Random(0)
     srv, base = start_server(chunks, a.server_workers, step)
@@ -198,6 +211,25 @@ def main() -> None:
     print(table(rows))
     if a.out:
         Path(a.out).write_text(json.dumps({"machine": machine, "notes": notes, "args": vars(a), "rows": rows}, indent=1))
+    # A benchmark that measured nothing fails loudly: every tool asked for (GuideLLM only where it is
+    # installed) must have a row with chunks counted, else the table compares nothing.
+    wanted = {"kvtui"} | set(peers)
+    got = {("kvtui" if str(r.get("tool", "")).startswith("kvtui") else str(r.get("tool", "")).split()[0].lower())
+           for r in rows if (r.get("chunks_per_s") or 0) > 0}
+    missing = sorted(t for t in wanted if not any(g.startswith(t) for g in got))
+    # ... and saw the streams it was sent: a tool that counted one chunk per request of `chunks`
+    # tokens timed whole responses, not the stream (its chunks/s compares nothing)
+    short = sorted({str(r.get("tool")) for r in rows if (r.get("req_per_s") or 0) > 0
+                    and (r.get("chunks_per_s") or 0) / r["req_per_s"] < chunks / 2})
+    if short:
+        print(f"loadgen_capacity: FAILED: {', '.join(short)} counted fewer than {chunks // 2} chunks per request "
+              f"of {chunks} tokens: not the stream", file=sys.stderr)
+        return 1
+    if missing:
+        print(f"loadgen_capacity: FAILED: nothing measured for {', '.join(missing)} (see the notes above and {a.log})",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 def _cpu_model() -> str:
@@ -245,4 +277,4 @@ def table(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

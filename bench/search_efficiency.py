@@ -3,8 +3,11 @@ ramp and a GuideLLM-style sweep, on targets whose answer is known (issue 7, item
 
 Strategies (each one full `kvtui run`, the same scenario and SLO):
   seeded  kvtui's default where the simulator predicts the mode (issue 21): measure the predicted
-          knee and the next load, confirm, stop; else gallop from there, bisect, confirm; the
-          simulator refitted after each step
+          knee and the next load, confirm, stop; where a verdict goes against the prediction, the
+          simulator refitted on the steps so far chooses the next probe inside the bracket
+          (issue 28; kvtui.explore.search_seeded)
+  seeded-gallop  the seeded search before issue 28 (the "before"): the refit's knee heard only
+          once, where a verdict went against it; else a gallop from the seed pair and a bisection
   fast    start at the KV-bound guess, ×2 / ÷2 to a bracket, bisect to the
           resolution, confirm the last pass and the first fail
   linear  the ramp a person would write: ramp.start, +step, … up to the first fail (no confirm)
@@ -14,12 +17,15 @@ Targets:
   sim-fast    the simulator offline (`kvtui run --fast`): sim-demo (simulated L4, 8B, bf16 and fp8 KV)
   h200-slow30 / h200-fast30   the h200-llama8b shape offline, the simulated GPU's efficiencies ×0.7 / ×1.3
               against what the prediction assumes (the prediction is wrong; the answer must not be)
+  h200-slow50 / h200-fast50   the same, ×0.5 / ×1.5
   knee-http   the knee test model over real HTTP (`kvtui sim serve --knee 6`): 6 passes, 7 fails
   demo-http   sim-demo over real HTTP (slow-motion clock ×8): the same answers as sim-fast
   vllm-cpu    real vLLM (CPU build, tiny Llama), kv-auto mode, an SLO that fails in the middle
 
     python bench/search_efficiency.py --targets sim-fast,knee-http,demo-http,vllm-cpu [--out bench/results/search.json]
     python bench/search_efficiency.py --targets sim-fast,h200-slow30,h200-fast30 --strategies seeded,fast,linear
+    python bench/search_efficiency.py --targets h200-slow30,h200-fast30,h200-slow50,h200-fast50 \
+        --strategies seeded,seeded-gallop,fast       (issue 28 item 5: before/after)
     (the recorded H200 runs, replayed: bench/h200_replay.py)
 """
 
@@ -27,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import sys
@@ -39,12 +44,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.knee import knee_scenario  # noqa: E402
-
 import kvtui.explore.predict_loop as predict_loop  # noqa: E402
 import kvtui.explore.run as run_mod  # noqa: E402
-from kvtui.explore.search import LinearSearch  # noqa: E402
+from bench.knee import knee_scenario  # noqa: E402
+from kvtui.explore.search import LinearSearch, _Base, resolution  # noqa: E402
+from kvtui.explore.search_seeded import SeededSearch  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402
+from kvtui.scenario.schema import Ramp  # noqa: E402
 
 KNEE = knee_scenario("knee", """
 start = 1
@@ -107,6 +113,94 @@ class SweepSearch(LinearSearch):
         return r
 
 
+class GallopSeededSearch(SeededSearch):
+    """The seeded search before issue 28 (kept here as the bench's "before"): the refit's knee was
+    heard only where a verdict went against the prediction, as a one-shot target; otherwise a
+    gallop from the seed pair and a bisection of the bracket."""
+
+    name = "seeded-gallop"
+
+    def __init__(self, ramp: Ramp, closed: bool = True, confirm: bool | None = None, knee: float | None = None):
+        _Base.__init__(self, ramp, closed, confirm)  # a SeededSearch only so that predict_loop hints it
+        k = self.lo if knee is None or knee <= 0 else min(self.hi, max(self.lo, self._q(knee)))
+        self.seed = k
+        r = self._res(k)
+        up = min(self.hi, self._q(k + r))
+        self.queue: list[float] = [k] + ([up] if up > k else [])
+        self.gallop = 0  # the current gallop's exponent
+        self.target: float | None = None
+        self._last_hint: float | None = k
+        self.phase = "seed"
+
+    def _res(self, x: float) -> float:
+        r = resolution(self.ramp, x, self.closed)
+        return max(1.0, float(round(r))) if self.closed else r
+
+    def _gallop_step(self, x: float) -> float:
+        # A prediction's error is relative (a GPU 20 % slower moves the knee by about that much):
+        # the first step is a tenth of the seed, doubling; never below the resolution's doubling.
+        return max(self._res(x) * (2 ** self.gallop), self.seed * 0.1 * (2 ** (self.gallop - 1)))
+
+    def hint(self, knee: float | None) -> None:
+        # predict_loop now tells the knee after every step; before, only a re-predicted (changed) one
+        if knee is not None and knee != self._last_hint:
+            self._last_hint = knee
+            self.target = self._q(knee)
+
+    def _advance(self, load: float, ok: bool) -> None:
+        if self.queue:
+            if not ok and load == self.seed:
+                self.queue.clear()  # the predicted knee fails: the load above it would too (monotone)
+            else:
+                return  # the seed pair is measured before anything is decided
+        self.phase = self._phase_from_bracket()
+
+    def _use_target(self, lo: float, hi: float) -> float | None:
+        t, self.target = self.target, None
+        if t is not None and lo < t < hi:
+            return t
+        return None
+
+    def _next(self) -> float | None:
+        s = self.s
+        if self.queue:
+            return self.queue.pop(0)
+        if self.phase == "seed":
+            self._advance(0.0, True)  # the seed pair is in: decide the phase from it
+        if self.phase == "grow":
+            top = s.best if s.best is not None else self.lo
+            if top >= self.hi:
+                s.reached_max = True
+                s.done = True
+                return None
+            t = self._use_target(top, self.hi + 1)
+            if t is not None:
+                return min(self.hi, t)
+            self.gallop += 1
+            step = self._gallop_step(top)
+            return min(self.hi, self._q(max(top + step, top + 1 if self.closed else top + step)))
+        if self.phase == "shrink":
+            bottom = s.fail if s.fail is not None else self.hi
+            if bottom <= self.lo:
+                s.done = True  # even ramp.start fails
+                return None
+            t = self._use_target(self.lo - 1, bottom)
+            if t is not None:
+                return max(self.lo, t)
+            self.gallop += 1
+            step = self._gallop_step(bottom)
+            return max(self.lo, self._q(bottom - step))
+        self.gallop = 0
+        if s.best is not None and s.fail is not None and s.fail - s.best > resolution(self.ramp, s.best, self.closed):
+            t = self._use_target(s.best, s.fail)
+            if t is not None:
+                return t
+        mid = self._bracket_next()
+        if mid is not None:
+            return mid
+        return self._start_confirm()
+
+
 def grid(lo: float, hi: float, n: int) -> list[float]:
     if n <= 1:
         return [hi]
@@ -115,7 +209,8 @@ def grid(lo: float, hi: float, n: int) -> list[float]:
 
 # The simulated GPU's speed against the catalogue's (the prediction's): multipliers of every
 # weight-read, GEMM and KV-read efficiency (kvtui.explore.refit.REFIT_PARAMS).
-PERTURB = {"h200-slow30": [0.7, 0.7, 0.7], "h200-fast30": [1.3, 1.3, 1.3]}
+PERTURB = {"h200-slow30": [0.7, 0.7, 0.7], "h200-fast30": [1.3, 1.3, 1.3], "h200-slow50": [0.5, 0.5, 0.5],
+           "h200-fast50": [1.5, 1.5, 1.5]}
 
 
 def truth_calibration(target: str):
@@ -145,6 +240,15 @@ def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, An
     elif strategy == "seeded":
         sc.ramp.search = "seeded"
         patch = None
+    elif strategy == "seeded-gallop":
+        sc.ramp.search = "seeded"
+
+        def patch(run, guess, prediction):
+            from kvtui.explore.search import FastSearch
+
+            if prediction and prediction.get("covered"):
+                return GallopSeededSearch(run.scenario.ramp, run.closed, knee=prediction.get("knee") or run.scenario.ramp.start)
+            return FastSearch(run.scenario.ramp, run.closed, guess=guess)
     elif strategy == "linear":
         sc.ramp.search = "linear"
         sc.ramp.confirm = False
@@ -162,7 +266,7 @@ def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, An
         with tempfile.TemporaryDirectory() as td:
             t0 = time.monotonic()
             run = run_mod.Run(sc, Path(td) / "run.json", modes=modes, fast=fast_offline,
-                              refit=True if truth is not None and strategy == "seeded" else None)
+                              refit=True if truth is not None and strategy.startswith("seeded") else None)
             if truth is not None:
                 run.sim_calibration = truth  # the engine's GPU; the prediction keeps the catalogue's
             doc = run.run()
@@ -187,7 +291,7 @@ def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, An
 
 
 LINEAR_STEP = {"sim-fast": "+2", "demo-http": "+2", "knee-http": "+1", "h200-fast": "+16", "vllm-cpu": "+2",
-               "h200-slow30": "+16", "h200-fast30": "+16"}
+               "h200-slow30": "+16", "h200-fast30": "+16", "h200-slow50": "+16", "h200-fast50": "+16"}
 
 
 def target_setup(name: str, tmp: Path, a) -> tuple[Path, bool, dict[str, Any], list[str] | None, str]:
@@ -250,10 +354,15 @@ def main() -> None:
     print(table(results, a))
     if a.out:
         Path(a.out).write_text(json.dumps({"machine": machine, "args": vars(a), "results": results}, indent=1))
+    from bench.measured import require
+
+    failed = [f"{r['target']} {r['strategy']}" for r in results if r.get("error") or not r.get("modes")]
+    require(not failed and results, f"runs without a measured mode: {', '.join(failed) or 'none ran'}",
+            "search_efficiency")
 
 
 def table(results: list[dict], a) -> str:
-    out = [f"| target | mode | strategy | answer (next fails) | predicted | steps | GPU-s (modelled) | wall s | steps vs fast | loads visited |",
+    out = ["| target | mode | strategy | answer (next fails) | predicted | steps | GPU-s (modelled) | wall s | steps vs fast | loads visited |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     fast = {(r["target"], m["mode"]): m for r in results if r["strategy"] == "fast" for m in r["modes"]}
     for r in results:
@@ -264,8 +373,8 @@ def table(results: list[dict], a) -> str:
             sr = f"{m['steps'] / f['steps']:.1f}×" if f and f["steps"] else "—"
             loads = ",".join(f"{x:g}{'' if p else '✗'}" for x, p in zip(m["loads"], m["passed"]))
             step = a.linear_step or LINEAR_STEP[r["target"]]
-            name = {"fast": "kvtui fast", "seeded": "kvtui seeded", "linear": f"linear {step}", "sweep": f"sweep ×{a.sweep_n}"}[r["strategy"]]
-            pred = m.get("predicted") if r["strategy"] == "seeded" else None
+            name = {"fast": "kvtui fast", "seeded": "kvtui seeded", "seeded-gallop": "seeded, gallop on a miss (before #28)", "linear": f"linear {step}", "sweep": f"sweep ×{a.sweep_n}"}[r["strategy"]]
+            pred = m.get("predicted") if r["strategy"].startswith("seeded") else None
             out.append(f"| {r['target']} | {m['mode']} | {name} | {m['best']} ({m['first_fail']}) | {pred if pred is not None else '—'} | "
                        f"{m['steps']} | {m.get('gpu_s', '—')} | {m['search_wall_s']} | {sr} | {loads} |")
     return "\n".join(out)

@@ -53,10 +53,16 @@ async def replay_bench(size: tuple[int, int], frames: int, theme: str) -> dict[s
     out: dict[str, list[float]] = {"full": [], "series": [], "idle": []}
     async with app.run_test(size=size) as pilot:
         await pilot.pause(0.5)
+        # A replay opens on the answer screen, where the dashboard's charts are not shown and
+        # rebuild nothing: open the dashboard ("d"), as a person looking at the charts does.
+        if app.screen is not app.dashboard:
+            await pilot.press("d")
+            await pilot.pause(0.5)
         dash = app.dashboard
         st = app.state
         charts = list(dash.query(Chart))
         for kind in ("full", "series", "idle"):
+            before = sum(c.builds for c in charts)
             for _ in range(frames):
                 for mv in st.modes.values():
                     if kind in ("full", "series"):
@@ -70,7 +76,8 @@ async def replay_bench(size: tuple[int, int], frames: int, theme: str) -> dict[s
                 dash.sync()
                 await pilot.pause()  # Textual renders the frame (widgets' render(), compositor)
                 out[kind].append(time.thread_time() - t0)
-        out["_builds"] = [float(sum(c.builds for c in charts))]
+            out[f"_builds_{kind}"] = [float(sum(c.builds for c in charts) - before)]
+        out["_on_dashboard"] = [float(app.screen is app.dashboard)]
     return out
 
 
@@ -133,10 +140,16 @@ def main() -> int:
     print(f"kvtui dashboard refresh cost at {w}×{h} — {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}")
     r = asyncio.run(replay_bench((w, h), a.frames, a.theme))
-    builds = r.pop("_builds")[0]
+    builds = {k: r.pop(f"_builds_{k}")[0] for k in ("full", "series", "idle")}
+    on_dash = bool(r.pop("_on_dashboard")[0])
     for k, v in r.items():
-        print(f"  replay {k:<6} {_ms(v)}")
-    print(f"  (chart rebuilds: {builds:.0f})")
+        print(f"  replay {k:<6} {_ms(v)}  (chart rebuilds: {builds[k]:.0f})")
+    # A benchmark that measured nothing must say so: the full case times frames whose charts are
+    # rebuilt (6 per frame), the series case the time charts; none rebuilt = the wrong frame timed.
+    if not on_dash or builds["full"] < a.frames or builds["series"] < a.frames:
+        print(f"ui_frame_cost: FAILED: the frames timed rebuilt no charts (full {builds['full']:.0f}, series "
+              f"{builds['series']:.0f} for {a.frames} frames; dashboard shown: {on_dash})", file=sys.stderr)
+        return 1
     if a.live is not None:
         path = Path(a.live) if a.live else None
         if path is None:

@@ -80,6 +80,7 @@ QUIET_MODULES = frozenset({
     "tests/tui/test_snapshots.py", "tests/tui/test_replay.py", "tests/tui/test_png_export.py",
     "tests/tui/test_tui_structure.py", "tests/tui/test_view_model.py", "tests/core/test_evaluate.py",
     "tests/core/test_search.py", "tests/core/test_plan.py", "tests/predict/test_search_seeded.py",
+    "tests/predict/test_search_recovery.py", "tests/predict/test_knee_interval.py", "tests/core/test_compile_cache.py",
     "tests/sim/test_sim_calibration.py", "tests/sim/test_sim_int4_fit.py", "tests/sim/test_sim_fast.py",
     "tests/sim/test_sim_properties.py", "tests/sim/test_sim_h200_run.py", "tests/report/test_records_cols.py",
     "tests/snapshot/test_published_exports.py",

@@ -96,6 +96,10 @@ class HeadlessPrinter:
               f"({info.get('engine')}{sim} {info.get('version') or ''}): "
               f"weights {_fmt(f.get('weights_gib'), ' GiB', 2)}, KV {_fmt(f.get('kv_cache_gib'), ' GiB', 2)} = "
               f"{_fmt(f.get('kv_cache_tokens'))} tokens\n")
+            from kvtui.engines.vllm.compile_cache import start_line
+
+            if start_line(f):
+                w(f"[{ev.mode}] start: {start_line(f)}\n")
             if info.get("time_scale", 1.0) != 1.0:
                 w(f"[{ev.mode}] simulator in slow motion ×{info['time_scale']:g}: "
                   "figures scaled back to modelled time\n")

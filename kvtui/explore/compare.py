@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvtui.explore import knee_interval
 from kvtui.explore.results import ModeResult, StepResult
 from kvtui.scenario.schema import Scenario
 
@@ -208,6 +209,9 @@ def mode_summary(mode: dict[str, Any], scenario: dict[str, Any] | Scenario) -> d
         "warnings": list(server.get("warnings") or []),
         "error": m.error_message,
         "complete": mode.get("complete"),
+        # the knee's interval, from the steps' pass probabilities (new runs; absent before: the
+        # exports of an older snapshot stay as they were)
+        **({"knee_interval": ki} if (ki := knee_interval.for_mode(mode.get("steps") or [], best)) else {}),
     }
 
 

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from kvtui.explore.evaluate import no_server_verdict
 from kvtui.explore.search import Search, make_search
+from kvtui.explore.search_seeded import rehint
 from kvtui.scenario.schema import Ramp
 
 MAX_PLANNED = 64  # a search never needs this many; a bound against a strategy that would not stop
@@ -41,6 +42,7 @@ def replayed(ramp: Ramp, steps: Iterable[dict[str, Any]], closed: bool = True, g
     for st in steps:
         if st.get("why", "search") not in ("search", "confirm") or st.get("load") is None or no_server_verdict(st):
             continue  # hand-driven or held steps, and loads the client failed, are not verdicts
+        rehint(search, st)
         search.next()  # the search moves on when asked, then hears the verdict
         search.record(float(st["load"]), st.get("passed"))
     return search

@@ -3,7 +3,8 @@
 before_search: the mode's prediction (kvtui.explore.prediction) into md["prediction"];
 choose: the search (seeded by it where it covers the mode: kvtui.explore.search_seeded);
 annotate: each step's `predicted` (verdict and figures the prediction gave for that load);
-after_step: the refit (kvtui.explore.refit) and, for the seeded search, the refitted knee;
+after_step: the refit (kvtui.explore.refit) and, for the seeded search, the knee of the prediction as
+  it stands after each judged step (refitted where the verdict went against it): it chooses the next probe;
 after_search: the prediction's error against what was measured.
 """
 
@@ -83,20 +84,33 @@ def current(md: dict[str, Any]) -> dict[str, Any] | None:
 def annotate(md: dict[str, Any], step: dict[str, Any]) -> None:
     if step.get("why", "search") not in ("search", "confirm"):
         return
-    p = predicted_at(current(md), step["load"])
+    cur = current(md)
+    p = predicted_at(cur, step["load"])
     if p is not None:
         p.pop("load", None)
+        # the knee the prediction gave when this load was chosen: a replayed seeded search is told it
+        # again (search_seeded.rehint), so a resumed run asks for the loads it measured
+        p["knee"] = (cur or {}).get("knee")
         step["predicted"] = p
 
 
 def after_step(run: Any, mode: Mode, md: dict[str, Any], search: Search) -> None:
     try:
-        summary = run.predictor.after_step(run.scenario, mode, md)
+        run.predictor.after_step(run.scenario, mode, md)  # where it re-predicted, its curve is current()'s
     except Exception as e:  # the refit is advice too
         run.emit(ev.RunWarning(mode.name, f"refit failed: {type(e).__name__}: {e}"))
         return
-    if summary is not None and isinstance(search, SeededSearch) and summary.get("knee") is not None:
-        search.hint(summary["knee"])
+    if isinstance(search, SeededSearch):
+        # The prediction as it stands chooses the next probe: the refit's new knee where the verdict
+        # went against it, else the curve the last verdict agreed with.
+        cur = current(md)
+        if cur is not None:
+            search.hint(_knee_or_none_passes(cur.get("knee")))
+
+
+def _knee_or_none_passes(knee: Any) -> float:
+    """A covered prediction's knee; None there means no load passes (the search aims at ramp.start)."""
+    return float(knee) if isinstance(knee, (int, float)) else 0.0
 
 
 def after_search(run: Any, md: dict[str, Any], best: float | None) -> None:

@@ -17,6 +17,7 @@ from kvtui.explore import events as ev
 from kvtui.explore.document import mode_settings, setting_changes
 from kvtui.explore.evaluate import no_server_verdict, ran_to_its_end
 from kvtui.explore.search import Search
+from kvtui.explore.search_seeded import rehint
 from kvtui.load.records import Damaged, iter_record_lines, record_from_line
 from kvtui.scenario.schema import Mode, Scenario
 from kvtui.snapshot.file import SnapshotWriter, atomic_write, ran_on_devices
@@ -229,9 +230,10 @@ class Resume:
             if st.get("why") in ("search", "confirm"):
                 if no_server_verdict(st):
                     pass  # the client failed it and the same load was measured again: not judged
-                elif search.next() != st.get("load"):
-                    break  # the search now wants another load: measure from here
                 else:
+                    rehint(search, st)  # a seeded search: the knee that chose this load
+                    if search.next() != st.get("load"):
+                        break  # the search now wants another load: measure from here
                     search.record(st["load"], st.get("passed"))
             st = dict(st)
             for k in ("t_rel_start", "t_rel_end"):

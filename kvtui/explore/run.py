@@ -23,7 +23,7 @@ from typing import Any
 from kvtui.engines import registry
 from kvtui.engines.base import Engine, StartupFacts
 from kvtui.errors import KvtuiError, UsageError
-from kvtui.explore import document, predict_loop
+from kvtui.explore import document, knee_interval, predict_loop
 from kvtui.explore import events as ev
 from kvtui.explore.evaluate import evaluate_step, no_server_verdict
 from kvtui.explore.events import Event, Listener
@@ -336,10 +336,14 @@ class Run:
                 break
         res = search.result()
         predict_loop.after_search(self, md, res.best)
+        ki = knee_interval.for_mode(md["steps"], res.best)
+        if ki is not None:
+            md["knee_interval"] = ki
         ModeResult(md).record_search(
             best=res.best, first_fail=res.first_fail, confirmed=res.confirmed, flips=res.flips, noisy=res.noisy,
             reached_max=res.reached_max, wall_s=round(time.monotonic() - t_search, ex.wall_s_digits),
-            describe=res.describe(), done=search.s.done, skipped=self._skip.is_set(),
+            describe=knee_interval.describe(res.describe(), res.best, ki), done=search.s.done,
+            skipped=self._skip.is_set(),
         )
 
     def _next_load(self, search: Search, last: float | None, levels: list[float]) -> tuple[float | None, str]:
@@ -366,6 +370,9 @@ class Run:
         m = self.executor.measure(mode, md, load, index, why, need)
         step = evaluate_step(m.records, m.ctx, self.scenario.slo)
         step.update(m.extra)
+        pp = knee_interval.for_step(step, m.records, self.scenario.slo, f"{mode.name}#{index}")
+        if pp is not None:  # how sure the verdict is: the knee's interval (modes[].knee_interval)
+            step["pass_probability"] = pp
         predict_loop.annotate(md, step)
         if m.check_samples and step["samples"]["ttft"] < need and step["passed"] is not None:
             step.setdefault("notes",

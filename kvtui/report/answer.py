@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
-from kvtui.report.text import FIGURE_CELLS, comparison, fmt_load, fmt_pct, fmt_x
+from kvtui.report.text import FIGURE_CELLS, comparison, fmt_knee, fmt_load, fmt_pct, fmt_x
 from kvtui.snapshot.schema import Run
 
 
@@ -43,7 +43,7 @@ def mode_line(r: dict[str, Any], base: str | None, so_far: float | None = None) 
             return f"{r['mode']}: did not finish; {fmt_load(so_far)} met the SLO so far (unconfirmed, not compared)"
         why = r.get("error") or ("no load met the SLO" if r.get("complete", True) else "did not finish")
         return f"{r['mode']}: no result at the SLO ({why})"
-    parts = [f"{fmt_load(r['best'])} at the SLO"]
+    parts = [f"{fmt_knee(r['best'], r.get('knee_interval'), fmt_load)} at the SLO"]
     if r["mode"] != base and r.get("best_x") is not None:
         parts[0] += f" ({fmt_x(r['best_x'])})"
     lim = limit_sentence(r)

@@ -30,6 +30,9 @@ QUALITY_COLUMNS = tuple(f"quality_{t}_{k}" for t in ("passkey", "quotation") for
     "n", "verdict")) + (
     "quality_agreement_exact", "quality_flagged", "usd_per_mtok_out", "usd_per_mtok_out_qadj", "weights")
 COLUMNS = LABEL_COLUMNS + STEP_COLUMNS + DIST_COLUMNS + TAIL_COLUMNS + QUALITY_COLUMNS
+# The knee's interval (kvtui.explore.knee_interval), repeated on its mode's rows, and the step's own
+# pass probability: written only where a mode has one (a snapshot from before keeps its columns).
+KNEE_COLUMNS = ("knee_lo", "knee_hi", "knee_confidence", "pass_probability")
 
 
 def _quality_cells(row: dict[str, Any] | None, info: dict[str, Any]) -> dict[str, Any]:
@@ -99,6 +102,10 @@ def step_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
             for k in TAIL_COLUMNS:
                 row[k] = s.get(k)
             row.update(qcells)
+            ki = (comp_rows.get(m.get("name")) or {}).get("knee_interval")
+            if ki:
+                row.update(knee_lo=ki.get("lo"), knee_hi=ki.get("hi"), knee_confidence=ki.get("confidence"),
+                           pass_probability=(s.get("pass_probability") or {}).get("p"))
             out.append(row)
     return out
 
@@ -106,7 +113,9 @@ def step_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
 def render_csv(doc: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(COLUMNS)
-    for row in step_records(doc):
-        w.writerow([_cell(row.get(c)) for c in COLUMNS])
+    rows = step_records(doc)
+    cols = COLUMNS + (KNEE_COLUMNS if any("knee_lo" in r for r in rows) else ())
+    w.writerow(cols)
+    for row in rows:
+        w.writerow([_cell(row.get(c)) for c in cols])
     return buf.getvalue()

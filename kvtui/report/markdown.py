@@ -20,6 +20,7 @@ from kvtui.report.text import (
     comparison_headers,
     comparison_rows,
     fmt,
+    fmt_knee,
     fmt_load,
     fmt_pct,
     fmt_x,
@@ -101,10 +102,12 @@ def _answer(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
                 else "cost unknown")
         if r["mode"] == base:
             tag = "" if str(r["mode"]).lower() == "baseline" else " (baseline)"
-            s = (f"- **{r['mode']}**{tag}: {fmt_load(r['best'])} {unit} at the SLO, "
+            knee = fmt_knee(r['best'], r.get('knee_interval'), fmt_load)
+            s = (f"- **{r['mode']}**{tag}: {knee} {unit} at the SLO, "
                  f"{fmt(r['output_tok_s'])} output tok/s, {cost}.")
         else:
-            s = (f"- **{r['mode']}**: {fmt_load(r['best'])} {unit} ({fmt_x(r.get('best_x'))} the baseline), "
+            knee = fmt_knee(r['best'], r.get('knee_interval'), fmt_load)
+            s = (f"- **{r['mode']}**: {knee} {unit} ({fmt_x(r.get('best_x'))} the baseline), "
                  f"{fmt(r['output_tok_s'])} output tok/s ({fmt_x(r.get('tok_s_x'))}), {cost}"
                  + (f" ({fmt_pct(r.get('cost_out_change'))})" if r.get("cost_out_change") is not None else "") + ".")
         extra = []
@@ -245,6 +248,10 @@ def _server_line(mode: dict[str, Any]) -> str:
         parts.append(f"attention {s['attention_backend']}")
     if s.get("startup_s") is not None:
         parts.append(f"ready in {fmt(s['startup_s'], 1, ' s')}")
+    from kvtui.engines.vllm.compile_cache import start_line
+
+    if start_line(s):
+        parts.append(start_line(s))
     return ", ".join(parts)
 
 

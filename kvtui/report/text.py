@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
+from kvtui.explore.knee_interval import fmt_knee  # noqa: F401 - "46 [40–52]"; the report's and the screens' name
+
 
 def fmt(x: Any, digits: int = 0, unit: str = "") -> str:
     if x is None:
@@ -138,7 +140,10 @@ FIGURE_CELLS: dict[str, Callable[[Any], str]] = {
 
 
 def figure_cell(key: str, r: dict[str, Any]) -> str:
-    """Row `r`'s figure `key` as every view writes it (FIGURE_CELLS)."""
+    """Row `r`'s figure `key` as every view writes it (FIGURE_CELLS); the knee with its interval
+    ("46 [40–52]") where the row has one (kvtui.explore.knee_interval)."""
+    if key == "best":
+        return fmt_knee(r.get("best"), r.get("knee_interval"), fmt_load)
     return FIGURE_CELLS[key](r.get(key))
 
 

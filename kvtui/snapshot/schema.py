@@ -109,6 +109,9 @@ class Step(Document):
     send_burst: float | None = field("how many requests were sent at once (lock-step waves when large)", NUMBER)
     autoscale: Mapping[str, Any] | None = field("load-generator workers that ran and why any were added", OBJECT)
     predicted: Mapping[str, Any] | None = field("the simulator's prediction for this load, before it ran", OBJECT)
+    pass_probability: Mapping[str, Any] | None = field("{p, n_boot, requests}: the share of bootstrap resamples of the "
+                                                       "window's requests that pass the SLO "
+                                                       "(kvtui.explore.knee_interval)", OBJECT)
     resumed: Any = field("set on a step kept from the snapshot a run resumed", ANY)
     replicas: tuple[ReplicaStep, ...] | None = field("each replica's share (several servers behind one router)",
                                                      many(ReplicaStep))
@@ -221,6 +224,9 @@ class Mode(Document):
     predicted_kv_concurrency: float | None = field("concurrency the KV cache holds, from the server's KV tokens",
                                                    NUMBER)
     knee_limited_by: str | None = field("what limited the first failing load above the best", TEXT)
+    knee_interval: Mapping[str, Any] | None = field("the knee's interval: {lo, hi, method, confidence, n_boot, "
+                                                 "pass_probability} (a monotone fit of each load's pass probability)",
+                                                 OBJECT)
     finished_at: float | None = field("when it finished (epoch s)", NUMBER)
     ran_on: Mapping[str, Any] | None = field("the device: host, gpu_names, gpu_uuids, gpu_indices", OBJECT)
     prediction: Prediction | None = field("the simulator's prediction, before the first step", one(Prediction))

@@ -86,6 +86,9 @@ class StartupFacts:
     load_s: float | None = None  # weight loading
     compile_s: float | None = None  # torch.compile
     init_engine_s: float | None = None  # profile, create KV cache, warm-up
+    # torch.compile's cache at this start (kvtui.engines.vllm.compile_cache): "hit" | "miss" | "cold"
+    compile_cache: str | None = None
+    compile_cache_dir: str | None = None  # "Using cache directory: …" (the configuration's entry)
     num_gpu_blocks: int | None = None
     block_size: int | None = None
     kv_cache_dtype: str | None = None

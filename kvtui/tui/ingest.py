@@ -329,6 +329,10 @@ class SnapshotLoading:
                                        f"KV cache {f.get('kv_cache_gib', '—')} GiB = "
                                        f"{f.get('kv_cache_tokens', '—')} tokens, "
                                        f"max concurrency reported {f.get('max_concurrency_reported', '—')}", "fact")
+                from kvtui.engines.vllm.compile_cache import start_line
+
+                if start_line(f):
+                    self._append_log(name, "start: " + start_line(f), "fact")
                 if f.get("phases"):
                     self._append_log(name, "phases: " + " → ".join(f["phases"]), "fact")
                 for w in f.get("warnings") or []:

@@ -31,8 +31,8 @@ SLOW = [0.7, 0.7, 0.7]
 CHEAP = ["ramp.window_s=4", "ramp.warmup_s=1", "workload.prompt_tokens=1024", "workload.output_tokens=48", "ramp.max=48"]  # cheap steps
 
 
-def _run(tmp: Path, name: str, truth=None, refit: bool = False):
-    sc = load_scenario("sim-demo", CHEAP)
+def _run(tmp: Path, name: str, truth=None, refit: bool = False, search: str | None = None):
+    sc = load_scenario("sim-demo", CHEAP + ([f"ramp.search={search}"] if search else []))
     run = Run(sc, tmp / f"{name}.json", modes=["bf16"], fast=True, refit=refit)
     run.salt = PREDICT_SALT  # the engine's requests are the prediction's: they agree where the model does
     if truth is not None:
@@ -46,7 +46,7 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pred")
     slow = fit.apply(read_calibration(None), REFIT_PARAMS, SLOW)
     return {"agree": _run(tmp, "agree"), "slow": _run(tmp, "slow", truth=slow, refit=True), "tmp": tmp,
-            "slow_cal": slow}
+            "slow_cal": slow, "slow_gallop": _run(tmp, "slow_gallop", truth=slow, refit=True, search="fast")}
 
 
 def test_where_engine_and_prediction_agree_a_mode_takes_four_steps(runs):
@@ -89,6 +89,26 @@ def test_a_wrong_prediction_still_finds_the_engines_knee_and_the_refit_finds_the
     assert "predicted against measured" in text and "h200-vllm-0.26.0" in text
     mdtext = render_markdown(doc)
     assert "## Predicted against measured" in mdtext and "| predicted |" in mdtext
+
+
+def test_the_refitted_prediction_chooses_each_probe_inside_the_bracket_and_beats_the_gallop(runs):
+    """Issue 28 item 5: the GPU 30 % slower than the prediction says. After each judged step the
+    refitted prediction chooses the next probe, inside [highest pass, lowest fail] of the steps
+    before it: fewer judged steps than the fast search's gallop and bisection, the same knee."""
+    md = load_snapshot(runs["slow"])["modes"][0]
+    gallop = load_snapshot(runs["slow_gallop"])["modes"][0]
+    assert gallop["search"]["strategy"] == "fast"
+    assert md["best_concurrency"] == gallop["best_concurrency"]
+    assert len(md["steps"]) < len(gallop["steps"])
+    passes, fails = [], []
+    for s in md["steps"]:
+        if s["why"] == "search":
+            assert all(s["load"] > x for x in passes) and all(s["load"] < x for x in fails)
+        (passes if s["passed"] else fails).append(s["load"])
+        assert "knee" in s["predicted"]  # the knee that chose it: a resumed run replays the same loads
+    knees = [s["predicted"]["knee"] for s in md["steps"]]
+    assert knees[0] == md["prediction"]["knee"] and knees[1] != knees[0]  # refitted after the first miss
+    assert md["steps"][1]["load"] == knees[1]  # ... and the refit's knee was the next probe
 
 
 def test_calibrate_writes_this_gpus_file_and_whatif_answers_from_it(runs, tmp_path, capsys):

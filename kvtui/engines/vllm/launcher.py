@@ -32,7 +32,7 @@ from kvtui.engines import reaper
 from kvtui.engines.base import Endpoint, EngineInfo, LogSink, StartupFacts
 from kvtui.engines.procs import free_port
 from kvtui.engines.registry import register
-from kvtui.engines.vllm import failures
+from kvtui.engines.vllm import compile_cache, failures
 from kvtui.engines.vllm.cache_facts import engines_in_metrics
 from kvtui.engines.vllm.command import build_command, dummy_weights, resolve_launcher, url_host
 from kvtui.engines.vllm.logparse import READY, StartupLogParser, clean_line, facts_from_metrics_text
@@ -123,9 +123,13 @@ class VllmEngine:
             self.failure = failures.Failure(failures.UNSUPPORTED, why)
             raise self.failure.error()
 
+    _cache_had_graphs = True  # until a launch looked: a compile is then a "miss", never "cold"
+
     def facts(self) -> StartupFacts:
         with self._lock:
-            return self._parser.facts
+            f = self._parser.facts
+            f.compile_cache = compile_cache.state(f.compile_cache, self._cache_had_graphs)
+            return f
 
     def _resolve_real_model(self, scenario: Scenario, mode: Mode, on_log: LogSink) -> tuple[Scenario, Mode]:
         """`kvtui:NAME` (a real model of kvtui's catalogue) → its built directory, built on first use.
@@ -311,6 +315,8 @@ class VllmEngine:
         env = dict(os.environ)
         env.update(extra_env)
         env.update(reaper.server_env())  # the run's tag: the watchdog and a later run know its processes by it
+        env.update(compile_cache.cache_env(env))  # torch.compile's cache outlives the run (a per-user dir)
+        cache_had_graphs = compile_cache.has_graphs(compile_cache.root_of(env))
         redactor = Redactor([api_key])
         for k, v in list(s.env.items()) + list(mode.env.items()):
             if is_secret_env(k, s.secret_env):
@@ -319,6 +325,7 @@ class VllmEngine:
             self._redact = redactor
             self._tail.clear()
             self._parser = StartupLogParser()
+            self._cache_had_graphs = cache_had_graphs
             self._command = redact_args(argv)
             self._version = None
             self._dummy = dummy_weights(scenario, mode)

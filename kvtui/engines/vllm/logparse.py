@@ -65,6 +65,11 @@ from kvtui.engines.vllm.logpatterns import (  # noqa: F401 - logparse's names, a
     clean_line,
 )
 
+# torch.compile's cache (vllm/compilation/backends.py, decorators.py; the same words in 0.26 and 0.32)
+RE_COMPILE_CACHE_DIR = re.compile(r"Using cache directory: (?P<d>\S+) for vLLM's torch\.compile")
+RE_COMPILE_CACHE_LOAD = re.compile(r"Directly load (?:the compiled graph|AOT compilation)")
+RE_COMPILE_GRAPH = re.compile(r"Compiling a graph for ")
+
 
 class StartupLogParser:
     """Feed it vLLM's log lines; read `facts`, `phase`, `version` and `extra` at any time.
@@ -129,6 +134,22 @@ class StartupLogParser:
             if rx.search(line):
                 new = phase  # the latest phase a line speaks of
         return self.mark_phase(new) if new else None
+
+    def _compile_cache(self, line: str) -> bool:
+        """torch.compile's cache: loaded from it (hit) or compiled (miss; the launcher tells a cold
+        root from a warm one, kvtui.engines.vllm.compile_cache)."""
+        f = self.facts
+        m = RE_COMPILE_CACHE_DIR.search(line)
+        if m:
+            f.compile_cache_dir = m.group("d")
+            return True
+        if RE_COMPILE_CACHE_LOAD.search(line):
+            f.compile_cache = "hit" if f.compile_cache in (None, "hit") else f.compile_cache
+            return True
+        if RE_COMPILE_GRAPH.search(line):
+            f.compile_cache = "miss"  # one graph compiled: the start paid for a compile
+            return True
+        return False
 
     def _warn(self, text: str) -> None:
         if text not in self.facts.warnings:
@@ -203,6 +224,8 @@ class StartupLogParser:
         m = RE_COMPILE.search(line)
         if m:
             f.compile_s = _float(m.group("s"))
+            return
+        if self._compile_cache(line):
             return
 
         m1 = RE_FREE_ON_DEVICE.search(line)
