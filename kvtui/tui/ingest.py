@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from kvtui.explore.events import check_kind
 from kvtui.scenario.slo_table import slo_of
+from kvtui.tui.host import StateHost
 from kvtui.tui.loglines import classify_log_line
 from kvtui.tui.modeview import ModeView
 from kvtui.tui.series import Series, _num
@@ -20,7 +21,7 @@ SERIES_KEYS = ("kv_usage", "running", "waiting", "preempt", "gen_tok_s", "prompt
                "gpu_mem_used_gib", "gpu_mem_total_gib", "load")
 
 
-class RunEvents:
+class RunEvents(StateHost):
     """Live: one `kvtui.explore.run.Event` at a time, on the UI thread."""
 
     def ingest(self, ev: Any) -> None:
@@ -261,7 +262,7 @@ class RunEvents:
 
 
 
-class SnapshotLoading:
+class SnapshotLoading(StateHost):
     """Replay: a saved document, every mode at once."""
 
     def _load_mode(self, m: dict[str, Any], kept: bool = False) -> ModeView:

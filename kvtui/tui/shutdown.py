@@ -13,13 +13,14 @@ import threading
 from typing import Any
 
 from kvtui.engines import reaper
+from kvtui.tui.host import AppHost
 
 QUIT_GRACE_S = 3.0  # after this, a run still starting its engine is killed rather than waited for
 HUP_GRACE_S = QUIT_GRACE_S + 60.0  # a lost terminal: the run's own stop gets this long, then its servers are killed
 KILL_GRACE_S = 2.0  # a forced stop: SIGTERM to the servers' groups, SIGKILL to what is left after this
 
 
-class Shutdown:
+class Shutdown(AppHost):
     # -- signals ------------------------------------------------------------------------------
     def _on_signal(self, sig: int) -> None:
         self.quitting = True
