@@ -13,7 +13,7 @@ import sys
 
 from kvtui import __version__
 from kvtui.errors import KvtuiError, ScenarioError
-from kvtui.load import tracker
+from kvtui.procs import tracker
 
 COMMANDS = ("tui", "run", "sim", "estimate", "replay", "export", "diff", "web", "import", "model", "init", "scenarios",
             "calibrate", "whatif")

@@ -37,6 +37,7 @@ LAYERS = {
     "scenario": 2,
     "errors": 1, "secrets": 1, "__init__": 1, "data": 1, "safeio": 1, "terminal": 1,
     "paths": 1,  # paths: stdlib and platformdirs only
+    "procs": 1,  # process bookkeeping: the reaper, the watchdog, leftovers, helper servers, the resource tracker
 }
 # Imports against the layers that are known and named, to move (the same list as import-linter's
 # ignore_imports). None now: the dataset file format moved to kvtui/scenario/dataset.py.
@@ -47,7 +48,7 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 # kvtui/secrets.py, report/snapshot.py (the snapshot file format) beside it.
 FLOOR_MODULES = {"kvtui.report.redact", "kvtui.report.snapshot", "kvtui.report.outclaim",
                  # process bookkeeping every layer that starts a process uses (servers, load workers)
-                 "kvtui.engines.reaper", "kvtui.engines.leftovers", "kvtui.engines.watchdog"}
+                 "kvtui.procs.reaper", "kvtui.procs.leftovers", "kvtui.procs.watchdog"}
 FLOOR = "floor"
 LAYERS[FLOOR] = 1
 

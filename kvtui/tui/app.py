@@ -23,7 +23,7 @@ from textual.worker import Worker, WorkerState
 
 from kvtui.errors import KvtuiError
 from kvtui.explore import events
-from kvtui.load import tracker
+from kvtui.procs import tracker
 from kvtui.scenario.schema import Scenario
 from kvtui.tui.controls import Controls
 from kvtui.tui.documents import DocumentActions, write_markdown  # noqa: F401 - imported from here

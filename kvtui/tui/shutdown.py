@@ -12,7 +12,7 @@ import signal
 import threading
 from typing import Any
 
-from kvtui.engines import reaper
+from kvtui.procs import reaper
 from kvtui.tui.host import AppHost
 
 QUIT_GRACE_S = 3.0  # after this, a run still starting its engine is killed rather than waited for
@@ -72,7 +72,7 @@ class Shutdown(AppHost):
         self._kill_servers()
 
     def _kill_servers(self) -> None:
-        """Every server group this process registered (kvtui.engines.reaper: only the run's own)
+        """Every server group this process registered (kvtui.procs.reaper: only the run's own)
         gets SIGTERM, then SIGKILL after KILL_GRACE_S. The engine is told first, so that its start
         gives up as cancelled rather than as a crash (from a thread: a stop already in progress
         holds it for its whole escalation)."""

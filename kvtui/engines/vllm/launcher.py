@@ -28,15 +28,15 @@ from typing import Any, Callable
 
 import httpx
 
-from kvtui.engines import reaper
 from kvtui.engines.base import Endpoint, EngineInfo, LogSink, StartupFacts
-from kvtui.engines.procs import free_port
 from kvtui.engines.registry import register
 from kvtui.engines.vllm import failures
 from kvtui.engines.vllm.cache_facts import engines_in_metrics
 from kvtui.engines.vllm.command import build_command, dummy_weights, resolve_launcher, url_host
 from kvtui.engines.vllm.logparse import READY, StartupLogParser, clean_line, facts_from_metrics_text
 from kvtui.errors import EngineError, RunAborted
+from kvtui.procs import reaper
+from kvtui.procs.servers import free_port
 from kvtui.scenario.schema import Mode, Scenario
 from kvtui.secrets import Redactor, is_secret_env, redact_args
 

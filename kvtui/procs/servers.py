@@ -17,8 +17,8 @@ from typing import Callable
 
 import httpx
 
-from kvtui.engines import reaper
 from kvtui.errors import EngineError
+from kvtui.procs import reaper
 from kvtui.secrets import Redactor, redact_args
 
 

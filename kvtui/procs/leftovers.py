@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvtui.engines import watchdog
+from kvtui.procs import watchdog
 
 
 def state_dir() -> Path:
