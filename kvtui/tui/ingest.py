@@ -13,10 +13,10 @@ from typing import Any, Callable
 from kvtui.explore import events
 from kvtui.explore.events import check_kind
 from kvtui.scenario.slo_table import slo_of
-from kvtui.tui.host import StateHost
 from kvtui.tui.loglines import classify_log_line
 from kvtui.tui.modeview import ModeView
 from kvtui.tui.series import Series, _num
+from kvtui.tui.statehost import StateHost
 
 SERIES_KEYS = ("kv_usage", "running", "waiting", "preempt", "gen_tok_s", "prompt_tok_s", "kv_in_use_gib",
                "gpu_mem_used_gib", "gpu_mem_total_gib", "load")
