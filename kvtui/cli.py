@@ -29,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
 class _Version(argparse.Action):
     """`kvtui --version`: kvtui's and the launchable vLLM's (a metadata look-up: no vLLM import)."""
 
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+    def __call__(self, parser, namespace, values, option_string=None):
         from kvtui.engines.vllm.detect import vllm_install
 
         v = vllm_install()

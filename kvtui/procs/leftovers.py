@@ -97,7 +97,7 @@ def _owner_alive(doc: dict) -> bool:
 
 def live_groups() -> list[Leftover]:
     """Leftovers of earlier runs whose owner is gone. Files of finished leftovers are removed."""
-    out = []
+    out: list[Leftover] = []
     d = registry_dir()
     try:
         files = sorted(d.glob("*.json"))

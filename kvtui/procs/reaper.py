@@ -97,6 +97,8 @@ def _release_dog() -> None:
     """Nothing left to guard: close the pipe; the watchdog sees EOF with nothing registered and exits."""
     global _dog
     dog, _dog = _dog, None
+    if dog is None:
+        return
     try:
         if dog.stdin:
             dog.stdin.close()

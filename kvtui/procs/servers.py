@@ -85,7 +85,8 @@ class ServerProcess:
                     self.exit_code = code
                     if self._reader:
                         self._reader.join(2)
-                    reaper.unregister(self.pgid)
+                    if self.pgid is not None:
+                        reaper.unregister(self.pgid)
                     raise EngineError("crashed", f"{what} exited with code {code} during startup", self.tail())
                 try:
                     if c.get(health_url).status_code == 200:

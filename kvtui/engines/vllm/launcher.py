@@ -232,7 +232,7 @@ class VllmEngine:
         self._cancel.set()  # a start() in progress gives up (RunAborted)
         with self._lock:
             proc, pgid = self._proc, self._pgid
-            if proc is None or self._stopped:
+            if proc is None or pgid is None or self._stopped:  # (the group is set with the process)
                 return
             self._stopped = True
         try:
