@@ -8,7 +8,7 @@ PY=${PYTHON:-python3}
 bin=$(dirname "$PY")
 echo "lint: ruff"
 "$PY" -m ruff check kvtui scripts tests
-echo "lint: mypy (typed core)"
+echo "lint: mypy (all of kvtui but the files [tool.mypy] still excludes)"
 "$PY" -m mypy
 echo "lint: import contract (import-linter)"
 "$bin/lint-imports"

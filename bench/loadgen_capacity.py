@@ -46,7 +46,7 @@ from bench.peers import (  # noqa: E402
     steady_window,
     vllm_bench,
 )
-from kvtui.engines.procs import free_port  # noqa: E402
+from kvtui.procs.servers import free_port  # noqa: E402
 from kvtui.load.autoscale import AutoScaler  # noqa: E402
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
 from kvtui.load.workload import TokenSpace  # noqa: E402

@@ -13,7 +13,7 @@ import sys
 
 from kvtui import __version__
 from kvtui.errors import KvtuiError, ScenarioError
-from kvtui.load import tracker
+from kvtui.procs import tracker
 
 COMMANDS = ("tui", "run", "sim", "estimate", "replay", "export", "diff", "web", "import", "model", "init", "scenarios",
             "calibrate", "whatif")
@@ -29,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
 class _Version(argparse.Action):
     """`kvtui --version`: kvtui's and the launchable vLLM's (a metadata look-up: no vLLM import)."""
 
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+    def __call__(self, parser, namespace, values, option_string=None):
         from kvtui.engines.vllm.detect import vllm_install
 
         v = vllm_install()

@@ -131,7 +131,7 @@ def scrub_text(text: str, secrets: list[str] | None = None) -> str:
 
 def _scrub(x: Any, declared: list[str], secrets: list[str], key: str = "") -> Any:
     if isinstance(x, dict):
-        out = {}
+        out: dict[Any, Any] = {}
         for k, v in x.items():
             if k == "env" and isinstance(v, dict):
                 out[k] = {ek: (REDACTED if is_secret_env(ek, declared) and ev not in ("", None)
@@ -156,8 +156,8 @@ def scrub(doc: dict[str, Any], extra_secrets: list[str] | None = None) -> dict[s
     d = copy.deepcopy(doc)
     if isinstance(d.get("scenario"), dict):
         d["scenario"] = redact_scenario(d["scenario"])
-    sc = d.get("scenario") if isinstance(d.get("scenario"), dict) else {}
-    server = sc.get("server") if isinstance(sc.get("server"), dict) else {}
+    sc: dict[str, Any] = d["scenario"] if isinstance(d.get("scenario"), dict) else {}
+    server: dict[str, Any] = sc["server"] if isinstance(sc.get("server"), dict) else {}
     declared = ([x for x in server.get("secret_env") or [] if isinstance(x, str)]
                 if isinstance(server.get("secret_env"), list) else [])
     secrets = sorted(set(process_secrets()) | {s for s in (extra_secrets or []) if s and len(s) >= 4},

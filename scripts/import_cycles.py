@@ -3,11 +3,9 @@
 
     python scripts/import_cycles.py [--root kvtui] [--list]
 
-The layers, top to bottom (kvtui's import contract, pyproject.toml [tool.importlinter]):
-
-    tui | commands  >  report  >  explore  >  engines | load | telemetry | quality | models  >  scenario
-
-plus the top (cli, __main__) and the floor (errors, secrets, the package itself). A module
+The layers, top to bottom, are read from their one declaration, kvtui's import contract
+(pyproject.toml [tool.importlinter]; `declared_layers`), with the package itself and its data at
+the floor. A module
 may import its own layer or any lower one. An import that runs back up the layers is a
 violation; an import between two layers that import each other (at any depth, at any
 time) is a cycle, and so is any loop of imports between modules, inside a layer too (read with
@@ -27,26 +25,41 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-# layer name -> rank (higher imports lower)
-LAYERS = {
-    "cli": 7, "__main__": 7,
-    "tui": 6, "commands": 6,
-    "report": 5, "init": 5, "preflight": 5,  # kvtui init and the pre-flight: engines, telemetry, scenario below them
-    "explore": 4,
-    "engines": 3, "load": 3, "telemetry": 3, "quality": 3, "models": 3, "predict": 3,
-    "scenario": 2,
-    "errors": 1, "secrets": 1, "__init__": 1, "data": 1, "safeio": 1, "terminal": 1,
-    "paths": 1,  # paths: stdlib and platformdirs only
-    "snapshot": 1,  # the snapshot's schema, file format and --out claim: imports the floor only
-}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def declared_layers(pyproject: Path = ROOT / "pyproject.toml") -> list[list[str]]:
+    """The layers, top to bottom, each a list of its packages' names under kvtui ("tui", "commands"):
+    read from the one declaration, the import-linter contract in pyproject.toml. The last is the floor."""
+    import tomllib
+
+    conf = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    contract = next(c for c in conf["tool"]["importlinter"]["contracts"] if c["type"] == "layers")
+    out = []
+    for layer in contract["layers"]:
+        names = [n.strip().strip("()").split(".", 1)[1] for n in layer.replace("|", ":").split(":")]
+        out.append(names)
+    return out
+
+
+def one_line(layers: list[list[str]]) -> str:
+    """`cli | __main__ > tui | commands > … > floor`: the form README.md quotes."""
+    return " > ".join([" | ".join(names) for names in layers[:-1]] + ["floor"])
+
+
+# layer name -> rank (higher imports lower), from the declaration; plus the package's own
+# __init__ and its data folder, at the floor.
+DECLARED = declared_layers()
+LAYERS = {name: len(DECLARED) - i for i, names in enumerate(DECLARED) for name in names}
+LAYERS.update({"__init__": 1, "data": 1})
 # Imports against the layers that are known and named, to move (the same list as import-linter's
 # ignore_imports). None now: the dataset file format moved to kvtui/scenario/dataset.py.
 KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 # Modules that sit at the floor though they live in an upper package: leaves that import only the
-# floor themselves (this script checks it), read and written by every layer. The snapshot's
-# moved down into kvtui/snapshot (issue 29); process bookkeeping every layer that starts a
-# process uses (servers, load workers) is still in engines/.
-FLOOR_MODULES = {"kvtui.engines.reaper", "kvtui.engines.leftovers", "kvtui.engines.watchdog"}
+# floor themselves (this script checks it), read and written by every layer. None now: the
+# snapshot's file format moved into kvtui/snapshot and the process bookkeeping into kvtui/procs
+# (issue 29).
+FLOOR_MODULES: set[str] = set()
 FLOOR = "floor"
 LAYERS[FLOOR] = 1
 

@@ -22,7 +22,7 @@ def _ask(question: str) -> bool:
 
 def check_leftovers(args: argparse.Namespace) -> None:
     """What earlier, killed runs left running: named, and stopped with --kill-stale (or on a yes)."""
-    from kvtui.engines.leftovers import check_at_start
+    from kvtui.procs.leftovers import check_at_start
 
     interactive = sys.stdin.isatty() and sys.stderr.isatty()
     check_at_start(getattr(args, "kill_stale", False), sys.stderr, _ask if interactive else None)

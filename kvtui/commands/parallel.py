@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from kvtui.engines import reaper
 from kvtui.errors import UsageError
+from kvtui.procs import reaper
 from kvtui.scenario.schema import Scenario
 
 

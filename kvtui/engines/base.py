@@ -75,7 +75,12 @@ class Engine(Protocol):
 
     name: str
     simulated: bool
-    time_scale: float  # wall seconds per modelled second (the simulator's slow motion); 1.0 for a real server
+
+    @property
+    def time_scale(self) -> float:
+        """Wall seconds per modelled second (the simulator's slow motion); 1.0 for a real server.
+        Read-only to the run: an attribute or a property (replicas report their first's)."""
+        ...
 
     def start(self, scenario: Scenario, mode: Mode, on_log: LogSink) -> Endpoint:
         """Start (or attach to) the server for `mode`; block until ready. Raises EngineError."""

@@ -60,7 +60,7 @@ class ReplicatedEngine:
         self._cancelled = False
 
     @property
-    def time_scale(self) -> float:  # type: ignore[override]
+    def time_scale(self) -> float:
         return self.children[0].time_scale
 
     def start(self, scenario: Scenario, mode: Mode, on_log: LogSink) -> Endpoint:
@@ -75,8 +75,11 @@ class ReplicatedEngine:
                 raise RunAborted("engine start cancelled")
             on_log(f"[kvtui] starting replica r{i} of {n}")
             self._started.append(child)
+            def sink(line: str, i: int = i) -> None:
+                on_log(f"[r{i}] {line}")
+
             try:
-                eps.append(child.start(sc, mode, lambda line, i=i: on_log(f"[r{i}] {line}")))
+                eps.append(child.start(sc, mode, sink))
             except EngineError as e:
                 self.stop()
                 msg = str(e)
@@ -129,7 +132,7 @@ class ReplicatedEngine:
         mems = [c.gpu_memory() for c in self._started]
         if not mems or any(m is None or m.get("used_gib") is None for m in mems):
             return None
-        return {"used_gib": sum(m["used_gib"] for m in mems if m),  # type: ignore[index]
+        return {"used_gib": sum(m["used_gib"] for m in mems if m),
                 "gpu_total_gib": sum((m or {}).get("gpu_total_gib") or 0 for m in mems)}
 
     def stop(self) -> None:

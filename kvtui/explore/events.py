@@ -8,6 +8,8 @@ typed fields besides. A misspelt event is a NameError where it is made, not a si
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
@@ -169,6 +171,19 @@ class ModeFinished(Event):
 
 
 @dataclass(frozen=True)
+class ModeUpdated(Event):
+    """The mode's entry as it stands after its prediction, and after each judged step (its refits,
+    the search's state): listeners read their copy, never the run's live entry."""
+
+    kind: ClassVar[str] = "mode_updated"
+    mode_doc: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.mode_doc
+
+
+@dataclass(frozen=True)
 class RunFinished(Event):
     kind: ClassVar[str] = "run_finished"
     doc: dict[str, Any] = field(default_factory=dict)
@@ -200,8 +215,35 @@ class RunError(Event):
 
 EVENT_TYPES: tuple[type[Event], ...] = (RunStarted, ModeStarting, Log, EngineReady, Telemetry, StepStarted,
                                         StepProgress, QualityStarted, QualityMeasured,
-                                        Records, StepFinished, ModeFinished, RunFinished, RunWarning, RunError)
+                                        Records, StepFinished, ModeUpdated, ModeFinished, RunFinished, RunWarning,
+                                        RunError)
 EVENT_KINDS: frozenset[str] = frozenset(t.kind for t in EVENT_TYPES)
+
+
+def detached(event: Event) -> Event:
+    """The event with payloads of its own: every dict and list field deep-copied (a Records
+    batch's list copied, its records as they are: nothing writes to a record once emitted).
+
+    The run keeps the only mutable document (issue 29 item 2): a listener on another thread (the
+    TUI, the web) gets a copy made on the emitting thread, and what it does with it never reaches
+    the run's snapshot, nor does the run's next write reach what the listener holds."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(event):
+        val = getattr(event, f.name)
+        if isinstance(val, (dict, list)):
+            changes[f.name] = list(val) if isinstance(event, Records) else _deepcopy(val)
+    return dataclasses.replace(event, **changes) if changes else event
+
+
+def _deepcopy(val: Any) -> Any:
+    # A refit thread may add to the mode's prediction during the copy (kvtui.explore.refit): a
+    # dict that changed size mid-copy is copied again, as the TUI's export does.
+    for _ in range(50):
+        try:
+            return copy.deepcopy(val)
+        except RuntimeError:
+            continue
+    return copy.deepcopy(val)
 
 
 class UnknownEvent(ValueError):

@@ -180,7 +180,7 @@ class Run:
                     event = dataclasses.replace(event, **{fld: clean})
         if self.listener is not None:
             try:
-                self.listener(event)
+                self.listener(ev.detached(event))  # its own copy: the run's document stays the run's
             except Exception as e:  # a listener bug must not kill the measurement
                 if not isinstance(event, ev.RunWarning):
                     self.emit(ev.RunWarning(event.mode, f"listener failed on {event.kind}: {type(e).__name__}: {e}"))
@@ -288,6 +288,7 @@ class Run:
         prediction = predict_loop.before_search(self, mode, md, old)
         search = predict_loop.choose(self, guess, prediction)
         md["search"] = {"strategy": search.name, "guess": guess, **predict_loop.search_keys(search)}
+        self.emit(ev.ModeUpdated(mode.name, md))  # the prediction and the search's start, as copies
         levels = ramp_levels(sc.ramp, self.closed)
         # Enough window samples for every SLO percentile (p99 needs hundreds).
         need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [sc.ramp.min_samples])
@@ -330,6 +331,7 @@ class Run:
                 client_retries = 0
                 search.record(load, step["passed"])
                 predict_loop.after_step(self, mode, md, search)
+                self.emit(ev.ModeUpdated(mode.name, md))
             dead = ex.dead()
             if dead:  # died after its step was measured
                 md.setdefault("error", document.crashed(dead))

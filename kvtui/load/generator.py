@@ -10,11 +10,11 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
-from kvtui.engines import reaper
 from kvtui.load.autoscale import AutoScaler, WorkerMeter
 from kvtui.load.protocol import ClientStats, StepSpec, WorkerConfig, merge_stats, sum_status
 from kvtui.load.records import Record
 from kvtui.load.worker import worker_main
+from kvtui.procs import reaper
 
 __all__ = ["ClientStats", "LoadGenerator", "StepParams", "StepRun", "StepSpec", "WorkerConfig"]
 

@@ -417,7 +417,7 @@ async def _prewarm() -> None:
 def _die_with_parent() -> None:
     """PR_SET_PDEATHSIG: the kernel SIGKILLs this worker when the thread that started it ends.
 
-    The second layer behind the watchdog (kvtui/engines/watchdog.py) for a kvtui killed with
+    The second layer behind the watchdog (kvtui/procs/watchdog.py) for a kvtui killed with
     SIGKILL. It fits here because a LoadGenerator lives and dies within one thread (a mode of
     the run); Linux only, best effort.
     """

@@ -169,7 +169,8 @@ def _check_precision(
     for m in modes:
         if cc is not None and m not in bad:
             cfg = configs.get(m.model or sc.server.model) or {}
-            short = [(need, what) for need, what in _mode_needs(m, cfg) if cc < need]
+            short: list[tuple[tuple[int, int], str]] | None = [
+                (need, what) for need, what in _mode_needs(m, cfg) if cc < need]
             if short:
                 shorts[m.name] = short
     runnable = [x.name for x in modes if x not in bad and x.name not in shorts]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, TypedDict
+from typing import Any, Iterable, Mapping, TypedDict
 
 from kvtui.telemetry.nvml_session import (
     _NVML_ERRORS,
@@ -64,7 +64,7 @@ def _all_devices() -> list[tuple[int, Any, str]]:
     return out
 
 
-def gpu_inventory(env: dict[str, str] | None = None) -> Inventory:
+def gpu_inventory(env: Mapping[str, str] | None = None) -> Inventory:
     """List the visible GPUs. Never raises; `env` defaults to os.environ."""
     env = os.environ if env is None else env
     reason = _init()

@@ -22,7 +22,8 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from kvtui.errors import KvtuiError
-from kvtui.load import tracker
+from kvtui.explore import events
+from kvtui.procs import tracker
 from kvtui.scenario.schema import Scenario
 from kvtui.tui.controls import Controls
 from kvtui.tui.documents import DocumentActions, write_markdown  # noqa: F401 - imported from here
@@ -233,8 +234,7 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
     def _on_run_event(self, message: RunEvent) -> None:
         ev = message.event
         self.state.ingest(ev)
-        k = ev.kind
-        if k == "mode_finished":
+        if isinstance(ev, events.ModeFinished):
             d = ev.data
             best = d.get("best_concurrency")
             if best is not None:
@@ -245,22 +245,22 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             else:
                 text = f"{ev.mode}: {(d.get('search') or {}).get('describe') or 'no result'}"
             self.notify(text, title="mode finished", timeout=6)
-        elif k == "error":
+        elif isinstance(ev, events.RunError):
             self.notify(str(ev.data), severity="error", timeout=10)
-        elif k == "run_finished" and _no_mode_started(ev.data):  # a failed run: exit 1, as headless
+        elif isinstance(ev, events.RunFinished) and _no_mode_started(ev.data):  # a failed run: exit 1, as headless
             from kvtui.report.outcome import NO_MODE_STARTED
 
             self.run_error, self.rc = NO_MODE_STARTED, 1
             self.notify(f"the run failed: {NO_MODE_STARTED}", severity="error", timeout=15)
-        elif k == "warning":
+        elif isinstance(ev, events.RunWarning):
             text = f"{ev.mode + ': ' if ev.mode else ''}{ev.data}"
             if text not in self._warned:  # once each: a flapping /metrics must not bury the screen
                 self._warned.add(text)
                 self.notify(text, severity="warning", timeout=8)
-        elif k == "run_finished" and not self.quitting:
+        elif isinstance(ev, events.RunFinished) and not self.quitting:
             # The run ends on its answer (over the dashboard: d goes back to it).
             self.call_after_refresh(self.show_answer)
-        elif k == "step_finished" and self.state.edited:
+        elif isinstance(ev, events.StepFinished) and self.state.edited:
             self._reevaluate_new_step(self.state.view_slo, ev.mode, ev.data.get("index"))
 
     def on_setup_screen_start_requested(self, message: Any) -> None:

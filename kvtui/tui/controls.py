@@ -8,8 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kvtui.tui.host import AppHost
 
-class Controls:
+
+class Controls(AppHost):
     def action_help(self) -> None:
         from kvtui.tui.answer import AnswerScreen
         from kvtui.tui.dialogs import HelpScreen

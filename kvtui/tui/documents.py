@@ -19,9 +19,10 @@ from textual.worker import Worker
 from kvtui.errors import KvtuiError
 from kvtui.explore.reevaluate import reevaluate_modes
 from kvtui.scenario.schema import Slo
+from kvtui.tui.host import AppHost
 
 
-class DocumentActions:
+class DocumentActions(AppHost):
     def action_edit_slo(self) -> None:
         from kvtui.tui.screens import SloScreen
 

@@ -10,25 +10,31 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from kvtui.explore import events
 from kvtui.explore.events import check_kind
 from kvtui.scenario.slo_table import slo_of
 from kvtui.tui.loglines import classify_log_line
 from kvtui.tui.modeview import ModeView
 from kvtui.tui.series import Series, _num
+from kvtui.tui.statehost import StateHost
 
 SERIES_KEYS = ("kv_usage", "running", "waiting", "preempt", "gen_tok_s", "prompt_tok_s", "kv_in_use_gib",
                "gpu_mem_used_gib", "gpu_mem_total_gib", "load")
 
 
-class RunEvents:
+class RunEvents(StateHost):
     """Live: one `kvtui.explore.run.Event` at a time, on the UI thread."""
 
     def ingest(self, ev: Any) -> None:
-        k, name, data = ev.kind, ev.mode, ev.data
-        check_kind(k)  # a misspelt kind fails loudly here, never dropped (kvtui.explore.events)
-        handler: Callable[[str | None, Any], None] | None = getattr(self, f"_on_{k}", None)
+        """Dispatch on the event's class (HANDLERS below). An untyped object with a `kind` (a test,
+        an old listener) goes by the class that declares that kind; a kind no one declared fails
+        loudly here, never dropped (kvtui.explore.events)."""
+        cls = type(ev) if isinstance(ev, events.Event) else _BY_KIND.get(ev.kind)
+        if cls is None:
+            check_kind(ev.kind)
+        handler = HANDLERS.get(cls) if cls is not None else None
         if handler is not None:
-            handler(name, data)
+            handler(self, ev.mode, ev.data)
 
     def _on_run_started(self, _name: str | None, doc: dict[str, Any]) -> None:
         self.doc = doc
@@ -186,6 +192,13 @@ class RunEvents:
         except TypeError:
             pass
 
+    def _on_mode_updated(self, name: str | None, md: dict[str, Any]) -> None:
+        mv = self._mode(name)
+        if mv is None:
+            return
+        mv.doc = md  # the run's entry after its prediction or a step: a copy of its own
+        self._bump(header=True)
+
     def _on_step_finished(self, name: str | None, step: dict[str, Any]) -> None:
         mv = self._mode(name)
         if mv is None:
@@ -260,8 +273,30 @@ class RunEvents:
         self.version += 1
 
 
+# The state's handler for each event class (kvtui.explore.events.EVENT_TYPES: every class has one,
+# tests/core/test_events.py checks it).
+HANDLERS: dict[type[events.Event], Callable[[RunEvents, str | None, Any], None]] = {
+    events.RunStarted: RunEvents._on_run_started,
+    events.ModeStarting: RunEvents._on_mode_starting,
+    events.Log: RunEvents._on_log,
+    events.EngineReady: RunEvents._on_engine_ready,
+    events.Telemetry: RunEvents._on_telemetry,
+    events.StepStarted: RunEvents._on_step_started,
+    events.StepProgress: RunEvents._on_step_progress,
+    events.QualityStarted: RunEvents._on_quality_started,
+    events.QualityMeasured: RunEvents._on_quality,
+    events.Records: RunEvents._on_records,
+    events.StepFinished: RunEvents._on_step_finished,
+    events.ModeUpdated: RunEvents._on_mode_updated,
+    events.ModeFinished: RunEvents._on_mode_finished,
+    events.RunFinished: RunEvents._on_run_finished,
+    events.RunWarning: RunEvents._on_warning,
+    events.RunError: RunEvents._on_error,
+}
+_BY_KIND: dict[str, type[events.Event]] = {t.kind: t for t in events.EVENT_TYPES}
 
-class SnapshotLoading:
+
+class SnapshotLoading(StateHost):
     """Replay: a saved document, every mode at once."""
 
     def _load_mode(self, m: dict[str, Any], kept: bool = False) -> ModeView:

@@ -12,10 +12,15 @@ import signal
 import threading
 from typing import Any
 
+from kvtui.procs import reaper
+from kvtui.tui.host import AppHost
+
 QUIT_GRACE_S = 3.0  # after this, a run still starting its engine is killed rather than waited for
+HUP_GRACE_S = QUIT_GRACE_S + 60.0  # a lost terminal: the run's own stop gets this long, then its servers are killed
+KILL_GRACE_S = 2.0  # a forced stop: SIGTERM to the servers' groups, SIGKILL to what is left after this
 
 
-class Shutdown:
+class Shutdown(AppHost):
     # -- signals ------------------------------------------------------------------------------
     def _on_signal(self, sig: int) -> None:
         self.quitting = True
@@ -32,10 +37,8 @@ class Shutdown:
     def _exit_without_terminal(self) -> None:
         import os
 
-        if not self.run_done.wait(QUIT_GRACE_S + 60.0):
-            from kvtui.engines.procs import kill_all
-
-            kill_all()
+        if not self.run_done.wait(HUP_GRACE_S):
+            self._kill_servers()
             self.run_done.wait(30.0)
         os._exit(129)  # 128 + SIGHUP
 
@@ -62,18 +65,21 @@ class Shutdown:
         return mv is not None and mv.status == "starting"
 
     def _end_starting_engine(self) -> None:
-        """A run stopped while its engine starts waits for /health (vLLM: minutes). Stop the server
-        (SIGINT, SIGTERM, SIGKILL to its group): the start fails, the run tears down and finalises."""
-        engine = getattr(self.run_obj, "engine", None)
-        try:
-            if engine is not None:
-                engine.stop()
-                return
-        except Exception:
-            pass
-        from kvtui.engines.procs import kill_all
+        """A run stopped while its engine starts waits for /health (vLLM: minutes), and the run's
+        own stop began with a gentle SIGINT that a starting server may sit out for half its
+        stop_timeout_s. After the grace, kill the servers: the start fails, the run tears down
+        and finalises."""
+        self._kill_servers()
 
-        kill_all()
+    def _kill_servers(self) -> None:
+        """Every server group this process registered (kvtui.procs.reaper: only the run's own)
+        gets SIGTERM, then SIGKILL after KILL_GRACE_S. The engine is told first, so that its start
+        gives up as cancelled rather than as a crash (from a thread: a stop already in progress
+        holds it for its whole escalation)."""
+        engine = getattr(self.run_obj, "engine", None)
+        if engine is not None:
+            threading.Thread(target=engine.stop, name="kvtui-engine-cancel", daemon=True).start()
+        reaper.reap_all(grace_s=KILL_GRACE_S)
 
     def _quit_grace_over(self) -> None:
         if self.run_active and self._engine_starting():
@@ -87,10 +93,8 @@ class Shutdown:
     async def action_quit(self) -> None:
         if self.run_active:
             if self.quitting:  # asked twice: do not wait for a graceful drain
-                from kvtui.engines.procs import kill_all
-
                 self.notify("killing the server…", severity="warning")
-                kill_all()
+                self._in_thread(self._kill_servers)
                 return
             self.quitting = True
             self.stop_run("quit")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.engines.procs import ServerProcess, free_port
+from kvtui.procs.servers import ServerProcess, free_port
 
 
 @dataclass

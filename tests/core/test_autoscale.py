@@ -17,11 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvtui.engines.procs import free_port
 from kvtui.explore.evaluate import client_limited
 from kvtui.load.autoscale import AutoScaler, Usage, WorkerMeter
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
 from kvtui.load.workload import TokenSpace
+from kvtui.procs.servers import free_port
 from kvtui.scenario.schema import Length, Workload
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.engines.procs import ServerProcess, free_port
 from kvtui.load.client import StreamClient, stream_request
 from kvtui.load.records import Record
+from kvtui.procs.servers import ServerProcess, free_port
 
 
 @pytest.fixture(scope="module")

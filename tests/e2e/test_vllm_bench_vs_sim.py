@@ -19,10 +19,10 @@ import sys
 
 import pytest
 
-from kvtui.engines.procs import ServerProcess, free_port
 from kvtui.engines.sim import catalog
 from kvtui.engines.sim.fast import bench_serve
 from kvtui.engines.sim.scheduler import SchedulerSim
+from kvtui.procs.servers import ServerProcess, free_port
 from kvtui.scenario.schema import Mode, Server
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]

@@ -197,7 +197,7 @@ class Headless:
 
     def trackers_left(self) -> list[tuple[int, str]]:
         """multiprocessing resource trackers of this run still alive, looked for at once (no grace):
-        kvtui reaps its own before it exits (kvtui/load/tracker.py)."""
+        kvtui reaps its own before it exits (kvtui/procs/tracker.py)."""
         return [(pid, cmd) for pid, cmd in tagged(self.tag) if "multiprocessing.resource_tracker" in cmd]
 
     def leftovers(self, grace_s: float = 5.0) -> list[tuple[int, str]]:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from kvtui.cli import main as cli_main
 from kvtui.commands.run import default_out, file_stem
-from kvtui.engines import reaper
+from kvtui.procs import reaper
 from kvtui.snapshot.file import load_snapshot
 
 from reliability_helpers import headless

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvtui.cli import main as cli_main
-from kvtui.engines import reaper
 from kvtui.errors import ScenarioError
+from kvtui.procs import reaper
 from kvtui.scenario import load_scenario
 from kvtui.scenario.schema import RANGES
 

@@ -14,7 +14,7 @@ import json
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kvtui.load.client import MAX_EVENT_BYTES, StreamClient, stream_request
@@ -87,11 +87,29 @@ ANSWERS = st.fixed_dictionaries(
 )
 
 
+# Examples this property once failed on, kept so that every run (CI's derandomized one included) tries them.
+NULL_PROMPT_COUNT = {"usage_prompt": {"value": None}}  # issue 29: `usage.prompt_tokens: null` kept as None, no flag
+NULL_COUNTS = {"usage_prompt": {"value": None}, "usage_out": {"value": None}}  # and no completion count either
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(answer=ANSWERS, prompt_len=st.integers(64, 160), max_tokens=st.integers(2, 24))
+@example(answer=NULL_COUNTS, prompt_len=64, max_tokens=2)
 def test_every_answer_gives_the_right_figure_or_a_named_flag(liar, answer, prompt_len, max_tokens):
     rec = _request(liar.url, answer, prompt_len, max_tokens)
     _right_or_named(rec, prompt_len, max_tokens)
+
+
+@pytest.mark.parametrize("answer", [
+    pytest.param(NULL_PROMPT_COUNT, marks=pytest.mark.xfail(
+        strict=False, reason="issue 30 item 7: a null usage.prompt_tokens must be a named flag, not a silent None "
+                             "(fixed on the reliability branch; make this a plain @example above once merged)")),
+    NULL_COUNTS,
+])
+@pytest.mark.parametrize("max_tokens", [2, 16])
+def test_the_examples_that_once_failed(liar, answer, max_tokens):
+    rec = _request(liar.url, answer, 64, max_tokens)
+    _right_or_named(rec, 64, max_tokens)
 
 
 @pytest.mark.parametrize("answer,expect", [

@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvtui.engines.procs import ServerProcess, free_port
 from kvtui.explore import events as ev
 from kvtui.explore.run import Run
 from kvtui.load.records import read_records
+from kvtui.procs.servers import ServerProcess, free_port
 from kvtui.report.markdown import render_markdown
 from kvtui.report.text import step_row
 from kvtui.scenario import load_scenario

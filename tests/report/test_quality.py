@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from kvtui.engines.base import Endpoint
-from kvtui.engines.procs import ServerProcess, free_port
 from kvtui.explore.quality import SKIP_DUMMY, SKIP_SIM, collect_outputs, compare_quality, quality_prompts
 from kvtui.load.workload import TokenSpace
+from kvtui.procs.servers import ServerProcess, free_port
 from kvtui.report.compare import compare_modes
 from kvtui.report.export import render
 from kvtui.report.text import comparison_rows

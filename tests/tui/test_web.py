@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from kvtui.engines.procs import free_port
+from kvtui.procs.servers import free_port
 
 from tui_helpers import descendants
 

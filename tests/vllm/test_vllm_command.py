@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from kvtui.engines.procs import free_port
 from kvtui.engines.vllm import command as launcher
 from kvtui.engines.vllm.command import FORM_API_SERVER, FORM_CLI, FORM_SCRIPT, build_command, resolve_launcher
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.errors import EngineError
+from kvtui.procs.servers import free_port
 from kvtui.scenario.schema import Mode, Scenario, Server
 
 API = (FORM_API_SERVER, ["py", "-m", "vllm.entrypoints.openai.api_server"])

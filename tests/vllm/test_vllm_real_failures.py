@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from kvtui.engines import reaper
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.engines.vllm.logparse import PHASES
 from kvtui.errors import EngineError, RunAborted
+from kvtui.procs import reaper
 from kvtui.scenario.schema import Mode
 
 from vllmtest_helpers import proc_in_group, tiny_scenario

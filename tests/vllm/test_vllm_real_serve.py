@@ -17,12 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvtui.engines import reaper
 from kvtui.engines.base import Endpoint
 from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.engines.vllm.logparse import LOADING_WEIGHTS, PHASES, PROFILING_KV, READY, STARTING, UNCALIBRATED_FP8
 from kvtui.errors import EngineError
+from kvtui.procs import reaper
 from kvtui.scenario.schema import Mode
 
 from vllmtest_helpers import KV_BYTES, proc_in_group, tiny_scenario

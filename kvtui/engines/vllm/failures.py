@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import signal
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from kvtui.errors import EngineError
 
@@ -175,7 +175,7 @@ _LEVEL_OF = re.compile(r"^(?:\([^)]*\)\s*)*(INFO|WARNING|DEBUG|ERROR|CRITICAL)\s
 def _lines(tail: str | Iterable[str], with_level: bool = False) -> list:
     if isinstance(tail, str):
         tail = tail.splitlines()
-    out = []
+    out: list[Any] = []
     for x in tail:
         if not x or not x.strip():
             continue

@@ -28,15 +28,15 @@ from typing import Any, Callable
 
 import httpx
 
-from kvtui.engines import reaper
 from kvtui.engines.base import Endpoint, EngineInfo, LogSink, StartupFacts
-from kvtui.engines.procs import free_port
 from kvtui.engines.registry import register
 from kvtui.engines.vllm import compile_cache, failures
 from kvtui.engines.vllm.cache_facts import engines_in_metrics
 from kvtui.engines.vllm.command import build_command, dummy_weights, resolve_launcher, url_host
 from kvtui.engines.vllm.logparse import READY, StartupLogParser, clean_line, facts_from_metrics_text
 from kvtui.errors import EngineError, RunAborted
+from kvtui.procs import reaper
+from kvtui.procs.servers import free_port
 from kvtui.scenario.schema import Mode, Scenario
 from kvtui.secrets import Redactor, is_secret_env, redact_args
 
@@ -236,7 +236,7 @@ class VllmEngine:
         self._cancel.set()  # a start() in progress gives up (RunAborted)
         with self._lock:
             proc, pgid = self._proc, self._pgid
-            if proc is None or self._stopped:
+            if proc is None or pgid is None or self._stopped:  # (the group is set with the process)
                 return
             self._stopped = True
         try:

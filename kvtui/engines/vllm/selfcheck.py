@@ -18,9 +18,9 @@ import time
 
 import httpx
 
-from kvtui.engines import reaper
 from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.errors import EngineError
+from kvtui.procs import reaper
 from kvtui.scenario.schema import Mode, Scenario, Server
 
 

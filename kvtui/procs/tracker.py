@@ -50,7 +50,7 @@ def stop(timeout_s: float = 5.0) -> bool:
             os.close(fd)
         except OSError:
             pass
-        tracker._fd = None
+        tracker._fd = None  # type: ignore[attr-defined]  # CPython's private field, not in typeshed
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -58,7 +58,7 @@ def stop(timeout_s: float = 5.0) -> bool:
         except ChildProcessError:  # already reaped (or not ours to reap)
             done = pid
         if done == pid:
-            tracker._pid = None
+            tracker._pid = None  # type: ignore[attr-defined]  # CPython's private field, not in typeshed
             return True
         if time.monotonic() >= deadline:
             return False

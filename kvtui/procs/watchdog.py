@@ -2,7 +2,7 @@
 
 SIGKILL of kvtui (or the OOM killer) runs no handler, no `finally`, no atexit: the servers'
 process groups would run on, GPU memory held. So while anything is registered with the
-reaper, kvtui keeps a pipe to this process (`python -m kvtui.engines.watchdog RUN_ID`, in a
+reaper, kvtui keeps a pipe to this process (`python -m kvtui.procs.watchdog RUN_ID`, in a
 session of its own so that a Ctrl-C or a group signal meant for kvtui does not reach it).
 kvtui writes one line per change:
 

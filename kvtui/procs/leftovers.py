@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvtui.engines import watchdog
+from kvtui.procs import watchdog
 
 
 def state_dir() -> Path:
@@ -97,7 +97,7 @@ def _owner_alive(doc: dict) -> bool:
 
 def live_groups() -> list[Leftover]:
     """Leftovers of earlier runs whose owner is gone. Files of finished leftovers are removed."""
-    out = []
+    out: list[Leftover] = []
     d = registry_dir()
     try:
         files = sorted(d.glob("*.json"))

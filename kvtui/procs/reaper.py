@@ -6,9 +6,9 @@ registered here until it is stopped. When kvtui exits for any reason Python can 
 in the main thread), every registered group gets SIGTERM, then SIGKILL.
 
 SIGKILL of kvtui itself cannot be caught. Two things cover it:
-- while anything is registered, a watchdog process (kvtui/engines/watchdog.py) holds a pipe
+- while anything is registered, a watchdog process (kvtui/procs/watchdog.py) holds a pipe
   from kvtui; its end of file (kvtui died) makes it stop the registered groups and pids;
-- a registry file per kvtui process (kvtui/engines/leftovers.py) names them, so that a
+- a registry file per kvtui process (kvtui/procs/leftovers.py) names them, so that a
   later run finds what an earlier one left (`live_groups()`) and can stop it.
 Every server kvtui launches carries `KVTUI_RUN_ID` (`server_env()`) so that both can tell
 the run's processes from anything that reused a pid.
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from kvtui.engines import leftovers, watchdog
+from kvtui.procs import leftovers, watchdog
 
 _lock = threading.Lock()
 _groups: dict[int, str] = {}  # pgid -> label (the command, redacted)
@@ -58,7 +58,7 @@ def _tell(line: str) -> None:
     if _dog is None or _dog_pid != os.getpid() or _dog.poll() is not None:
         try:
             _dog = subprocess.Popen(
-                [sys.executable, "-m", "kvtui.engines.watchdog", run_id(), str(leftovers.entry_path())],
+                [sys.executable, "-m", "kvtui.procs.watchdog", run_id(), str(leftovers.entry_path())],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, close_fds=True,
             )
@@ -97,6 +97,8 @@ def _release_dog() -> None:
     """Nothing left to guard: close the pipe; the watchdog sees EOF with nothing registered and exits."""
     global _dog
     dog, _dog = _dog, None
+    if dog is None:
+        return
     try:
         if dog.stdin:
             dog.stdin.close()

@@ -17,8 +17,8 @@ from typing import Callable
 
 import httpx
 
-from kvtui.engines import reaper
 from kvtui.errors import EngineError
+from kvtui.procs import reaper
 from kvtui.secrets import Redactor, redact_args
 
 
@@ -85,7 +85,8 @@ class ServerProcess:
                     self.exit_code = code
                     if self._reader:
                         self._reader.join(2)
-                    reaper.unregister(self.pgid)
+                    if self.pgid is not None:
+                        reaper.unregister(self.pgid)
                     raise EngineError("crashed", f"{what} exited with code {code} during startup", self.tail())
                 try:
                     if c.get(health_url).status_code == 200:

@@ -1,0 +1,54 @@
+"""What the run state's mixins (RunEvents, SnapshotLoading in kvtui/tui/ingest.py) may use of
+`RunState` (kvtui/tui/state.py), declared for the type checker; `object` at run time. See
+kvtui/tui/host.py for the app's."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import collections
+    from pathlib import Path
+    from typing import Any
+
+    from kvtui.scenario.schema import Slo
+    from kvtui.tui.modeview import ModeView
+
+    class StateHost:
+        """`RunState`'s attributes (kvtui/tui/state.py sets them) and the helpers its mixins call."""
+
+        doc: dict[str, Any]
+        scenario: dict[str, Any]
+        environment: dict[str, Any]
+        modes: dict[str, ModeView]
+        current: str | None
+        viewing: str | None
+        status: str
+        step: dict[str, Any] | None
+        progress: dict[str, Any]
+        records_seen: int
+        slo: Slo
+        notices: collections.deque[tuple[str, str]]
+        comparison: dict[str, Any] | None
+        replay: bool
+        source_name: str
+        records_path: Path | None
+        cursor: int | None
+        finished_at: float | None
+        stop_reason: str | None
+        version: int
+
+        def _bump(self, steps: bool = False, header: bool = False) -> None: ...
+        @property
+        def closed(self) -> bool: ...
+        @property
+        def viewed(self) -> ModeView | None: ...
+        def _mode(self, name: str | None) -> ModeView | None: ...
+        def _append_log(self, mode: str | None, line: str, kind: str | None = None) -> None: ...
+        # -- defined by RunEvents, called by SnapshotLoading ----------------------------------------
+        def _add_row(self, mv: ModeView, row: dict[str, Any]) -> None: ...
+        def _finish_mode(self, mv: ModeView, md: dict[str, Any]) -> None: ...
+        # -- defined by SnapshotLoading, called by RunEvents ----------------------------------------
+        def _load_mode(self, m: dict[str, Any], kept: bool = False) -> ModeView: ...
+else:
+    StateHost = object
