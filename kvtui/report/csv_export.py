@@ -28,7 +28,11 @@ TAIL_COLUMNS = (
 # task, the verdict against the reference mode, and the quality-adjusted $/Mtok out.
 QUALITY_COLUMNS = tuple(f"quality_{t}_{k}" for t in ("passkey", "quotation") for k in ("accuracy", "ci_lo", "ci_hi",
     "n", "verdict")) + (
-    "quality_agreement_exact", "quality_flagged", "usd_per_mtok_out", "usd_per_mtok_out_qadj", "weights")
+    "quality_agreement_exact", "quality_flagged", "usd_per_mtok_out", "usd_per_mtok_out_qadj", "weights",
+    # every task, the harness's suites too ("kvtui_arith 33% [15%–58%] n=24 Δ-4.2pt within noise; …"), the
+    # equivalence to the reference (TOST), the q-adjusted range, and the answers under the knee's load.
+    "quality_tasks", "quality_equivalent", "usd_per_mtok_out_qadj_lo", "usd_per_mtok_out_qadj_hi",
+    "quality_at_knee_changed", "quality_at_knee_compared", "quality_at_knee_delta_pt", "quality_at_knee_verdict")
 COLUMNS = LABEL_COLUMNS + STEP_COLUMNS + DIST_COLUMNS + TAIL_COLUMNS + QUALITY_COLUMNS
 
 
@@ -47,6 +51,24 @@ def _quality_cells(row: dict[str, Any] | None, info: dict[str, Any]) -> dict[str
     out["quality_flagged"] = q.get("flagged") if q and not q.get("skipped") else None
     out["usd_per_mtok_out"] = (row or {}).get("usd_per_mtok_out")
     out["usd_per_mtok_out_qadj"] = (row or {}).get("usd_per_mtok_out_qadj")
+    cells = []
+    for name, v in (suite.get("tasks") or {}).items():
+        if name == "agreement" or not isinstance(v, dict):
+            continue
+        acc, ci = v.get("accuracy"), v.get("ci") or [None, None]
+        cell = f"{name} " + ("—" if acc is None
+                             else f"{acc:.1%} [{(ci[0] or 0):.0%}–{(ci[1] or 0):.0%}] n={v.get('n')}")
+        if v.get("delta_pt") is not None:
+            cell += f" Δ{v['delta_pt']:+.1f}pt {v.get('verdict')}"
+        cells.append(cell)
+    out["quality_tasks"] = "; ".join(cells) or None
+    eq = suite.get("equivalence") or {}
+    out["quality_equivalent"] = ("reference" if eq.get("reference") else eq.get("shown")) if eq else None
+    rng = (row or {}).get("usd_per_mtok_out_qadj_range") or {}
+    out["usd_per_mtok_out_qadj_lo"], out["usd_per_mtok_out_qadj_hi"] = rng.get("lo"), rng.get("hi")
+    k = q.get("at_knee") or {}
+    out.update(quality_at_knee_changed=k.get("changed"), quality_at_knee_compared=k.get("compared"),
+               quality_at_knee_delta_pt=k.get("delta_pt"), quality_at_knee_verdict=k.get("verdict") or k.get("skipped"))
     return out
 
 
