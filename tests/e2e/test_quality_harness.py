@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -190,6 +191,7 @@ def test_exports_and_the_answer_screen_carry_it(run, env, tmp_path):
 async def test_the_answer_screen_shows_quality_at_the_knee(run):
     from kvtui.tui.app import create_app
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tui"))  # tests/tui's helpers (no package)
     from tui_helpers import screen_text, wait_until
 
     _, doc, _ = run
