@@ -298,7 +298,8 @@ def _suite(doc: dict[str, Any], ref: dict[str, Any] | None, m: dict[str, Any], r
         q["at_knee"] = {"skipped": knee.get("skipped"), "load": knee.get("load"), "changed": v.get("changed"),
                         "compared": v.get("compared"), "delta_pt": v.get("delta_pt"),
                         "delta_ci_pt": v.get("delta_ci_pt"), "p_value": v.get("p_value"), "verdict": v.get("verdict"),
-                        "preemptions": knee.get("preemptions")}
+                        "preemptions": knee.get("preemptions"),
+                        "top1_agreement": ((v.get("tasks") or {}).get("agreement") or {}).get("top1_agreement")}
 
 
 def _equal_quality(ref_tasks: dict[str, Any] | None, tasks: dict[str, Any], m: dict[str, Any], r: dict[str, Any],

@@ -77,9 +77,9 @@ def sentence(mode: str, k: dict[str, Any]) -> str:
     text = f"{mode} at its knee ({load_s}): {v.get('changed', 0)} of {v.get('compared', 0)} answers changed"
     if v.get("delta_pt") is not None:
         text += f", accuracy Δ {v['delta_pt']:+.1f} pt {v.get('verdict')}"
-    agree = (v.get("tasks") or {}).get("agreement") or {}
-    if agree.get("top1_agreement") is not None:
-        text += f", top-1 agreement {100 * agree['top1_agreement']:.1f} %"
+    top1 = ((v.get("tasks") or {}).get("agreement") or {}).get("top1_agreement", v.get("top1_agreement"))
+    if top1 is not None:
+        text += f", top-1 agreement {100 * top1:.1f} %"
     pre = k.get("preemptions")
     if isinstance(pre, (int, float)):
         text += f"; {pre:g} preemption{'s' if pre != 1 else ''} while they ran"

@@ -56,7 +56,7 @@ def _quality_cells(row: dict[str, Any] | None, info: dict[str, Any]) -> dict[str
         if name == "agreement" or not isinstance(v, dict):
             continue
         acc, ci = v.get("accuracy"), v.get("ci") or [None, None]
-        cell = f"{name} " + ("—" if acc is None
+        cell = f"{name} " + ("not run" if v.get("not_run") else "—" if acc is None
                              else f"{acc:.1%} [{(ci[0] or 0):.0%}–{(ci[1] or 0):.0%}] n={v.get('n')}")
         if v.get("delta_pt") is not None:
             cell += f" Δ{v['delta_pt']:+.1f}pt {v.get('verdict')}"
