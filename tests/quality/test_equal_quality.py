@@ -157,3 +157,41 @@ def test_suite_fields_are_validated_with_their_names(tmp_path):
     spec = spec_for(Ep(), sc)
     assert spec["include"] == [str(EVAL_DIR), str(tmp_path / "tasks")] and spec["suites"][0]["limit"] == 20
     assert "key" not in json.dumps(spec).lower()  # the API key travels in the environment only
+
+
+def _row(mode: str, usd: float, eq: dict, rng: dict | None = None) -> dict:
+    return {"mode": mode, "best": 8, "usd_per_mtok_out": usd, "usd_per_mtok_out_qadj_range": rng,
+            "quality": {"suite": {"equivalence": eq, "tasks": {}}}}
+
+
+def test_cheapest_at_equal_quality_takes_only_modes_shown_equal():
+    from kvtui.report.answer import equal_quality
+
+    rows = [_row("bf16", 1.0, {"reference": True, "margin_pt": 2.0}),
+            _row("fp8-kv", 0.6, {"shown": False, "margin_pt": 2.0, "n": 20, "items_needed": 410}),
+            _row("fp8-w", 0.8, {"shown": True, "margin_pt": 2.0, "n": 400},
+                 {"lo": 0.7, "hi": 0.9, "knee_exact": False, "quality_open": False})]
+    q = equal_quality(rows)
+    assert q is not None and q["winners"] == ["fp8-w"] and q["value"] == 0.8  # fp8-kv is cheaper, not shown equal
+    assert "within 2 pt of the reference (TOST, 95 %)" in q["text"] and "$0.700–0.900" in q["text"]
+    assert "fp8-kv (about 410 items needed)" in q["text"]
+    assert equal_quality([{"mode": "a", "best": 1, "quality": None}]) is None  # no suite: the old question stands
+
+
+def test_markdown_shows_the_knee_and_the_equal_quality_sections():
+    from kvtui.report.quality_md import at_knee_section, equal_quality_section
+
+    v = {"changed": 2, "compared": 150, "delta_pt": -0.7, "delta_ci_pt": [-2.1, 0.7], "p_value": 0.5,
+         "verdict": "within noise", "tasks": {"agreement": {"top1_agreement": 0.945}}}
+    doc = {"modes": [{"name": "fp8-kv", "quality": {"at_knee": {"load": 64, "generator_load": 32, "concurrency": 32,
+                                                               "vs_alone": v, "preemptions": 3, "wall_s": 41}}},
+                     {"name": "bf16", "quality": {"at_knee": {"skipped": "no load met the SLO: there is no knee"}}}]}
+    text = "\n".join(at_knee_section(doc))
+    assert "### Quality at the knee" in text and "| fp8-kv | 64 | 32 + 32 | 2 of 150 | -0.7 pt [-2.1…+0.7]" in text
+    assert "fp8-kv at its knee (64): 2 of 150 answers changed, accuracy Δ -0.7 pt within noise, top-1 agreement " \
+           "94.5 %; 3 preemptions while they ran" in text
+    assert "not measured: no load met the SLO" in text
+    rows = [_row("fp8-kv", 0.6, {"shown": False, "margin_pt": 2.0, "n": 20, "items_needed": None,
+                                 "ci90_pt": [-9.0, 1.0]})]
+    eq = "\n".join(equal_quality_section({}, rows))
+    assert "not shown at n=20" in eq and "no n shows it" in eq and "(Δ 90 % interval -9.0…+1.0 pt)" in eq
