@@ -51,8 +51,9 @@ def _key(task: str, s: dict[str, Any]) -> str:
 def to_task_result(name: str, suite: dict[str, Any], harness: str) -> dict[str, Any]:
     """One harness suite's output (the worker's) as a kvtui task result (kvtui.quality.runner's shape)."""
     if suite.get("status") != "ok":
-        return {"task": name, "source": harness, "not_run": str(suite.get("why") or "not run"), "n": 0, "correct": 0,
-                "errors": 0, "accuracy": None, "ci": [None, None], "items": []}
+        # n None, not 0: no item was asked (readers that count items, the live log's included, pass it by)
+        return {"task": name, "source": harness, "not_run": str(suite.get("why") or "not run"), "n": None,
+                "correct": None, "errors": 0, "accuracy": None, "ci": None, "items": []}
     rows = []
     for s in suite.get("samples") or []:
         v = s.get("value")

@@ -88,7 +88,7 @@ def compare_suites(ref: dict[str, Any], mode: dict[str, Any], tolerance_pt: floa
                 out["tasks"]["agreement"] = agreement(ref["agreement"], t)
             continue
         if isinstance(t, dict) and t.get("not_run"):  # a harness suite that could not run here: named, not judged
-            out["tasks"][name] = {"not_run": t["not_run"], "n": 0, "verdict": "not run", "flagged": False}
+            out["tasks"][name] = {"not_run": t["not_run"], "n": None, "verdict": "not run", "flagged": False}
         elif name in ref:
             out["tasks"][name] = compare_task(ref[name], t, tolerance_pt)
     # Only the ground-truth tasks flag a mode: greedy real-text answers diverge from the
@@ -115,7 +115,7 @@ def compare_suites(ref: dict[str, Any], mode: dict[str, Any], tolerance_pt: floa
 
 def reference_summary(mode: dict[str, Any]) -> dict[str, Any]:
     """The reference mode's own figures (no Δ: it is what the others are measured against)."""
-    tasks = {name: ({"not_run": t["not_run"], "n": 0, "verdict": "not run"} if t.get("not_run") else
+    tasks = {name: ({"not_run": t["not_run"], "n": None, "verdict": "not run"} if t.get("not_run") else
                     {"accuracy": t.get("accuracy"), "ci": t.get("ci"), "n": t.get("n"), "errors": t.get("errors", 0),
                      "verdict": "reference"})
              for name, t in mode.items() if name != "agreement" and isinstance(t, dict)}
