@@ -103,9 +103,13 @@ def measure_at_knee(executor: Any, md: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def quality_at_knee(executor: Any, md: dict[str, Any]) -> dict[str, Any]:
-    """`measure_at_knee`, whose failure is its own entry's (it runs on the way to the mode's teardown)."""
+def quality_at_knee(executor: Any, md: dict[str, Any]) -> None:
+    """md["quality"]["at_knee"] from `measure_at_knee`, whose failure is its own entry's (it runs on the way to
+    the mode's teardown); nothing where the quality itself was skipped (no weights: nothing to compare)."""
+    q = md.get("quality")
+    if not isinstance(q, dict) or q.get("skipped"):
+        return
     try:
-        return measure_at_knee(executor, md)
+        q["at_knee"] = measure_at_knee(executor, md)
     except Exception as e:
-        return {"skipped": f"failed: {type(e).__name__}: {str(e)[:200]}"}
+        q["at_knee"] = {"skipped": f"failed: {type(e).__name__}: {str(e)[:200]}"}

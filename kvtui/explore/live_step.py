@@ -307,7 +307,7 @@ class LiveStepExecutor:
         if self.run.scenario.quality.at_knee and md.get("quality") and not self.run.stopping and not md.get("error"):
             from kvtui.explore.knee_quality import quality_at_knee  # its own phase, after the search
 
-            md["quality"]["at_knee"] = quality_at_knee(self, md)
+            quality_at_knee(self, md)
         md["series"] = prior_series + (list(self.telemetry.rows) if self.telemetry else [])
         self.teardown()
 
