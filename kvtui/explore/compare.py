@@ -295,6 +295,42 @@ def _suite(doc: dict[str, Any], ref: dict[str, Any] | None, m: dict[str, Any], r
         for k in ("out", "in"):
             v = r.get(f"usd_per_mtok_{k}")
             r[f"usd_per_mtok_{k}_qadj"] = None if v is None else v * f
+    _equal_quality(ref_tasks if m is not ref else None, tasks, m, r, suite, doc)
+    knee = (m.get("quality") or {}).get("at_knee")
+    if isinstance(knee, dict):  # the answers under the knee's load against alone (kvtui.explore.knee_quality)
+        v = knee.get("vs_alone") or {}
+        q["at_knee"] = {"skipped": knee.get("skipped"), "load": knee.get("load"), "changed": v.get("changed"),
+                        "compared": v.get("compared"), "delta_pt": v.get("delta_pt"),
+                        "delta_ci_pt": v.get("delta_ci_pt"), "p_value": v.get("p_value"), "verdict": v.get("verdict"),
+                        "preemptions": knee.get("preemptions"),
+                        "top1_agreement": ((v.get("tasks") or {}).get("agreement") or {}).get("top1_agreement")}
+
+
+def _equal_quality(ref_tasks: dict[str, Any] | None, tasks: dict[str, Any], m: dict[str, Any], r: dict[str, Any],
+                   suite: dict[str, Any], doc: dict[str, Any]) -> None:
+    """TOST per task and pooled (margin: tolerance_pt), and the q-adjusted $/Mtok out as a range (equivalence.py)."""
+    from kvtui.quality.equivalence import cost_range, pooled_pairs, tost
+    from kvtui.quality.stats import paired_difference
+    from kvtui.quality.verdict import pooled
+
+    sc = doc.get("scenario") or {}
+    margin = float(((sc.get("quality") or {}) if isinstance(sc, dict) else {}).get("tolerance_pt", 2.0) or 0.0)
+    delta_ci = None
+    if ref_tasks:
+        for name, v in (suite.get("tasks") or {}).items():
+            if name != "agreement" and isinstance(v, dict) and v.get("paired"):
+                v["equivalence"] = tost(int(v["only_reference"]), int(v["only_mode"]), int(v["paired"]), margin)
+        b, c, n = pooled_pairs(ref_tasks, tasks)
+        if n:
+            suite["equivalence"] = tost(b, c, n, margin)
+            _, lo, hi = paired_difference(b, c, n)
+            delta_ci = (lo, hi)
+    else:
+        suite["equivalence"] = {"reference": True, "margin_pt": margin}
+    k_ref, n_ref = pooled(ref_tasks or tasks)
+    knee_iv = m.get("knee_interval") if isinstance(m.get("knee_interval"), dict) else None
+    r["usd_per_mtok_out_qadj_range"] = cost_range(r.get("usd_per_mtok_out"), k_ref / n_ref if n_ref else None,
+                                                  delta_ci, r.get("best"), knee_iv)
 
 
 def compare_modes(doc: dict[str, Any], scenario: dict[str, Any] | Scenario | None = None) -> dict[str, Any]:

@@ -129,7 +129,7 @@ class LiveStepExecutor:
 
             md["quality"] = collect_outputs(endpoint, sc, space,
                                             dummy_weights=bool(self._info_dict().get("dummy_weights")))
-            if sc.quality.tasks or sc.quality.task_files:
+            if sc.quality.tasks or sc.quality.task_files or sc.quality.suites:
                 self._quality_suite(mode, md)
         max_len = endpoint.max_model_len or sc.server.max_model_len
         cfg = WorkerConfig(
@@ -304,6 +304,10 @@ class LiveStepExecutor:
 
     # -- the end -----------------------------------------------------------------------------
     def end_mode(self, md: dict[str, Any], prior_series: list[dict[str, Any]]) -> None:
+        if self.run.scenario.quality.at_knee and md.get("quality") and not self.run.stopping and not md.get("error"):
+            from kvtui.explore.knee_quality import quality_at_knee  # its own phase, after the search
+
+            quality_at_knee(self, md)
         md["series"] = prior_series + (list(self.telemetry.rows) if self.telemetry else [])
         self.teardown()
 

@@ -22,6 +22,7 @@ from kvtui.quality.tasks import (
     agreement_items,
     default_lengths,
     load_task_file,
+    needle_items,
     passkey_items,
     quotation_items,
     score,
@@ -44,6 +45,10 @@ def build_items(scenario: Any, sizer: Sizer, max_model_len: int | None) -> list[
             lengths = list(q.lengths) or default_lengths(ctx - MARGIN_TOKENS)
             lengths = [min(n, ctx - MARGIN_TOKENS) for n in lengths]
             items += passkey_items(q.items, lengths, seed, sizer)
+        elif task == "needles":  # RULER-style multi-key retrieval, at the same lengths as passkey
+            lengths = list(q.lengths) or default_lengths(ctx - MARGIN_TOKENS)
+            lengths = [min(n, ctx - MARGIN_TOKENS) for n in lengths]
+            items += needle_items(q.items, lengths, seed, sizer)
         elif task == "quotation":
             items += quotation_items(q.items, seed)
         elif task == "agreement":
@@ -126,7 +131,9 @@ def _task_result(task: str, items: list[Item], answers: list[dict[str, Any]]) ->
         else:
             ok = score(it, a["text"])
         correct += ok
+        sha = hashlib.sha256((a.get("text") or "").encode()).hexdigest()[:16] if "error" not in a else None
         row = {"id": it.id, "key": it.key(), "ok": ok, "got": (a.get("text") or a.get("error") or "")[:GOT_CHARS],
+               "text_sha": sha,  # the full answer's digest: answers under load are compared with these
                "prompt_tokens": a.get("prompt_tokens"), "output_tokens": a.get("output_tokens")}
         if "error" in a:
             row["error"] = a["error"]
@@ -186,12 +193,16 @@ def run_suite(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | None
         idx = [k for k, it in enumerate(items) if it.task == name]
         its, ans = [items[k] for k in idx], [answers[k] for k in idx]
         tasks[name] = _agreement_result(its, ans) if name == "agreement" else _task_result(name, its, ans)
-    wall = round(time.monotonic() - t0, 2)
-    stopped = bool(should_stop is not None and should_stop())
     for name, t in tasks.items():
         if name != "agreement":
             log(f"[kvtui] quality: {name} {t['correct']}/{t['n']}"
                 + (f" ({t['errors']} errors)" if t["errors"] else ""))
+    if q.suites and not (should_stop is not None and should_stop()):
+        from kvtui.quality.harness import run_suites
+
+        tasks.update(run_suites(endpoint, scenario, on_log=log))
+    wall = round(time.monotonic() - t0, 2)
+    stopped = bool(should_stop is not None and should_stop())
     return {"tasks": tasks, "wall_s": wall, "items": len(items), "items_digest": items_digest(items),
             "lengths_exact": sizer.exact, "started_at": started_at, "ended_at": time.time(),
             "concurrency": q.concurrency, "stopped": stopped}

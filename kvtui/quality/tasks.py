@@ -153,6 +153,55 @@ def passkey_items(n: int, lengths: list[int], seed: int, sizer: Sizer) -> list[I
     return items
 
 
+_KEYS = ("amber harbor cobalt falcon garnet heron indigo juniper kestrel lotus maple nectar orchid pepper quartz "
+         "raven saffron tundra umber violet willow yarrow zephyr cedar").split()
+
+
+def _needles_messages(needles: list[tuple[str, int]], ask: str, units: int,
+                      depths: list[float]) -> list[dict[str, str]]:
+    """Filler with one sentence per needle at its depth, then the question about one key."""
+    cuts = sorted((int(round(units * d)), k, v) for (k, v), d in zip(needles, depths))
+    parts, at = [], 0
+    for cut, k, v in cuts:
+        parts.append(FILLER * (cut - at) + f"One of the special magic numbers for {k} is: {v}. ")
+        at = cut
+    parts.append(FILLER * (units - at))
+    text = ("Some special magic numbers are hidden inside the following text. Make sure to memorize them. "
+            "I will quiz you about the numbers afterwards.\n\n" + "".join(parts)
+            + f"\n\nWhat is the special magic number for {ask} mentioned in the provided text? "
+              "Answer with the number only.")
+    return [{"role": "user", "content": text}]
+
+
+def needle_items(n: int, lengths: list[int], seed: int, sizer: Sizer, needles: int = 4) -> list[Item]:
+    """Multi-key needles (RULER's niah_multikey): `needles` keys with 7-digit numbers at spread depths,
+    one of them asked for; the others are distractors of the same form, so an answer that grabs
+    any number is wrong. Spread evenly over `lengths` (tokens) like the passkey items."""
+    if n <= 0 or not lengths:
+        return []
+    rng = random.Random(f"needles:{seed}")
+    probe = [(k, 1000000) for k in _KEYS[:needles]]
+    wrap = sizer.count(_needles_messages(probe, _KEYS[0], 0, [0.5] * needles))
+    unit = max(1, sizer.count(_needles_messages(probe, _KEYS[0], 40, [0.5] * needles)) - wrap) / 40
+    per_len = max(1, n // len(lengths))
+    items: list[Item] = []
+    for li, length in enumerate(sorted(lengths)):
+        count = per_len if li < len(lengths) - 1 else n - per_len * (len(lengths) - 1)
+        units = max(0, int((length - wrap) / unit))
+        got = sizer.count(_needles_messages(probe, _KEYS[0], units, [0.5] * needles))
+        units = max(0, units + int((length - got) / unit))
+        for j in range(count):
+            keys = rng.sample(_KEYS, needles)
+            vals = [rng.randrange(1_000_000, 10_000_000) for _ in keys]
+            depths = sorted(rng.random() for _ in keys)
+            target = rng.randrange(needles)
+            items.append(Item(task="needles", id=f"L{length}-{j}",
+                              messages=_needles_messages(list(zip(keys, vals)), keys[target], units, depths),
+                              expected=[str(vals[target])], scoring="contains", max_tokens=16,
+                              meta={"length": length, "depth": round(depths[target], 3), "needles": needles}))
+    return items
+
+
 def _sentence(rng: random.Random) -> str:
     return (f"The {rng.choice(_ADJS)} {rng.choice(_NOUNS)} {rng.choice(_VERBS)} a {rng.choice(_COLOURS)} "
             f"{rng.choice(_THINGS)} near the {rng.choice(_PLACES)}.")

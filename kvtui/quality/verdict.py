@@ -87,7 +87,9 @@ def compare_suites(ref: dict[str, Any], mode: dict[str, Any], tolerance_pt: floa
             if agreement is not None and "agreement" in ref:
                 out["tasks"]["agreement"] = agreement(ref["agreement"], t)
             continue
-        if name in ref:
+        if isinstance(t, dict) and t.get("not_run"):  # a harness suite that could not run here: named, not judged
+            out["tasks"][name] = {"not_run": t["not_run"], "n": None, "verdict": "not run", "flagged": False}
+        elif name in ref:
             out["tasks"][name] = compare_task(ref[name], t, tolerance_pt)
     # Only the ground-truth tasks flag a mode: greedy real-text answers diverge from the
     # reference's within a few tokens under any numeric change (fp8 KV on the H200: 14 % exact,
@@ -113,8 +115,9 @@ def compare_suites(ref: dict[str, Any], mode: dict[str, Any], tolerance_pt: floa
 
 def reference_summary(mode: dict[str, Any]) -> dict[str, Any]:
     """The reference mode's own figures (no Δ: it is what the others are measured against)."""
-    tasks = {name: {"accuracy": t.get("accuracy"), "ci": t.get("ci"), "n": t.get("n"), "errors": t.get("errors", 0),
-                    "verdict": "reference"}
+    tasks = {name: ({"not_run": t["not_run"], "n": None, "verdict": "not run"} if t.get("not_run") else
+                    {"accuracy": t.get("accuracy"), "ci": t.get("ci"), "n": t.get("n"), "errors": t.get("errors", 0),
+                     "verdict": "reference"})
              for name, t in mode.items() if name != "agreement" and isinstance(t, dict)}
     k, n = pooled(mode)
     return {"tasks": tasks, "cost_factor": 1.0 if n else None, "pooled_accuracy": round(k / n, 4) if n else None}

@@ -65,6 +65,46 @@ def _so_far(modes: list[dict[str, Any]], name: Any) -> float | None:
     return best_load(m.get("steps") or []) if m else None
 
 
+def equal_quality(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The cheapest $/Mtok out among the modes shown equal in quality to the reference (TOST), with its range;
+    None where no mode ran the quality suite."""
+    from kvtui.quality.equivalence import range_text
+
+    judged = [r for r in rows if ((r.get("quality") or {}).get("suite") or {}).get("equivalence")]
+    if not judged:
+        return None
+    equal = [r for r in judged if r["quality"]["suite"]["equivalence"].get("reference")
+             or r["quality"]["suite"]["equivalence"].get("shown")]
+    names, top = _winners(equal, "usd_per_mtok_out", min)
+    if not names:
+        return None
+    win = next(r for r in equal if r["mode"] == names[0])
+    eq = win["quality"]["suite"]["equivalence"]
+    text = f"${top:.3f}/Mtok" + range_text(win.get("usd_per_mtok_out_qadj_range"))
+    text += (" (the reference)" if eq.get("reference")
+             else f", within {eq['margin_pt']:g} pt of the reference (TOST, 95 %)")
+    others = [r for r in judged if r not in equal]
+    if others:
+        text += "; not shown equal: " + ", ".join(
+            f"{r['mode']}" + (f" (about {e['items_needed']:,} items needed)" if (e := r["quality"]["suite"]
+                              ["equivalence"]).get("items_needed") else " (not at any n: Δ past the margin)")
+            for r in others)
+    return {"question": "cheapest at equal quality", "key": "usd_per_mtok_out_qadj", "winners": names, "value": top,
+            "text": text, "tie": len(names) == len(done_of(rows)) and len(names) > 1}
+
+
+def done_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("best") is not None]
+
+
+def at_knee_lines(doc: dict[str, Any]) -> list[str]:
+    """'fp8-kv at its knee (64): 2 of 150 answers changed, accuracy Δ −0.7 pt within noise' per mode that ran it."""
+    from kvtui.quality.under_load import sentence
+
+    return [sentence(str(m.get("name")), (m.get("quality") or {})["at_knee"]) for m in doc.get("modes") or []
+            if isinstance(m, dict) and isinstance((m.get("quality") or {}).get("at_knee"), dict)]
+
+
 def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     """{"baseline", "load_kind", "questions": [...], "rows": [...], "lines": [...], "caveats": [...]}."""
     whole = comparison(doc)  # every figure, from the one place (kvtui.report.figures); rows copied, not changed
@@ -85,8 +125,12 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     ask(f"most {unit} at the SLO", "best", max, cell["best"])
     ask("most output tok/s at the SLO", "output_tok_s", max, lambda v: f"{cell['output_tok_s'](v)} tok/s")
     ask("cheapest output tokens", "usd_per_mtok_out", min, lambda v: f"${cell['usd_per_mtok_out'](v)}/Mtok")
-    ask("cheapest at equal quality", "usd_per_mtok_out_qadj", min,
-        lambda v: f"${cell['usd_per_mtok_out_qadj'](v)}/Mtok quality-adjusted")
+    equal = equal_quality(done)  # where a suite ran: only the modes shown equal (TOST), with the cost's range
+    if equal is not None:
+        questions.append(equal)
+    else:
+        ask("cheapest at equal quality", "usd_per_mtok_out_qadj", min,
+            lambda v: f"${cell['usd_per_mtok_out_qadj'](v)}/Mtok quality-adjusted")
     ask("least energy per output token", "j_per_token_out", min, lambda v: f"{cell['j_per_token_out'](v)} J/token")
     quality = [r for r in rows if r.get("quality")]
     if quality:
@@ -105,6 +149,10 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
             text += f"; largest drop: {m} {task} {t['delta_pt']:+.1f} pt ({t.get('verdict')}, n={t.get('n')})"
         questions.append({"question": "quality against the reference", "key": "quality", "winners": flagged,
                           "value": None, "text": text, "tie": False})
+    knee_lines = at_knee_lines(doc)
+    if knee_lines:
+        questions.append({"question": "quality at the knee", "key": "quality_at_knee", "winners": [],
+                          "value": None, "text": "; ".join(knee_lines), "tie": False})
     caveats: list[str] = []
     run = Run.view(doc)
     typed = run.all_modes

@@ -29,6 +29,12 @@ TAIL_COLUMNS = (
 QUALITY_COLUMNS = tuple(f"quality_{t}_{k}" for t in ("passkey", "quotation") for k in ("accuracy", "ci_lo", "ci_hi",
     "n", "verdict")) + (
     "quality_agreement_exact", "quality_flagged", "usd_per_mtok_out", "usd_per_mtok_out_qadj", "weights")
+# Every task, the harness's suites too ("kvtui_arith 33% [15%–58%] n=24 Δ-4.2pt within noise; …"), the
+# equivalence to the reference (TOST), the q-adjusted range, and the answers under the knee's load: written
+# only where a mode has one of them (a snapshot from before keeps its columns, byte for byte).
+SUITE_COLUMNS = ("quality_tasks", "quality_equivalent", "usd_per_mtok_out_qadj_lo", "usd_per_mtok_out_qadj_hi",
+                 "quality_at_knee_changed", "quality_at_knee_compared", "quality_at_knee_delta_pt",
+                 "quality_at_knee_verdict")
 COLUMNS = LABEL_COLUMNS + STEP_COLUMNS + DIST_COLUMNS + TAIL_COLUMNS + QUALITY_COLUMNS
 # The knee's interval (kvtui.explore.knee_interval), repeated on its mode's rows, and the step's own
 # pass probability: written only where a mode has one (a snapshot from before keeps its columns).
@@ -50,6 +56,27 @@ def _quality_cells(row: dict[str, Any] | None, info: dict[str, Any]) -> dict[str
     out["quality_flagged"] = q.get("flagged") if q and not q.get("skipped") else None
     out["usd_per_mtok_out"] = (row or {}).get("usd_per_mtok_out")
     out["usd_per_mtok_out_qadj"] = (row or {}).get("usd_per_mtok_out_qadj")
+    cells = []
+    for name, v in (suite.get("tasks") or {}).items():
+        if name == "agreement" or not isinstance(v, dict):
+            continue
+        acc, ci = v.get("accuracy"), v.get("ci") or [None, None]
+        cell = f"{name} " + ("not run" if v.get("not_run") else "—" if acc is None
+                             else f"{acc:.1%} [{(ci[0] or 0):.0%}–{(ci[1] or 0):.0%}] n={v.get('n')}")
+        if v.get("delta_pt") is not None:
+            cell += f" Δ{v['delta_pt']:+.1f}pt {v.get('verdict')}"
+        cells.append(cell)
+    out["quality_tasks"] = "; ".join(cells) or None
+    # SUITE_COLUMNS are written where a mode has more than the first version's tasks (render_csv)
+    out["_suite_columns"] = bool(set(suite.get("tasks") or {}) - {"passkey", "quotation", "agreement"}) or bool(
+        suite.get("equivalence") or (row or {}).get("usd_per_mtok_out_qadj_range") or q.get("at_knee"))
+    eq = suite.get("equivalence") or {}
+    out["quality_equivalent"] = ("reference" if eq.get("reference") else eq.get("shown")) if eq else None
+    rng = (row or {}).get("usd_per_mtok_out_qadj_range") or {}
+    out["usd_per_mtok_out_qadj_lo"], out["usd_per_mtok_out_qadj_hi"] = rng.get("lo"), rng.get("hi")
+    k = q.get("at_knee") or {}
+    out.update(quality_at_knee_changed=k.get("changed"), quality_at_knee_compared=k.get("compared"),
+               quality_at_knee_delta_pt=k.get("delta_pt"), quality_at_knee_verdict=k.get("verdict") or k.get("skipped"))
     return out
 
 
@@ -114,7 +141,8 @@ def render_csv(doc: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     rows = step_records(doc)
-    cols = COLUMNS + (KNEE_COLUMNS if any("knee_lo" in r for r in rows) else ())
+    suite = any(r.get("_suite_columns") for r in rows)
+    cols = COLUMNS + (SUITE_COLUMNS if suite else ()) + (KNEE_COLUMNS if any("knee_lo" in r for r in rows) else ())
     w.writerow(cols)
     for row in rows:
         w.writerow([_cell(row.get(c)) for c in cols])

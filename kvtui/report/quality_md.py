@@ -75,6 +75,9 @@ def suite_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
             if not t:
                 cells.append("—")
                 continue
+            if t.get("not_run"):
+                cells.append("not run: " + str(t["not_run"]).split(" (")[0])  # the whole line under the table
+                continue
             ci = t.get("ci") or [None, None]
             cell = f"{fmt_share(t.get('accuracy'))} [{fmt_share(ci[0])}–{fmt_share(ci[1])}] n={t.get('n')}"
             if t.get("delta_pt") is not None:
@@ -93,4 +96,87 @@ def suite_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     out.append(table(heads, trows, markdown=True))
     out += ["", "*quality-adjusted $/Mtok*: the plain $/Mtok × reference accuracy ÷ the mode's, pooled over the "
                 "ground-truth tasks (a wrong answer is asked again); never below the plain figure."]
+    out += harness_notes(doc)
+    return out + equal_quality_section(doc, rows) + at_knee_section(doc)
+
+
+def equal_quality_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """Per mode: equivalence to the reference (TOST) and the q-adjusted $/Mtok out as a range."""
+    from kvtui.quality.equivalence import range_text
+
+    lines = []
+    for r in rows:
+        eq = ((r.get("quality") or {}).get("suite") or {}).get("equivalence")
+        if not eq:
+            continue
+        cost = fmt(r.get("usd_per_mtok_out"), 3) + range_text(r.get("usd_per_mtok_out_qadj_range"))
+        if eq.get("reference"):
+            lines.append(f"- {r['mode']}: the reference; $/Mtok out {cost}")
+        elif eq.get("shown"):
+            lines.append(f"- {r['mode']}: within {eq['margin_pt']:g} pt of the reference over n={eq['n']} items "
+                         f"(TOST, 95 %; Δ 90 % interval {eq['ci90_pt'][0]:+.1f}…{eq['ci90_pt'][1]:+.1f} pt); "
+                         f"$/Mtok out {cost}")
+        else:
+            need = (f"about {eq['items_needed']:,} items needed" if eq.get("items_needed")
+                    else "no n shows it: the observed Δ is at or past the margin")
+            ci = eq.get("ci90_pt") or [None, None]
+            ci_s = f" (Δ 90 % interval {ci[0]:+.1f}…{ci[1]:+.1f} pt)" if ci[0] is not None else ""
+            lines.append(f"- {r['mode']}: equal quality within {eq['margin_pt']:g} pt not shown at n={eq.get('n')}"
+                         f"{ci_s}; {need}; $/Mtok out {cost}")
+    if not lines:
+        return []
+    return ["", "### Cost at equal quality", "",
+            "Equivalence: the paired Δ's 90 % interval inside ±tolerance_pt (two one-sided tests at 5 %). The "
+            "q-adjusted range carries the Δ's 95 % interval and the knee's interval (`knee_interval`; "
+            "without one the knee is taken as exact, and the line says so).", ""] + lines
+
+
+def at_knee_section(doc: dict[str, Any]) -> list[str]:
+    """Quality at the operating point: the answers under the knee's load against the same mode's alone."""
+    from kvtui.quality.under_load import sentence
+
+    modes = [m for m in doc.get("modes") or [] if isinstance((m.get("quality") or {}).get("at_knee"), dict)]
+    if not modes:
+        return []
+    out = ["", "### Quality at the knee", "",
+           "The same items again while the knee's load runs (the knee's concurrency in flight in all, the items "
+           "among them; none counted in a step), against the same mode's answers alone: answers changed (greedy "
+           "both times), accuracy under load against alone (paired, McNemar), the preemptions the server counted "
+           "while they ran.", ""]
+    heads = ["mode", "knee", "in flight (load + items)", "changed", "accuracy Δ (95 %)", "p", "verdict",
+             "top-1 agreement", "preemptions", "phase"]
+    trows = []
+    for m in modes:
+        k = m["quality"]["at_knee"]
+        if k.get("skipped"):
+            trows.append([m.get("name"), "—", "—", "—", "—", "—", f"not measured: {k['skipped']}", "—", "—", "—"])
+            continue
+        v = k.get("vs_alone") or {}
+        ci = v.get("delta_ci_pt") or [None, None]
+        agree = (v.get("tasks") or {}).get("agreement") or {}
+        trows.append([m.get("name"), fmt(k.get("load")), f"{k.get('generator_load')} + {k.get('concurrency')}",
+                      f"{v.get('changed', 0)} of {v.get('compared', 0)}",
+                      "—" if v.get("delta_pt") is None else f"{v['delta_pt']:+.1f} pt [{ci[0]:+.1f}…{ci[1]:+.1f}]",
+                      "—" if v.get("p_value") is None else f"{v['p_value']:.3g}", v.get("verdict") or "—",
+                      fmt_share(agree.get("top1_agreement"), 1), fmt(k.get("preemptions")),
+                      "—" if k.get("wall_s") is None else f"{k['wall_s']:.0f} s"])
+    out.append(table(heads, trows, markdown=True))
+    out += [""] + [f"- {sentence(str(m.get('name')), m['quality']['at_knee'])}" for m in modes]
     return out
+
+
+def harness_notes(doc: dict[str, Any]) -> list[str]:
+    """Each lm-evaluation-harness suite once: its scoring, shots, items, or why it did not run."""
+    seen: dict[str, str] = {}
+    for m in doc.get("modes") or []:
+        for name, t in ((m.get("quality") or {}).get("tasks") or {}).items():
+            if not isinstance(t, dict) or not str(t.get("source") or "").startswith("lm-eval") or name in seen:
+                continue
+            if t.get("not_run"):
+                seen[name] = f"- `{name}` ({t['source']}): not run: {t['not_run']}"
+            else:
+                shots = t.get("num_fewshot")
+                seen[name] = (f"- `{name}`: {t.get('scoring')}, {shots if shots is not None else '?'}-shot, "
+                              f"{t.get('n')} items a mode (dataset {t.get('dataset')}); the harness built the prompts "
+                              "and scored the answers")
+    return ["", "Suites through lm-evaluation-harness:", ""] + list(seen.values()) if seen else []

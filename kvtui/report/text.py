@@ -362,6 +362,9 @@ def quality_lines(mode: str, q: dict[str, Any] | None) -> list[str]:
                        f"of {t.get('prompts', '?')}, top-1 {fmt_share(t.get('top1_agreement'), 1)}, mean |Δ logprob| "
                        + ("—" if t.get("mean_abs_logprob_diff") is None else f"{t['mean_abs_logprob_diff']:.3f}"))
             continue
+        if t.get("not_run"):
+            out.append(f"[{mode}] quality {name}: not run: {t['not_run']}")
+            continue
         ci = t.get("ci") or [None, None]
         line = (f"[{mode}] quality {name}: {fmt_share(t.get('accuracy'))} "
                 f"[{fmt_share(ci[0])}–{fmt_share(ci[1])}] (n = {t.get('n')})")
@@ -377,6 +380,26 @@ def quality_lines(mode: str, q: dict[str, Any] | None) -> list[str]:
     if suite.get("cost_factor") not in (None, 1.0):
         out.append(f"[{mode}] quality-adjusted $/Mtok = plain × {suite['cost_factor']:.3f}"
                    f"{'' if suite.get('cost_factor_beyond_noise') else ' (drop within noise)'}")
+    out += equal_quality_lines(mode, q)
     if suite.get("wall_s") is not None:
         out.append(f"[{mode}] quality phase took {suite['wall_s']:.0f} s (before the load; not counted in any step)")
+    return out
+
+
+def equal_quality_lines(mode: str, q: dict[str, Any]) -> list[str]:
+    """Equivalence to the reference (TOST) and the answers under the knee's load, one line each."""
+    from kvtui.quality.under_load import sentence
+
+    out = []
+    eq = (q.get("suite") or {}).get("equivalence") or {}
+    if eq and not eq.get("reference"):
+        if eq.get("shown"):
+            out.append(f"[{mode}] quality: within {eq['margin_pt']:g} pt of the reference over {eq['n']} items "
+                       "(TOST, 95 %)")
+        else:
+            need = (f"about {eq['items_needed']:,} items needed" if eq.get("items_needed")
+                    else "no n shows it (Δ at or past the margin)")
+            out.append(f"[{mode}] quality: equal within {eq['margin_pt']:g} pt not shown at n = {eq.get('n')}; {need}")
+    if isinstance(q.get("at_knee"), dict):
+        out.append(f"[{mode}] quality: {sentence(mode, q['at_knee'])}")
     return out

@@ -55,6 +55,38 @@ def _check_quality(sc: Scenario, probs: _Problems) -> None:
             probs.add(("quality", "task_files"), f"{f!r}: no such task file")
         else:
             q.task_files[i] = str(path)
+    _check_suites(sc, probs, base)
+
+
+_SUITE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+SUITE_APIS = ("chat", "completions")  # the harness's local-chat-completions / local-completions
+
+
+def _check_suites(sc: Scenario, probs: _Problems, base: Path) -> None:
+    """[quality] suites (lm-evaluation-harness task names), their folders and settings. The names
+    themselves are the harness's to know: one it lacks is marked "not run" with a suggestion."""
+    q = sc.quality
+    for s in q.suites:
+        if not isinstance(s, str) or not _SUITE_NAME.match(s):
+            probs.add(("quality", "suites"), f"{s!r} is not a harness task name (letters, digits, _ . -)")
+    if len(set(q.suites)) != len(q.suites):
+        probs.add(("quality", "suites"), "a suite is named twice")
+    clash = set(q.suites) & set(QUALITY_TASKS)
+    if clash:
+        probs.add(("quality", "suites"), f"{sorted(clash)[0]!r} is a built-in task: list it in quality.tasks")
+    if q.suite_api not in SUITE_APIS:
+        probs.add(("quality", "suite_api"), f"must be one of {', '.join(SUITE_APIS)}, got {q.suite_api!r}"
+                  + _suggest(str(q.suite_api), SUITE_APIS))
+    if not 0 <= q.suite_limit <= 1_000_000:
+        probs.add(("quality", "suite_limit"), f"must be from 0 (all) to 1,000,000 items, got {q.suite_limit!r}")
+    if not -1 <= q.suite_fewshot <= 100:
+        probs.add(("quality", "suite_fewshot"), f"must be from -1 (the task's own) to 100, got {q.suite_fewshot!r}")
+    for i, f in enumerate(q.suite_paths):
+        path = Path(f) if Path(f).is_absolute() else base / f
+        if not path.is_dir():
+            probs.add(("quality", "suite_paths"), f"{f!r}: no such folder of task YAML")
+        else:
+            q.suite_paths[i] = str(path)
 
 
 def _ranges(sc: Scenario, probs: _Problems) -> None:

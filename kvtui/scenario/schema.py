@@ -17,7 +17,7 @@ DISTS = ("fixed", "uniform", "normal", "lognormal")
 LOAD_SHAPES = ("concurrency", "rate")
 ARRIVALS = ("poisson", "bursty", "constant")
 SEARCHES = ("auto", "seeded", "fast", "linear")  # auto: seeded where a prediction exists (explore/search_seeded.py)
-QUALITY_TASKS = ("passkey", "quotation", "agreement")  # kvtui.quality.tasks builds them
+QUALITY_TASKS = ("passkey", "quotation", "agreement", "needles")  # kvtui.quality.tasks builds them
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
 SLO_PCTS = ("p50", "p90", "p95", "p99")
 SLO_KEY = re.compile(r"^(ttft|tpot|itl|e2e)_(p50|p90|p95|p99)_ms$")
@@ -78,6 +78,8 @@ RANGES: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("quality", "max_context"): (0, MAX_TOKENS, False),
     ("quality", "tolerance_pt"): (0, 100, False),
     ("quality", "concurrency"): (1, 256, False),
+    ("quality", "suite_limit"): (0, 1_000_000, False),
+    ("quality", "suite_fewshot"): (-1, 100, False),
     ("length", "value"): (0, MAX_TOKENS, False),  # every prompt_tokens / output_tokens key
     ("length", "min"): (0, MAX_TOKENS, False),
     ("length", "max"): (0, MAX_TOKENS, False),
@@ -311,6 +313,14 @@ class Quality:
     task_files: list[str] = field(default_factory=list)  # the user's own JSONL tasks
     tolerance_pt: float = 2.0  # an accuracy drop up to this many points is tolerated (if beyond noise)
     concurrency: int = 4  # quality requests in flight (none of them counts in a step)
+    # Standard suites through lm-evaluation-harness (kvtui.quality.harness; pip install 'kvtui[eval]').
+    suites: list[str] = field(default_factory=list)  # harness task names (gsm8k, kvtui_arith, …)
+    suite_paths: list[str] = field(default_factory=list)  # folders of task YAML (relative to the scenario)
+    suite_limit: int = 0  # items a suite (the harness's first N; 0: all)
+    suite_fewshot: int = -1  # few-shot examples (-1: the task's own)
+    suite_api: str = "chat"  # chat: local-chat-completions; completions: local-completions (log-likelihood tasks)
+    # Quality at the operating point: the same items again while the knee's load runs.
+    at_knee: bool = False
 
 
 @dataclass

@@ -184,6 +184,9 @@ class Quality(Document):
                                          OBJECT)
     suite: Mapping[str, Any] | None = field("the suite's run: items, their digest, wall time", OBJECT)
     skipped: str | None = field("why the pass did not run", TEXT)
+    at_knee: Mapping[str, Any] | None = field("the same items sent while the knee's load ran: load, answers changed "
+                                           "against alone, paired accuracy under load, agreement (exact, top-1, "
+                                           "|Δ logprob|), preemptions met (or skipped: why)", OBJECT)
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from typing import Any
 
 from kvtui.explore import events as ev
 from kvtui.explore.run import Run
-from kvtui.snapshot.file import load_snapshot
 from kvtui.scenario import load_scenario
 from kvtui.scenario.defaults import demo_scenario_path
+from kvtui.snapshot.file import load_snapshot
 from kvtui.tui.ingest import HANDLERS
 from kvtui.tui.state import RunState
 
