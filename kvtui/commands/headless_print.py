@@ -92,12 +92,16 @@ class HeadlessPrinter:
         elif k == "engine_ready":
             f, info = ev.data["facts"], ev.data["info"]
             sim = " SIMULATED" if info.get("simulated") else ""
-            w(f"[{ev.mode}] ready in {_fmt(f.get('startup_s'), ' s', 1)} "
+            ready = ("modelled offline (no server)" if info.get("fast") or f.get("startup_s") is None
+                     else f"ready in {_fmt(f.get('startup_s'), ' s', 1)}")
+            w(f"[{ev.mode}] {ready} "
               f"({info.get('engine')}{sim} {info.get('version') or ''}): "
               f"weights {_fmt(f.get('weights_gib'), ' GiB', 2)}, KV {_fmt(f.get('kv_cache_gib'), ' GiB', 2)} = "
               f"{_fmt(f.get('kv_cache_tokens'))} tokens\n")
-            if info.get("time_scale", 1.0) != 1.0:
-                w(f"[{ev.mode}] simulator in slow motion ×{info['time_scale']:g}: "
+            from kvtui.report.text import speed_words
+
+            if speed_words(info.get("time_scale")):
+                w(f"[{ev.mode}] simulator in {speed_words(info['time_scale'])}: "
                   "figures scaled back to modelled time\n")
         elif k == "step_finished":
             w(step_line(ev.mode, ev.data, self.scenario.slo.targets()) + "\n")

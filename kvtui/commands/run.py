@@ -130,6 +130,11 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, h)
     print_summary(doc)
     print(f"\nkvtui: snapshot {out} (records: {out.with_name(out.stem + '.records.jsonl')})")
+    from kvtui.report.outcome import stopped_line
+
+    stopped = stopped_line(doc)
+    if stopped:
+        print(f"kvtui: {stopped}", file=sys.stderr)
     if interrupted["n"]:
         return 130
     if doc["run"].get("stop_reason"):

@@ -210,12 +210,11 @@ def caveats(doc: dict[str, Any]) -> list[str]:
     for w, names in by_warning.items():
         out.append(f"{w} ({', '.join(names)})" if len(names) < len(modes) or len(modes) == 1 else f"{w} (every mode)")
     scaled = [((m.get("engine_info") or {}).get("time_scale") or 1.0, m["name"]) for m in modes]
-    slow = [f"{n} ×{ts:g}" for ts, n in scaled if ts > 1.0]
-    fast = [f"{n} ×{1 / ts:g}" for ts, n in scaled if 0 < ts < 1.0]
-    if slow:
-        out.append(f"simulator in slow motion ({', '.join(slow)}): figures scaled back to modelled time")
-    if fast:  # time_scale < 1: fast-forward, said as the header says it
-        out.append(f"simulator fast-forwarded ({', '.join(fast)}): figures scaled back to modelled time")
+    for word in ("slow motion", "fast-forward"):
+        named = [f"{n} {speed_words(ts).removeprefix(word).strip()}" for ts, n in scaled
+                 if speed_words(ts).startswith(word)]
+        if named:
+            out.append(f"simulator in {word} ({', '.join(named)}): figures scaled back to modelled time")
     hits = [(n, r.get("prefix_cache_hit_rate_at_knee")) for n, r in rows.items()]
     known = [(n, h) for n, h in hits if h is not None]
     if known:
@@ -365,3 +364,13 @@ def quality_lines(mode: str, q: dict[str, Any] | None) -> list[str]:
     if suite.get("wall_s") is not None:
         out.append(f"[{mode}] quality phase took {suite['wall_s']:.0f} s (before the load; not counted in any step)")
     return out
+
+
+def speed_words(time_scale: float | None) -> str:
+    """The simulator's pace in the words every view uses: "slow motion ×2", "fast-forward ×8", or ""."""
+    ts = time_scale or 1.0
+    if ts > 1.0:
+        return f"slow motion ×{ts:g}"
+    if 0 < ts < 1.0:
+        return f"fast-forward ×{1 / ts:g}"
+    return ""
