@@ -143,8 +143,52 @@ class HeadlessPrinter:
             self.out.write(printable(line) + "\n")
 
 
-def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
-    from kvtui.report.text import comparison_table
+def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout, wide: bool = False,
+                  width: int | None = None) -> None:
+    """The run's ending: the answer's lines (the winner per question, × against the baseline, why),
+    then the comparison as a table that fits the terminal (kvtui.report.fit_table)."""
+    import shutil
+    import textwrap
+
+    from kvtui.report.answer import build_answer, headline
+    from kvtui.report.fit_table import fitted_table
+    from kvtui.report.text import comparison, comparison_headers, comparison_rows, labels
     from kvtui.terminal import printable
 
-    out.write("\n" + printable(comparison_table(doc)) + "\n")
+    cols = width or shutil.get_terminal_size((120, 40)).columns
+    ans = build_answer(doc)
+
+    def say(text: str, indent: str = "") -> None:
+        for line in textwrap.wrap(printable(text), max(40, cols), initial_indent=indent,
+                                  subsequent_indent=indent + "  ", break_long_words=False, break_on_hyphens=False):
+            out.write(line + "\n")
+
+    out.write("\n")
+    say(f"ANSWER: {headline(ans)}")
+    say(f"({labels(doc)})")
+    for q in ans["questions"]:
+        who = "every mode" if q["tie"] else ", ".join(q["winners"]) or "—"
+        say(f"{q['question']}: {who} ({q['text']})", "  ")
+    if ans["lines"]:
+        say("why:")
+        for line in ans["lines"]:
+            say(f"- {line}", "  ")
+    if ans["caveats"]:
+        say("caveats:")
+        for c in ans["caveats"]:
+            say(f"- {c}", "  ")
+    comp = comparison(doc)
+    out.write("\n")
+    say(f"Modes vs baseline {comp.get('baseline') or '—'}")
+    body = fitted_table(comparison_headers(doc), comparison_rows(doc), cols, wide)
+    out.write(printable(body) + "\n")
+    if comp.get("note"):
+        say(f"note: {comp['note']}")
+
+
+def answer_json(doc: dict[str, Any]) -> dict[str, Any]:
+    """The answer as data, for scripts (`--json`): what the answer screen shows."""
+    from kvtui.report.answer import build_answer, headline
+
+    ans = build_answer(doc)
+    return {"headline": headline(ans), **ans}

@@ -85,14 +85,14 @@ def run(args: argparse.Namespace) -> int:
     for n in names:
         if n not in known:
             raise UsageError(f"--mode {n}: no such mode in {args.snapshot} (modes: {', '.join(sorted(known))})")
-    results = []
+    results: list[tuple[str, dict[str, Any]]] = []
     for n in names:
         mode = sc.mode(n)
         model = mode.model or sc.server.model
         kept = next((m.get("prediction") for m in doc.get("modes") or [] if m.get("name") == n), None)
         readable = model_from_snapshot(model, kept)  # the path, or the shape the prediction kept
         if not readable:
-            md = next((m for m in doc.get("modes") or [] if m.get("name") == n), {})
+            md: dict[str, Any] = next((m for m in doc.get("modes") or [] if m.get("name") == n), {})
             readable = shape_from_facts(md.get("server") or {}, md.get("settings"))
             if readable:
                 notes.append(f"{n}: model {model!r} is not here; the shape its measured startup implies: {readable}")

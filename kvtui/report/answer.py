@@ -107,6 +107,7 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]
     if env.get("simulated") or any(m.get("simulated") for m in modes):
         caveats.append("SIMULATED: kvtui's simulated vLLM, not a GPU")
+    eager: list[str] = []
     for m in modes:
         s = m.get("search") or {}
         if s.get("noisy") or (s.get("flips") or 0) > 0:
@@ -115,10 +116,19 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
             caveats.append(f"{m.get('name')}: passed up to the ramp's max; the limit is higher")
         waves = [x for x in m.get("steps") or [] if in_lock_step(x)]
         if waves:
-            caveats.append(f"{m.get('name')}: lock-step at {', '.join(fmt_load(x.get('load')) for x in waves)} (TTFT "
-                           f"tail is a wave's queue)")
+            # Said with the knee, so "lock-step at 11" beside a knee of 14 reads as the step it was.
+            knee = m.get("best_concurrency")
+            where = f"; knee {fmt_load(knee)}" if knee is not None else ""
+            caveats.append(f"{m.get('name')}: steps at {', '.join(fmt_load(x.get('load')) for x in waves)} sent in "
+                           f"lock-step waves (their TTFT tail is a wave's queue{where})")
+        if "--enforce-eager" in ((m.get("engine_info") or {}).get("command") or []):
+            eager.append(str(m.get("name")))
         if not m.get("complete", True) and not m.get("error"):
             caveats.append(f"{m.get('name')}: did not finish; resume the run to confirm")
+    if eager:
+        who = "every mode" if len(eager) == len(modes) else ", ".join(eager)
+        caveats.append(f"{who}: launched with --enforce-eager (no CUDA graphs): capacity measures kernel-launch "
+                       "overhead on a small model; compare the modes' capacity with graphs on")
     predicted = []
     for m in modes:
         r = next((x for x in rows if x.get("mode") == m.get("name")), {})
