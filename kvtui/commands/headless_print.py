@@ -22,7 +22,9 @@ def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
 
 def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]]) -> str:
     kind = "c" if step.get("load_kind", "concurrency") == "concurrency" else "rate"
-    verdict = {True: "PASS", False: "FAIL", None: "UNDECIDED"}[step["passed"]]
+    from kvtui.report.text import verdict_words
+
+    verdict = verdict_words(step)
     if step.get("cut"):
         verdict = f"CUT SHORT ({step.get('aborted')}): no verdict"
     parts = [f"[{mode}] {kind}={step['load']:g}", f"n={step['requests']}", f"{_fmt(step['output_tok_s'])} tok/s"]
@@ -36,7 +38,7 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
         parts.append(f"KV {step['kv_cache_usage_max']:.0%}")
     if step.get("preemptions"):
         parts.append(f"preempt {step['preemptions']:g}")
-    from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
+    from kvtui.explore.evaluate import in_lock_step
 
     if in_lock_step(step):
         parts.append(f"lock-step {step['send_burst']:.0%}")
@@ -47,8 +49,7 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
     if step.get("flags"):
         # Named doubts (untrusted server numbers, the client's own failures): never hidden.
         parts.append("FLAGS " + ", ".join(f"{k}={v}" for k, v in sorted(step["flags"].items())))
-    lim = LIMIT_WORDS.get(step.get("limited_by") or "", step.get("limited_by"))
-    parts.append(verdict + (f" (limited by {lim})" if step.get("limited_by") else ""))
+    parts.append(verdict)
     if step.get("why") == "confirm":
         parts.append("[confirm]")
     if step.get("resumed"):

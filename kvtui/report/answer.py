@@ -31,6 +31,10 @@ def limit_sentence(r: dict[str, Any]) -> str | None:
     words = LIMIT_WORDS.get(lim, lim)
     if lim == "kv_wall":
         return f"{fmt_load(r.get('next_load'))} hit the KV wall (cache full, preemptions)"
+    every = [x for x in r.get("knee_limits") or [] if x]
+    if len(every) > 1:  # repeats at that load failed on different limits: all of them, as the step rows say
+        said = " and ".join(LIMIT_WORDS.get(x, x) for x in every)
+        return f"{fmt_load(r.get('next_load'))} failed on {said} (its steps disagree; the last: {words})"
     if lim in ("decode", "prefill"):
         return f"{fmt_load(r.get('next_load'))} failed on {words}, not the KV wall"
     return f"{fmt_load(r.get('next_load'))} failed on {words}"

@@ -374,3 +374,35 @@ def speed_words(time_scale: float | None) -> str:
     if 0 < ts < 1.0:
         return f"fast-forward ×{1 / ts:g}"
     return ""
+
+
+def verdict_words(step: dict[str, Any]) -> str:
+    """A step's verdict in words that agree with themselves: a FAIL names the SLO figure that failed
+    and what limited it ("FAIL TPOT p95 53 > 50 ms (limited by decode)"); a PASS never says "limited
+    by" (at most the nearest limit: "PASS (nearest limit: KV 97 %)")."""
+    from kvtui.explore.evaluate import LIMIT_WORDS
+
+    passed = step.get("passed")
+    lim = step.get("limited_by") or ""
+    words = LIMIT_WORDS.get(lim, lim)
+    if passed is True:
+        kv = step.get("kv_cache_usage_max")
+        if lim == "kv_wall" and isinstance(kv, (int, float)):
+            return f"PASS (nearest limit: KV {kv:.0%})"
+        return "PASS"
+    if passed is False:
+        failed = [c for c in step.get("checks") or [] if c.get("ok") is False]
+        what = ""
+        if failed:
+            c = failed[0]
+            t = str(c.get("target") or "")
+            parts = t.split("_")
+            if len(parts) >= 3 and parts[-1] == "ms":  # "tpot_p95_ms"
+                v, lim_ = fmt(c.get("value")), fmt(c.get("limit"))
+                if v == lim_:  # 150.4 > 150 must not read "150 > 150"
+                    v = fmt(c.get("value"), 1)
+                what = f" {parts[0].upper()} {parts[1]} {v} > {lim_} ms"
+            elif t:
+                what = f" {t.replace('_', ' ')} {c.get('value')} vs {c.get('limit')}"
+        return "FAIL" + what + (f" (limited by {words})" if lim else "")
+    return "UNDECIDED" + (f" ({words})" if lim else "")

