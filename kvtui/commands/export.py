@@ -22,7 +22,8 @@ def add_parser(sub):
     p.add_argument("snapshot", help="snapshot JSON (or its .journal)")
     p.add_argument("--format", "-f", dest="format", required=True, metavar="FORMAT",
                    help=f"one of {', '.join(FORMATS)}")
-    p.add_argument("--out", "-o", help="output file, or - for standard output (default: in the working directory, named after the snapshot; the path is printed)")
+    p.add_argument("--out", "-o", help="output file, or - for standard output (default: in the working directory, "
+                        "named after the snapshot; the path is printed)")
     p.add_argument("--width", type=int, default=160, help="svg/png: terminal columns (default 160)")
     p.add_argument("--height", type=int, default=48, help="svg/png: terminal rows (default 48)")
     p.add_argument("--theme", help="svg/png: theme name")
