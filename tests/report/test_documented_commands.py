@@ -31,7 +31,7 @@ SKIP = [
     (r"^kvtui( [A-Za-z0-9_./-]+\.toml| (?!scenarios$)[a-z0-9-]+)?( --start)?$",
      "opens the interactive TUI (tests/tui drives it)"),
     (r"^kvtui (tui|replay)\b", "opens the interactive TUI (tests/tui drives it)"),
-    (r"^kvtui run (?!.*--headless)(?!.*--parallel)(?!.*--fast)", "a `kvtui run` without --headless opens the TUI"),
+    (r"^kvtui run (?!.*--headless)(?!.*--json)(?!.*--parallel)", "a `kvtui run` without --headless opens the TUI"),
     (r"^kvtui web\b", "serves the app until stopped (tests/tui/test_web.py)"),
     (r"^kvtui sim serve\b", "serves until stopped (the live tests start it)"),
     (r"^kvtui model build\b", "builds a real model from its PyPI package (network, minutes)"),
