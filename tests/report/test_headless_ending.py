@@ -56,3 +56,16 @@ def test_fit_keeps_the_mode_and_drops_by_priority():
     assert h[0] == "mode" and "quality" not in h  # empty: dropped, not named
     assert dropped == ["$/Mtok in"] and "Δ" not in h  # its Δ went with it
     assert fit(headers, rows, 30, wide=True)[0] == headers
+
+
+def test_verdict_words_agree_with_themselves():
+    from kvtui.report.text import verdict_words
+
+    ok = {"passed": True, "limited_by": "kv_wall", "kv_cache_usage_max": 0.97}
+    assert verdict_words(ok) == "PASS (nearest limit: KV 97%)" and "limited by" not in verdict_words(ok)
+    bad = {"passed": False, "limited_by": "decode",
+           "checks": [{"target": "ttft_p95_ms", "limit": 3000, "value": 2000, "ok": True},
+                      {"target": "tpot_p95_ms", "limit": 50, "value": 53.2, "ok": False}]}
+    assert verdict_words(bad) == "FAIL TPOT p95 53 > 50 ms (limited by decode)"
+    edge = dict(bad, checks=[{"target": "tpot_p95_ms", "limit": 150, "value": 150.4, "ok": False}])
+    assert "150.4 > 150" in verdict_words(edge)
