@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kvtui",
         description="Live capacity explorer for vLLM: max concurrency at your latency SLO, per precision mode.",
-        epilog="With no command: the TUI on a scenario (default: the built-in simulated demo).",
+        epilog="With no command: the TUI on a scenario (default: the built-in simulated demo), with the TUI's "
+               "options: kvtui [SCENARIO] [--theme NAME] [--start] … (all of them: kvtui tui --help; the themes: "
+               "kvtui scenarios).",
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="kvtui's version, and vLLM's when it is installed")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

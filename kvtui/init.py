@@ -56,6 +56,7 @@ class InitGpu:
     compute_capability: tuple[int, int] | None = None
     count: int = 0
     fp8: bool | None = None  # FP8 tensor cores (None: not known)
+    source: str = "seen"  # "seen" (NVML), "what-if" (--gpu NAME) or "assumed" (no GPU here, none named)
 
 
 @dataclass
@@ -63,6 +64,9 @@ class InitResult:
     name: str
     text: str
     notes: list[str] = field(default_factory=list)
+    gpu: InitGpu | None = None
+    engine: str = "vllm"
+    sim_model: str = ""  # the bundled shape the simulator uses, where it is not the model itself
 
 
 def _slug(s: str) -> str:
@@ -115,7 +119,7 @@ def detect_gpu(name: str | None, states: Callable[[], tuple[Any, list[Any]]] | N
 
     if name:
         g = load_gpu(name)  # UsageError names the catalogue
-        return InitGpu(g.name, f"{g.name} (--gpu: a what-if, not this box)", fp8=g.has_fp8)
+        return InitGpu(g.name, f"{g.name} (--gpu: a what-if, not this box)", fp8=g.has_fp8, source="what-if")
     from kvtui.telemetry.nvml import gpu_states
 
     inv, gpus = (states or gpu_states)()
@@ -123,7 +127,8 @@ def detect_gpu(name: str | None, states: Callable[[], tuple[Any, list[Any]]] | N
         reason = (inv.reason or "no GPU").removeprefix("no GPU telemetry: ")
         g = load_gpu(WHAT_IF_GPU)
         return InitGpu(
-            g.name, f"no GPU seen here ({reason}); predictions for an {g.name} (--gpu NAME for another)", fp8=g.has_fp8
+            g.name, f"no GPU seen here ({reason}); predictions for an {g.name} (--gpu NAME for another)", fp8=g.has_fp8,
+            source="assumed",
         )
     first = gpus[0]
     cc = first.compute_capability
@@ -388,11 +393,14 @@ def build_init(
     for line in left + notes:
         H.append(f"# Note: {line}")
     H.append("#")
-    H.append(f"# Run it:             kvtui run {REF} --headless       (the TUI: kvtui {REF})")
-    H.append(
-        f"# Simulated what-if:  kvtui run {REF} --engine sim --fast --headless"
-        + (f" --set server.model='\"{model.sim_value}\"'" if engine != "sim" and model.sim_value != model.value else "")
-    )
+    what_if = sim_line(REF, engine, model.value, model.sim_value)
+    if gpu.source == "seen":
+        H.append(f"# Run it:             kvtui run {REF} --headless       (the TUI: kvtui {REF})")
+        H.append(f"# Simulated what-if:  {what_if}")
+    else:  # not this box's GPU: the what-if first, the real run for a machine that has one
+        assumed = " assumed" if gpu.source == "assumed" else ""
+        H.append(f"# Simulated what-if:  {what_if}   (on the {gpu.name}{assumed})")
+        H.append(f"# Run it (on a machine with that GPU): kvtui run {REF} --headless")
     B: list[str] = [
         f"name = {_toml(name)}",
         f"description = {_toml(f'{model.value}: ' + ' vs '.join(m['name'] for m in modes))}",
@@ -401,8 +409,12 @@ def build_init(
         "[server]",
         f"engine = {_toml(engine)}",
     ]
+    # The GPU the predictions are for, always written: every simulated path (`--engine sim`, the
+    # what-if, the predictions) reads it, so an H100 what-if is never simulated on the default H200.
+    gpu_note = {"seen": "the GPU seen here", "what-if": "--gpu: a what-if", "assumed": "assumed: no GPU seen here"}
+    note = gpu_note.get(gpu.source, gpu.source)
+    B.append(f"gpu = {_toml(gpu.name or WHAT_IF_GPU)}            # simulated GPU ({note}); a real run uses its own")
     if engine == "sim":
-        B.append(f"gpu = {_toml(gpu.name or WHAT_IF_GPU)}            # the simulated GPU")
         B.append(f"model = {_toml(model.sim_value)}")
     else:
         B.append(f"model = {_toml(model.value)}")
@@ -453,7 +465,14 @@ def build_init(
         "gpu_hourly_usd = 3.50          # for $/Mtok: your price per GPU-hour",
     ]
     text = "\n".join(H) + "\n\n" + "\n".join(B) + "\n"
-    return InitResult(name=name, text=text, notes=left + notes)
+    return InitResult(name=name, text=text, notes=left + notes, gpu=gpu, engine=engine,
+                      sim_model=model.sim_value if model.sim_value != model.value else "")
+
+
+def sim_line(ref: str, engine: str, value: str, sim_value: str) -> str:
+    """The simulated what-if's command line for the scenario at `ref`."""
+    return (f"kvtui run {ref} --engine sim --fast --headless"
+            + (f" --set server.model='\"{sim_value}\"'" if engine != "sim" and sim_value != value else ""))
 
 
 def write_scenario(text: str, out: Path, force: bool = False) -> Path:

@@ -22,7 +22,8 @@ def add_parser(sub):
     p.add_argument("snapshot", help="snapshot JSON (or its .journal)")
     p.add_argument("--format", "-f", dest="format", required=True, metavar="FORMAT",
                    help=f"one of {', '.join(FORMATS)}")
-    p.add_argument("--out", "-o", help="output file, or - for standard output (default: beside the snapshot)")
+    p.add_argument("--out", "-o", help="output file, or - for standard output (default: in the working directory, "
+                        "named after the snapshot; the path is printed)")
     p.add_argument("--width", type=int, default=160, help="svg/png: terminal columns (default 160)")
     p.add_argument("--height", type=int, default=48, help="svg/png: terminal rows (default 48)")
     p.add_argument("--theme", help="svg/png: theme name")
@@ -87,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
     if mode and mode not in names:
         raise UsageError(f"--mode {mode}: not in this snapshot (modes: {', '.join(map(str, names)) or 'none'})")
     view = getattr(args, "view", None) or ("dashboard" if mode else "answer")
-    out = None if args.out == "-" else (Path(args.out) if args.out else default_out(args.snapshot, fmt))
+    # The working directory by default (as curl -O, pandoc): a snapshot in a read-only checkout
+    # (docs/results) exports without --out; the path written is printed.
+    out = None if args.out == "-" else (Path(args.out) if args.out else Path(default_out(args.snapshot, fmt).name))
     if out is not None:  # never over its own inputs, --force or not
         from kvtui.snapshot.outclaim import input_files, refuse_overwriting_inputs
 

@@ -22,7 +22,9 @@ def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
 
 def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]]) -> str:
     kind = "c" if step.get("load_kind", "concurrency") == "concurrency" else "rate"
-    verdict = {True: "PASS", False: "FAIL", None: "UNDECIDED"}[step["passed"]]
+    from kvtui.report.text import verdict_words
+
+    verdict = verdict_words(step)
     if step.get("cut"):
         verdict = f"CUT SHORT ({step.get('aborted')}): no verdict"
     parts = [f"[{mode}] {kind}={step['load']:g}", f"n={step['requests']}", f"{_fmt(step['output_tok_s'])} tok/s"]
@@ -36,7 +38,7 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
         parts.append(f"KV {step['kv_cache_usage_max']:.0%}")
     if step.get("preemptions"):
         parts.append(f"preempt {step['preemptions']:g}")
-    from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
+    from kvtui.explore.evaluate import in_lock_step
 
     if in_lock_step(step):
         parts.append(f"lock-step {step['send_burst']:.0%}")
@@ -47,8 +49,7 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
     if step.get("flags"):
         # Named doubts (untrusted server numbers, the client's own failures): never hidden.
         parts.append("FLAGS " + ", ".join(f"{k}={v}" for k, v in sorted(step["flags"].items())))
-    lim = LIMIT_WORDS.get(step.get("limited_by") or "", step.get("limited_by"))
-    parts.append(verdict + (f" (limited by {lim})" if step.get("limited_by") else ""))
+    parts.append(verdict)
     if step.get("why") == "confirm":
         parts.append("[confirm]")
     if step.get("resumed"):
@@ -92,16 +93,19 @@ class HeadlessPrinter:
         elif k == "engine_ready":
             f, info = ev.data["facts"], ev.data["info"]
             sim = " SIMULATED" if info.get("simulated") else ""
-            w(f"[{ev.mode}] ready in {_fmt(f.get('startup_s'), ' s', 1)} "
+            ready = ("modelled offline (no server)" if info.get("fast") or f.get("startup_s") is None
+                     else f"ready in {_fmt(f.get('startup_s'), ' s', 1)}")
+            w(f"[{ev.mode}] {ready} "
               f"({info.get('engine')}{sim} {info.get('version') or ''}): "
               f"weights {_fmt(f.get('weights_gib'), ' GiB', 2)}, KV {_fmt(f.get('kv_cache_gib'), ' GiB', 2)} = "
               f"{_fmt(f.get('kv_cache_tokens'))} tokens\n")
             from kvtui.engines.vllm.compile_cache import start_line
+            from kvtui.report.text import speed_words
 
             if start_line(f):
                 w(f"[{ev.mode}] start: {start_line(f)}\n")
-            if info.get("time_scale", 1.0) != 1.0:
-                w(f"[{ev.mode}] simulator in slow motion ×{info['time_scale']:g}: "
+            if speed_words(info.get("time_scale")):
+                w(f"[{ev.mode}] simulator in {speed_words(info['time_scale'])}: "
                   "figures scaled back to modelled time\n")
         elif k == "step_finished":
             w(step_line(ev.mode, ev.data, self.scenario.slo.targets()) + "\n")
@@ -143,8 +147,52 @@ class HeadlessPrinter:
             self.out.write(printable(line) + "\n")
 
 
-def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
-    from kvtui.report.text import comparison_table
+def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout, wide: bool = False,
+                  width: int | None = None) -> None:
+    """The run's ending: the answer's lines (the winner per question, × against the baseline, why),
+    then the comparison as a table that fits the terminal (kvtui.report.fit_table)."""
+    import shutil
+    import textwrap
+
+    from kvtui.report.answer import build_answer, headline
+    from kvtui.report.fit_table import fitted_table
+    from kvtui.report.text import comparison, comparison_headers, comparison_rows, labels
     from kvtui.terminal import printable
 
-    out.write("\n" + printable(comparison_table(doc)) + "\n")
+    cols = width or shutil.get_terminal_size((120, 40)).columns
+    ans = build_answer(doc)
+
+    def say(text: str, indent: str = "") -> None:
+        for line in textwrap.wrap(printable(text), max(40, cols), initial_indent=indent,
+                                  subsequent_indent=indent + "  ", break_long_words=False, break_on_hyphens=False):
+            out.write(line + "\n")
+
+    out.write("\n")
+    say(f"ANSWER: {headline(ans)}")
+    say(f"({labels(doc)})")
+    for q in ans["questions"]:
+        who = "every mode" if q["tie"] else ", ".join(q["winners"]) or "—"
+        say(f"{q['question']}: {who} ({q['text']})", "  ")
+    if ans["lines"]:
+        say("why:")
+        for line in ans["lines"]:
+            say(f"- {line}", "  ")
+    if ans["caveats"]:
+        say("caveats:")
+        for c in ans["caveats"]:
+            say(f"- {c}", "  ")
+    comp = comparison(doc)
+    out.write("\n")
+    say(f"Modes vs baseline {comp.get('baseline') or '—'}")
+    body = fitted_table(comparison_headers(doc), comparison_rows(doc), cols, wide)
+    out.write(printable(body) + "\n")
+    if comp.get("note"):
+        say(f"note: {comp['note']}")
+
+
+def answer_json(doc: dict[str, Any]) -> dict[str, Any]:
+    """The answer as data, for scripts (`--json`): what the answer screen shows."""
+    from kvtui.report.answer import build_answer, headline
+
+    ans = build_answer(doc)
+    return {"headline": headline(ans), **ans}

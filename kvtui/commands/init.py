@@ -101,5 +101,18 @@ def run(args: argparse.Namespace) -> int:
     for n in res.notes:
         print(f"kvtui: note: {n}")
     print(f"kvtui: wrote {out}")
-    print(f"kvtui: run it:  kvtui run {what} --headless   (or the TUI: kvtui {what}); edit it: ${{EDITOR:-vi}} {out}")
+    from kvtui.init import sim_line
+
+    q = shlex.quote(what)
+    gpu = res.gpu
+    if gpu is not None and gpu.source != "seen" and res.engine != "sim":
+        # Not this box's GPU: the what-if is what runs here; a real run would fail its pre-flight.
+        said = "assumed (no GPU seen here; --gpu NAME for another)" if gpu.source == "assumed" else "a what-if (--gpu)"
+        print(f"kvtui: GPU {gpu.name}: {said}")
+        print(f"kvtui: simulate it:  {sim_line(q, res.engine, '', res.sim_model)}")
+        print(f"kvtui: on a machine with {'an' if gpu.name[:1] in 'AEFHILMNORSX' else 'a'} {gpu.name}:  "
+              f"kvtui run {q} --headless   (or the TUI: kvtui {q})")
+    else:
+        print(f"kvtui: run it:  kvtui run {q} --headless   (or the TUI: kvtui {q})")
+    print(f"kvtui: edit it:  ${{EDITOR:-vi}} {shlex.quote(str(out))}")
     return 0

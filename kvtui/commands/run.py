@@ -36,6 +36,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="the simulator's calibration for the predictions (and for --fast's steps): "
                         "a `kvtui calibrate` file")
     p.add_argument("--verbose", "-v", action="store_true", help="headless: print the server's log too")
+    p.add_argument("--wide", "--full-table", action="store_true", dest="wide",
+                   help="headless: the comparison with every column (default: the columns that fit the terminal)")
+    p.add_argument("--json", action="store_true",
+                   help="headless: the answer as JSON on stdout, nothing else there (progress goes to stderr)")
     p.add_argument("--theme", help="TUI theme")
     p.add_argument("--allow-env", action="store_true",
                    help="let the scenario's server.env set variables that change which code the server runs "
@@ -81,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.headless:
             print("kvtui: --parallel runs headless: each lane's progress, prefixed with its device", file=sys.stderr)
         return run_parallel(args, scenario, path, overrides, Path(args.out) if args.out else default_out(scenario.name))
+    if getattr(args, "json", False):
+        args.headless = True  # the answer as JSON is a headless run's ending
     if not args.headless:
         from kvtui.commands.tui import launch_tui
 
@@ -93,13 +99,14 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.explore.run import Run
 
     out = Path(args.out) if args.out else default_out(scenario.name)
-    printer = HeadlessPrinter(scenario, verbose=args.verbose)
+    json_out = bool(getattr(args, "json", False))
+    printer = HeadlessPrinter(scenario, out=sys.stderr if json_out else sys.stdout, verbose=args.verbose)
     run_ = Run(scenario, out, modes=args.modes, listener=printer, resume=resume, fast=args.fast,
                calibration=args.calibration)
     from kvtui.preflight import gate, modes_to_start
 
     def show(c) -> None:
-        print(f"kvtui: {c.line()}", file=sys.stderr if c.status == "fail" else sys.stdout, flush=True)
+        print(f"kvtui: {c.line()}", file=sys.stderr if c.status == "fail" or json_out else sys.stdout, flush=True)
 
     pf = gate(scenario, modes_to_start(run_.modes, resume), fast=args.fast, emit=show)
     if not pf.ok:  # before the snapshot exists: nothing half-written
@@ -128,8 +135,23 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    print_summary(doc)
-    print(f"\nkvtui: snapshot {out} (records: {out.with_name(out.stem + '.records.jsonl')})")
+    if json_out:
+        import json
+
+        from kvtui.commands.headless_print import answer_json
+
+        json.dump(answer_json(doc), sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        print_summary(doc, wide=bool(getattr(args, "wide", False)))
+    # Each path on its own line: a long path stays whole and copyable at 80 columns.
+    print(f"\nkvtui: snapshot and its records:\n  {out}\n  {out.with_name(out.stem + '.records.jsonl')}",
+          file=sys.stderr if json_out else sys.stdout)
+    from kvtui.report.outcome import stopped_line
+
+    stopped = stopped_line(doc)
+    if stopped:
+        print(f"kvtui: {stopped}", file=sys.stderr)
     if interrupted["n"]:
         return 130
     if doc["run"].get("stop_reason"):

@@ -104,4 +104,14 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
         print(f"kvtui: snapshot {app.run_obj.out}")
     if app.run_error:
         print(f"kvtui: the run failed: {app.run_error}")
+    from kvtui.report.outcome import stopped_line
+
+    stopped = stopped_line(app.run_obj.doc if app.run_obj is not None else None)
+    if stopped:
+        print(f"kvtui: {stopped}")
+        if not rc:
+            from kvtui.tui.shutdown import STOPPED_RC
+
+            rc = STOPPED_RC  # a partial run never exits as a finished one
     return int(rc or 0)
+

@@ -26,6 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--mode", action="append", dest="modes", metavar="NAME", help="only this mode (repeatable)")
     p.add_argument("--calibration", default=None, metavar="TOML", help="a calibration file instead of the snapshot's")
     p.add_argument("--json", action="store_true", help="the predictions as JSON")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="also write the predictions as JSON to FILE (the table still prints)")
     p.set_defaults(func=run)
     return p
 
@@ -51,17 +53,31 @@ def snapshot_calibration(doc: dict[str, Any], path: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     from kvtui.commands.calibrate import gpu_of
     from kvtui.errors import ScenarioError
-    from kvtui.explore.prediction import Target, model_from_snapshot, predict_mode
+    from kvtui.explore.prediction import Target, model_from_snapshot, predict_mode, shape_from_facts
     from kvtui.predict.calibration_file import read_calibration
     from kvtui.scenario.loader import scenario_from_snapshot
     from kvtui.snapshot.file import load_snapshot
 
     doc = load_snapshot(args.snapshot)
+    overrides, notes = list(args.overrides), []
     try:
         sc = scenario_from_snapshot(doc.get("scenario") or {}, source=f"{args.snapshot}: scenario",
-                                    overrides=args.overrides)
+                                    overrides=overrides)
     except ScenarioError as e:
-        raise UsageError(e.problems[0] if e.problems else f"{args.snapshot}: scenario: unreadable") from None
+        first = e.problems[0] if e.problems else f"{args.snapshot}: scenario: unreadable"
+        need = _context_needed(first)
+        if need is None or any(o.startswith("server.max_model_len=") for o in overrides):
+            raise UsageError(first) from None
+        # The workload asked for more context than the run served: a what-if raises it (the
+        # model's own limit still holds, checked below), and says so, rather than refuse.
+        overrides.append(f"server.max_model_len={need}")
+        notes.append(f"server.max_model_len raised to {need} for this workload (--set server.max_model_len=N "
+                     "for another)")
+        try:
+            sc = scenario_from_snapshot(doc.get("scenario") or {}, source=f"{args.snapshot}: scenario",
+                                        overrides=overrides)
+        except ScenarioError as e2:
+            raise UsageError(e2.problems[0] if e2.problems else first) from None
     gpu = gpu_of(args.snapshot, doc, sc)
     cal = read_calibration(args.calibration) if args.calibration else snapshot_calibration(doc, args.snapshot)
     names = args.modes or [m.name for m in sc.modes]
@@ -69,23 +85,43 @@ def run(args: argparse.Namespace) -> int:
     for n in names:
         if n not in known:
             raise UsageError(f"--mode {n}: no such mode in {args.snapshot} (modes: {', '.join(sorted(known))})")
-    results = []
+    results: list[tuple[str, dict[str, Any]]] = []
     for n in names:
         mode = sc.mode(n)
         model = mode.model or sc.server.model
         kept = next((m.get("prediction") for m in doc.get("modes") or [] if m.get("name") == n), None)
         readable = model_from_snapshot(model, kept)  # the path, or the shape the prediction kept
+        if not readable:
+            md: dict[str, Any] = next((m for m in doc.get("modes") or [] if m.get("name") == n), {})
+            readable = shape_from_facts(md.get("server") or {}, md.get("settings"))
+            if readable:
+                notes.append(f"{n}: model {model!r} is not here; the shape its measured startup implies: {readable}")
         target = Target(gpu, readable) if readable else Target(
             gpu, None, f"model {model!r} not readable by the simulator here and the snapshot keeps no shape "
                        "(--set server.model=NAME or a config.json path)")
-        results.append((n, predict_mode(sc, mode, cal, target)))
+        if readable and mode.model:
+            import dataclasses
+
+            mode = dataclasses.replace(mode, model=readable)  # the mode's own checkpoint, as the shape found
+        too_long = _past_model_limit(readable, sc.server.max_model_len)
+        results.append((n, {"covered": False, "why": too_long} if too_long else predict_mode(sc, mode, cal, target)))
+    predicted = sum(1 for _, p in results if p.get("covered"))
+    payload = {"simulated": True, "calibration": cal.name, "gpu": gpu, "set": overrides, "notes": notes,
+               "modes": {n: p for n, p in results}}
+    if args.out:
+        from pathlib import Path
+
+        from kvtui.snapshot.file import atomic_write
+
+        atomic_write(Path(args.out), json.dumps(payload, indent=1) + "\n")
     if args.json:
-        json.dump({"simulated": True, "calibration": cal.name, "gpu": gpu, "set": args.overrides,
-                   "modes": {n: p for n, p in results}}, sys.stdout, indent=1)
+        json.dump(payload, sys.stdout, indent=1)
         sys.stdout.write("\n")
-        return 0
-    print(f"What-if on {args.snapshot} ({', '.join(args.overrides) or 'no change'}): SIMULATED on {gpu}, "
+        return 0 if predicted else 1
+    print(f"What-if on {args.snapshot} ({', '.join(overrides) or 'no change'}): SIMULATED on {gpu}, "
           f"calibration {cal.name}")
+    for line in notes:
+        print(f"  note: {line}")
     print(f"{'mode':<22} {'knee':>6} {'next fails':>10} {'out tok/s':>10} {'TPOT p95':>9} {'TTFT p95':>9}  limited by")
     for n, p in results:
         if not p.get("covered"):
@@ -99,4 +135,33 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"{n:<22} {f(p.get('knee')):>6} {f(p.get('first_fail')):>10} {f(at.get('output_tok_s')):>10} "
               f"{f(at.get('tpot_p95_ms'), 1):>9} {f(at.get('ttft_p95_ms')):>9}  {nxt.get('limited_by') or '—'}")
+    if args.out:
+        print(f"kvtui: predictions written to {args.out}")
+    if not predicted:
+        print("kvtui: nothing predicted (every mode above says why)", file=sys.stderr)
+        return 1
     return 0
+
+
+def _context_needed(problem: str) -> int | None:
+    """The context a refused workload needs, from the loader's max_model_len problem."""
+    import re
+
+    m = re.search(r"can reach (\d+) .*> server\.max_model_len", problem)
+    return int(m.group(1)) if m else None
+
+
+def _past_model_limit(model_ref: str | None, max_model_len: int) -> str | None:
+    """Why a context past the model's own limit (max_position_embeddings) cannot be predicted."""
+    if not model_ref:
+        return None
+    from kvtui.engines.sim import catalog
+    from kvtui.errors import KvtuiError
+
+    try:
+        limit = catalog.load_model(model_ref).max_position
+    except (KvtuiError, OSError, ValueError, KeyError, TypeError):
+        return None  # the prediction says why it cannot read the model
+    if limit and max_model_len > limit:
+        return f"max_model_len {max_model_len} > the model's limit {limit} (max_position_embeddings)"
+    return None

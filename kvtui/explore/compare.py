@@ -196,7 +196,10 @@ def mode_summary(mode: dict[str, Any], scenario: dict[str, Any] | Scenario) -> d
         "prefix_cache_hit_rate_at_knee": _round(_max(_vals(at, "prefix_cache_hit_rate")), 4),
         "kv_cache_usage_at_knee": _round(_max(_vals(at, "kv_cache_usage_max")), 4),
         "next_load": m.search.get("first_fail"),
-        "knee_limited_by": nxt[0].raw.get("limited_by") if nxt else None,
+        # The last failing step at that load decided (the confirmation); every distinct limit of those
+        # steps is kept, so the answer never names one the dashboard's step rows contradict.
+        "knee_limited_by": nxt[-1].raw.get("limited_by") if nxt else None,
+        "knee_limits": sorted({str(s.raw.get("limited_by")) for s in nxt if s.raw.get("limited_by")}),
         "preemptions_next": _max(_vals(nxt, "preemptions")),
         "peak_gpu_mem_gib": _round(max(mems), 2) if mems else None,
         "peak_gpu_mem_gib_per_gpu": peak_per_gpu(mode),

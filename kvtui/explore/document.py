@@ -133,5 +133,19 @@ def close_doc(doc: dict[str, Any], scenario: Scenario, *, finished: bool, stop_r
     doc["comparison"] = compare_modes(doc, scenario)
     doc["run"]["finished"] = finished
     doc["run"]["stop_reason"] = stop_reason
+    doc["run"].update(run_outcome(doc, scenario, finished))
     doc["run"]["records_written"] = records_written
     doc["run"]["wall_s"] = wall_s
+
+
+def run_outcome(doc: dict[str, Any], scenario: Scenario, finished: bool) -> dict[str, Any]:
+    """How the run ended, in the snapshot's words: "finished", or "stopped" with the modes it did
+    not run and those it cut short, so a partial run never reads as a finished one."""
+    ran = {m.get("name"): m for m in doc.get("modes") or [] if isinstance(m, dict)}
+    requested = (doc.get("run") or {}).get("modes_requested") or []
+    asked = [m.name for m in scenario.modes if not requested or m.name in requested]
+    not_run = [n for n in asked if n not in ran]
+    cut = [n for n, m in ran.items() if not m.get("complete", True) and not m.get("error")]
+    if finished and not not_run and not cut:
+        return {"outcome": "finished", "modes_not_run": [], "modes_cut": []}
+    return {"outcome": "stopped" if not finished else "finished", "modes_not_run": not_run, "modes_cut": cut}

@@ -15,6 +15,7 @@ from kvtui.explore import events as ev
 from kvtui.explore.evaluate import StepContext
 from kvtui.explore.executor import Controls, Measured
 from kvtui.explore.resume import finished_steps
+from kvtui.explore.sim_model import ModelledSteps
 from kvtui.explore.telemetry_loop import TelemetryLoop
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
 from kvtui.load.records import Record, write_records
@@ -34,6 +35,7 @@ class LiveStepExecutor:
         self.md: dict[str, Any] | None = None  # the mode being measured
         self._starting = False  # engine.start() in progress (vLLM: minutes)
         self._cancel: threading.Thread | None = None
+        self.modelled: ModelledSteps | None = None  # a simulated mode's steps in modelled time (sim_model)
 
     # -- the mode ----------------------------------------------------------------------------
     def start_mode(self, mode: Mode, md: dict[str, Any], partial: dict[str, Any] | None) -> StartupFacts | None:
@@ -90,6 +92,7 @@ class LiveStepExecutor:
         run.mode_started(md)
         run.emit(ev.EngineReady(mode.name, md["server"], md["engine_info"]))
         self.endpoint, self.facts = endpoint, facts
+        self.modelled = ModelledSteps.for_mode(sc, mode, run.salt, md["index"], getattr(run, "sim_calibration", None))
         self.telemetry = TelemetryLoop(run.emit, engine, endpoint, facts, mode.name, run.t0,
                                        sc.server.tensor_parallel_size)
         self.telemetry.on_failure = lambda why: run.stop(f"kvtui failed: {why}")
@@ -183,8 +186,9 @@ class LiveStepExecutor:
         records_error: list[str] = []
 
         def on_records(recs: list[Record]) -> None:
-            # Appended as they stream in (every ~0.2 s), so a crash mid-step keeps them too.
-            if not records_error:
+            # Appended as they stream in (every ~0.2 s), so a crash mid-step keeps them too. A step
+            # judged in modelled time (sim_model) keeps the model's records instead, written below.
+            if not records_error and self.modelled is None:
                 try:
                     run.records_written += write_records(run.records_path, recs)
                 except OSError as e:
@@ -256,7 +260,18 @@ class LiveStepExecutor:
             self._replica_extra(extra, recs, metrics, d, res, ts)
         elif metrics.get("replicas"):  # one server with data-parallel engines: its ranks' gauges
             extra["ranks"] = [{"name": k, **v} for k, v in metrics["replicas"].items()]
-        return Measured(recs, ctx, extra, aborted=bool(res.aborted))
+        live = Measured(recs, ctx, extra, aborted=bool(res.aborted))
+        if self.modelled is None:
+            return live
+        judged = self.modelled.judge(mode, load, index, need, run.closed, live)
+        if not records_error:
+            try:
+                run.records_written += write_records(run.records_path, judged.records)
+            except OSError as e:
+                run.emit(ev.RunError(mode.name, f"cannot append records to {run.records_path}: {e.strerror or e}"))
+        if judged is not live and judged.extra["live"].get("host_limited"):
+            run.emit(ev.RunWarning(mode.name, f"step {index}: {judged.extra['live']['host_limited']}"))
+        return judged
 
     def _replica_extra(self, extra: dict[str, Any], recs: list[Record], metrics: dict[str, Any],
                        d: dict[str, Any] | None, res: Any, ts: float) -> None:
@@ -323,6 +338,7 @@ class LiveStepExecutor:
             self._cancel.start()
 
     def teardown(self) -> None:
+        self.modelled = None
         if self._cancel is not None:
             self._cancel.join()  # the cancelled start's server group is gone before we go on
         if self.loadgen is not None:

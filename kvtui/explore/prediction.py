@@ -289,3 +289,35 @@ def prediction_error(prediction: dict[str, Any] | None, steps: list[dict[str, An
             worst: float = max(v, key=lambda e: abs(e))
             out[f"{k}_error_max"] = round(worst, 4)
     return out
+
+
+def shape_from_facts(server: dict[str, Any], settings: dict[str, Any] | None = None) -> str | None:
+    """The bundled model shape a measured mode's own startup facts imply, when its model is not
+    readable here and the snapshot kept no shape: the one whose KV bytes per token match the
+    measured pool (KV GiB / KV tokens) and whose weights match the measured weights, each within
+    3 %. An older snapshot made on a GPU box names its own local path ('/tmp/model8b'); its
+    vLLM said 15.0 GiB of weights and 131,072 bytes a token, which is Llama-3.1-8B's shape."""
+    from kvtui.engines.sim import catalog
+    from kvtui.engines.sim.roofline import weight_bytes
+
+    kv_gib, kv_tok, w_gib = server.get("kv_cache_gib"), server.get("kv_cache_tokens"), server.get("weights_gib")
+    if not (isinstance(kv_gib, (int, float)) and isinstance(kv_tok, (int, float)) and kv_tok > 0
+            and isinstance(w_gib, (int, float)) and w_gib > 0):
+        return None
+    kv_bytes = 1 if str((settings or {}).get("kv_cache_dtype") or server.get("kv_cache_dtype") or "").startswith(
+        "fp8") else 2
+    per_token = kv_gib * (1 << 30) / kv_tok
+    quant = str((settings or {}).get("quantization") or "")
+    fmt = "fp8" if quant == "fp8" else "bf16"
+    found = []
+    for name in catalog.bundled_models():
+        try:
+            spec = catalog.load_model(name)
+        except (KvtuiError, OSError, ValueError, KeyError, TypeError):
+            continue
+        f = "int4" if spec.quant_method else fmt
+        w = weight_bytes(spec, f) / (1 << 30)
+        kv = spec.kv_bytes_per_token(kv_bytes)
+        if abs(kv - per_token) <= 0.03 * per_token and abs(w - w_gib) <= 0.03 * w_gib:
+            found.append(name)
+    return found[0] if len(found) == 1 else None

@@ -31,6 +31,10 @@ def limit_sentence(r: dict[str, Any]) -> str | None:
     words = LIMIT_WORDS.get(lim, lim)
     if lim == "kv_wall":
         return f"{fmt_load(r.get('next_load'))} hit the KV wall (cache full, preemptions)"
+    every = [x for x in r.get("knee_limits") or [] if x]
+    if len(every) > 1:  # repeats at that load failed on different limits: all of them, as the step rows say
+        said = " and ".join(LIMIT_WORDS.get(x, x) for x in every)
+        return f"{fmt_load(r.get('next_load'))} failed on {said} (its steps disagree; the last: {words})"
     if lim in ("decode", "prefill"):
         return f"{fmt_load(r.get('next_load'))} failed on {words}, not the KV wall"
     return f"{fmt_load(r.get('next_load'))} failed on {words}"
@@ -159,6 +163,7 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]  # for _so_far (explore.search reads dicts)
     if (run.environment and run.environment.simulated) or any(m.simulated for m in typed):
         caveats.append("SIMULATED: kvtui's simulated vLLM, not a GPU")
+    eager: list[str] = []
     for tm in typed:
         s = tm.search or {}
         if s.get("noisy") or (s.get("flips") or 0) > 0:
@@ -167,11 +172,20 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
             caveats.append(f"{tm.name}: passed up to the ramp's max; the limit is higher")
         waves = [x for x in tm.all_steps if in_lock_step(x.to_dict())]
         if waves:
-            caveats.append(f"{tm.name}: lock-step at {', '.join(fmt_load(x.load) for x in waves)} (TTFT "
-                           f"tail is a wave's queue)")
+            # Said with the knee, so "lock-step at 11" beside a knee of 14 reads as the step it was.
+            knee = tm.best_concurrency
+            where = f"; knee {fmt_load(knee)}" if knee is not None else ""
+            caveats.append(f"{tm.name}: steps at {', '.join(fmt_load(x.load) for x in waves)} sent in "
+                           f"lock-step waves (their TTFT tail is a wave's queue{where})")
+        if "--enforce-eager" in ((tm.engine_info or {}).get("command") or []):
+            eager.append(str(tm.name))
         complete = tm.complete if tm.has("complete") else True  # absent: complete; null or odd: not
         if not complete and not (tm.error or tm.extras.get("error")):
             caveats.append(f"{tm.name}: did not finish; resume the run to confirm")
+    if eager:
+        who = "every mode" if len(eager) == len(modes) else ", ".join(eager)
+        caveats.append(f"{who}: launched with --enforce-eager (no CUDA graphs): capacity measures kernel-launch "
+                       "overhead on a small model; compare the modes' capacity with graphs on")
     predicted = []
     for tm in typed:
         row: dict[str, Any] = next((x for x in rows if x.get("mode") == tm.name), {})

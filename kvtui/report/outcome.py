@@ -20,3 +20,18 @@ def no_mode_started(doc: dict[str, Any]) -> bool:
 
 
 NO_MODE_STARTED = "no mode started (each mode's error is in the log)"
+
+
+def stopped_line(doc: dict[str, Any] | None) -> str | None:
+    """"the run was stopped before its modes finished (…)", or None for a finished run."""
+    run = (doc or {}).get("run") or {}
+    if run.get("outcome") != "stopped":
+        return None
+    parts = []
+    if run.get("modes_cut"):
+        parts.append(f"cut short: {', '.join(run['modes_cut'])}")
+    if run.get("modes_not_run"):
+        parts.append(f"not run: {', '.join(run['modes_not_run'])}")
+    why = f"; {run['stop_reason']}" if run.get("stop_reason") else ""
+    return (f"the run was stopped before its modes finished ({'; '.join(parts) or 'the search did not end'}{why}); "
+            "continue it with --resume SNAPSHOT")

@@ -225,12 +225,11 @@ def caveats(doc: dict[str, Any]) -> list[str]:
     for w, names in by_warning.items():
         out.append(f"{w} ({', '.join(names)})" if len(names) < len(modes) or len(modes) == 1 else f"{w} (every mode)")
     scaled = [((m.get("engine_info") or {}).get("time_scale") or 1.0, m["name"]) for m in modes]
-    slow = [f"{n} ×{ts:g}" for ts, n in scaled if ts > 1.0]
-    fast = [f"{n} ×{1 / ts:g}" for ts, n in scaled if 0 < ts < 1.0]
-    if slow:
-        out.append(f"simulator in slow motion ({', '.join(slow)}): figures scaled back to modelled time")
-    if fast:  # time_scale < 1: fast-forward, said as the header says it
-        out.append(f"simulator fast-forwarded ({', '.join(fast)}): figures scaled back to modelled time")
+    for word in ("slow motion", "fast-forward"):
+        named = [f"{n} {speed_words(ts).removeprefix(word).strip()}" for ts, n in scaled
+                 if speed_words(ts).startswith(word)]
+        if named:
+            out.append(f"simulator in {word} ({', '.join(named)}): figures scaled back to modelled time")
     hits = [(n, r.get("prefix_cache_hit_rate_at_knee")) for n, r in rows.items()]
     known = [(n, h) for n, h in hits if h is not None]
     if known:
@@ -403,3 +402,45 @@ def equal_quality_lines(mode: str, q: dict[str, Any]) -> list[str]:
     if isinstance(q.get("at_knee"), dict):
         out.append(f"[{mode}] quality: {sentence(mode, q['at_knee'])}")
     return out
+
+
+def speed_words(time_scale: float | None) -> str:
+    """The simulator's pace in the words every view uses: "slow motion ×2", "fast-forward ×8", or ""."""
+    ts = time_scale or 1.0
+    if ts > 1.0:
+        return f"slow motion ×{ts:g}"
+    if 0 < ts < 1.0:
+        return f"fast-forward ×{1 / ts:g}"
+    return ""
+
+
+def verdict_words(step: dict[str, Any]) -> str:
+    """A step's verdict in words that agree with themselves: a FAIL names the SLO figure that failed
+    and what limited it ("FAIL TPOT p95 53 > 50 ms (limited by decode)"); a PASS never says "limited
+    by" (at most the nearest limit: "PASS (nearest limit: KV 97 %)")."""
+    from kvtui.explore.evaluate import LIMIT_WORDS
+
+    passed = step.get("passed")
+    lim = step.get("limited_by") or ""
+    words = LIMIT_WORDS.get(lim, lim)
+    if passed is True:
+        kv = step.get("kv_cache_usage_max")
+        if lim == "kv_wall" and isinstance(kv, (int, float)):
+            return f"PASS (nearest limit: KV {kv:.0%})"
+        return "PASS"
+    if passed is False:
+        failed = [c for c in step.get("checks") or [] if c.get("ok") is False]
+        what = ""
+        if failed:
+            c = failed[0]
+            t = str(c.get("target") or "")
+            parts = t.split("_")
+            if len(parts) >= 3 and parts[-1] == "ms":  # "tpot_p95_ms"
+                v, lim_ = fmt(c.get("value")), fmt(c.get("limit"))
+                if v == lim_:  # 150.4 > 150 must not read "150 > 150"
+                    v = fmt(c.get("value"), 1)
+                what = f" {parts[0].upper()} {parts[1]} {v} > {lim_} ms"
+            elif t:
+                what = f" {t.replace('_', ' ')} {c.get('value')} vs {c.get('limit')}"
+        return "FAIL" + what + (f" (limited by {words})" if lim else "")
+    return "UNDECIDED" + (f" ({words})" if lim else "")

@@ -109,6 +109,8 @@ class Step(Document):
     send_burst: float | None = field("how many requests were sent at once (lock-step waves when large)", NUMBER)
     autoscale: Mapping[str, Any] | None = field("load-generator workers that ran and why any were added", OBJECT)
     predicted: Mapping[str, Any] | None = field("the simulator's prediction for this load, before it ran", OBJECT)
+    live: Mapping[str, Any] | None = field("a live simulated step: what the client measured (the model's figures plus "
+                                        "the client's delay); the step's own figures are the scheduler model's", OBJECT)
     pass_probability: Mapping[str, Any] | None = field("{p, n_boot, requests}: the share of bootstrap resamples of the "
                                                        "window's requests that pass the SLO "
                                                        "(kvtui.explore.knee_interval)", OBJECT)
@@ -360,6 +362,9 @@ class RunInfo(Document):
     stop_reason: str | None = field("why it stopped early", TEXT)
     records_written: int | None = field("per-request records in the sidecar", INT)
     wall_s: float | None = field("its wall time (s)", NUMBER)
+    outcome: str | None = field("\"finished\", or \"stopped\" for a run stopped before its modes finished", TEXT)
+    modes_not_run: list[Any] | None = field("modes a stopped run never started", LIST)
+    modes_cut: list[Any] | None = field("modes a stopped run cut short mid-search", LIST)
 
 
 @dataclass(frozen=True)

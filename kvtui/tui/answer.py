@@ -314,10 +314,14 @@ class AnswerScreen(Screen):
         snap = self.kapp.snapshot_path()
         t = Text()
         if snap:
+            # One command a line, never wrapped in the middle: a path too long for the width keeps
+            # its start and its name, with an ellipsis between (the exports print it whole).
+            width = max(40, (self.size.width or 80) - 4)
             t.append("snapshot ", style="bold")
-            t.append(str(snap))
-            t.append(f"\n  kvtui export {snap} --format md   ·   kvtui export {snap} --format svg   ·   "
-                     f"kvtui diff {snap} OTHER.json")
+            t.append(middle_ellipsis(str(snap), width - len("snapshot ")))
+            for pre, post in (("kvtui export ", " --format md"), ("kvtui export ", " --format svg"),
+                              ("kvtui diff ", " OTHER.json")):
+                t.append(f"\n  {pre}{middle_ellipsis(str(snap), width - 2 - len(pre) - len(post))}{post}")
         for p in self.kapp.exports:
             t.append(f"\nexported {p}")
         if st.replay and not snap:
@@ -336,3 +340,13 @@ class AnswerScreen(Screen):
 
     def action_log(self) -> None:
         self.post_message(self.ShowDashboard(open_log=True))
+
+
+def middle_ellipsis(text: str, room: int) -> str:
+    """`text` in `room` cells: whole if it fits, else its start and end around "…" (a path keeps
+    its first folders and its file name)."""
+    if len(text) <= room:
+        return text
+    room = max(room, 9)
+    tail = (room - 1) * 3 // 5  # the end (the file name) matters more than the middle folders
+    return text[: room - 1 - tail] + "…" + text[-tail:]

@@ -147,7 +147,7 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Footer and keys per context: no run controls in a replay, no step keys live."""
         if action in self.LIVE_ONLY:
-            return not self.state.replay
+            return not self.state.replay and self.run_active  # an ended run has nothing to pause, stop or skip
         if action == "replay_step":
             return self.state.replay
         if action == "start":

@@ -44,7 +44,9 @@ def fmt_num(x: Any, unit: str = "") -> str:
     if v is None:
         return "∞" if isinstance(x, float) and math.isinf(x) else "—"
     if abs(v) >= 10000:
-        return f"{v / 1000:.0f}k{unit}"
+        if unit == "ms":  # "21kms" read as a unit of its own: 21 s
+            return f"{v / 1000:.0f}s"
+        return f"{v / 1000:.0f}k{(' ' + unit) if unit else ''}"
     if abs(v) >= 100:
         return f"{v:.0f}{unit}"
     if abs(v) >= 10:

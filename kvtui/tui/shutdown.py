@@ -15,6 +15,9 @@ from typing import Any
 from kvtui.procs import reaper
 from kvtui.tui.host import AppHost
 
+# q mid-run (after its question): the run was stopped before its modes finished. Not 0 (a script
+# must not read a partial run as a finished one), not 1 (nothing failed), not 130 (no signal).
+STOPPED_RC = 3
 QUIT_GRACE_S = 3.0  # after this, a run still starting its engine is killed rather than waited for
 HUP_GRACE_S = QUIT_GRACE_S + 60.0  # a lost terminal: the run's own stop gets this long, then its servers are killed
 KILL_GRACE_S = 2.0  # a forced stop: SIGTERM to the servers' groups, SIGKILL to what is left after this
@@ -96,14 +99,36 @@ class Shutdown(AppHost):
                 self.notify("killing the server…", severity="warning")
                 self._in_thread(self._kill_servers)
                 return
-            self.quitting = True
-            self.stop_run("quit")
-            self.set_timer(QUIT_GRACE_S, self._quit_grace_over)
-            self.notify("stopping the load and the server, keeping what was measured… (q again to force)", timeout=10)
-            if self.dashboard is not None:
-                self.dashboard.sync()
+            if self.rc not in (130, STOPPED_RC) and not getattr(self, "_quit_asked", False):
+                # k9s' rule: a destructive key asks first (x does). The answer's detail names what is lost.
+                self._quit_asked = True
+
+                def answered(yes: bool | None) -> None:
+                    self._quit_asked = False
+                    if yes and self.run_active:
+                        self.rc = STOPPED_RC
+                        self._stop_and_quit()
+                    elif yes:
+                        self.exit(self.rc)  # the run ended while the question was open
+
+                from kvtui.tui.dialogs import ConfirmScreen
+
+                self.push_screen(ConfirmScreen("Stop the run and quit?",
+                                               "The run is not finished: the step in flight ends, the modes not "
+                                               "run yet are not measured. What was measured is kept (resume it "
+                                               "with --resume)."), answered)
+                return
+            self._stop_and_quit()
             return
         self.exit(self.rc)
+
+    def _stop_and_quit(self) -> None:
+        self.quitting = True
+        self.stop_run("quit")
+        self.set_timer(QUIT_GRACE_S, self._quit_grace_over)
+        self.notify("stopping the load and the server, keeping what was measured… (q again to force)", timeout=10)
+        if self.dashboard is not None:
+            self.dashboard.sync()
 
     async def action_interrupt(self) -> None:
         """ctrl+c: as q, with the exit code of an interrupted program (130 = 128 + SIGINT)."""

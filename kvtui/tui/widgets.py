@@ -16,6 +16,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import RichLog, Static
 
+from kvtui.report.text import speed_words
 from kvtui.tui.charts import fmt_num
 from kvtui.tui.redraw import KeyedText
 from kvtui.tui.state import RunState, limit_word
@@ -62,10 +63,8 @@ class InfoHeader(KeyedText):
         if lab["dummy_weights"]:
             badge.append(" dummy weights ", style="bold reverse")
         ts = lab["time_scale"]
-        if ts and ts > 1.0:
-            badge.append(f" slow-motion ×{ts:g} ", style="reverse")
-        elif ts and ts < 1.0:
-            badge.append(f" fast-forward ×{1 / ts:g} ", style="reverse")
+        if speed_words(ts):
+            badge.append(f" {speed_words(ts)} ", style="reverse")
         width = max(20, self.size.width or 80)
         room = width - badge.cell_len
         gpu = lab["gpu"]

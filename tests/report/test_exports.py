@@ -19,16 +19,18 @@ from kvtui.report.export import render
 from kvtui.snapshot.file import dumps, load_snapshot
 
 
-def kvtui(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "kvtui", *map(str, args)], capture_output=True, text=True, timeout=timeout)
+def kvtui(*args, timeout=120, cwd=None):
+    return subprocess.run([sys.executable, "-m", "kvtui", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
 
 
 def test_export_replay_export_round_trip_is_unchanged(three_modes, run_copy, tmp_path):
     src = run_copy
     # Through the command line, as a user would: export JSON, then export that export again.
-    r = kvtui("export", src, "--format", "json")
+    r = kvtui("export", src, "--format", "json", cwd=tmp_path)  # the working directory by default
     assert r.returncode == 0, r.stderr
-    e1 = src.with_name("three.export.json")
+    e1 = tmp_path / "three.export.json"
+    assert str(e1.name) in r.stdout + r.stderr  # it says where
     assert oct(os.stat(e1).st_mode & 0o777) == "0o600"
     (tmp_path / "b").mkdir()
     e1_copy = tmp_path / "b" / "replayed.json"

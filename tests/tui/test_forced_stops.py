@@ -95,13 +95,15 @@ async def test_q_twice_mid_run_kills_the_server_and_finalises(stubborn, tmp_path
     cm, pilot = await _drive_to_a_hung_start(app, fake)
     try:
         await pilot.press("q")
+        await pilot.press("y")  # q mid-run asks first (k9s' rule); yes
         await pilot.pause(0.3)
-        assert app.run_active and app.quitting  # the graceful stop cannot end this server
+        assert app.run_active and app.quitting, app.rc  # the graceful stop cannot end this server
+        assert app.rc == shutdown.STOPPED_RC, app.rc
         await pilot.press("q")
         await wait_for_exit(app)
     finally:
         await cm.__aexit__(None, None, None)  # re-raises what the app raised (the old ImportError)
-    assert app.return_code == 0
+    assert app.return_value == shutdown.STOPPED_RC  # the exit code kvtui exits with (App.exit(result)): not 0
     assert not app.run_active
     left = {p: c for p, c in descendants().items() if p not in before}
     assert not left, f"processes left behind: {left}"
@@ -119,13 +121,14 @@ async def test_stop_during_a_hung_start_kills_it_after_the_grace(stubborn, tmp_p
     app = create_app(sc, out=out, autostart=True)
     cm, pilot = await _drive_to_a_hung_start(app, fake)
     try:
-        await pilot.press("q")  # once: the grace timer must end the start by itself
+        await pilot.press("q")  # once (and its question answered): the grace timer must end the start by itself
+        await pilot.press("y")
         await wait_until(pilot, lambda: any("still starting" in str(n.message) for n in app._notifications),
                          "the forced stop's notice", limit_s=30)
         await wait_for_exit(app, limit_s=60)
     finally:
         await cm.__aexit__(None, None, None)
-    assert app.return_code == 0
+    assert app.return_value == shutdown.STOPPED_RC  # the exit code kvtui exits with (App.exit(result)): not 0
     left = {p: c for p, c in descendants().items() if p not in before}
     assert not left, f"processes left behind: {left}"
     assert _alive(fake.name) == []

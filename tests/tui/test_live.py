@@ -11,6 +11,18 @@ from kvtui.tui.widgets import StepTable
 
 from tui_helpers import descendants, screen_text, wait_for_exit, wait_until
 
+
+async def quit_app(pilot, app):
+    """q; mid-run it asks first (as x does): yes."""
+    from kvtui.tui.dialogs import ConfirmScreen
+
+    running = app.run_active
+    await pilot.press("q")
+    if running:
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the quit question")
+        await pilot.press("y")
+
+
 pytestmark = pytest.mark.slow
 
 
@@ -84,8 +96,10 @@ async def test_live_run_fills_table_marks_best_recomputes_slo_exports_and_quits(
             pass
         else:
             assert app.reports and app.reports[0].read_text().strip()
+        # The run has ended: its footer no longer offers pause, stop or skip (nothing to act on).
+        assert not any(app.check_action(a, ()) for a in ("toggle_pause", "stop_run", "skip_mode"))
 
-        await pilot.press("q")
+        await quit_app(pilot, app)
         await wait_for_exit(app)
     assert app.return_code == 0
     left = {p: c for p, c in descendants().items() if p not in before}
@@ -122,17 +136,19 @@ async def test_quit_mid_run_stops_server_and_load_generator(knee_scenario, tmp_p
         await pilot.press("n")
         await pilot.pause()
         assert not run._skip.is_set()
-        await pilot.press("n")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
-        await pilot.press("y")
-        await pilot.pause()
-        assert run._skip.is_set()
+        # q mid-run asks too (as x and n do): n keeps the run going, y stops it and quits.
         await pilot.press("q")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the quit question")
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.run_active and not run.stopping
+        await quit_app(pilot, app)
         await wait_for_exit(app)
     left = {p: c for p, c in descendants().items() if p not in before}
     assert not left, f"processes left behind: {left}"
     doc = load_snapshot(tmp_path / "quit.json")  # finalised, not just journaled
-    assert doc["run"]["stop_reason"] == "quit" and doc["run"]["finished"] is False
+    assert doc["run"]["stop_reason"] == "quit" and doc["run"]["finished"] is False, doc["run"]
+    assert doc["run"]["outcome"] == "stopped" and app.return_value == 3  # a partial run never exits 0
 
 
 async def test_setup_screen_validates_then_starts(knee_path, tmp_path):
@@ -163,7 +179,7 @@ async def test_setup_screen_validates_then_starts(knee_path, tmp_path):
         assert app.run_obj.scenario.ramp.max == 4
         await wait_until(pilot, lambda: app.state.viewed is not None and app.state.viewed.status == "running",
                          "the engine")
-        await pilot.press("q")
+        await quit_app(pilot, app)
         await wait_for_exit(app)
     left = {p: c for p, c in descendants().items() if p not in before}
     assert not left, f"processes left behind: {left}"
@@ -196,7 +212,7 @@ async def test_quit_while_the_engine_starts_stops_it(tmp_path, monkeypatch, key)
         await wait_until(pilot, lambda: any(fake.name in c for c in descendants().values()), "the fake vLLM")
         await wait_until(pilot, lambda: "loading weights" in screen_text(app), "the startup phase on screen")
         assert "starting the engine" in screen_text(app)
-        await pilot.press(key)
+        await (quit_app(pilot, app) if key == "q" else pilot.press(key))
         await wait_for_exit(app)
     left = {p: c for p, c in descendants().items() if p not in before}
     assert not left, f"processes left behind: {left}"
@@ -231,4 +247,4 @@ async def test_the_tok_s_chart_equals_the_table_for_the_same_step(knee_path, tmp
         mean = sum(shown) / len(shown)
         assert 0.6 < mean / s["output_tok_s"] < 1.5, (mean, s["output_tok_s"])  # the same figure, not ×4
         assert all(x >= 0 for x in xs)  # time since the mode started: never negative
-        await pilot.press("q")
+        await quit_app(pilot, app)

@@ -96,6 +96,7 @@ def _live(doc, size):
         st = app.state
         st.replay = False
         st.status = "running"
+        app.run_done.clear()  # a run in progress: the footer offers its controls (an ended run's does not)
         st.cursor = None
         names = list(st.modes)
         st.current = st.viewing = names[-1]

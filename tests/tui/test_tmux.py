@@ -130,7 +130,9 @@ def test_tmux_80x24_replay_and_demo(tmux_factory, frozen_path):
     d = tmux_factory(f"{shlex.quote(sys.executable)} -m kvtui")
     d.wait_for("SIMULATED", "GPU memory GiB", "TTFT p95", "RUNNING")
     d.keys("q")
-    d.wait_for("KVTUI-EXIT=")
+    d.wait_for("Stop the run and quit?")  # mid-run, q asks first (as x does)
+    d.keys("y")
+    d.wait_for("KVTUI-EXIT=3")  # stopped before its modes finished
     assert d.tagged_processes() == []
 
 
