@@ -82,6 +82,7 @@ QUIET_MODULES = frozenset({
     "tests/core/test_search.py", "tests/core/test_plan.py", "tests/predict/test_search_seeded.py",
     "tests/sim/test_sim_calibration.py", "tests/sim/test_sim_int4_fit.py", "tests/sim/test_sim_fast.py",
     "tests/sim/test_sim_properties.py", "tests/sim/test_sim_h200_run.py", "tests/report/test_records_cols.py",
+    "tests/core/test_window_stats.py", "tests/core/test_sequential.py", "tests/core/test_continuous.py",
 })
 
 
