@@ -14,8 +14,8 @@ fails (exit 1) when it measured nothing or when the error is beyond the bound it
 from __future__ import annotations
 
 import argparse
-import lzma
 import json
+import lzma
 import statistics
 import sys
 from pathlib import Path
@@ -140,7 +140,8 @@ def report(rows: list[tuple[str, dict[str, Any]]], title: str) -> tuple[list[str
         if errs[m]:
             e = errs[m]
             lines.append(f"- {m} p95: median error {statistics.median(e) * 100:+.2f} %, "
-                         f"worst {max(e, key=abs) * 100:+.2f} %, within 2 %: {sum(abs(x) <= BOUND for x in e)}/{len(e)}")
+                         f"worst {max(e, key=abs) * 100:+.2f} %, "
+                         f"within 2 %: {sum(abs(x) <= BOUND for x in e)}/{len(e)}")
     lines.append("")
     return lines, errs
 
@@ -188,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         med = statistics.median(e)
         inside = sum(abs(x) <= BOUND for x in e)
-        out.append(f"- **{m} p95** over {len(e)} steps: median {med * 100:+.2f} %, worst {max(e, key=abs) * 100:+.2f} %,"
+        out.append(f"- **{m} p95** over {len(e)} steps: median {med * 100:+.2f} %, "
+                   f"worst {max(e, key=abs) * 100:+.2f} %,"
                    f" {inside}/{len(e)} within 2 %")
         if m in GATED and abs(med) > BOUND:
             verdict_ok = False

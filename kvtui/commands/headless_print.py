@@ -48,7 +48,8 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
         # Named doubts (untrusted server numbers, the client's own failures): never hidden.
         parts.append("FLAGS " + ", ".join(f"{k}={v}" for k, v in sorted(step["flags"].items())))
     lim = LIMIT_WORDS.get(step.get("limited_by") or "", step.get("limited_by"))
-    parts.append(verdict + (f" (limited by {lim})" if step.get("limited_by") else ""))
+    parts.append(verdict + (f" (limited by {lim})" if step.get("limited_by") else "")
+                 + (" [early]" if step.get("stopped_early") else ""))  # the sequential test decided it (PROTOCOL.md)
     if step.get("why") == "confirm":
         parts.append("[confirm]")
     if step.get("resumed"):

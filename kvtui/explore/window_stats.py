@@ -104,7 +104,8 @@ def window_samples(records: Iterable[Record], t0: float, t1: float, t_end: float
     """The window-only samples of the requests that started in [t0, t1] (see the module's note).
 
     `t_end`: when the step stopped (≥ t1): a request still streaming then is cut there, by its
-    gaps so far; one with no first token by then waited that long (censored); None: t1. `time_scale` divides every time (simulator slow motion). `fill`: how a cut
+    gaps so far; one with no first token by then waited that long (censored); None: t1.
+    `time_scale` divides every time (simulator slow motion). `fill`: how a cut
     request's unseen gaps are counted in its TPOT ("resample": drawn from the window's own gaps,
     seeded by the request's id; "mean": the window's mean gap; "none": its gaps so far only)."""
     s = 1.0 / time_scale if time_scale else 1.0
@@ -130,15 +131,18 @@ def window_samples(records: Iterable[Record], t0: float, t1: float, t_end: float
             out.ttft.append(v)
             row["ttft"] = v
             continue
-        row["ttft"] = (r.t_first - r.t_intended) * s
-        out.ttft.append(row["ttft"])
+        ttft = (r.t_first - r.t_intended) * s
+        row["ttft"] = ttft
+        out.ttft.append(ttft)
         if r.ok and r.t_last is not None and r.t_last <= end:
-            row["e2e"] = (r.t_last - r.t_intended) * s
-            out.e2e.append(row["e2e"])
+            e2e = (r.t_last - r.t_intended) * s
+            row["e2e"] = e2e
+            out.e2e.append(e2e)
             out.itl.extend(g * s for g in r.itl)
             if r.tpot is not None:
-                row["tpot"] = r.tpot * s
-                out.tpot.append(row["tpot"])
+                tp = r.tpot * s
+                row["tpot"] = tp
+                out.tpot.append(tp)
             continue
         out.cut += 1
         t = r.t_first
@@ -169,15 +173,16 @@ def window_samples(records: Iterable[Record], t0: float, t1: float, t_end: float
         if fill == "none" or lo >= len(gaps) or total <= 0:
             if k < 1:
                 continue
-            row["tpot"] = seen * s / k / tpc
+            tpot = seen * s / k / tpc
         else:
             if fill == "mean":
                 rest = left * suffix_sum[lo] / (len(gaps) - lo)
             else:
                 rng = random.Random(r.id)
                 rest = sum(gaps[rng.randrange(lo, len(gaps))] for _ in range(left))
-            row["tpot"] = (seen * s + rest) / max(total, k) / tpc
-        out.tpot.append(row["tpot"])
+            tpot = (seen * s + rest) / max(total, k) / tpc
+        row["tpot"] = tpot
+        out.tpot.append(tpot)
     return out
 
 
