@@ -257,7 +257,8 @@ class Ramp:
     # How a step is measured (docs/PROTOCOL.md): "continuous" keeps the load between steps, takes
     # the figures from the window itself and stops a step once its verdict is beyond doubt;
     # "classic" drains, ramps from zero and holds the load until the window's requests finish.
-    protocol: str = "continuous"
+    # Classic stays the default until continued steps stop flipping at confirmation (PROTOCOL.md).
+    protocol: str = "classic"
     # The sequential test's confidence that an early verdict is right (per step, all looks together).
     confidence: float = 0.95
 
