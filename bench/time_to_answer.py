@@ -14,6 +14,7 @@ Fails (exit 1) when a run measured no step.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -37,7 +38,8 @@ def split(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, float]]:
         if not steps:
             continue
         start = float((m.get("server") or {}).get("startup_s") or 0.0) if not steps[0].get("fast") else 0.0
-        windows = sum(max(0.0, s["t_window_end"] - s["t_window_start"]) / (s.get("time_scale") or 1.0) for s in steps)
+        # in the units of duration_s: modelled offline, wall seconds live (a slow-motion simulator too)
+        windows = sum(max(0.0, s["t_window_end"] - s["t_window_start"]) for s in steps)
         measured = sum(s["duration_s"] for s in steps)
         rows.append({"mode": m["name"], "knee": m.get("best_concurrency"), "steps": len(steps), "start": start,
                      "windows": windows, "overhead": measured - windows, "total": start + measured,
@@ -48,13 +50,22 @@ def split(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, float]]:
     return rows, tot
 
 
+REUSE: Path | None = None  # --reuse DIR: the snapshots of an earlier run of this bench, not measured again
+
+
 def offline(tmp: Path, protocol: str) -> dict[str, Any]:
+    if REUSE is not None:
+        return json.loads((REUSE / f"fast-{protocol}.json").read_text())
     sc = load_scenario(tmp / "s.toml")
     sc.ramp.protocol = protocol
     return Run(sc, tmp / f"fast-{protocol}.json", fast=True).run()
 
 
 def live(tmp: Path, protocol: str) -> tuple[dict[str, Any], float]:
+    if REUSE is not None:
+        doc = json.loads((REUSE / f"live-{protocol}.json").read_text())
+        m = doc["modes"][0]
+        return doc, m["finished_at"] - m["started_at"]
     sc = load_scenario(tmp / "live.toml")
     sc.ramp.protocol = protocol
     t = time.monotonic()
@@ -103,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--md", type=Path)
     ap.add_argument("--no-live", action="store_true")
+    ap.add_argument("--reuse", type=Path, help="format an earlier run's snapshots (DIR) instead of measuring")
     a = ap.parse_args(argv)
+    global REUSE
+    REUSE = a.reuse
     tmp = Path(tempfile.mkdtemp(prefix="kvtui-tta-"))
     subprocess.run([sys.executable, "-m", "kvtui", "init", "llama-3.1-8b", "--engine", "sim", "--gpu", "H200",
                     "--out", str(tmp / "s.toml")], check=True, capture_output=True, cwd=ROOT)
