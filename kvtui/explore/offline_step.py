@@ -82,7 +82,7 @@ class OfflineStepExecutor:
         assert srv is not None
         sc = run.scenario
         prev = md["steps"][-1] if md.get("steps") else None
-        why_drain = drain_reason(index, why, prev)
+        why_drain = drain_reason(index, why, prev, load)
         test = sequential_for(sc, need)
         tail = tail_rule(m for m, _, _ in sc.slo.targets())
         plan = srv.plan(load, need, why_drain, tail, test)

@@ -1,7 +1,8 @@
 """The continuous protocol's decisions about a step (docs/PROTOCOL.md), apart from how it is run.
 
 - `drain_reason`: whether a step must start from an idle server, and why; only where the
-  protocol needs one: the mode's first step, a confirmation (it must not inherit the state of
+  protocol needs one: the mode's first step, a step up (a continued one reads fast), a
+  confirmation (it must not inherit the state of
   the step it confirms), after a preemption storm (a KV cache full of recomputing requests would
   shape the next step's figures);
 - `sequential_for`: the step's sequential test (kvtui.explore.sequential) for the scenario's SLO,
@@ -21,10 +22,15 @@ MARGIN = 0.10  # an early verdict's p95 is ≥ 10 % clear of its limit (kvtui.ex
 STORM = 1.0  # preemptions per window request that mark a preemption storm
 
 
-def drain_reason(index: int, why: str, prev: dict[str, Any] | None) -> str | None:
+def drain_reason(index: int, why: str, prev: dict[str, Any] | None, load: float | None = None) -> str | None:
     """Why this step starts from an idle server (None: it continues from the step before)."""
     if prev is None or index == 0:
         return "the mode's first step"
+    if load is not None and load > (prev.get("load") or 0):
+        # Continued, a step up read fast: its new requests are a cohort born together and the
+        # batch holds too little context (a linear ramp passed 160 where the classic step failed
+        # 128, tests/core/test_continuous.py), even after every slot turned over once.
+        return "a step up starts from an idle server (a continued one reads fast)"
     if why == "confirm":
         return "a confirmation is measured independently of the step before"
     pre, n = prev.get("preemptions"), prev.get("requests") or 0

@@ -22,15 +22,17 @@ def _scenario(tmp: Path) -> Scenario:
     return load_scenario(path)
 
 
-def _run(sc: Scenario, tmp: Path, name: str, protocol: str, modes: list[str]) -> dict:
+def _run(sc: Scenario, tmp: Path, name: str, protocol: str, modes: list[str], search: str | None = None) -> dict:
     sc.ramp.protocol = protocol
+    if search:
+        sc.ramp.search = search  # a bisection steps down too (where a step continues)
     return Run(sc, tmp / f"{name}.json", modes=modes, fast=True).run()
 
 
 def test_continuous_steps_are_shorter_in_modelled_time_and_say_how_they_ran(tmp_path: Path) -> None:
     sc = _scenario(tmp_path)
-    classic = _run(sc, tmp_path, "classic", "classic", ["fp8-kv"])
-    cont = _run(_scenario(tmp_path), tmp_path, "cont", "continuous", ["fp8-kv"])
+    classic = _run(sc, tmp_path, "classic", "classic", ["fp8-kv"], "fast")
+    cont = _run(_scenario(tmp_path), tmp_path, "cont", "continuous", ["fp8-kv"], "fast")
     a, b = classic["modes"][0], cont["modes"][0]
     # the same knee, within the search's resolution (one step of ~6 % at the 50 ms TPOT edge)
     assert abs(a["best_concurrency"] - b["best_concurrency"]) <= 0.07 * a["best_concurrency"]
@@ -51,6 +53,9 @@ def test_continuous_steps_are_shorter_in_modelled_time_and_say_how_they_ran(tmp_
             assert s["samples"]["ttft"] >= seq["min_samples"]
         if s.get("why") == "confirm":
             assert s["drain"]["before"], "a confirmation must start from an idle server"
+    for prev, s in zip(steps, steps[1:]):
+        if s["load"] > prev["load"]:
+            assert s["drain"]["before"], "a step up starts from an idle server (a continued one reads fast)"
     assert all("drain" not in s and "stopped_early" not in s for s in a["steps"])  # classic: as before
 
 

@@ -3,7 +3,8 @@
 One virtual client lives across the steps of a mode (kvtui.engines.sim.fast's `simulate_step`
 starts each step from an idle server instead):
 
-- a step up adds slots to the requests already in flight (no drain, no ramp from zero); a step
+- a step up can add slots to the requests already in flight (no drain, no ramp from zero; the protocol
+  drains before a step up all the same, kvtui.explore.protocol); a step
   down lets the excess slots finish their request without sending another;
 - the window opens `warmup_s` after the load changed, once the in-flight count is the new load
   and every slot has finished a request at the new load, as in the classic step (a step up's new
