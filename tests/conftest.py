@@ -93,6 +93,7 @@ QUIET_MODULES = frozenset({
     "tests/sim/test_sim_calibration.py", "tests/sim/test_sim_int4_fit.py", "tests/sim/test_sim_fast.py",
     "tests/sim/test_sim_properties.py", "tests/sim/test_sim_h200_run.py", "tests/report/test_records_cols.py",
     "tests/snapshot/test_published_exports.py",
+    "tests/core/test_window_stats.py", "tests/core/test_sequential.py", "tests/core/test_continuous.py",
 })
 
 

@@ -49,7 +49,8 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
     if step.get("flags"):
         # Named doubts (untrusted server numbers, the client's own failures): never hidden.
         parts.append("FLAGS " + ", ".join(f"{k}={v}" for k, v in sorted(step["flags"].items())))
-    parts.append(verdict)
+    # "[early]": the sequential test decided the step before its full window (docs/PROTOCOL.md)
+    parts.append(verdict + (" [early]" if step.get("stopped_early") else ""))
     if step.get("why") == "confirm":
         parts.append("[confirm]")
     if step.get("resumed"):

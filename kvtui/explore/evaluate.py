@@ -46,6 +46,10 @@ class StepContext:
     # the records are the early-finished part of the window and a verdict on them would be a guess.
     cut: bool = False
     client_failure: str | None = None  # the client could not measure on (a dead worker, a crashed task)
+    # The figures come from the window alone (kvtui.explore.window_stats): requests cut at its end
+    # count by their gaps so far. False: over complete requests (the classic held tail).
+    window_stats: bool = False
+    t_end: float | None = None  # when the step stopped waiting for first tokens (window_stats)
 
 
 # A load-generator loop stopped this long inside a step (Ctrl-Z, a VM pause: not running and
@@ -107,12 +111,25 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     failed = [r for r in counted if not r.ok and r.error != "client"]
     nf = len(failed)
     flags = step_flags(records, ctx)
-    ttft = summarize((r.ttft * s for r in ok if r.ttft is not None), failures=nf)
-    tpot = summarize((r.tpot * s for r in ok if r.tpot is not None), failures=nf)
-    e2e = summarize((r.e2e * s for r in ok if r.e2e is not None), failures=nf)
-    itl = summarize((g * s for r in ok for g in r.itl))
     dur = max(1e-9, ctx.t_window_end - ctx.t_window_start)
-    out_tok, in_tok = _window_tokens(records, ctx.t_window_start, ctx.t_window_end)
+    win = None
+    if ctx.window_stats:
+        from kvtui.explore.window_stats import window_samples, window_tokens
+
+        win = window_samples(records, ctx.t_window_start, ctx.t_window_end, ctx.t_end, ctx.time_scale)
+        ttft = summarize(win.ttft, failures=nf)
+        tpot = summarize(win.tpot, failures=nf)
+        e2e = summarize(win.e2e, failures=nf)
+        itl = summarize(win.itl)
+        out_tok, in_tok = window_tokens(records, ctx.t_window_start, ctx.t_window_end)
+        # A request cut at the window's end is one of the window's requests (by its gaps so far).
+        counted = [r for r in records if r.phase == "window"]
+    else:
+        ttft = summarize((r.ttft * s for r in ok if r.ttft is not None), failures=nf)
+        tpot = summarize((r.tpot * s for r in ok if r.tpot is not None), failures=nf)
+        e2e = summarize((r.e2e * s for r in ok if r.e2e is not None), failures=nf)
+        itl = summarize((g * s for r in ok for g in r.itl))
+        out_tok, in_tok = _window_tokens(records, ctx.t_window_start, ctx.t_window_end)
     done_in_window = sum(1 for r in records
                          if r.ok and r.t_last is not None and ctx.t_window_start <= r.t_last <= ctx.t_window_end)
     error_rate = nf / len(counted) if counted else 0.0
@@ -123,7 +140,11 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     # Goodput: share of counted requests meeting every per-request target at once.
     per_req = {m: lim / 1000.0 for m, p, lim in slo.targets() if m in ("ttft", "tpot", "e2e")}
     good = 0
-    for r in ok:
+    if win is not None:  # each request by what the window saw of it (samples already in modelled s)
+        for row in win.per_request.values():
+            if all((v := row[m]) is not None and v <= lim for m, lim in per_req.items()):
+                good += 1
+    for r in ok if win is None else ():
         vals = {"ttft": r.ttft, "tpot": r.tpot, "e2e": r.e2e}
         if all((v := vals[m]) is not None and v * s <= lim for m, lim in per_req.items()):
             good += 1
@@ -221,6 +242,10 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     }
     if ctx.cut:
         step["cut"] = True
+    if win is not None:
+        # How the figures were taken (absent: over complete requests, as every older snapshot).
+        step["stats_from"] = "window"
+        step["window_cut"] = {"requests": win.cut, "ttft_censored": win.ttft_censored}
     if flags:
         step["flags"] = flags
     if ctx.client_failure:
@@ -350,10 +375,12 @@ def reevaluate(step: dict[str, Any], records: list[Record], slo: Slo) -> dict[st
         aborted=step.get("aborted"),
         cut=bool(step.get("cut")),
         client_failure=step.get("client_failure"),
+        window_stats=step.get("stats_from") == "window",
+        t_end=step.get("t_end"),
     )
     new = evaluate_step(records, ctx, slo)
     for k in ("index", "t_window_start", "t_window_end", "started_at", "duration_s", "repeat_of", "search_phase",
-              "note", "autoscale"):
+              "note", "autoscale", "t_end", "drain", "continued_from", "sequential"):
         if k in step:
             new[k] = step[k]
     return new

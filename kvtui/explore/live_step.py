@@ -210,9 +210,15 @@ class LiveStepExecutor:
         # needs s wall seconds for each. Open-loop rates are per modelled second too.
         ts = self._time_scale()
         wall_load = load if run.closed else load / ts
+        from kvtui.explore.window_stats import tail_rule
+
+        # The continuous protocol holds the load after the window only as long as the SLO's figures
+        # need (docs/PROTOCOL.md): until first tokens for TTFT/ITL, the whole tail for TPOT/E2E.
+        tail = tail_rule(m for m, _, _ in run.scenario.slo.targets()) if r.protocol == "continuous" else "full"
         params = StepParams(
             mode.name, index, wall_load, run.closed, r.warmup_s * ts, r.window_s * ts, r.window_requests, r.arrival,
             r.burst_size, r.max_error_burst, window_timeout_s=r.request_timeout_s * ts, min_window_requests=need,
+            tail=tail,
         )
         res = loadgen.run_step(params, on_records=on_records, on_status=on_status, should_stop=should_stop)
         if not tel.dead and (res.aborted or any(not x.ok for x in res.records)):
@@ -244,6 +250,7 @@ class LiveStepExecutor:
             gpu_mem_used_gib_max=tel.gpu_mem_max(res.t_start, res.t_end), max_num_seqs=md["server"].get("max_num_seqs"),
             error_burst=res.error_burst, aborted=res.aborted or (f"engine died: {tel.dead}" if tel.dead else None),
             cut=bool(res.aborted) and not tel.dead, client_failure=res.client_failure,
+            window_stats=tail == "first_token", t_end=res.t_end,
         )
         all_ok = [x for x in recs if x.ok]
         extra: dict[str, Any] = {
@@ -251,7 +258,10 @@ class LiveStepExecutor:
                               "generation": sum(x.output_tokens or 0 for x in all_ok),
                               "requests": len(recs), "cancelled": sum(1 for x in recs if x.error == "cancelled")},
             "index": index, "why": why, "started_at": started_at, "duration_s": round(res.t_end - res.t_start, 2),
-            "t_window_start": res.t_window_start, "t_window_end": res.t_window_end,
+            "t_window_start": res.t_window_start, "t_window_end": res.t_window_end, "t_end": res.t_end,
+            "protocol": r.protocol, "drain": {"before": True,
+                                             "why": "the mode's first step" if index == 0 else
+                                             "a live step starts its slots from an idle server"},
             "t_rel_start": round(res.t_start - run.t0, 3), "t_rel_end": round(res.t_end - run.t0, 3),
         }
         if res.autoscale is not None:

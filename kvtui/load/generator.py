@@ -36,6 +36,11 @@ class StepParams:
     window_timeout_s: float = 0.0  # caps the wait for every slot to warm
     min_window_requests: int = 0
     max_window_factor: float = 20.0
+    # How long the load is held after the window (kvtui.explore.window_stats.tail_rule): "full"
+    # until every window request finished; "first_token" until each has its first token (the
+    # figures then come from the window itself).
+    tail: str = "full"
+    warm_all_slots: bool = True  # the window waits for every slot to finish a request at this load
 
 
 @dataclass
@@ -249,7 +254,7 @@ class LoadGenerator:
                 # DESIGN asks; window_timeout_s only caps that wait (a slot whose requests keep
                 # failing never warms). A zero cap once meant "do not wait" — and the H200 run's
                 # windows opened on the first wave of sends, not in steady state.
-                warm = agg["warm_slots"] >= (int(load) if closed else 1)
+                warm = agg["warm_slots"] >= (int(load) if closed and p.warm_all_slots else 1)
                 cap = window_timeout_s if window_timeout_s > 0 else float("inf")
                 if now - run.t_start >= warmup_s and (warm or now - run.t_start >= warmup_s + cap):
                     phase = "window"
@@ -267,7 +272,8 @@ class LoadGenerator:
                     self._send_all(active, ("phase", "tail"))
             elif phase == "tail":
                 # Only statuses sent after the worker saw "tail" can prove the window is done.
-                if all(status.get(i, {}).get("phase") == "tail" for i in active) and agg["window_inflight"] == 0:
+                left = agg["window_no_first"] if p.tail == "first_token" else agg["window_inflight"]
+                if all(status.get(i, {}).get("phase") == "tail" for i in active) and left == 0:
                     self._stop(active)
                     stop_sent = True
         if grow_to and not run.aborted:

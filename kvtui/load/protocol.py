@@ -18,7 +18,7 @@ from typing import Any
 STATUS_EVERY = 0.2  # seconds between status/records messages from a worker
 
 # The keys of a worker's ("status", dict) message that the parent sums over workers.
-STATUS_COUNTS = ("inflight", "window_inflight", "window_started", "warm_slots", "completed", "sent")
+STATUS_COUNTS = ("inflight", "window_inflight", "window_started", "warm_slots", "completed", "sent", "window_no_first")
 
 
 @dataclass

@@ -70,6 +70,7 @@ class _Worker:
         self.inflight = 0
         self.window_inflight = 0
         self.window_started = 0
+        self.window_live: dict[int, Record] = {}  # window requests in flight (their first token, for the tail)
         self.completed = 0
         self.sent = 0
         self.chunks = 0
@@ -103,6 +104,7 @@ class _Worker:
                     "inflight": self.inflight,
                     "window_inflight": self.window_inflight,
                     "window_started": self.window_started,
+                    "window_no_first": sum(1 for r in self.window_live.values() if r.t_first is None),
                     "warm_slots": len(self.warm_slots),
                     "completed": self.completed,
                     "sent": self.sent,
@@ -172,6 +174,7 @@ class _Worker:
         if counted:
             self.window_inflight += 1
             self.window_started += 1
+            self.window_live[id(rec)] = rec
         text = ""
         try:
             body = request_body(prompt, self.cfg.model, self.workload)
@@ -192,6 +195,7 @@ class _Worker:
             self.inflight -= 1
             if counted:
                 self.window_inflight -= 1
+                self.window_live.pop(id(rec), None)
             self.completed += 1
             self.dispatch.append(rec.dispatch_delay)
             if closed:

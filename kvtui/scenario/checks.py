@@ -14,6 +14,7 @@ from kvtui.scenario.schema import (
     ARRIVALS,
     ENGINES,
     LOAD_SHAPES,
+    PROTOCOLS,
     QUALITY_TASKS,
     RANGES,
     ROUTINGS,
@@ -250,6 +251,11 @@ def _check(sc: Scenario, probs: _Problems) -> None:
                   f"must be one of {', '.join(LOAD_SHAPES)}, got {r.load!r}" + _suggest(r.load, LOAD_SHAPES))
     if r.search not in SEARCHES:
         probs.add(("ramp", "search"), f"must be one of {', '.join(SEARCHES)}, got {r.search!r}")
+    if r.protocol not in PROTOCOLS:
+        probs.add(("ramp", "protocol"),
+                  f"must be one of {', '.join(PROTOCOLS)}, got {r.protocol!r}" + _suggest(r.protocol, PROTOCOLS))
+    if not 0.5 <= r.confidence < 1:
+        probs.add(("ramp", "confidence"), f"must be in [0.5, 1), got {r.confidence:g}")
     if r.arrival not in ARRIVALS:
         probs.add(("ramp", "arrival"), f"must be one of {', '.join(ARRIVALS)}, got {r.arrival!r}")
     if r.start <= 0:

@@ -17,6 +17,7 @@ DISTS = ("fixed", "uniform", "normal", "lognormal")
 LOAD_SHAPES = ("concurrency", "rate")
 ARRIVALS = ("poisson", "bursty", "constant")
 SEARCHES = ("auto", "seeded", "fast", "linear")  # auto: seeded where a prediction exists (explore/search_seeded.py)
+PROTOCOLS = ("continuous", "classic")  # how a step is measured (docs/PROTOCOL.md)
 QUALITY_TASKS = ("passkey", "quotation", "agreement", "needles")  # kvtui.quality.tasks builds them
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
 SLO_PCTS = ("p50", "p90", "p95", "p99")
@@ -255,6 +256,13 @@ class Ramp:
     # (0: the cores this process may use).
     autoscale: bool = True
     max_processes: int = 0
+    # How a step is measured (docs/PROTOCOL.md): "continuous" keeps the load between steps, takes
+    # the figures from the window itself and stops a step once its verdict is beyond doubt;
+    # "classic" drains, ramps from zero and holds the load until the window's requests finish.
+    # Classic stays the default until continued steps stop flipping at confirmation (PROTOCOL.md).
+    protocol: str = "classic"
+    # The sequential test's confidence that an early verdict is right (per step, all looks together).
+    confidence: float = 0.95
 
 
 @dataclass

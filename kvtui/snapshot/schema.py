@@ -109,6 +109,20 @@ class Step(Document):
     send_burst: float | None = field("how many requests were sent at once (lock-step waves when large)", NUMBER)
     autoscale: Mapping[str, Any] | None = field("load-generator workers that ran and why any were added", OBJECT)
     predicted: Mapping[str, Any] | None = field("the simulator's prediction for this load, before it ran", OBJECT)
+    protocol: str | None = field("how the step was measured: \"classic\" (drained, full tail) or \"continuous\" "
+                                 "(docs/PROTOCOL.md)", TEXT)
+    drain: Mapping[str, Any] | None = field("whether the server was drained before the step, and why: {before, why}",
+                                            OBJECT)
+    continued_from: Mapping[str, Any] | None = field("the step whose in-flight requests this one started from (no "
+                                                     "drain): {step, load, in_flight}", OBJECT)
+    phases_s: Mapping[str, Any] | None = field("where the step's time went: warm-up, window, tail, drain (s)", OBJECT)
+    t_end: float | None = field("when the step's requests ended (the load generator's clock, s)", NUMBER)
+    stopped_early: bool | None = field("the sequential test decided the verdict before the full window", BOOL)
+    sequential: Mapping[str, Any] | None = field("the sequential test: confidence, looks, samples, the bounds seen per "
+                                                 "SLO figure", OBJECT)
+    stats_from: str | None = field("\"window\": figures from the window's own requests, cut ones by their gaps so "
+                                   "far (docs/PROTOCOL.md); absent: from requests run to completion", TEXT)
+    window_cut: Mapping[str, Any] | None = field("requests the window's end cut, and TTFTs it censored", OBJECT)
     live: Mapping[str, Any] | None = field("a live simulated step: what the client measured (the model's figures plus "
                                         "the client's delay); the step's own figures are the scheduler model's", OBJECT)
     pass_probability: Mapping[str, Any] | None = field("{p, n_boot, requests}: the share of bootstrap resamples of the "

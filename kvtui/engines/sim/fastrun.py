@@ -79,6 +79,7 @@ class OfflineServer:
         self._factory = PromptFactory(scenario.workload, space, s.max_model_len, salt,
                                       scenario.seed + scenario.workload.seed)
         self._shared = scenario.workload.shared_prefix > 0 or scenario.workload.dataset
+        self._client: Any = None  # the continuous protocol's virtual client (kvtui.engines.sim.continuous)
 
     def engine_info(self) -> dict[str, Any]:
         return {"engine": "sim", "simulated": True, "version": f"{SIM_VERSION} (fast, offline)", "command": [],
@@ -105,6 +106,25 @@ class OfflineServer:
                                 index, id_prefix=f"{self.salt:08x}-", counter_start=counter,
                                 request_timeout_s=r.request_timeout_s)
         return res
+
+    def plan(self, load: float, need: int, drain_why: str | None, tail: str, test: Any) -> Any:
+        """The continuous protocol's plan for one step (kvtui.engines.sim.continuous.StepPlan)."""
+        from kvtui.engines.sim.continuous import StepPlan
+
+        r = self.scenario.ramp
+        return StepPlan(load=load, warmup_s=r.warmup_s, window_s=r.window_s, need=need,
+                        drain_before=bool(drain_why), drain_why=drain_why or "", tail=tail,
+                        look_s=max(0.5, r.window_s / 10), look=test.look)
+
+    def continuous_step(self, mode_name: str, index: int, counter: int, plan: Any) -> tuple[FastStepResult, Any, int]:
+        """One step of the continuous protocol; the virtual client lives across the mode's steps."""
+        from kvtui.engines.sim.continuous import ContinuousClient
+
+        if self._client is None:
+            self._client = ContinuousClient(self.sched, self._sample, self.scenario.seed, mode_name,
+                                            id_prefix=f"{self.salt:08x}-",
+                                            request_timeout_s=self.scenario.ramp.request_timeout_s)
+        return self._client.step(plan, index, counter)
 
     def series_rows(self, res: FastStepResult, load: float) -> list[dict[str, Any]]:
         return series_rows(res, self.t_mode, load, round(self.memory.used_gib, 3), self.facts.kv_cache_gib, self.tp)

@@ -1,0 +1,296 @@
+"""The continuous protocol's closed loop in virtual time (`kvtui run --fast`, ramp.protocol = "continuous").
+
+One virtual client lives across the steps of a mode (kvtui.engines.sim.fast's `simulate_step`
+starts each step from an idle server instead):
+
+- a step up can add slots to the requests already in flight (no drain, no ramp from zero; the protocol
+  drains before a step up all the same, kvtui.explore.protocol); a step
+  down lets the excess slots finish their request without sending another;
+- the window opens `warmup_s` after the load changed, once the in-flight count is the new load
+  and every slot has finished a request at the new load, as in the classic step (a step up's new
+  requests are a cohort born together: until it has turned over once, the batch holds too little
+  context, and a continued linear ramp passed 192 where the classic step failed 160);
+- every `look_s` from the window's start (through the tail too) a sequential test
+  (kvtui.explore.sequential) looks at the window's
+  requests, cohort by cohort: only the requests sent before the latest time by which *every*
+  window request had finished (or had its first token, for a TTFT-only SLO) count, so an early
+  look never favours the quick ones. PASS or FAIL beyond doubt ends the step: the window is then
+  that cohort's span (later starts become "tail");
+- otherwise the window runs `window_s` and the load is held as the tail rule says (every window
+  request finished, or its first token: kvtui.explore.window_stats.tail_rule);
+- at the step's end the requests still in flight go on into the next step; the step keeps a cut
+  copy of each (error "cancelled", its tokens so far) for its tokens/s. A drain (every request
+  aborted, the server idle) happens only where asked: the mode's first step, an independent
+  confirmation, a preemption storm.
+
+Records and series come out as `FastStepResult`, evaluated like any other step.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kvtui.engines.sim.fast import FastStepResult, SampleFn, _point, _unique_hashes
+from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest
+from kvtui.load.records import Record
+
+
+@dataclass
+class StepPlan:
+    load: float
+    warmup_s: float
+    window_s: float
+    need: int  # window requests the SLO's percentiles need (never decided on fewer)
+    drain_before: bool = False
+    drain_why: str = ""
+    tail: str = "full"  # kvtui.explore.window_stats.tail_rule
+    look_s: float = 1.0
+    # (t into the window, {metric: samples ms}) -> True / False decided, None not yet
+    look: Callable[[float, dict[str, list[float]]], bool | None] | None = None
+    metrics: tuple[str, ...] = ("ttft", "tpot")
+    max_window_factor: float = 20.0
+
+
+@dataclass
+class StepInfo:
+    stopped_early: bool = False
+    early_verdict: bool | None = None
+    drained: bool = False
+    carried_in: int = 0  # requests in flight from the step before
+    warmup_s: float = 0.0
+    window_s: float = 0.0
+    tail_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ContinuousClient:
+    """A closed loop of `load` slots over one scheduler, kept between steps."""
+
+    def __init__(self, sched: SchedulerSim, sample: SampleFn, seed: int = 0, mode_name: str = "", id_prefix: str = "",
+                 request_timeout_s: float = 600.0, series_dt: float = 0.5, unique_prompts: bool = True):
+        self.s = sched
+        self.sample = sample
+        self.mode_name = mode_name
+        self.prefix = id_prefix
+        self.timeout = request_timeout_s
+        self.series_dt = series_dt
+        self.unique = unique_prompts
+        self.hrng = random.Random(seed * 7919 + 1)
+        self.live: dict[str, list[Any]] = {}  # rid -> [record, last token time, slot]
+        self.ingest: deque = deque()
+        self.sends: list[tuple[float, int]] = []
+        self.slots = 0
+        self.fe_free = sched.now
+
+    def drain(self) -> int:
+        """Abort everything in flight (the server goes idle); how many were cut."""
+        n = len(self.live) + len(self.ingest)
+        for rid in list(self.live):
+            self.s.abort(rid)
+        self.live.clear()
+        self.ingest.clear()
+        self.sends.clear()
+        self.slots = 0
+        return n
+
+    # -- one step ----------------------------------------------------------------------------
+    def step(self, plan: StepPlan, index: int, counter: int) -> tuple[FastStepResult, StepInfo, int]:
+        s = self.s
+        info = StepInfo()
+        if plan.drain_before and (self.live or self.ingest):
+            self.drain()
+            info.drained = True
+        elif plan.drain_before:
+            info.drained = True
+        t0 = s.now
+        before = s.stats()
+        series = [_point(s)]
+        next_series = t0 + self.series_dt
+        records: list[Record] = []
+        # the requests carried in belong to this step now (their warm-up)
+        for ent in self.live.values():
+            rec = ent[0]
+            rec.step, rec.phase, rec.load = index, "warmup", plan.load
+            records.append(rec)
+        for _t, _req, rec, _slot in self.ingest:
+            rec.step, rec.phase, rec.load = index, "warmup", plan.load
+            records.append(rec)
+        info.carried_in = len(records)
+        c = max(1, int(round(plan.load)))
+        new_slots = list(range(self.slots, c))
+        stagger = min(1.0, plan.warmup_s / 2) if plan.warmup_s > 0 else 0.0
+        busy = {ent[2] for ent in self.live.values()} | {x[3] for x in self.ingest}
+        for k, i in enumerate(new_slots):
+            heapq.heappush(self.sends, (t0 + stagger * k / max(1, len(new_slots)), i))
+        for i in range(min(self.slots, c)):  # an old slot idle since the last step's end sends now
+            if i not in busy and all(sl != i for _, sl in self.sends):
+                heapq.heappush(self.sends, (t0, i))
+        self.slots = c
+        # From an idle server the window waits, as the classic step does, for every slot to finish
+        # a request (one E2E: the batch's mix of positions is steady); a continued step's slots are.
+        finished_slots: set[int] = set()
+        # A step up waits for each *new* slot to finish a request too: their first requests are a
+        # cohort born together, and until it has turned over once the batch holds too little
+        # context (a linear ramp continued from 128 to 160 passed a TPOT target the classic step failed).
+        # And so do the old slots: a request that began at the old load finishes under the new one
+        # (with new slots only, the continued linear ramp passed 192 where the classic failed 160).
+        must_finish = set(range(c))
+        waiting_first = set(new_slots)  # new slots whose first request has no first token yet
+        warm_at = t0 + plan.warmup_s
+        window_start: float | None = None
+        window_end: float | None = None
+        hard_end: float | None = None
+        next_look: float | None = None
+        win: list[Record] = []
+        cohort_end: float | None = None
+        fe = s.cal.frontend_s_per_request
+        state = {"counter": counter}
+
+        def send(t: float, slot: int) -> None:
+            smp = self.sample(state["counter"])
+            p, o = int(smp[0]), int(smp[1])
+            hashes = smp[2] if len(smp) > 2 else (_unique_hashes(self.hrng, p, s.block_size)
+                                                  if (self.unique and s.caching) else None)
+            rid = f"{self.prefix}{state['counter']}"
+            state["counter"] += 1
+            ph = "warmup" if window_start is None else ("window" if window_end is None else "tail")
+            rec = Record(id=rid, mode=self.mode_name, step=index, load=plan.load, phase=ph, t_intended=t, t_sent=t,
+                         expected_prompt_tokens=p, expected_output_tokens=o)
+            records.append(rec)
+            if ph == "window":
+                win.append(rec)
+            t_in = max(t, self.fe_free) + fe
+            self.fe_free = t_in
+            self.ingest.append((t_in, SimRequest(rid, p, o, hashes), rec, slot))
+
+        def admit(now: float) -> None:
+            while self.ingest and self.ingest[0][0] <= now:
+                _t, req, rec, slot = self.ingest.popleft()
+                try:
+                    s.add(req)
+                except ValueError as e:
+                    rec.status, rec.error, rec.http_status, rec.detail = "error", "http_4xx", 400, str(e)[:200]
+                    if slot < self.slots:
+                        heapq.heappush(self.sends, (now + 0.01, slot))
+                    continue
+                self.live[req.rid] = [rec, None, slot]
+
+        def cohort(first_token_only: bool) -> list[Record]:
+            """The window requests sent before the first one still unfinished (or without a first token)."""
+            out = []
+            for r in win:
+                if r.status == "ok" and (r.t_first is None if first_token_only else r.t_last is None):
+                    break
+                out.append(r)
+            return out
+
+        def samples(rs: list[Record]) -> dict[str, list[float]]:
+            fails = [float("inf")] * sum(1 for r in rs if not r.ok and r.error not in ("cancelled", "client"))
+            ok = [r for r in rs if r.ok]
+            return {"ttft": [r.ttft * 1e3 for r in ok if r.ttft is not None] + fails,
+                    "tpot": [r.tpot * 1e3 for r in ok if r.tpot is not None] + fails,
+                    "e2e": [r.e2e * 1e3 for r in ok if r.e2e is not None] + fails,
+                    "itl": [g * 1e3 for r in ok for g in r.itl]}
+
+        first_only = plan.tail == "first_token"
+        done = False
+        while not done:
+            while self.sends and self.sends[0][0] <= s.now:
+                t, slot = heapq.heappop(self.sends)
+                if slot < self.slots:
+                    send(t, slot)
+            admit(s.now)
+            now = s.now
+            if window_start is None and now >= warm_at and not waiting_first and \
+                    len(self.live) + len(self.ingest) <= c and finished_slots >= must_finish:
+                window_start = now
+                hard_end = now + plan.window_s
+                next_look = now + plan.look_s
+            if window_start is not None:
+                assert hard_end is not None and next_look is not None
+                # The looks go on in the tail: the cohort of finished window requests keeps growing.
+                if plan.look is not None and now >= next_look:
+                    next_look = now + plan.look_s
+                    co = cohort(first_only)
+                    if len(co) >= plan.need:
+                        v = plan.look(now - window_start, samples(co))
+                        if v is not None:
+                            info.stopped_early, info.early_verdict = True, v
+                            cohort_end = co[-1].t_sent
+                            window_end = now
+                            for r in win[len(co):]:
+                                r.phase = "tail"
+                            del win[len(co):]
+                            done = True
+                            continue
+                if window_end is None and now >= hard_end and (
+                        len(win) >= plan.need or now >= window_start + plan.window_s * plan.max_window_factor):
+                    window_end = now
+            if window_end is not None and not done:
+                if not any(r.status == "ok" and (r.t_first is None if first_only else r.t_last is None) for r in win):
+                    done = True
+                    continue
+            if not s.has_work():
+                nxt = [x for x in (self.ingest[0][0] if self.ingest else None,
+                                   self.sends[0][0] if self.sends else None) if x is not None]
+                if not nxt:
+                    break
+                s.idle_until(min(nxt))
+                continue
+            out = s.step()
+            t = s.now
+            for rid in out.tokens:
+                ent = self.live[rid]
+                if ent[1] is None:
+                    ent[0].t_first = t
+                    waiting_first.discard(ent[2])
+                else:
+                    ent[0].itl.append(t - ent[1])
+                ent[1] = t
+            for rid in out.finished:
+                rec, last, slot = self.live.pop(rid)
+                rec.t_last = last
+                rec.prompt_tokens = rec.expected_prompt_tokens
+                rec.output_tokens = len(rec.itl) + 1
+                finished_slots.add(slot)
+                if slot < self.slots:  # a slot beyond the new load retires with its request
+                    heapq.heappush(self.sends, (t, slot))
+            for rid in list(self.live)[:8]:
+                rec = self.live[rid][0]
+                if t - rec.t_intended <= self.timeout:
+                    break
+                _r, _l, slot = self.live.pop(rid)
+                rec.status, rec.error, rec.detail = "error", "timeout", f"no end of stream within {self.timeout:g} s"
+                s.abort(rid)
+                if slot < self.slots:
+                    heapq.heappush(self.sends, (t, slot))
+            if t >= next_series:
+                series.append(_point(s))
+                next_series = t + self.series_dt
+        t_end = s.now
+        if window_start is None:
+            window_start = t_end
+        if window_end is None:
+            window_end = t_end
+        if cohort_end is not None:
+            window_end = max(window_start, cohort_end)
+        # what goes on into the next step: a cut copy stays with this step (its tokens so far)
+        out_recs: list[Record] = []
+        for r in records:
+            if r.id in self.live or any(x[2] is r for x in self.ingest):
+                cut = copy.deepcopy(r)
+                cut.status, cut.error, cut.detail = "error", "cancelled", "carried into the next step"
+                out_recs.append(cut)
+            else:
+                out_recs.append(r)
+        series.append(_point(s))
+        info.warmup_s = round(window_start - t0, 3)
+        info.window_s = round(window_end - window_start, 3)
+        info.tail_s = round(t_end - window_end, 3)
+        res = FastStepResult(out_recs, series, before, s.stats(), t0, window_start, window_end, t_end)
+        return res, info, state["counter"]

@@ -1,0 +1,120 @@
+#!/bin/bash
+# Issue 28 on the H200: a four-mode comparison (bf16, fp8 KV, fp8 weights, fp8 w+kv) on the 8B
+# shape, 8k prompt / 512 out, TTFT p95 ≤ 3 s, ITL p95 ≤ 300 ms (8k prefills stall decode ~200 ms), no preemption
+# (an SLO the window alone can judge: docs/PROTOCOL.md), with the continuous protocol (or PROTOCOL=classic), one mode per call so each
+# fits a 10-minute device call; the snapshot carries the finished modes (--resume).
+#
+# On the device (repo root, vLLM 0.26 at /tmp/site, model /tmp/model8b, /tmp/gpu-env.sh as in
+# /work/shared/gpu/README.md), one call per mode, at once one after the other (warm 30 s):
+#     bash scripts/h200_answer.sh bf16
+#     bash scripts/h200_answer.sh fp8-kv
+#     bash scripts/h200_answer.sh fp8-w
+#     bash scripts/h200_answer.sh fp8-w+kv
+# then, in any call (or here on the fetched $OUT): bash scripts/h200_answer.sh report
+# Each call writes $OUT/answer.json (the snapshot so far), answer-MODE.run.log and prints the time
+# split (start / windows / overhead per mode). Anywhere, on the simulator: SIM=1 bash scripts/h200_answer.sh all
+set -u
+WHAT=${1:-all}
+PROTOCOL=${PROTOCOL:-continuous}
+OUT=${OUT:-/tmp/runs}; mkdir -p /tmp/runs "$OUT"
+PY=${PYTHON:-python3}
+SNAP=/tmp/runs/answer.json
+SC=/tmp/runs/answer.toml
+cat >"$SC" <<TOML
+name = "h200-answer-8k512"
+description = "8B shape, 8k in / 512 out, TTFT p95 <= 3 s, ITL p95 <= 300 ms: the answer in minutes (issue 28)"
+seed = 0
+[server]
+engine = "vllm"
+model = "/tmp/model8b"
+served_model_name = "m8b"
+load_format = "dummy"
+max_model_len = 9216
+gpu_memory_utilization = 0.9
+enable_prefix_caching = false
+startup_timeout_s = 600
+gpu = "H200"
+env = { VLLM_USE_FLASHINFER_SAMPLER = "0" }
+[[modes]]
+name = "bf16"
+dtype = "bfloat16"
+[[modes]]
+name = "fp8-kv"
+dtype = "bfloat16"
+kv_cache_dtype = "fp8"
+[[modes]]
+name = "fp8-w"
+dtype = "bfloat16"
+quantization = "fp8"
+[[modes]]
+name = "fp8-w+kv"
+dtype = "bfloat16"
+quantization = "fp8"
+kv_cache_dtype = "fp8"
+[workload]
+api = "completions"
+prompt_tokens = 8192
+output_tokens = 512
+jitter = 0.1
+ignore_eos = true
+[ramp]
+start = 8
+max = 256
+search = "auto"
+warmup_s = 5
+window_s = 20
+resolution = 8
+protocol = "$PROTOCOL"
+[slo]
+ttft_p95_ms = 3000
+itl_p95_ms = 300
+max_error_rate = 0.01
+max_preemptions_per_request = 0
+TOML
+if [ "${SIM:-0}" = 1 ]; then
+  sed -i 's/^engine = "vllm"/engine = "sim"/; s#^model = "/tmp/model8b"#model = "llama-3.1-8b"#' "$SC"
+  extra=(--fast)
+else
+  source /tmp/gpu-env.sh; export PYTHONPATH=$PWD:/tmp/site
+  extra=(-v)
+fi
+split() {  # the time split per mode and for the comparison, from the snapshot
+  $PY - "$1" <<'PYEOF'
+import json, statistics, sys
+doc = json.load(open(sys.argv[1]))
+tot = {"start": 0.0, "windows": 0.0, "overhead": 0.0}
+print("mode       knee  steps  start_s  windows_s  overhead_s  total_s  median_step_s  stopped_early")
+for m in doc["modes"]:
+    st = m.get("steps") or []
+    if not st:
+        print(f"{m['name']:<10} (no steps: {(m.get('error') or {}).get('message', 'not measured')})"); continue
+    start = float((m.get("server") or {}).get("startup_s") or 0)
+    win = sum(s["t_window_end"] - s["t_window_start"] for s in st)
+    meas = sum(s["duration_s"] for s in st)
+    for k, v in (("start", start), ("windows", win), ("overhead", meas - win)):
+        tot[k] += v
+    print(f"{m['name']:<10} {m.get('best_concurrency')!s:>5} {len(st):>6} {start:>8.0f} {win:>10.0f} {meas - win:>11.0f}"
+          f" {start + meas:>8.0f} {statistics.median(s['duration_s'] for s in st):>14.1f}"
+          f" {sum(1 for s in st if s.get('stopped_early')):>14}")
+print(f"comparison: start {tot['start']:.0f} s, windows {tot['windows']:.0f} s, overhead {tot['overhead']:.0f} s, "
+      f"total {sum(tot.values()):.0f} s ({sum(tot.values()) / 60:.1f} min)")
+PYEOF
+}
+run_mode() {
+  local mode=$1 res=()
+  [ -f "$SNAP" ] && res=(--resume "$SNAP")
+  t0=$(date +%s)
+  $PY -m kvtui run "$SC" --mode "$mode" --headless --out /tmp/runs/answer-$mode.json "${res[@]}" "${extra[@]}" \
+    >/tmp/runs/answer-$mode.run.log 2>&1
+  echo "$mode: rc=$? in $(( $(date +%s) - t0 )) s"
+  cp /tmp/runs/answer-$mode.json "$SNAP" 2>/dev/null
+  grep -E "^\[|^kvtui: (warning|error)" /tmp/runs/answer-$mode.run.log | grep -v "INFO\|WARNING" | tail -8
+  cp /tmp/runs/answer-$mode.json /tmp/runs/answer-$mode.run.log "$OUT/" 2>/dev/null
+}
+case "$WHAT" in
+  report) ;;
+  all) rm -f "$SNAP" /tmp/runs/answer-*.json /tmp/runs/answer-*.records.jsonl /tmp/runs/answer-*.journal.jsonl; for m in bf16 fp8-kv fp8-w fp8-w+kv; do run_mode "$m"; done ;;
+  *) run_mode "$WHAT" ;;
+esac
+[ -f "$SNAP" ] && split "$SNAP" | tee "$OUT/answer-split.txt" && cp "$SNAP" "$OUT/answer.json" 2>/dev/null
+exit 0
