@@ -28,6 +28,18 @@ def check_fast(scenario: Any, fast: bool) -> None:
                          "(without --fast), each replica its own kvtui sim serve")
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """--out and its sidecars (journal, records) refused up front when one is not a regular file
+    or an absent path (kvtui.safeio.check_output): one line, exit 2, before anything runs."""
+    out = getattr(args, "out", None)
+    if out:
+        from pathlib import Path
+
+        from kvtui.report.outclaim import check_out_path
+
+        check_out_path(Path(out))
+
+
 def resumes(args: argparse.Namespace) -> list[dict[str, Any]] | None:
     """The --resume snapshots, loaded (a bad file fails here with its one-line error)."""
     paths = getattr(args, "resume", None)

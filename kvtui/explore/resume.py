@@ -209,7 +209,9 @@ class Resume:
         if dst.resolve() in srcs:
             atomic_write(dst, "".join(lines))
         elif lines:
-            with open(dst, "a", encoding="utf-8") as f:
+            from kvtui.safeio import open_append
+
+            with open_append(dst, "records") as f:
                 f.writelines(lines)
         return len(lines)
 

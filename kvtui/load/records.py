@@ -122,7 +122,16 @@ class Record:
 def write_records(path: Path, records: Iterable[Record]) -> int:
     """Append records as JSON Lines; flushed so a crash keeps what was written."""
     n = 0
-    with open(path, "a", encoding="utf-8") as f:
+    import errno
+
+    from kvtui.errors import UsageError
+    from kvtui.safeio import open_append
+
+    try:  # a FIFO, a device, a link put there while the run goes: refused, as a write error
+        f = open_append(path, "records")
+    except UsageError as e:
+        raise OSError(errno.EINVAL, str(e)) from None
+    with f:
         for r in records:
             f.write(r.to_json() + "\n")
             n += 1

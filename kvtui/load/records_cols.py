@@ -252,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     gap exact (python -m kvtui.report.archive X.json archives a run with its snapshot, ms warm-up times)."""
     import gzip
 
+    from kvtui.safeio import atomic_write
+
     for name in (sys.argv[1:] if argv is None else argv):
         p = Path(name)
         opener = gzip.open(p, "rt", encoding="utf-8") if p.suffix == ".gz" else open(p, encoding="utf-8")
@@ -262,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{p}: the compact form does not give the records back; not written", file=sys.stderr)
             return 1
         out = cols_path(p)
-        out.write_bytes(data)
+        atomic_write(out, data)  # regular files only (kvtui.safeio)
         print(f"{p}: {p.stat().st_size:,} → {out.name} {len(data):,} bytes ({len(lines):,} records)")
     return 0
 

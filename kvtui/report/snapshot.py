@@ -16,7 +16,6 @@ import copy
 import json
 import math
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -58,27 +57,16 @@ def dumps(doc: dict[str, Any]) -> str:
 
 
 def _open_private(path: Path, mode: str):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC), 0o600)
-    return os.fdopen(fd, mode, encoding="utf-8")
+    from kvtui.safeio import open_append  # regular files only (kvtui.safeio: outputs checked like inputs)
+
+    return open_append(path, "snapshot journal" if path.name.endswith(".journal") else "records")
 
 
 def atomic_write(path: Path, text: str | bytes) -> None:
     """Write via a private (0600) temp file in the same directory, fsync, rename: never half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8") if isinstance(text, str) else text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from kvtui.safeio import atomic_write as write
+
+    write(path, text)
 
 
 def paths_for(out: str | Path) -> tuple[Path, Path, Path]:
