@@ -40,6 +40,14 @@ def check_outputs(args: argparse.Namespace) -> None:
         check_out_path(Path(out))
 
 
+def check_resumes(scenario: Any, resume: list[dict[str, Any]] | None) -> None:
+    """A resume of another measurement, or of impossible figures: refused before anything runs."""
+    if resume:
+        from kvtui.explore.resume_guard import check_resumable
+
+        check_resumable(scenario.to_dict(), resume)
+
+
 def resumes(args: argparse.Namespace) -> list[dict[str, Any]] | None:
     """The --resume snapshots, loaded (a bad file fails here with its one-line error)."""
     paths = getattr(args, "resume", None)
@@ -47,4 +55,32 @@ def resumes(args: argparse.Namespace) -> list[dict[str, Any]] | None:
         return None
     from kvtui.report.snapshot import load_snapshot
 
-    return [load_snapshot(p) for p in paths]
+    return [load_snapshot(p) for p in lane_snapshots(paths)]
+
+
+def lane_snapshots(paths: list[str]) -> list[str]:
+    """Each --resume path, or, for the --out of a `--parallel` run killed before its join (no
+    snapshot, no journal), the snapshots (or journals) its lanes left in OUT.lanes/, in order."""
+    import sys
+    from pathlib import Path
+
+    out: list[str] = []
+    for p in paths:
+        snap = Path(p)
+        journal = snap.with_name(snap.name + ".journal")
+        lanes = snap.with_name(snap.stem + ".lanes")
+        if snap.exists() or journal.exists() or snap.with_name(snap.name + ".xz").exists() or not lanes.is_dir():
+            out.append(p)
+            continue
+        found = []
+        for f in sorted(lanes.iterdir()):
+            if f.name.endswith(".json") or (f.name.endswith(".json.journal")
+                                            and not f.with_name(f.name[: -len(".journal")]).exists()):
+                found.append(str(f))
+        if not found:
+            out.append(p)  # its own one-line error: nothing there
+            continue
+        print(f"kvtui: --resume {p}: a --parallel run stopped before its join: resuming its "
+              f"{len(found)} lane snapshot(s) in {lanes}", file=sys.stderr)
+        out += found
+    return out

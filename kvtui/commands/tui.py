@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario, overrides, allow_env=args.allow_env)
         autostart = args.start
     scenario_args.check_fast(scenario, args.fast)
+    scenario_args.check_resumes(scenario, resume)
     from kvtui.commands.launch_checks import check_leftovers
 
     check_leftovers(args)
