@@ -171,3 +171,66 @@ def atomic_write(path: str | Path, data: str | bytes, what: str = "output") -> N
         except OSError:
             pass
         raise
+
+
+# -- JSON read from a file: bounded depth and string sizes -------------------------------------
+#
+# `[` × 200k raised RecursionError out of export, diff and resume; a 100 MB string made them
+# hang. Everything kvtui reads as JSON from a user's file (snapshot, journal lines, records,
+# imports) goes through `loads`: the C parser (which stops itself at the interpreter's recursion
+# limit: that becomes one line), then one iterative walk refusing a document deeper than
+# MAX_DEPTH or with a string (key or value) longer than MAX_STRING. Nothing kvtui writes comes
+# near either: a snapshot is ~8 levels deep, its longest string a log line.
+
+MAX_DEPTH = 64
+MAX_STRING = 1 * MiB
+
+
+class JSONBoundsError(ValueError):
+    """A JSON document past MAX_DEPTH or MAX_STRING, or nested past the parser's limit."""
+
+
+def check_bounds(doc: object, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING) -> None:
+    """Raise JSONBoundsError when `doc` is nested deeper than max_depth or holds a longer string."""
+    stack: list[tuple[object, int]] = [(doc, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, str):
+            if len(x) > max_string:
+                raise JSONBoundsError(f"a string of {len(x):,} characters (at most {max_string:,})")
+        elif isinstance(x, (dict, list)):
+            if d > max_depth:
+                raise JSONBoundsError(f"nested more than {max_depth} levels deep")
+            if isinstance(x, dict):
+                for k, v in x.items():
+                    if len(k) > max_string:
+                        raise JSONBoundsError(f"a key of {len(k):,} characters (at most {max_string:,})")
+                    stack.append((v, d + 1))
+            else:
+                stack.extend((v, d + 1) for v in x)
+
+
+def loads(text: str | bytes, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING) -> object:
+    """json.loads, bounded: JSONBoundsError (a ValueError) past the bounds, never RecursionError."""
+    import json
+
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise JSONBoundsError(f"nested more than {max_depth} levels deep") from None
+    check_bounds(doc, max_depth, max_string)
+    return doc
+
+
+def longest_run_without(text: str, ch: str = '"') -> int:
+    """The longest stretch of `text` without `ch` (C speed: str.find), what a hand-written scanner
+    of JSON (salvaging a cut-short snapshot) would walk inside one string."""
+    best = start = 0
+    n = len(text)
+    while start <= n:
+        i = text.find(ch, start)
+        if i < 0:
+            i = n
+        best = max(best, i - start)
+        start = i + 1
+    return best

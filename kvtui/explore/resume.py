@@ -8,7 +8,6 @@ keep their finished steps, and their search goes on from them.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,10 @@ UNCOMPARED = frozenset({"port", "startup_timeout_s", "parallel", "devices", "pro
 def record_key(line: str) -> tuple[str | None, int | None]:
     """(mode, step index) of one records line."""
     try:
-        d = json.loads(line)
-        return d.get("mode"), d.get("step")
+        from kvtui.safeio import loads
+
+        d = loads(line)  # bounded (kvtui.safeio)
+        return d.get("mode"), d.get("step")  # type: ignore[union-attr]
     except (ValueError, AttributeError):
         return None, None  # a line cut by a crash mid-write
 

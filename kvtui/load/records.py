@@ -193,9 +193,11 @@ def iter_record_lines(path: Path, damaged: Damaged | None = None) -> Iterator[st
 def record_from_line(line: str) -> Record | None:
     """A Record from one JSON line, or None when the line is not a record (garbage, a cut line,
     a non-object, wrong-typed fields)."""
+    from kvtui.safeio import loads
+
     try:
-        d = json.loads(line)
-    except (json.JSONDecodeError, RecursionError):
+        d = loads(line)  # bounded depth and strings (kvtui.safeio): past them, not a record
+    except (ValueError, RecursionError):
         return None
     if not isinstance(d, dict):
         return None

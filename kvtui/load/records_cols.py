@@ -147,9 +147,16 @@ def encode(lines: Iterable[str], coarse_ok: CoarseOk | None = None) -> bytes:
 
 def decode_lines(data: bytes) -> Iterator[str]:
     """The records' JSON lines from an archive (version 1 or 2)."""
-    raw = lzma.decompress(data)
+    from kvtui.safeio import SNAPSHOT_CAP, loads
+
+    dec = lzma.LZMADecompressor()  # bounded: an archive cannot unpack past what a records file may be
+    raw = dec.decompress(data, max_length=SNAPSHOT_CAP + 1)
+    if len(raw) > SNAPSHOT_CAP:
+        raise ValueError(f"unpacks past {SNAPSHOT_CAP >> 20} MiB: not a records archive")
     nl = raw.index(b"\n")
-    head = json.loads(raw[:nl])
+    head = loads(raw[:nl])
+    if not isinstance(head, dict):
+        raise ValueError("not a records archive")
     if head.get("schema") == SCHEMA_V1:
         yield from _decode_v1(head, raw[nl + 1:])
         return
@@ -157,7 +164,7 @@ def decode_lines(data: bytes) -> Iterator[str]:
         raise ValueError(f"not a {SCHEMA} file")
     start = nl + 1
     end = start + head["body_bytes"]
-    body = json.loads(raw[start:end])
+    body = loads(raw[start:end], max_string=SNAPSHOT_CAP)  # depth bounded; its columns may be long
     exact = array.array("I")
     exact.frombytes(raw[end:end + 4 * head["exact"]])
     coarse = array.array("H")
