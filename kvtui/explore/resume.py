@@ -29,7 +29,7 @@ def record_key(line: str) -> tuple[str | None, int | None]:
         from kvtui.safeio import loads
 
         d = loads(line)  # bounded (kvtui.safeio)
-        return d.get("mode"), d.get("step")  # type: ignore[union-attr]
+        return d.get("mode"), d.get("step")  # type: ignore[attr-defined]
     except (ValueError, AttributeError):
         return None, None  # a line cut by a crash mid-write
 
