@@ -223,6 +223,8 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
         step["cut"] = True
     if flags:
         step["flags"] = flags
+    if m.get("metrics_out_of_range"):  # /metrics values outside their range: dropped, shown (prom.check_ranges)
+        step["metrics_out_of_range"] = list(m["metrics_out_of_range"])
     if ctx.client_failure:
         step["client_failure"] = ctx.client_failure
     if ctx.max_num_seqs and ctx.closed and ctx.load > ctx.max_num_seqs:
