@@ -53,7 +53,7 @@ class StepContext:
 # verdict about the server. A starved CPU is not a stall (client_limited covers it).
 STALL_S = 1.0
 # Flags that say a number the server gave is wrong: no step passes on them.
-SERVER_NUMBER_FLAGS = ("usage_invalid", "usage_mismatch", "sse_oversize")
+SERVER_NUMBER_FLAGS = ("usage_invalid", "usage_mismatch", "usage_missing", "text_null", "sse_oversize")
 # Flags that say the client, not the server, failed the step: no verdict either way.
 CLIENT_FLAGS = ("client_errors", "client_stalled", "client_failed")
 

@@ -33,6 +33,8 @@ ERROR_CLASSES = (
 RECORD_FLAGS = (
     "usage_invalid",  # a usage count that is not a non-negative integer in range (1e308, -3, "12", [1, 2])
     "usage_mismatch",  # usage disagrees with the streamed chunks or the requested lengths
+    "usage_missing",  # a usage count (prompt or completion) null or absent: the figure is not known
+    "text_null",  # a token chunk whose text is null: not a token (the chunk is not counted)
 )
 
 
