@@ -247,8 +247,10 @@ def _check(sc: Scenario, probs: _Problems) -> None:
         probs.add(("ramp", "start"), f"must be > 0, got {r.start:g}")
     if r.max < r.start:
         probs.add(("ramp", "max"), f"must be ≥ ramp.start ({r.start:g}), got {r.max:g}")
-    if r.load == "concurrency" and (r.start != int(r.start) or r.max != int(r.max)):
-        probs.add(("ramp", "start"), "concurrency steps are whole numbers of requests")
+    if r.load == "concurrency":  # each field at its own line: `max = 8.5` was once reported at ramp.start
+        for key, v in (("start", r.start), ("max", r.max)):
+            if v != int(v):
+                probs.add(("ramp", key), f"concurrency steps are whole numbers of requests, got {v:g}")
     rule = r.step.strip()
     if not _STEP.match(rule):
         probs.add(("ramp", "step"), f"must be 'double', 'xN', '+N' or a list 'a,b,c', got {r.step!r}")

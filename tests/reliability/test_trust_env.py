@@ -107,3 +107,16 @@ def test_sim_with_both_replicas_and_url_is_refused(tmp_path) -> None:
     with pytest.raises(ScenarioError) as e:
         load(tmp_path, 'replicas = 2\nurl = "http://127.0.0.1:9"')
     assert any("server.url" in p and "replicas" in p for p in e.value.problems)
+
+
+@pytest.mark.parametrize("key, value", [("start", 1.5), ("max", 8.5), ("max", 16.25)])
+def test_a_fractional_concurrency_is_reported_at_its_own_field_and_line(tmp_path, key, value) -> None:
+    p = tmp_path / "s.toml"
+    ramp = {"start": 1, "max": 16}
+    ramp[key] = value
+    p.write_text(BASE.format(server="", mode="m") + "[ramp]\n" + "".join(f"{k} = {v}\n" for k, v in ramp.items()))
+    line = p.read_text().splitlines().index(f"{key} = {value}") + 1
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(p)
+    (prob,) = [x for x in e.value.problems if "whole numbers" in x]
+    assert f":{line}: ramp.{key}:" in prob and f"{value:g}" in prob, prob
