@@ -478,9 +478,10 @@ def sim_line(ref: str, engine: str, value: str, sim_value: str) -> str:
 def write_scenario(text: str, out: Path, force: bool = False) -> Path:
     """Check `text` with the scenario loader, then write it atomically (temp + rename)."""
     from kvtui.errors import KvtuiError, ScenarioError
+    from kvtui.safeio import check_output
     from kvtui.scenario import load_scenario
 
-    out = Path(out)
+    out = check_output(out, "scenario")
     if out.exists() and not force:
         raise UsageError(f"{out} exists: --force to replace it, or --out another path")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -496,6 +497,7 @@ def write_scenario(text: str, out: Path, force: bool = False) -> Path:
             raise KvtuiError(
                 f"kvtui init wrote a scenario its own loader refuses ({'; '.join(e.problems)}): please report it"
             )
+        check_output(out, "scenario")  # again at the rename: the target may have changed meanwhile
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):

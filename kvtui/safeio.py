@@ -65,3 +65,172 @@ def read_text_file(path: str | Path, what: str, cap: int, errors: str = "strict"
         return data.decode("utf-8", errors)
     except UnicodeDecodeError as e:
         raise UsageError(f"{path}: cannot read: not UTF-8 text (byte {e.start})")
+
+
+# -- outputs: checked like inputs ------------------------------------------------------------
+#
+# `--out` naming a FIFO or a character device was once replaced by a regular 0600 file, and as
+# root `--out /dev/null` replaced the system's /dev/null (its records sidecar appeared beside it).
+# Every path kvtui writes goes through `check_output` before anything runs, and every writer
+# opens through `open_append` / `atomic_write`, which check again at the open and at the rename.
+#
+# The rule: a path kvtui writes must not exist yet, or be a regular file. A symlink is refused
+# too, whatever it points at: the atomic rename would replace the link itself, not the file it
+# names (a link to /etc/passwd stays untouched, but a user expecting their linked file updated
+# would find it was not), and an append through a link would write wherever it points. Name the
+# real path instead. Directories, devices, FIFOs and sockets are refused, each by name.
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def output_problem(path: str | Path) -> str | None:
+    """Why kvtui must not write `path` (None when it may: absent, or a regular file)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None  # a folder on its path missing or not one: the writer's own error says so
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return f"is {_kind(st.st_mode)}, not a regular file"
+
+
+def check_output(path: str | Path, what: str = "output") -> Path:
+    """`path` when kvtui may write it; else one UsageError line naming it and why (exit 2)."""
+    why = output_problem(path)
+    if why is not None:
+        hint = "; name the real file" if "symbolic" in why else ""
+        raise UsageError(f"{path}: cannot write the {what}: it {why} (kvtui writes only regular files "
+                         f"or new paths{hint})")
+    return Path(path)
+
+
+def open_append(path: str | Path, what: str = "output", binary: bool = False, mode: int = 0o600):
+    """`path` opened for appending (created 0600), refused when it is not a regular file.
+
+    O_NOFOLLOW: a link planted after the check is not followed; O_NONBLOCK: a FIFO planted
+    after the check fails at once (ENXIO) instead of waiting for a reader; fstat: a device
+    opened meanwhile is closed unwritten."""
+    check_output(path, what)
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK
+             | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(str(path), flags, mode)
+    except OSError:
+        if output_problem(path) is not None:
+            check_output(path, what)
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{path}: cannot write the {what}: it is {_kind(st.st_mode)}, "
+                             "not a regular file (kvtui writes only regular files or new paths)")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    if binary:
+        return os.fdopen(fd, "ab")
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def atomic_write(path: str | Path, data: str | bytes, what: str = "output") -> None:
+    """Write via a private (0600) temp file in the same directory, fsync, rename: never half a
+    file, and never over anything but a regular file: checked before, and again at the rename
+    (a FIFO or device put there while the data was written is refused, the temp file removed)."""
+    import tempfile
+
+    path = Path(path)
+    check_output(path, what)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        check_output(path, what)  # at the rename: the target may have changed meanwhile
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# -- JSON read from a file: bounded depth and string sizes -------------------------------------
+#
+# `[` × 200k raised RecursionError out of export, diff and resume; a 100 MB string made them
+# hang. Everything kvtui reads as JSON from a user's file (snapshot, journal lines, records,
+# imports) goes through `loads`: the C parser (which stops itself at the interpreter's recursion
+# limit: that becomes one line), then one iterative walk refusing a document deeper than
+# MAX_DEPTH or with a string (key or value) longer than MAX_STRING. Nothing kvtui writes comes
+# near either: a snapshot is ~8 levels deep, its longest string a log line.
+
+MAX_DEPTH = 64
+MAX_STRING = 1 * MiB
+
+
+class JSONBoundsError(ValueError):
+    """A JSON document past MAX_DEPTH or MAX_STRING, or nested past the parser's limit."""
+
+
+def check_bounds(doc: object, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING) -> None:
+    """Raise JSONBoundsError when `doc` is nested deeper than max_depth or holds a longer string."""
+    stack: list[tuple[object, int]] = [(doc, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, str):
+            if len(x) > max_string:
+                raise JSONBoundsError(f"a string of {len(x):,} characters (at most {max_string:,})")
+        elif isinstance(x, (dict, list)):
+            if d > max_depth:
+                raise JSONBoundsError(f"nested more than {max_depth} levels deep")
+            if isinstance(x, dict):
+                for k, v in x.items():
+                    if len(k) > max_string:
+                        raise JSONBoundsError(f"a key of {len(k):,} characters (at most {max_string:,})")
+                    stack.append((v, d + 1))
+            else:
+                stack.extend((v, d + 1) for v in x)
+
+
+def loads(text: str | bytes, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING) -> object:
+    """json.loads, bounded: JSONBoundsError (a ValueError) past the bounds, never RecursionError."""
+    import json
+
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise JSONBoundsError(f"nested more than {max_depth} levels deep") from None
+    check_bounds(doc, max_depth, max_string)
+    return doc
+
+
+def longest_run_without(text: str, ch: str = '"') -> int:
+    """The longest stretch of `text` without `ch` (C speed: str.find), what a hand-written scanner
+    of JSON (salvaging a cut-short snapshot) would walk inside one string."""
+    best = start = 0
+    n = len(text)
+    while start <= n:
+        i = text.find(ch, start)
+        if i < 0:
+            i = n
+        best = max(best, i - start)
+        start = i + 1
+    return best

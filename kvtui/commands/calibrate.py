@@ -85,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.predict.calibration_file import calibration_toml, read_calibration
     from kvtui.snapshot.file import atomic_write, load_snapshot
 
+    if args.out:  # a FIFO, a device, a link: refused before anything is read or fitted
+        from kvtui.safeio import check_output
+
+        check_output(args.out, "calibration (--out)")
     prior = read_calibration(args.calibration)
     gpus: set[str] = set()
     groups = []

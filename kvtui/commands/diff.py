@@ -28,6 +28,10 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.secrets import scrub, scrub_text
     from kvtui.snapshot.file import load_snapshot
 
+    if args.out and args.out != "-":  # a FIFO, a device, a link: refused before anything is read
+        from kvtui.safeio import check_output
+
+        check_output(args.out, "diff (--out)")
     fmt = (args.format or "").lower()
     if fmt not in ("text", "md", "markdown"):
         raise UsageError(f"--format {args.format}: diff writes text or md")

@@ -80,8 +80,12 @@ def run(args: argparse.Namespace) -> int:
     if args.width < 40 or args.height < 10:
         raise UsageError("--width must be ≥ 40 and --height ≥ 10")
     from kvtui.report.wellformed import rendering
+    from kvtui.safeio import check_output
     from kvtui.terminal import printable
 
+    out = None if args.out == "-" else (Path(args.out) if args.out else default_out(args.snapshot, fmt))
+    if out is not None:  # a FIFO, a device, a link: refused before anything is read (kvtui.safeio)
+        check_output(out, "export (--out)")
     doc = load_snapshot(args.snapshot)
     mode = getattr(args, "mode", None)
     names = [m.get("name") if isinstance(m, dict) else None for m in doc.get("modes") or []]

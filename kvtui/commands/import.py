@@ -30,6 +30,9 @@ def add_parser(sub):
 
 
 def run(args: argparse.Namespace) -> int:
+    from kvtui.safeio import check_output
+
+    check_output(args.out, "snapshot (--out)")  # a FIFO, a device, a link: refused before anything is read
     from kvtui.errors import UsageError
     from kvtui.report.compare import compare_modes
     from kvtui.report.export import write_text_private

@@ -78,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
     for flag, v in (("--prompt", args.prompt), ("--output", args.output), ("--tp", args.tp)):
         if v < 1:
             raise UsageError(f"{flag} must be ≥ 1, got {v}")
+    if args.out and args.out != "-":  # a FIFO, a device, a link: refused, --force or not (kvtui.safeio)
+        from kvtui.safeio import check_output
+
+        check_output(args.out, "scenario (--out)")
     res = build_init(
         args.model,
         gpu_name=args.gpu,

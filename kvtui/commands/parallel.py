@@ -99,7 +99,9 @@ class ParallelRun:
     def _pump(self, lane: Lane, proc: subprocess.Popen, log: Path) -> None:
         """A lane's output into its log file and, prefixed with its device, onto ours."""
         assert proc.stdout is not None
-        with open(log, "ab") as f:
+        from kvtui.safeio import open_append
+
+        with open_append(log, "lane log", binary=True) as f:
             for raw in iter(proc.stdout.readline, b""):
                 f.write(raw)
                 f.flush()
@@ -144,6 +146,15 @@ class ParallelRun:
 
     def run_lanes(self) -> float:
         """Every pending mode through the lanes; returns the wall time."""
+        import stat
+
+        try:  # the lanes' folder: a real directory of ours, never a link or a device (kvtui.safeio)
+            st = os.lstat(self.dir)
+            if not stat.S_ISDIR(st.st_mode):
+                raise UsageError(f"{self.dir}: cannot keep the lanes' snapshots there: it is not a directory "
+                                 "(a link, a file or a device); remove it or choose another --out")
+        except FileNotFoundError:
+            pass
         self.dir.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         self.say(f"kvtui: {len(self.pending)} mode(s) on {len(self.lanes)} lane(s): "

@@ -76,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(path, overrides, allow_env=getattr(args, "allow_env", False))
     scenario_args.check_fast(scenario, args.fast)
     resume = scenario_args.resumes(args)
+    scenario_args.check_resumes(scenario, resume)
+    scenario_args.check_outputs(args)  # a FIFO, a device, a link as --out: refused before anything runs
     from kvtui.commands.launch_checks import check_leftovers
 
     check_leftovers(args)

@@ -26,6 +26,49 @@ def check_fast(scenario: Any, fast: bool) -> None:
     if fast and scenario.server.replicas > 1:
         raise UsageError(f"--fast models one server; server.replicas = {scenario.server.replicas} runs live "
                          "(without --fast), each replica its own kvtui sim serve")
+    if fast:
+        check_fast_bounded(scenario)
+
+
+# An offline step simulates every request of the step in memory, in this process: its work is
+# bounded by the requests it must see. ramp.min_samples = 100000000 (in range for a live run)
+# once ran at 100 % CPU to 2 GB. Past these, --fast is refused up front, naming the field.
+FAST_MAX_REQUESTS = 100_000  # per step: ~100 MB of records, seconds of simulation
+FAST_MAX_LOAD_SECONDS = 2_000_000  # ramp.max × (warmup_s + window_s): the requests a step can start
+
+
+def check_fast_bounded(scenario: Any) -> None:
+    r = scenario.ramp
+    src = scenario.source or "the scenario"
+    for field, value in (("min_samples", r.min_samples), ("window_requests", r.window_requests)):
+        if value > FAST_MAX_REQUESTS:
+            raise UsageError(f"{src}: ramp.{field} = {value:,}: with --fast every step simulates at least that many "
+                             f"requests in memory; at most {FAST_MAX_REQUESTS:,} (or run it live, without --fast)")
+    span = r.max * (r.warmup_s + r.window_s)
+    if span > FAST_MAX_LOAD_SECONDS:
+        raise UsageError(f"{src}: ramp.max = {r.max:g} with warmup_s + window_s = {r.warmup_s + r.window_s:g} s: "
+                         f"with --fast a step would simulate up to {span:,.0f} request-seconds; at most "
+                         f"{FAST_MAX_LOAD_SECONDS:,} (lower ramp.max or the window, or run it live)")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """--out and its sidecars (journal, records) refused up front when one is not a regular file
+    or an absent path (kvtui.safeio.check_output): one line, exit 2, before anything runs."""
+    out = getattr(args, "out", None)
+    if out:
+        from pathlib import Path
+
+        from kvtui.snapshot.outclaim import check_out_path
+
+        check_out_path(Path(out))
+
+
+def check_resumes(scenario: Any, resume: list[dict[str, Any]] | None) -> None:
+    """A resume of another measurement, or of impossible figures: refused before anything runs."""
+    if resume:
+        from kvtui.explore.resume_guard import check_resumable
+
+        check_resumable(scenario.to_dict(), resume)
 
 
 def resumes(args: argparse.Namespace) -> list[dict[str, Any]] | None:
@@ -35,4 +78,32 @@ def resumes(args: argparse.Namespace) -> list[dict[str, Any]] | None:
         return None
     from kvtui.snapshot.file import load_snapshot
 
-    return [load_snapshot(p) for p in paths]
+    return [load_snapshot(p) for p in lane_snapshots(paths)]
+
+
+def lane_snapshots(paths: list[str]) -> list[str]:
+    """Each --resume path, or, for the --out of a `--parallel` run killed before its join (no
+    snapshot, no journal), the snapshots (or journals) its lanes left in OUT.lanes/, in order."""
+    import sys
+    from pathlib import Path
+
+    out: list[str] = []
+    for p in paths:
+        snap = Path(p)
+        journal = snap.with_name(snap.name + ".journal")
+        lanes = snap.with_name(snap.stem + ".lanes")
+        if snap.exists() or journal.exists() or snap.with_name(snap.name + ".xz").exists() or not lanes.is_dir():
+            out.append(p)
+            continue
+        found = []
+        for f in sorted(lanes.iterdir()):
+            if f.name.endswith(".json") or (f.name.endswith(".json.journal")
+                                            and not f.with_name(f.name[: -len(".journal")]).exists()):
+                found.append(str(f))
+        if not found:
+            out.append(p)  # its own one-line error: nothing there
+            continue
+        print(f"kvtui: --resume {p}: a --parallel run stopped before its join: resuming its "
+              f"{len(found)} lane snapshot(s) in {lanes}", file=sys.stderr)
+        out += found
+    return out

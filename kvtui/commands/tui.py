@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.scenario.defaults import demo_scenario_path
 
     overrides = scenario_args.overrides(args)  # defaults < TOML < --set < --engine
+    scenario_args.check_outputs(args)  # a FIFO, a device, a link as --out: refused before anything runs
     resume = scenario_args.resumes(args)
     if args.scenario is None:
         demo = demo_scenario_path()
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario, overrides, allow_env=args.allow_env)
         autostart = args.start
     scenario_args.check_fast(scenario, args.fast)
+    scenario_args.check_resumes(scenario, resume)
     from kvtui.commands.launch_checks import check_leftovers
 
     check_leftovers(args)

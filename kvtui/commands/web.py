@@ -117,18 +117,37 @@ def guarded_server(cmd: str, host: str, port: int, token: str):
         given = request.query.get("token") or request.cookies.get(TOKEN_COOKIE) or ""
         if not hmac.compare_digest(given.encode(), token.encode()):
             return web.Response(status=403, text="kvtui web: open the URL with ?token=… that `kvtui web` printed\n")
+        if request.path == "/" and "token" in request.query and request.method == "GET":
+            # The token leaves the URL after the first load (history, screenshots, a shared link):
+            # exchanged for an HttpOnly SameSite=Strict cookie and a redirect to the clean URL.
+            rest = {k: v for k, v in request.query.items() if k != "token"}
+            to = web.Response(status=303, headers={"Location": str(request.rel_url.with_query(rest))})
+            to.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict", path="/")
+            return to
         resp = await handler(request)
-        if request.path == "/" and isinstance(resp, web.Response):
-            resp.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict", path="/")
+        if isinstance(resp, web.Response) and resp.content_type == "text/html" and resp.body is not None:
+            resp.text = _local_fonts(resp.text or "")  # no third-party font host (its request would leak the visit)
         return resp
+
+    async def no_referrer(request: web.Request, response: web.StreamResponse) -> None:
+        response.headers["Referrer-Policy"] = "no-referrer"
 
     class GuardedServer(Server):
         async def _make_app(self) -> web.Application:
             app = await super()._make_app()
             app.middlewares.append(guard)
+            app.on_response_prepare.append(no_referrer)
             return app
 
         async def on_startup(self, app: web.Application) -> None:
             pass  # textual-serve prints the URL without the token; ours is printed once, above
 
     return GuardedServer(cmd, host=host, port=port, title="kvtui")
+
+
+def _local_fonts(html: str) -> str:
+    """The page without links to a third-party font host: the system's monospace instead."""
+    import re
+
+    html = re.sub(r"<link[^>]*fonts\.(googleapis|gstatic)\.com[^>]*>", "", html, flags=re.S)
+    return re.sub(r"['\"]?Roboto Mono['\"]?\s*,?", "", html)

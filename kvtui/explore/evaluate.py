@@ -57,7 +57,7 @@ class StepContext:
 # verdict about the server. A starved CPU is not a stall (client_limited covers it).
 STALL_S = 1.0
 # Flags that say a number the server gave is wrong: no step passes on them.
-SERVER_NUMBER_FLAGS = ("usage_invalid", "usage_mismatch", "sse_oversize")
+SERVER_NUMBER_FLAGS = ("usage_invalid", "usage_mismatch", "usage_missing", "text_null", "sse_oversize")
 # Flags that say the client, not the server, failed the step: no verdict either way.
 CLIENT_FLAGS = ("client_errors", "client_stalled", "client_failed")
 
@@ -248,6 +248,8 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
         step["window_cut"] = {"requests": win.cut, "ttft_censored": win.ttft_censored}
     if flags:
         step["flags"] = flags
+    if m.get("metrics_out_of_range"):  # /metrics values outside their range: dropped, shown (prom.check_ranges)
+        step["metrics_out_of_range"] = list(m["metrics_out_of_range"])
     if ctx.client_failure:
         step["client_failure"] = ctx.client_failure
     if ctx.max_num_seqs and ctx.closed and ctx.load > ctx.max_num_seqs:

@@ -237,6 +237,8 @@ class LiveStepExecutor:
 
             d = replicas_delta(before, after)  # window_delta, summed per replica when there are several
             metrics["preemptions"] = d.get("preemptions")
+            if d.get("counter_reset"):  # a counter went down (a restart, or a lie): flagged, its delta unused
+                metrics["metrics_out_of_range"] = sorted({*metrics.get("metrics_out_of_range", []), "counter reset"})
             metrics["prefix_cache_hit_rate"] = d.get("prefix_cache_hit_rate")
             metrics["server_tokens"] = {"prompt": d.get("prompt_tokens"), "generation": d.get("generation_tokens")}
             # The simulator reports modelled seconds already: no time-scale correction here.

@@ -8,7 +8,6 @@ keep their finished steps, and their search goes on from them.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,10 @@ UNCOMPARED = frozenset({"port", "startup_timeout_s", "parallel", "devices", "pro
 def record_key(line: str) -> tuple[str | None, int | None]:
     """(mode, step index) of one records line."""
     try:
-        d = json.loads(line)
-        return d.get("mode"), d.get("step")
+        from kvtui.safeio import loads
+
+        d = loads(line)  # bounded (kvtui.safeio)
+        return d.get("mode"), d.get("step")  # type: ignore[attr-defined]
     except (ValueError, AttributeError):
         return None, None  # a line cut by a crash mid-write
 
@@ -210,7 +211,9 @@ class Resume:
         if dst.resolve() in srcs:
             atomic_write(dst, "".join(lines))
         elif lines:
-            with open(dst, "a", encoding="utf-8") as f:
+            from kvtui.safeio import open_append
+
+            with open_append(dst, "records") as f:
                 f.writelines(lines)
         return len(lines)
 

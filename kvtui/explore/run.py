@@ -87,6 +87,10 @@ class Run:
         # Snapshots to resume from, oldest first (a later one's mode wins over an earlier one's).
         resumes: list[dict[str, Any]] = [resume] if isinstance(resume, dict) else list(resume or [])
         self.resumes = resumes
+        if resumes and join is None:  # another measurement or impossible figures: refused (resume_guard)
+            from kvtui.explore.resume_guard import check_resumable
+
+            check_resumable(scenario.to_dict(), resumes)
         self._resume = Resume(resumes, self.emit)
         self._prior_series: list[dict[str, Any]] = []
         self.closed = scenario.ramp.load == "concurrency"

@@ -220,6 +220,9 @@ class TelemetryLoop(threading.Thread):
                         acc[name] = round(max(acc.get(name, 0.0), row[key]), 4)
         if per:
             out["replicas"] = per
+        bad = sorted({x for s in inside for x in s.out_of_range})
+        if bad:  # flagged on the step: those values were dropped, no verdict or label uses them
+            out["metrics_out_of_range"] = bad
         return out
 
     def gpu_mem_max(self, t0: float, t1: float) -> float | None:

@@ -68,8 +68,12 @@ class StreamClient:
         await self.aclose()
 
 
-def _token_bearing(choice: dict[str, Any], chat: bool) -> tuple[bool, str]:
+def _token_bearing(choice: dict[str, Any], chat: bool) -> tuple[bool, str | None]:
     if not chat:
+        # `text: null` is no token: every chunk null once passed with the usage count as output.
+        # None comes back as the text: the caller flags the record (text_null).
+        if "text" in choice and choice["text"] is None:
+            return (False, None)
         return ("text" in choice, choice.get("text") or "")
     delta = choice.get("delta") or {}
     if "content" not in delta or delta["content"] is None:
@@ -152,6 +156,9 @@ def _event(line: bytes, rec: Record, chat: bool, now: float, last: float | None,
         if fr is not None:
             rec.finish_reason = str(fr)[:40]
         bearing, text = _token_bearing(choices[0], chat)
+        if text is None and not chat:
+            _flag(rec, "text_null")
+            return None
         if not isinstance(text, str):
             return _malformed(rec, f"token text is not a string: {str(text)[:60]!r}")
         if bearing:
@@ -338,6 +345,12 @@ def cross_check_usage(rec: Record, token_ids: int = 0) -> None:
     if why:
         _flag(rec, "usage_mismatch")
         rec.detail = "; ".join(why)[:200]
+    # Total: a figure usage did not give (null, absent) is a named flag, never a silent None.
+    missing = [k for k, v in (("prompt_tokens", rec.prompt_tokens), ("completion_tokens", rec.output_tokens))
+               if v is None]
+    if missing and "usage_invalid" not in rec.flags:
+        _flag(rec, "usage_missing")
+        rec.detail = (rec.detail + "; " if rec.detail else "") + f"usage without {', '.join(missing)}"
 
 
 def out_of_fds(e: BaseException) -> str | None:

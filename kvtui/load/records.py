@@ -33,6 +33,8 @@ ERROR_CLASSES = (
 RECORD_FLAGS = (
     "usage_invalid",  # a usage count that is not a non-negative integer in range (1e308, -3, "12", [1, 2])
     "usage_mismatch",  # usage disagrees with the streamed chunks or the requested lengths
+    "usage_missing",  # a usage count (prompt or completion) null or absent: the figure is not known
+    "text_null",  # a token chunk whose text is null: not a token (the chunk is not counted)
 )
 
 
@@ -122,7 +124,16 @@ class Record:
 def write_records(path: Path, records: Iterable[Record]) -> int:
     """Append records as JSON Lines; flushed so a crash keeps what was written."""
     n = 0
-    with open(path, "a", encoding="utf-8") as f:
+    import errno
+
+    from kvtui.errors import UsageError
+    from kvtui.safeio import open_append
+
+    try:  # a FIFO, a device, a link put there while the run goes: refused, as a write error
+        f = open_append(path, "records")
+    except UsageError as e:
+        raise OSError(errno.EINVAL, str(e)) from None
+    with f:
         for r in records:
             f.write(r.to_json() + "\n")
             n += 1
@@ -184,9 +195,11 @@ def iter_record_lines(path: Path, damaged: Damaged | None = None) -> Iterator[st
 def record_from_line(line: str) -> Record | None:
     """A Record from one JSON line, or None when the line is not a record (garbage, a cut line,
     a non-object, wrong-typed fields)."""
+    from kvtui.safeio import loads
+
     try:
-        d = json.loads(line)
-    except (json.JSONDecodeError, RecursionError):
+        d = loads(line)  # bounded depth and strings (kvtui.safeio): past them, not a record
+    except (ValueError, RecursionError):
         return None
     if not isinstance(d, dict):
         return None

@@ -147,9 +147,16 @@ def encode(lines: Iterable[str], coarse_ok: CoarseOk | None = None) -> bytes:
 
 def decode_lines(data: bytes) -> Iterator[str]:
     """The records' JSON lines from an archive (version 1 or 2)."""
-    raw = lzma.decompress(data)
+    from kvtui.safeio import SNAPSHOT_CAP, loads
+
+    dec = lzma.LZMADecompressor()  # bounded: an archive cannot unpack past what a records file may be
+    raw = dec.decompress(data, max_length=SNAPSHOT_CAP + 1)
+    if len(raw) > SNAPSHOT_CAP:
+        raise ValueError(f"unpacks past {SNAPSHOT_CAP >> 20} MiB: not a records archive")
     nl = raw.index(b"\n")
-    head = json.loads(raw[:nl])
+    head = loads(raw[:nl])
+    if not isinstance(head, dict):
+        raise ValueError("not a records archive")
     if head.get("schema") == SCHEMA_V1:
         yield from _decode_v1(head, raw[nl + 1:])
         return
@@ -157,7 +164,7 @@ def decode_lines(data: bytes) -> Iterator[str]:
         raise ValueError(f"not a {SCHEMA} file")
     start = nl + 1
     end = start + head["body_bytes"]
-    body = json.loads(raw[start:end])
+    body = loads(raw[start:end], max_string=SNAPSHOT_CAP)  # depth bounded; its columns may be long
     exact = array.array("I")
     exact.frombytes(raw[end:end + 4 * head["exact"]])
     coarse = array.array("H")
@@ -252,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     gap exact (python -m kvtui.report.archive X.json archives a run with its snapshot, ms warm-up times)."""
     import gzip
 
+    from kvtui.safeio import atomic_write
+
     for name in (sys.argv[1:] if argv is None else argv):
         p = Path(name)
         opener = gzip.open(p, "rt", encoding="utf-8") if p.suffix == ".gz" else open(p, encoding="utf-8")
@@ -262,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{p}: the compact form does not give the records back; not written", file=sys.stderr)
             return 1
         out = cols_path(p)
-        out.write_bytes(data)
+        atomic_write(out, data)  # regular files only (kvtui.safeio)
         print(f"{p}: {p.stat().st_size:,} → {out.name} {len(data):,} bytes ({len(lines):,} records)")
     return 0
 

@@ -29,14 +29,19 @@ def _bad(path: Path, what: str) -> UsageError:
 def read_calibration(path: str | Path | None) -> Calibration:
     """The calibration in `path` (None: the catalogue's default fit), checked field by field."""
     p = Path(path) if path else DEFAULT_CALIBRATION
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise _bad(p, "no such calibration file") from None
-    except OSError as e:
-        raise _bad(p, f"cannot read: {e.strerror or e}") from None
+    from kvtui.errors import UsageError
+    from kvtui.safeio import SCENARIO_CAP, read_bytes_file
+
+    if not p.exists() and not p.is_symlink():
+        raise _bad(p, "no such calibration file")
+    try:  # a regular file, capped (a FIFO or /dev/zero: one line, kvtui.safeio)
+        raw = read_bytes_file(p, "calibration", SCENARIO_CAP)
+    except UsageError as e:
+        raise _bad(p, str(e).split(": ", 1)[-1]) from None
     try:
         d = tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:  # tomllib is recursive: `a = [[[[…` past its depth is one line, not a traceback
+        raise _bad(p, "nested too deep: not a calibration file") from None
     except UnicodeDecodeError:
         raise _bad(p, "not UTF-8 text: not a calibration file") from None
     except tomllib.TOMLDecodeError as e:

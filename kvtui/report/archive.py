@@ -27,6 +27,7 @@ from typing import Any
 from kvtui.errors import UsageError
 from kvtui.load.records import Record, iter_record_lines
 from kvtui.load.records_cols import CoarseOk, cols_path, decode_lines, encode, same_records
+from kvtui.safeio import atomic_write
 from kvtui.scenario.schema import Slo
 from kvtui.snapshot.file import XZ, load_snapshot
 
@@ -127,10 +128,10 @@ def archive(snapshot: Path) -> str:
     if lines:
         cols = cols_path(records)
         old = cols.stat().st_size if cols.exists() else None
-        cols.write_bytes(data)
+        atomic_write(cols, data)  # regular files only (kvtui.safeio)
         msg += f" records {len(lines):,} → {cols.name} {len(data):,} bytes" + (f" (was {old:,});" if old else ";")
     if packed:
-        snapshot.with_name(snapshot.name + XZ).write_bytes(packed)
+        atomic_write(snapshot.with_name(snapshot.name + XZ), packed)
         msg += f" snapshot {snapshot.stat().st_size:,} → {snapshot.name + XZ} {len(packed):,} bytes"
     return msg
 

@@ -42,8 +42,12 @@ def read_json(path: str | Path) -> Any:
     if not p.exists() and not p.is_symlink():
         raise UsageError(f"{p}: no such file")
     text = read_text_file(p, "bench result", SNAPSHOT_CAP)  # regular files only, capped
+    from kvtui.safeio import JSONBoundsError, loads
+
     try:
-        return json.loads(text)
+        return loads(text)  # bounded depth and string sizes (kvtui.safeio)
+    except JSONBoundsError as e:
+        raise UsageError(f"{p}: not a bench result kvtui reads: {e}")
     except json.JSONDecodeError as e:
         raise UsageError(f"{p}:{e.lineno}: not JSON ({e.msg})")
 

@@ -107,7 +107,23 @@ def _ranges(sc: Scenario, probs: _Problems) -> None:
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# C0 and DEL, and C1 (U+0080–U+009F: U+0085 is a line break, U+009B a terminal's CSI).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+# What kvtui sets on the server's command line: an extra_args spelling of one (--host=0.0.0.0,
+# --host 0.0.0.0, an abbreviation argparse accepts such as --hos, --api_key with vLLM's
+# underscore spelling) would open the server beyond loopback, or change its key or port.
+OWNED_FLAGS = ("--host", "--port", "--api-key")
+
+
+def owned_flag(arg: str) -> str | None:
+    """The kvtui-owned flag `arg` spells (exactly, abbreviated, with =value or _), or None."""
+    if not arg.startswith("--"):
+        return None
+    name = arg.split("=", 1)[0].replace("_", "-").lower()
+    if len(name) < 4:  # "--h", "--p": argparse finds them ambiguous (--help, --pipeline-…)
+        return None
+    return next((f for f in OWNED_FLAGS if f.startswith(name)), None)
 
 
 def _check_strings(sc: Scenario, probs: _Problems) -> None:
@@ -125,6 +141,10 @@ def _check_strings(sc: Scenario, probs: _Problems) -> None:
         for j, a in enumerate(args):
             if "\0" in a:
                 probs.add(path + ("extra_args",), f"argument {j + 1} contains a NUL character")
+            elif (flag := owned_flag(a)) is not None:
+                probs.add(path + ("extra_args",), f"argument {j + 1} {a.split('=', 1)[0]!r} sets {flag}, which kvtui "
+                                                   "sets itself (loopback, a free port, a per-run API key): refused; "
+                                                   f"use server.{flag[2:].replace('-', '_')} where there is one")
     for path, value in [(("server", "model"), s.model), (("server", "served_model_name"), s.served_model_name),
                         (("server", "host"), s.host), (("server", "gpu"), s.gpu), (("server", "url"), s.url),
                         (("server", "metrics_url"), s.metrics_url), (("workload", "dataset"), sc.workload.dataset),
@@ -150,6 +170,9 @@ def _check_replicas(sc: Scenario, probs: _Problems) -> None:
     if s.data_parallel_size > 1 and s.engine == "external":
         probs.add(("server", "data_parallel_size"), "the external engine does not launch vLLM: list the ranks' "
                                                    "/metrics in metrics_urls, or point url at the DP head")
+    if s.replicas > 1 and s.url and s.engine != "external":
+        probs.add(("server", "url"), f"engine {s.engine!r} launches its {s.replicas} replicas itself: url is for "
+                                     "the external engine; give replicas or url, not both")
     if s.replica_urls and s.url:
         probs.add(("server", "url"), "give either url (one server or a gateway, with metrics_urls) or replica_urls "
                                      "(kvtui spreads the requests), not both")
@@ -262,8 +285,10 @@ def _check(sc: Scenario, probs: _Problems) -> None:
         probs.add(("ramp", "start"), f"must be > 0, got {r.start:g}")
     if r.max < r.start:
         probs.add(("ramp", "max"), f"must be ≥ ramp.start ({r.start:g}), got {r.max:g}")
-    if r.load == "concurrency" and (r.start != int(r.start) or r.max != int(r.max)):
-        probs.add(("ramp", "start"), "concurrency steps are whole numbers of requests")
+    if r.load == "concurrency":  # each field at its own line: `max = 8.5` was once reported at ramp.start
+        for key, v in (("start", r.start), ("max", r.max)):
+            if v != int(v):
+                probs.add(("ramp", key), f"concurrency steps are whole numbers of requests, got {v:g}")
     rule = r.step.strip()
     if not _STEP.match(rule):
         probs.add(("ramp", "step"), f"must be 'double', 'xN', '+N' or a list 'a,b,c', got {r.step!r}")

@@ -65,7 +65,7 @@ def parse_override(text: str) -> tuple[tuple, Any]:
         raise ScenarioError([f"--set {text}: empty key"])
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # nested past tomllib's depth: a plain string
         value = raw
     return path, value
 

@@ -103,9 +103,30 @@ HIJACK_ENV = frozenset({
 HIJACK_PREFIXES = ("LD_", "DYLD_")
 
 
+# A rule that cannot miss a new variable of the kinds that load code: CUDA_INJECTION64_PATH
+# (libcuda loads it), NCCL_NET_PLUGIN / NCCL_TUNER_PLUGIN (NCCL dlopens them), LD_* and GLIBC_*
+# (the dynamic loader), PYTHON* and TORCH* (the interpreter, torch's extensions and compilers):
+# any name of those families, or naming a path, a library, a plugin, a preload, a module, a
+# hook, a directory, a file or a config needs --allow-env. Knobs that only tune (VLLM_USE_…,
+# NCCL_NVLS_ENABLE, OMP_NUM_THREADS) pass.
+HIJACK_FAMILIES = ("LD_", "DYLD_", "GLIBC_", "MALLOC_", "PYTHON", "PYTORCH_", "TORCH", "TRITON_", "CUDA_INJECTION",
+                   "PERL", "RUBY", "NODE_", "BASH_", "GCONV", "JAVA_TOOL", "JDK_JAVA", "OPENSSL_", "SSL_")
+HIJACK_WORDS = ("PATH", "PLUGIN", "PRELOAD", "LIBRARY", "LIB", "INJECT", "MODULE", "EXTENSION", "HOOK",
+                "_DIR", "_HOME", "_ROOT", "_FILE", "_CONF", "_CONFIG", "SCRIPT", "_CMD", "COMMAND", "_EXEC",
+                "STARTUP", "CALLBACK", "BUNDLE", "_SO")
+SAFE_EXACT = frozenset({"PYTORCH_CUDA_ALLOC_CONF", "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
+                        "PYTHONFAULTHANDLER", "PYTHONIOENCODING", "PYTHONUTF8", "TORCH_NCCL_ASYNC_ERROR_HANDLING"})
+
+
 def hijacks(name: str) -> bool:
-    """Does this env variable let a value run code in the server (interpreter, loader, search paths)?"""
-    return name in HIJACK_ENV or name.startswith(HIJACK_PREFIXES)
+    """Does this env variable let a value run code in the server (interpreter, loader, libcuda,
+    NCCL, torch, search paths)? A family or word rule, not only a list: a new variable of those
+    kinds is caught without being named here."""
+    if name in SAFE_EXACT:
+        return False
+    up = name.upper()
+    return (name in HIJACK_ENV or up.startswith(HIJACK_PREFIXES) or up.startswith(HIJACK_FAMILIES)
+            or any(w in up for w in HIJACK_WORDS))
 
 
 def out_of_range(key: tuple[str, str], value: float) -> str | None:

@@ -16,7 +16,6 @@ import copy
 import json
 import math
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -56,27 +55,16 @@ def dumps(doc: dict[str, Any]) -> str:
 
 
 def _open_private(path: Path, mode: str):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC), 0o600)
-    return os.fdopen(fd, mode, encoding="utf-8")
+    from kvtui.safeio import open_append  # regular files only (kvtui.safeio: outputs checked like inputs)
+
+    return open_append(path, "snapshot journal" if path.name.endswith(".journal") else "records")
 
 
 def atomic_write(path: Path, text: str | bytes) -> None:
     """Write via a private (0600) temp file in the same directory, fsync, rename: never half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8") if isinstance(text, str) else text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from kvtui.safeio import atomic_write as write
+
+    write(path, text)
 
 
 def paths_for(out: str | Path) -> tuple[Path, Path, Path]:
@@ -162,9 +150,16 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
             text = read_bytes_file(p, "snapshot", SNAPSHOT_CAP).decode("utf-8")  # regular files only, capped
     except UnicodeDecodeError as e:
         raise UsageError(f"{p}: cannot read: {e}")
+    from kvtui.safeio import MAX_STRING, JSONBoundsError, loads, longest_run_without
+
     try:
-        doc = json.loads(text)
+        doc = loads(text)  # bounded depth and string sizes (kvtui.safeio)
+    except JSONBoundsError as e:
+        raise UsageError(f"{p}: not a snapshot kvtui reads: {e}")
     except json.JSONDecodeError as e:
+        if longest_run_without(text) > MAX_STRING:  # what salvage would walk char by char: refused
+            raise UsageError(f"{p}:{e.lineno}: not a complete JSON snapshot ({e.msg}), with a string of more "
+                             f"than {MAX_STRING:,} characters: not salvaged")
         if journal.exists():
             doc = load_journal(journal)
             doc.setdefault("load_warnings", []).append(f"{p} is damaged (line {e.lineno}); rebuilt from its journal")
@@ -258,8 +253,10 @@ def salvage(text: str) -> Any:
     if best is None:
         return None
     pos, close, depth = best
+    from kvtui.safeio import loads
+
     try:
-        doc = json.loads(text[:pos] + close)
+        doc = loads(text[:pos] + close)
     except ValueError:
         return None
     # The open containers at the cut are the document's rightmost spine, `depth` levels deep.
@@ -302,7 +299,7 @@ def load_journal(path: Path) -> dict[str, Any]:
     modes: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     bad = 0
-    from kvtui.safeio import SNAPSHOT_CAP, read_bytes_file
+    from kvtui.safeio import SNAPSHOT_CAP, loads, read_bytes_file
 
     raw = read_bytes_file(path, "journal", SNAPSHOT_CAP)  # a regular file, capped: else one line
     for bline in raw.splitlines():
@@ -311,8 +308,8 @@ def load_journal(path: Path) -> dict[str, Any]:
         if not bline.strip():
             continue
         try:
-            ev = _decode(json.loads(bline.decode("utf-8")))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            ev = _decode(loads(bline.decode("utf-8")))  # bounded (kvtui.safeio): past them, a damaged line
+        except (UnicodeDecodeError, ValueError, RecursionError):
             bad += 1  # a line cut by a crash mid-write
             continue
         kind, data = (ev.get("event"), ev.get("data")) if isinstance(ev, dict) else (None, None)

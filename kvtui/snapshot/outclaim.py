@@ -41,6 +41,11 @@ def check_out_path(out: Path) -> None:
         raise UsageError(f"--out {out}: is a directory; give a snapshot file path, e.g. {out / 'run.json'}")
     if out.name.endswith(".journal") or out.name.endswith(".records.jsonl"):
         raise UsageError(f"--out {out}: names a journal or records sidecar; give the snapshot's .json path")
+    from kvtui.safeio import check_output
+
+    check_output(out, "snapshot")
+    check_output(out.with_name(out.name + ".journal"), "snapshot (its journal)")
+    check_output(out.with_name(out.stem + ".records.jsonl"), "snapshot (its records sidecar)")
 
 
 def claim(snapshot: Path, journal: Path, records: Path, open_journal, resumed: Iterable[str | Path] = ()) -> IO[str]:

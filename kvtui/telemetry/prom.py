@@ -45,6 +45,7 @@ without buckets (53 lines): ~0.9 ms. Scrape at ≤ 1 Hz.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections import defaultdict
@@ -211,6 +212,38 @@ def parse_metrics(text: str, t: float, *, select: bool = True) -> MetricsSample:
         sample.histograms[key] = h
     if len(per_engine) > 1:
         sample.engines = {eng: _engine_figures(vals) for eng, vals in sorted(per_engine.items(), key=_engine_order)}
+    check_ranges(sample)
+    return sample
+
+
+# /metrics values are untrusted numbers too: `kv_cache_usage_perc 57.0` was once shown as "KV
+# 5700%" and passed; a negative running count was stored; a NaN printed as "nan%". Each series
+# has a valid range; a value outside it is dropped (None) and named in `out_of_range`.
+def _valid(field: str, v: float) -> bool:
+    if not math.isfinite(v):
+        return False
+    if field == "kv_usage":
+        return 0.0 <= v <= 1.0  # a fraction (vLLM's *_perc gauges are 0–1)
+    return v >= 0.0  # every count, counter and histogram part
+
+
+def check_ranges(sample: MetricsSample) -> MetricsSample:
+    """Drop every gauge, counter or histogram value outside its valid range, naming it."""
+    for name in GAUGE_FIELDS + COUNTER_FIELDS:
+        v = getattr(sample, name)
+        if v is not None and not _valid(name, v):
+            sample.out_of_range.append(f"{name}={v!r}")
+            setattr(sample, name, None)
+    for key, h in list(sample.histograms.items()):
+        parts = [h.sum, h.count, *h.buckets.values()]
+        if not all(_valid(key, float(x)) for x in parts):
+            sample.out_of_range.append(f"{key} histogram")
+            del sample.histograms[key]
+    for eng, figs in sample.engines.items():
+        for name, v in list(figs.items()):
+            if not _valid(name, v):
+                sample.out_of_range.append(f"engine {eng} {name}={v!r}")
+                del figs[name]
     return sample
 
 

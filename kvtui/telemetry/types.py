@@ -62,6 +62,9 @@ class MetricsSample:
     # Data parallel: {engine label: {kv_usage, running, waiting, preemptions}} when the scrape
     # carries more than one engine (vLLM labels its DP ranks); else empty.
     engines: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Series whose value was outside its valid range (kvtui.telemetry.prom.check_ranges): that
+    # field is None here, so no verdict or "limited by" uses it; the step is flagged with these.
+    out_of_range: list[str] = field(default_factory=list)
     # Several replicas (kvtui.telemetry.replicas): each replica's own scrape, in replica order.
     replicas: list["MetricsSample"] = field(default_factory=list)
     ok: bool = True

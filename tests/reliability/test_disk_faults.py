@@ -44,33 +44,40 @@ def test_snapshot_directory_cannot_be_created(tmp_path, knee_path, runs):
     _refused_at_start(h, h.wait(), "/proc/kvtui-no-such-dir/run.json: cannot write the snapshot: ")
 
 
-def test_full_device_at_the_start(tmp_path, knee_path, runs):
-    (tmp_path / "run.json.journal").symlink_to("/dev/full")  # the journal's first write: ENOSPC
+@pytest.mark.parametrize("which", ["run.json", "run.json.journal", "run.records.jsonl"])
+def test_a_device_in_place_of_a_file_is_refused_at_the_start(tmp_path, knee_path, runs, which):
+    """/dev/full (a character device) linked, or made (as root), where a file of the run goes: refused
+    in one line before any server starts, and left as it was (kvtui.safeio: outputs are checked)."""
+    (tmp_path / which).symlink_to("/dev/full")
     h = headless(tmp_path, knee_path)
     runs.append(h)
-    _refused_at_start(h, h.wait(), "No space left on device")
+    _refused_at_start(h, h.wait(), f"{tmp_path / which}: cannot write the snapshot")
+    assert os.readlink(tmp_path / which) == "/dev/full"
 
 
-def test_records_file_on_a_full_device_stops_the_run(tmp_path, knee_path, runs):
-    """The records sidecar fails (ENOSPC) as the first records stream in: the step stops, the
-    run stops (measuring on without records would lose them), the snapshot says why, exit 1."""
-    (tmp_path / "run.records.jsonl").symlink_to("/dev/full")
+def test_records_file_swapped_for_a_full_device_mid_run_stops_the_run(tmp_path, knee_path, runs):
+    """The records sidecar becomes unwritable while the run goes (here: swapped for a link to
+    /dev/full once the engine starts, which the append refuses): the step stops, the run stops
+    (measuring on without records would lose them), the snapshot says why, exit 1."""
     h = headless(tmp_path, knee_path)
     runs.append(h)
     wait_until(lambda: h.proc.poll() is not None or "starting the engine" in h.stdout(), 120, "the engine", h.proc)
+    h.records.unlink(missing_ok=True)
+    h.records.symlink_to("/dev/full")
     h.note_groups()
     rc = h.wait()
     out, err = h.stdout(), h.stderr()
     assert "Traceback" not in out + err
-    assert f"kvtui: error: cannot append records to {h.records}: No space left on device" in out
+    assert f"kvtui: error: cannot append records to {h.records}: " in out and "symbolic link" in out
     assert rc == 1, out + err
     doc = load_snapshot(h.out)
-    reason = "records file unwritable: No space left on device"
-    assert doc["run"]["finished"] is False and doc["run"]["stop_reason"] == reason
+    reason = doc["run"]["stop_reason"]
+    assert doc["run"]["finished"] is False and reason.startswith("records file unwritable: ")
     (mode,) = doc["modes"]  # stopped: no further mode measured without records
-    assert [s["aborted"] for s in mode["steps"]] == [reason]
+    assert mode["steps"][-1]["aborted"] == reason
     assert mode["complete"] is False  # a resume measures it again
     assert not h.journal.exists()
+    assert os.readlink(h.records) == "/dev/full"
     assert h.leftovers() == []
 
 

@@ -115,7 +115,9 @@ def test_no_command_writes_over_its_inputs(finished_run, tmp_path_factory, capsy
         argv = ["diff", str(out), str(out), "--out", dest]
     rc = main(argv)
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and len(err.splitlines()) == 1 and "it would overwrite it" in err, (argv, err)
+    # A link to an input is refused as a link first (kvtui.safeio: outputs are regular files or new paths).
+    why = "symbolic link" if spelling == 3 else "it would overwrite it"
+    assert rc == 2 and len(err.splitlines()) == 1 and why in err, (argv, err)
     assert _files(out) == before
     if target == "journal" and journal.exists() and journal.stat().st_size == 0:
         os.unlink(journal)

@@ -101,9 +101,7 @@ def test_every_answer_gives_the_right_figure_or_a_named_flag(liar, answer, promp
 
 
 @pytest.mark.parametrize("answer", [
-    pytest.param(NULL_PROMPT_COUNT, marks=pytest.mark.xfail(
-        strict=False, reason="issue 30 item 7: a null usage.prompt_tokens must be a named flag, not a silent None "
-                             "(fixed on the reliability branch; make this a plain @example above once merged)")),
+    NULL_PROMPT_COUNT,  # issue 30 item 7: a null usage.prompt_tokens is the named flag usage_missing
     NULL_COUNTS,
 ])
 @pytest.mark.parametrize("max_tokens", [2, 16])

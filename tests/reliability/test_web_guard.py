@@ -71,9 +71,17 @@ def test_web_refuses_without_the_token_or_from_a_foreign_origin(tmp_path, knee_p
         assert get("/?token=" + "x" * len(token)).status_code == 403
         assert get(f"/?token={token}", headers={"Origin": "http://evil.example.com"}).status_code == 403
         assert get(f"/?token={token}", headers={"Host": f"evil.example.com:{port}"}).status_code == 403
-        ok = get(f"/?token={token}")
-        assert ok.status_code == 200 and "kvtui_web_token" in ok.headers.get("set-cookie", "")
+        first = get(f"/?token={token}")  # the token leaves the URL: a cookie and a redirect to the clean URL
+        set_cookie = first.headers.get("set-cookie", "")
+        assert first.status_code == 303 and first.headers["location"] == "/", first.headers
+        assert "kvtui_web_token" in set_cookie and "httponly" in set_cookie.lower() and "strict" in set_cookie.lower()
+        assert first.headers.get("referrer-policy") == "no-referrer"
         cookie = f"kvtui_web_token={token}"
+        page = get("/", headers={"Cookie": cookie})
+        assert page.status_code == 200 and page.headers.get("referrer-policy") == "no-referrer"
+        assert "fonts.googleapis.com" not in page.text and "fonts.gstatic.com" not in page.text
+        assert token not in page.text  # the page itself does not carry the token either
+        assert get("/static/css/xterm.css").headers.get("referrer-policy") == "no-referrer"
         ws = f"ws://127.0.0.1:{port}/ws?width=80&height=24"
         own = {"Origin": base}
         assert asyncio.run(_ws_status(ws, own)) == 403  # no token

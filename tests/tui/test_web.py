@@ -40,7 +40,8 @@ def test_web_serves_the_dashboard(frozen_path):
         page = None
         while time.monotonic() < end:
             try:
-                r = httpx.get(f"http://127.0.0.1:{port}/?token={token}", timeout=2, trust_env=False)
+                r = httpx.get(f"http://127.0.0.1:{port}/?token={token}", timeout=2, trust_env=False,
+                              follow_redirects=True)  # the token is exchanged for a cookie, then /
                 if r.status_code == 200:
                     page = r.text
                     break

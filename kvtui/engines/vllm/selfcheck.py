@@ -124,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write(path: str, data: dict) -> None:
     if path:
-        with open(path, "w") as fh:
-            json.dump(data, fh, indent=1, default=str)
+        from kvtui.safeio import atomic_write
+
+        atomic_write(path, json.dumps(data, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,152 @@
+"""What --resume refuses before anything runs: another measurement, or figures no run can give.
+
+A journal of a run with another prompt length and SLO was once resumed: kvtui warned twice,
+kept an old step as PASS under an SLO that step fails, and answered from it (exit 0). The
+choice made here: a kept step is kept with its verdict, so a resume is refused when what that
+verdict was judged under differs — the workload, the SLO, the model or engine, the way a step
+measures — naming the first field that differs. (To judge old steps under a new SLO, `kvtui
+replay SNAPSHOT` and its SLO edit re-evaluate them from their records, claiming no new run.)
+Settings of one mode that changed are not refused: that mode is measured again (resume.py).
+
+A resumed snapshot's figures are untrusted input too: a negative count, an error rate above 1,
+a NaN latency, a load of 0 are refused, naming the mode, step and field — never kept as a
+finished mode.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+from kvtui.errors import UsageError
+
+# What a kept verdict was judged under. Server: the model and engine (and what makes the same
+# engine another one: weights format, simulated GPU and clock). Ramp: how a step measures, not
+# where the search goes (start, max, step may change: the search simply continues).
+SERVER_KEYS = ("engine", "model", "served_model_name", "load_format", "gpu", "time_scale", "url")
+RAMP_KEYS = ("load", "arrival", "burst_size", "warmup_s", "window_s", "window_requests", "min_samples")
+WHOLE = ("workload", "slo")
+
+
+def _flat(x: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _flat(v, f"{prefix}.{k}")
+    else:
+        yield prefix, x
+
+
+def _fields(d: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in WHOLE:
+        out.update(_flat(d.get(key) or {}, key))
+    for key, names in (("server", SERVER_KEYS), ("ramp", RAMP_KEYS)):
+        sec = d.get(key) or {}
+        if isinstance(sec, dict):
+            out.update(_flat({k: sec[k] for k in names if k in sec}, key))
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return float(a) == float(b)
+    return a == b
+
+
+def differing_field(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """The first field of what a verdict was judged under that differs: (dotted name, old, new).
+    A field missing on one side is unset there (None): a key an older kvtui did not write is no
+    difference while this scenario leaves it unset, and a target added (an SLO on TTFT) is one."""
+    a, b = _fields(old), _fields(new)
+    for name in list(a) + [k for k in b if k not in a]:
+        va, vb = a.get(name), b.get(name)
+        if not _same(va, vb):
+            return name, va, vb
+    return None
+
+
+# -- figures no run can give -----------------------------------------------------------------
+
+COUNTS = ("requests", "errors", "preemptions", "running_max", "waiting_max")
+FRACTIONS = ("error_rate", "goodput", "kv_cache_usage_max", "kv_cache_usage_mean", "prefix_cache_hit_rate")
+RATES = ("output_tok_s", "input_tok_s", "total_tok_s", "request_s", "goodput_req_s", "window_s", "duration_s")
+LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def step_problem(st: dict[str, Any]) -> str | None:
+    """Why a stored step's figures are impossible (None when each is in its range)."""
+    for k in ("load", "concurrency"):
+        v = st.get(k)
+        if v is not None and not (_num(v) and math.isfinite(v) and v > 0):
+            return f"{k} = {v!r} (a load is a finite number above 0)"
+    for k in COUNTS:
+        v = st.get(k)
+        if v is not None and not (_num(v) and math.isfinite(v) and v >= 0):
+            return f"{k} = {v!r} (a count is ≥ 0)"
+    if _num(st.get("errors")) and _num(st.get("requests")) and st["errors"] > st["requests"]:
+        return f"errors = {st['errors']!r} > requests = {st['requests']!r}"
+    for k in FRACTIONS:
+        v = st.get(k)
+        if v is not None and not (_num(v) and 0 <= v <= 1):
+            return f"{k} = {v!r} (a fraction is 0–1)"
+    for k in RATES:
+        v = st.get(k)
+        if v is not None and not (_num(v) and math.isfinite(v) and v >= 0):
+            return f"{k} = {v!r} (≥ 0 and finite)"
+    for grp in ("samples", "server_tokens"):
+        for k, v in (st.get(grp) or {}).items() if isinstance(st.get(grp), dict) else ():
+            if v is not None and not (_num(v) and math.isfinite(v) and v >= 0):
+                return f"{grp}.{k} = {v!r} (a count is ≥ 0)"
+    for k in LATENCIES:
+        d = st.get(k)
+        if d is None:
+            continue
+        if not isinstance(d, dict):
+            return f"{k} = {d!r} (not a latency summary)"
+        for q, v in d.items():
+            if v is None:
+                continue
+            # +inf is a failed request's latency (stored "inf"); NaN or a negative time is no latency.
+            if not _num(v) or math.isnan(v) or v < 0:
+                return f"{k}.{q} = {v!r} (a latency or count is ≥ 0)"
+    if st.get("passed") not in (True, False, None):
+        return f"passed = {st.get('passed')!r} (true, false or null)"
+    return None
+
+
+def mode_problem(m: dict[str, Any]) -> str | None:
+    best = m.get("best_concurrency")
+    if best is not None and not (_num(best) and math.isfinite(best) and best > 0):
+        return f"best_concurrency = {best!r} (a load is a finite number above 0)"
+    for i, st in enumerate(m.get("steps") or []):
+        if not isinstance(st, dict):
+            return f"steps[{i}] is not a step object"
+        why = step_problem(st)
+        if why:
+            return f"steps[{i}]: {why}"
+    return None
+
+
+def check_resumable(scenario_doc: dict[str, Any], resumes: list[dict[str, Any]]) -> None:
+    """One UsageError line (exit 2) when a resumed snapshot was measured under another workload,
+    SLO, model or engine, or holds figures no run can give."""
+    for prev in resumes:
+        src = prev.get("_path") or "(snapshot)"
+        diff = differing_field(prev.get("scenario") or {}, scenario_doc)
+        if diff:
+            name, a, b = diff
+            raise UsageError(f"--resume {src}: {name} = {a!r} there, {b!r} in this scenario: its steps were "
+                             "judged under another measurement, and a resume keeps their verdicts; run "
+                             "afresh, or resume with the same settings (the SLO edit of kvtui replay "
+                             "re-judges a run from its records)")
+        for m in prev.get("modes") or []:
+            if not isinstance(m, dict):
+                continue
+            why = mode_problem(m)
+            if why:
+                raise UsageError(f"--resume {src}: mode {m.get('name')!r}: {why}: impossible figures, "
+                                 "not resumed")

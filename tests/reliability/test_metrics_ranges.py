@@ -1,0 +1,96 @@
+"""Numbers from /metrics are untrusted numbers too (issue #30, class 6): every gauge, counter and
+histogram series is checked against its valid range at parse (kv usage 0–1, counts ≥ 0, all
+finite); a value outside it is dropped (so no verdict or "limited by" uses it) and named in the
+sample's out_of_range, which the step carries; a counter that goes down is a flagged reset."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvtui.telemetry.prom import _COUNTERS, _GAUGES, _HISTOGRAMS, COUNTER_FIELDS, GAUGE_FIELDS, parse_metrics
+from kvtui.telemetry.prom_windows import window_delta
+
+GOOD = {"kv_usage": 0.5, "running": 3.0, "waiting": 1.0}
+BASE_COUNTERS = {f: 10.0 for f in COUNTER_FIELDS}
+
+
+def num(v: float) -> str:
+    return "NaN" if math.isnan(v) else "+Inf" if v == math.inf else "-Inf" if v == -math.inf else repr(v)
+
+
+def body(gauges: dict[str, float], counters: dict[str, float], hist: tuple[str, float, float] | None = None) -> str:
+    lines = []
+    for f, v in gauges.items():
+        lines.append(f'{_GAUGES[f][0]}{{model_name="m"}} {num(v)}')
+    for f, v in counters.items():
+        lines.append(f'{_COUNTERS[f][0]}_total{{model_name="m"}} {num(v)}')
+    if hist:
+        key, s, c = hist
+        n = _HISTOGRAMS[key][0]
+        lines += [f'{n}_bucket{{le="+Inf",model_name="m"}} {num(c)}', f'{n}_sum{{model_name="m"}} {num(s)}',
+                  f'{n}_count{{model_name="m"}} {num(c)}']
+    return "\n".join(lines) + "\n"
+
+
+def valid(field: str, v: float) -> bool:
+    return math.isfinite(v) and (0 <= v <= 1 if field == "kv_usage" else v >= 0)
+
+
+EDGE = st.sampled_from([0.0, 1.0, 1.0000001, -0.0000001, -1.0, 57.0, 100.0, math.nan, math.inf, -math.inf, 1e300])
+
+
+@given(field=st.sampled_from(GAUGE_FIELDS), v=st.one_of(EDGE, st.floats(-1e6, 1e6, allow_nan=False)))
+def test_every_gauge_at_and_past_its_range(field, v) -> None:
+    s = parse_metrics(body({**GOOD, field: v}, BASE_COUNTERS), t=0.0)
+    assert s.ok
+    if valid(field, v):
+        assert getattr(s, field) == pytest.approx(v) and not s.out_of_range
+    else:
+        assert getattr(s, field) is None
+        assert any(x.startswith(field + "=") for x in s.out_of_range)
+    for other, gv in GOOD.items():  # the other series are untouched
+        if other != field:
+            assert getattr(s, other) == gv
+
+
+@given(field=st.sampled_from(COUNTER_FIELDS), v=st.one_of(EDGE, st.floats(-1e9, 1e9, allow_nan=False)))
+def test_every_counter_at_and_past_its_range(field, v) -> None:
+    s = parse_metrics(body(GOOD, {**BASE_COUNTERS, field: v}), t=0.0)
+    if valid(field, v):
+        assert getattr(s, field) == pytest.approx(v)
+    else:
+        assert getattr(s, field) is None and any(x.startswith(field + "=") for x in s.out_of_range)
+
+
+@given(key=st.sampled_from(list(_HISTOGRAMS)), total=EDGE, count=st.sampled_from([0.0, 5.0, -1.0, math.nan]))
+def test_every_histogram_at_and_past_its_range(key, total, count) -> None:
+    s = parse_metrics(body(GOOD, BASE_COUNTERS, (key, total, count)), t=0.0)
+    if valid(key, total) and valid(key, count):
+        assert key in s.histograms
+    else:
+        assert key not in s.histograms and f"{key} histogram" in s.out_of_range
+
+
+@given(field=st.sampled_from(COUNTER_FIELDS), drop=st.floats(0.001, 1e6))
+def test_a_counter_that_goes_down_is_a_flagged_reset_and_no_delta(field, drop) -> None:
+    before = parse_metrics(body(GOOD, {**BASE_COUNTERS, field: 1e6}), t=0.0)
+    after = parse_metrics(body(GOOD, {**BASE_COUNTERS, field: 1e6 - drop}), t=1.0)
+    d = window_delta(before, after)
+    assert d["counter_reset"] is True and d[field] is None
+
+
+def test_a_step_carries_the_out_of_range_flag_and_no_kv_figure() -> None:
+    """Through the telemetry window into the stored step (evaluate): flagged, and the value
+    used by no verdict or label (it is None there)."""
+    from kvtui.explore.telemetry_loop import TelemetryLoop
+
+    tel = TelemetryLoop.__new__(TelemetryLoop)
+    tel.samples = [parse_metrics(body({**GOOD, "kv_usage": 57.0}, BASE_COUNTERS), t=1.0)]
+    tel.interval_s = 0.5
+    tel.replica_names = []
+    w = tel.window(0.0, 2.0)
+    assert "kv_usage_max" not in w and w["metrics_out_of_range"] == ["kv_usage=57.0"]

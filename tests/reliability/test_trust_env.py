@@ -1,0 +1,122 @@
+"""Loopback and the trust model by every route (issue #30, class 5) and the smaller scenario
+checks of class 8: extra_args that set what kvtui sets (--host, --port, --api-key, in any
+spelling argparse accepts) are refused naming the field; an environment variable of a
+code-loading family needs --allow-env; C1 control characters in names are refused; the sim
+engine with both replicas and url is refused."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvtui.errors import ScenarioError
+from kvtui.scenario import load_scenario
+from kvtui.scenario.checks import owned_flag
+from kvtui.scenario.schema import hijacks
+
+BASE = '''name = "t"
+[server]
+engine = "sim"
+{server}
+[[modes]]
+name = "{mode}"
+'''
+
+
+def load(tmp_path, server: str = "", mode: str = "m", allow_env: bool = False):
+    p = tmp_path / "s.toml"
+    p.write_text(BASE.format(server=server, mode=mode), encoding="utf-8")
+    return load_scenario(p, allow_env=allow_env)
+
+
+def spellings(flag: str):
+    """--host, --hos (argparse abbreviations), --HOST, --api_key, each alone or with =value."""
+    return st.tuples(st.integers(4, len(flag)), st.booleans(), st.booleans(), st.sampled_from(["", "=0.0.0.0", "=1"])
+                     ).map(lambda t: ((flag[:t[0]].replace("-", "_") if t[1] else flag[:t[0]])
+                                      .replace("__", "--", 1)) + t[3])
+
+
+@given(st.sampled_from(["--host", "--port", "--api-key"]).flatmap(lambda f: st.tuples(st.just(f), spellings(f))))
+def test_every_spelling_of_an_owned_flag_is_caught(pair) -> None:
+    flag, arg = pair
+    assert owned_flag(arg) == flag, arg
+
+
+@pytest.mark.parametrize("args", [['"--host=0.0.0.0"'], ['"--host"', '"0.0.0.0"'], ['"--hos"', '"0.0.0.0"'],
+                                  ['"--port=8000"'], ['"--api-key"', '"k"'], ['"--api_key=k"'], ['"--api-k"', '"k"']])
+def test_extra_args_setting_host_port_or_key_refused_naming_the_field(tmp_path, args) -> None:
+    with pytest.raises(ScenarioError) as e:
+        load(tmp_path, f"extra_args = [{', '.join(args)}]")
+    assert any("server.extra_args" in p and "kvtui sets itself" in p for p in e.value.problems)
+
+
+@pytest.mark.parametrize("arg", ["--hf-token", "--help", "--portable", "--hostname-x", "--max-model-len", "-p"])
+def test_other_flags_are_not_taken_for_owned_ones(arg) -> None:
+    assert owned_flag(arg) is None
+
+
+CODE_LOADING = ["CUDA_INJECTION64_PATH", "CUDA_INJECTION32_PATH", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN",
+                "NCCL_PROFILER_PLUGIN", "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "GLIBC_TUNABLES", "PYTHONPATH",
+                "PYTHONSTARTUP", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_LIBCUDA_PATH",
+                "VLLM_PLUGINS", "VLLM_LOGGING_CONFIG_PATH", "HF_MODULES_CACHE", "NCCL_NET", "CUDA_MODULE_LOADING",
+                "SOMETHING_NEW_PLUGIN", "MY_LIB_PATH", "ANY_PRELOAD_X"]
+TUNING = ["NCCL_NVLS_ENABLE", "VLLM_USE_FLASHINFER_SAMPLER", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS",
+          "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF", "TOKENIZERS_PARALLELISM", "NCCL_DEBUG"]
+
+
+@pytest.mark.parametrize("name", [n for n in CODE_LOADING if n != "NCCL_NET"])
+def test_code_loading_variables_need_allow_env(tmp_path, name) -> None:
+    assert hijacks(name)
+    with pytest.raises(ScenarioError) as e:
+        load(tmp_path, f'[server.env]\n{name} = "/tmp/x.so"')
+    assert any(name in p and "--allow-env" in p for p in e.value.problems)
+    load(tmp_path, f'[server.env]\n{name} = "/tmp/x.so"', allow_env=True)  # the user's word
+
+
+@pytest.mark.parametrize("name", TUNING)
+def test_tuning_knobs_pass(tmp_path, name) -> None:
+    assert not hijacks(name)
+    load(tmp_path, f'[server.env]\n{name} = "0"')
+
+
+@given(family=st.sampled_from(["LD_", "PYTHON", "TORCH_", "CUDA_INJECTION", "DYLD_", "TRITON_", "GLIBC_"]),
+       word=st.sampled_from(["", "X", "NEW", "FOO_BAR"]),
+       tail=st.sampled_from(["", "_PATH", "_PLUGIN", "_PRELOAD", "_LIB", "_DIR"]))
+def test_a_new_variable_of_a_code_loading_family_is_caught(family, word, tail) -> None:
+    name = family + word + tail
+    if name not in ("PYTHONUNBUFFERED", "PYTHONHASHSEED"):
+        assert hijacks(name), name
+
+
+@given(pre=st.sampled_from(["NCCL_", "VLLM_", "CUDA_", "HF_", "X_"]), mid=st.sampled_from(["NET", "NEW", "A"]),
+       word=st.sampled_from(["_PLUGIN", "_PATH", "_PRELOAD", "_LIBRARY", "_MODULE", "_HOOK", "_EXTENSION"]))
+def test_a_new_plugin_or_path_variable_of_any_prefix_is_caught(pre, mid, word) -> None:
+    assert hijacks(pre + mid + word)
+
+
+@pytest.mark.parametrize("ch", ["\u0085", "\u009b", "\u0080", "\u009f", "\u008d"])
+def test_c1_control_characters_in_a_name_are_refused(tmp_path, ch) -> None:
+    p = tmp_path / "s.toml"
+    p.write_text(BASE.format(server="", mode="m").replace('name = "t"', f'name = "a{ch}b"'), encoding="utf-8")
+    with pytest.raises(ScenarioError):
+        load_scenario(p)
+
+
+def test_sim_with_both_replicas_and_url_is_refused(tmp_path) -> None:
+    with pytest.raises(ScenarioError) as e:
+        load(tmp_path, 'replicas = 2\nurl = "http://127.0.0.1:9"')
+    assert any("server.url" in p and "replicas" in p for p in e.value.problems)
+
+
+@pytest.mark.parametrize("key, value", [("start", 1.5), ("max", 8.5), ("max", 16.25)])
+def test_a_fractional_concurrency_is_reported_at_its_own_field_and_line(tmp_path, key, value) -> None:
+    p = tmp_path / "s.toml"
+    ramp = {"start": 1, "max": 16}
+    ramp[key] = value
+    p.write_text(BASE.format(server="", mode="m") + "[ramp]\n" + "".join(f"{k} = {v}\n" for k, v in ramp.items()))
+    line = p.read_text().splitlines().index(f"{key} = {value}") + 1
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(p)
+    (prob,) = [x for x in e.value.problems if "whole numbers" in x]
+    assert f":{line}: ramp.{key}:" in prob and f"{value:g}" in prob, prob
