@@ -60,6 +60,7 @@ RANGES: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("ramp", "window_requests"): (0, 100_000_000, False),
     ("ramp", "min_samples"): (1, 100_000_000, False),
     ("ramp", "resolution"): (0, 1_000_000, False),
+    ("ramp", "confidence"): (0.5, 1, False),  # and < 1: scenario/checks.py (a test at confidence 1 never decides)
     ("ramp", "request_timeout_s"): (0, DAY_S, True),  # 0 failed every request without saying why
     ("ramp", "drain_timeout_s"): (0, DAY_S, False),
     ("ramp", "max_error_burst"): (1, 100_000_000, False),

@@ -54,7 +54,8 @@ def test_a_worker_killed_mid_step_gives_no_final_answer_and_resume_continues(tmp
     assert m["steps"][-1]["flags"]["client_failed"]
     assert h.leftovers() == []
     # --resume does not keep it as final: the mode is measured on (from its finished steps), and now finishes.
-    h2 = headless(tmp_path, sp, "--resume", str(h.out), out=tmp_path / "run2.json")
+    # (with the same settings: a resume refuses another way of measuring, ramp.window_s included)
+    h2 = headless(tmp_path, sp, "--set", "ramp.window_s=4", "--resume", str(h.out), out=tmp_path / "run2.json")
     runs.append(h2)
     assert h2.wait() == 0, h2.stdout()[-3000:]
     doc2 = load_snapshot(h2.out)

@@ -109,7 +109,12 @@ def test_tmux_live_run_keys_and_clean_quit(tmux_factory, knee_path, tmp_path):
     t.keys("t")
     t.wait_for("theme kvtui-high-contrast")  # the theme key's notice
     t.keys("q")
-    t.wait_for("KVTUI-EXIT=0")
+    time.sleep(1.0)
+    if "Stop the run and quit?" in t.capture():  # mid-run, q asks first (as x does): yes, a stopped run exits 3
+        t.keys("y")
+        t.wait_for("KVTUI-EXIT=3")
+    else:  # the run had already finished: a plain quit
+        t.wait_for("KVTUI-EXIT=0")
     assert t.tagged_processes() == []  # no server, no load generator left
     assert (tmp_path / "t.json").exists()
 
