@@ -4,4 +4,4 @@ Test modules import helpers from reliability_helpers, never from "conftest": eve
 directory has a conftest and, under pytest's default import mode, the name "conftest"
 points at whichever was collected last (an import inside a test body got tests/vllm's).
 """
-from reliability_helpers import fault_server_factory, knee_path, runs  # noqa: F401  (pytest fixtures)
+from reliability_helpers import fault_server_factory, knee_path, liar, runs  # noqa: F401  (pytest fixtures)

@@ -316,3 +316,38 @@ def external_scenario(tmp_path: Path, url: str, extra: str = "") -> Path:
     p = tmp_path / "ext.toml"
     p.write_text(EXTERNAL.format(url=url) + extra)
     return p
+
+
+# -- one streamed request to the lying server (test_untrusted_numbers, test_usage_total) ------------
+
+
+@pytest.fixture(scope="module")
+def liar():
+    """The fault server (fault_server.py), answering as `POST /_answer` tells it."""
+    srv = start_fault_server()
+    yield srv
+    srv.stop()
+
+
+def liar_request(url: str, answer: dict, prompt_len: int, max_tokens: int):
+    """Set the server's next answer, then send one streamed completion through kvtui's real client
+    (aiohttp, real HTTP on 127.0.0.1) and return its Record."""
+    import asyncio
+
+    from kvtui.load.client import StreamClient, stream_request
+    from kvtui.load.records import Record
+
+    httpx.post(url + "/_answer", json=answer, timeout=5, trust_env=False).raise_for_status()
+
+    async def go() -> Record:
+        rec = Record(id="x", mode="m", step=0, load=1, phase="window", t_intended=0.0, t_sent=0.0,
+                     expected_prompt_tokens=prompt_len, expected_output_tokens=max_tokens)
+        client = StreamClient(10.0, {})
+        try:
+            body = {"model": "fault", "prompt": list(range(prompt_len)), "max_tokens": max_tokens, "stream": True}
+            await stream_request(client, url + "/v1/completions", body, rec, 10.0)
+        finally:
+            await client.aclose()
+        return rec
+
+    return asyncio.run(go())

@@ -21,33 +21,9 @@ from kvtui.load.client import MAX_EVENT_BYTES, StreamClient, stream_request
 from kvtui.load.records import ERROR_CLASSES, RECORD_FLAGS, Record
 from kvtui.snapshot.file import load_snapshot
 
-from reliability_helpers import external_scenario, headless, start_fault_server
+from reliability_helpers import external_scenario, headless, liar_request
 
 BOS_SLACK = 1  # a server may add a BOS to a token-id prompt: still the right figure
-
-
-@pytest.fixture(scope="module")
-def liar():
-    srv = start_fault_server()
-    yield srv
-    srv.stop()
-
-
-def _request(url: str, answer: dict, prompt_len: int, max_tokens: int) -> Record:
-    httpx.post(url + "/_answer", json=answer, timeout=5, trust_env=False).raise_for_status()
-
-    async def go() -> Record:
-        rec = Record(id="x", mode="m", step=0, load=1, phase="window", t_intended=0.0, t_sent=0.0,
-                     expected_prompt_tokens=prompt_len, expected_output_tokens=max_tokens)
-        client = StreamClient(10.0, {})
-        try:
-            body = {"model": "fault", "prompt": list(range(prompt_len)), "max_tokens": max_tokens, "stream": True}
-            await stream_request(client, url + "/v1/completions", body, rec, 10.0)
-        finally:
-            await client.aclose()
-        return rec
-
-    return asyncio.run(go())
 
 
 def _right_or_named(rec: Record, prompt_len: int, max_tokens: int) -> None:
@@ -96,7 +72,7 @@ NULL_COUNTS = {"usage_prompt": {"value": None}, "usage_out": {"value": None}}  #
 @given(answer=ANSWERS, prompt_len=st.integers(64, 160), max_tokens=st.integers(2, 24))
 @example(answer=NULL_COUNTS, prompt_len=64, max_tokens=2)
 def test_every_answer_gives_the_right_figure_or_a_named_flag(liar, answer, prompt_len, max_tokens):
-    rec = _request(liar.url, answer, prompt_len, max_tokens)
+    rec = liar_request(liar.url, answer, prompt_len, max_tokens)
     _right_or_named(rec, prompt_len, max_tokens)
 
 
@@ -106,7 +82,7 @@ def test_every_answer_gives_the_right_figure_or_a_named_flag(liar, answer, promp
 ])
 @pytest.mark.parametrize("max_tokens", [2, 16])
 def test_the_examples_that_once_failed(liar, answer, max_tokens):
-    rec = _request(liar.url, answer, 64, max_tokens)
+    rec = liar_request(liar.url, answer, 64, max_tokens)
     _right_or_named(rec, 64, max_tokens)
 
 
@@ -120,13 +96,13 @@ def test_the_examples_that_once_failed(liar, answer, max_tokens):
     ({"oversize": MAX_EVENT_BYTES + 4096}, "sse_oversize"),  # one huge event: bounded, named
 ])
 def test_the_issues_cases_each_get_their_name(liar, answer, expect):
-    rec = _request(liar.url, answer, 64, 16)
+    rec = liar_request(liar.url, answer, 64, 16)
     assert expect in (rec.flags + [rec.error]), rec
 
 
 def test_an_honest_stream_in_odd_pieces_is_read_right(liar):
     # CRLF, one byte per write, several tokens per chunk: nothing wrong, so no flag either.
-    rec = _request(liar.url, {"crlf": True, "split": 1, "per_chunk": 3}, 64, 12)
+    rec = liar_request(liar.url, {"crlf": True, "split": 1, "per_chunk": 3}, 64, 12)
     assert rec.ok and not rec.flags and rec.output_tokens == 12 and rec.prompt_tokens == 64
 
 

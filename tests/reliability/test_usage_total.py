@@ -19,31 +19,7 @@ from hypothesis import strategies as st
 from kvtui.load.client import StreamClient, stream_request
 from kvtui.load.records import ERROR_CLASSES, RECORD_FLAGS, Record
 
-from reliability_helpers import start_fault_server
-
-
-@pytest.fixture(scope="module")
-def liar():
-    srv = start_fault_server()
-    yield srv
-    srv.stop()
-
-
-def request(url: str, answer: dict, prompt_len: int, max_tokens: int) -> Record:
-    httpx.post(url + "/_answer", json=answer, timeout=5, trust_env=False).raise_for_status()
-
-    async def go() -> Record:
-        rec = Record(id="x", mode="m", step=0, load=1, phase="window", t_intended=0.0, t_sent=0.0,
-                     expected_prompt_tokens=prompt_len, expected_output_tokens=max_tokens)
-        client = StreamClient(10.0, {})
-        try:
-            body = {"model": "fault", "prompt": list(range(prompt_len)), "max_tokens": max_tokens, "stream": True}
-            await stream_request(client, url + "/v1/completions", body, rec, 10.0)
-        finally:
-            await client.aclose()
-        return rec
-
-    return asyncio.run(go())
+from reliability_helpers import liar_request
 
 
 def true_or_named(rec: Record, prompt_len: int, max_tokens: int) -> None:
@@ -75,17 +51,17 @@ def test_every_usage_and_content_field_null_missing_or_wrong(liar, out, prompt, 
     answer: dict = {"usage_out": out, "usage_prompt": prompt, "per_chunk": per_chunk}
     if choices is not None:
         answer["choices"] = choices
-    true_or_named(request(liar.url, answer, prompt_len, max_tokens), prompt_len, max_tokens)
+    true_or_named(liar_request(liar.url, answer, prompt_len, max_tokens), prompt_len, max_tokens)
 
 
 def test_text_null_in_every_chunk_is_no_output(liar) -> None:
-    rec = request(liar.url, {"choices": [{"index": 0, "text": None}]}, 16, 8)
+    rec = liar_request(liar.url, {"choices": [{"index": 0, "text": None}]}, 16, 8)
     assert not rec.ok or "text_null" in rec.flags, rec
     assert rec.t_first is None  # no token was streamed
 
 
 def test_prompt_tokens_null_without_a_completion_count_is_named(liar) -> None:
-    rec = request(liar.url, {"usage_prompt": {"value": None}, "usage_out": {"value": None}}, 16, 8)
+    rec = liar_request(liar.url, {"usage_prompt": {"value": None}, "usage_out": {"value": None}}, 16, 8)
     assert not rec.ok or rec.flags, rec
-    rec = request(liar.url, {"usage_prompt": {"value": None}}, 16, 8)
+    rec = liar_request(liar.url, {"usage_prompt": {"value": None}}, 16, 8)
     assert rec.prompt_tokens is None and "usage_missing" in rec.flags, rec
