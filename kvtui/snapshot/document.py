@@ -142,9 +142,13 @@ class Document:
 
     @classmethod
     def from_dict(cls: type[D], d: Mapping[str, Any]) -> D:
+        return cls._read_as(d, sharing=False)
+
+    @classmethod
+    def _read_as(cls: type[D], d: Mapping[str, Any], sharing: bool) -> D:
         if not isinstance(d, Mapping):
             raise SchemaError(f"a {cls.__name__} is a JSON object, not {type(d).__name__}")
-        token = _SHARING.set(False)
+        token = _SHARING.set(sharing)  # nested documents read the same way (copied, or shared by a view)
         try:
             return cls._read(d)
         finally:
@@ -171,13 +175,7 @@ class Document:
         """The document read without copying: it shares `d`'s lists and dicts. For a typed read of a
         document that no one changes while the view is used (a view renders, compares, reports);
         `from_dict` for one that is kept. Nested documents are views too."""
-        if not isinstance(d, Mapping):
-            raise SchemaError(f"a {cls.__name__} is a JSON object, not {type(d).__name__}")
-        token = _SHARING.set(True)
-        try:
-            return cls._read(d)
-        finally:
-            _SHARING.reset(token)
+        return cls._read_as(d, sharing=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: the keys read, in their order, then fields set in code, then new extras."""
