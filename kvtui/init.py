@@ -26,9 +26,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kvtui.errors import UsageError
+
+if TYPE_CHECKING:  # imported where used: `kvtui init` loads the estimator only when it runs
+    from kvtui.engines.sim.catalog import GpuSpec
+    from kvtui.engines.sim.estimator import EngineSettings
 
 DEFAULT_PROMPT = 2048
 DEFAULT_OUTPUT = 256
@@ -93,11 +97,11 @@ def resolve_init_model(arg: str) -> InitModel:
             sim_value=name,
         )
     r = resolve_model(arg)
-    if r.kind == DIR:
+    if r.kind == DIR and r.path is not None:  # resolve_model gives DIR and CACHED a path
         d = r.path.resolve()
         weights = any(any(d.glob(g)) for g in WEIGHT_FILES)
         return InitModel(arg, str(d), r.config(), f"{d}/config.json", has_weights=weights, sim_value=str(d))
-    if r.kind == CACHED:
+    if r.kind == CACHED and r.path is not None:
         weights = any(any(r.path.glob(g)) for g in WEIGHT_FILES)
         return InitModel(
             arg, arg, r.config(), f"the local Hugging Face cache ({r.path})", has_weights=weights, sim_value=str(r.path)
@@ -285,14 +289,14 @@ def build_init(
     )
     cat = load_gpu(gpu.name) if gpu.name else None
 
-    def settings(length: int):
-        return resolve_settings(spec, cat, None, max_model_len=length, gpu_memory_utilization=util, tp=tp)
+    def settings(g: GpuSpec, length: int) -> EngineSettings:
+        return resolve_settings(spec, g, None, max_model_len=length, gpu_memory_utilization=util, tp=tp)
 
     if cat is not None and not max_model_len:
         # vLLM refuses a mode whose KV cache cannot hold one request of max_model_len: lower it to
         # what the tightest mode that has any KV cache holds (a power of two)
         kvs = [
-            estimate_memory(spec, cat, _weights_fmt(m), m.get("kv_cache_dtype", "auto"), settings(mml)).kv_tokens
+            estimate_memory(spec, cat, _weights_fmt(m), m.get("kv_cache_dtype", "auto"), settings(cat, mml)).kv_tokens
             for m in modes
         ]
         positive = [k for k in kvs if k > 0]
@@ -317,7 +321,7 @@ def build_init(
                 cat,
                 _weights_fmt(m),
                 m.get("kv_cache_dtype", "auto"),
-                settings(mml),
+                settings(cat, mml),
                 prompt_tokens=prompt,
                 output_tokens=output,
             )
@@ -339,7 +343,8 @@ def build_init(
     else:
         pred_lines.append("(no prediction: the GPU is not in kvtui's catalogue; --gpu NAME for the nearest)")
     fitting = [m for m in modes if not m.get("unfit")]
-    if fitting and len(fitting) < len(modes):  # a mode vLLM would refuse to start: left out, said why
+    # a mode vLLM would refuse to start (only an estimate on a known GPU marks one): left out, said why
+    if cat is not None and fitting and len(fitting) < len(modes):
         left += [
             f"mode {m['name']} left out: it does not fit on {cat.name} (estimate above); --tp or a larger GPU"
             for m in modes

@@ -162,7 +162,7 @@ class ExternalEngine:
             models = served_models(payload, base)
         except ValueError as e:
             raise EngineError("connect", str(e))
-        ids = [m.get("id") for m in models]
+        ids: list[str] = [m["id"] for m in models]  # served_models checked each has a string id
         if want and want in ids:
             model = want
         elif ids:

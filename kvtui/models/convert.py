@@ -33,12 +33,16 @@ def convert(gguf: Path, out: Path) -> dict:
     cfg = model.config
     # GGUF's quantizer: the tensors are dequantized on load, so nothing of it is left to save
     # (transformers refuses to serialize a model that still carries it).
-    model.hf_quantizer = None
+    # Both are plain attributes transformers sets at load time; its types only know them through
+    # torch.nn.Module.__getattr__ (Tensor | Module), hence the targeted ignores.
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model, "is_quantized"):
-        model.is_quantized = False
+        model.is_quantized = False  # type: ignore[assignment]
     if hasattr(cfg, "quantization_config"):
         del cfg.quantization_config
-    cfg.torch_dtype = torch.bfloat16
+    # The property has a setter (transformers 5: a deprecated alias of `dtype`) that mypy does not
+    # see; older transformers read the attribute itself, so it is the spelling that works in both.
+    cfg.torch_dtype = torch.bfloat16  # type: ignore[misc]
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
     tok.save_pretrained(str(out))

@@ -19,6 +19,7 @@ and is no runtime dependency of kvtui.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, fields
 from typing import Callable, Sequence
@@ -44,8 +45,13 @@ class FitParam:
 
 
 def copy_calibration(base: Calibration) -> Calibration:
-    vals = {f.name: getattr(base, f.name) for f in fields(base)}
-    return Calibration(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in vals.items()})
+    """A copy whose dict fields are copies too, so that apply()'s writes never reach `base`."""
+    cal = copy.copy(base)
+    for f in fields(cal):
+        v = getattr(cal, f.name)
+        if isinstance(v, dict):
+            setattr(cal, f.name, dict(v))
+    return cal
 
 
 def apply(base: Calibration, params: Sequence[FitParam], x: Sequence[float], cap: float = 0.98) -> Calibration:

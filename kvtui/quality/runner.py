@@ -112,8 +112,8 @@ def _ask(client: Any, model: str, item: Item) -> dict[str, Any]:
                 continue
             tok = str(c.get("token", ""))
             tokens.append(int(tok.split(":", 1)[1]) if tok.startswith("token_id:") and tok[9:].isdigit() else tok)
-            tops = [t.get("logprob") for t in (c.get("top_logprobs") or []) if isinstance(t, dict)]
-            tops = [v for v in tops if isinstance(v, (int, float))]
+            top_lps = [t.get("logprob") for t in (c.get("top_logprobs") or []) if isinstance(t, dict)]
+            tops: list[float] = [v for v in top_lps if isinstance(v, (int, float))]
             lp = c.get("logprob")
             lps.append(max(tops) if tops else (lp if isinstance(lp, (int, float)) else None))
         out["tokens"], out["logprobs"] = tokens, lps
@@ -144,14 +144,14 @@ def _task_result(task: str, items: list[Item], answers: list[dict[str, Any]]) ->
             cell[1] += 1
     n = len(items)
     lo, hi = wilson(correct, n)
-    pts = [r["prompt_tokens"] for r in rows if isinstance(r.get("prompt_tokens"), int)]
+    pts = [v for r in rows if isinstance(v := r.get("prompt_tokens"), int)]
     return {"task": task, "scoring": items[0].scoring if items else None, "n": n, "correct": correct,
             "errors": errors, "accuracy": round(correct / n, 4) if n else None, "ci": [round(lo, 4), round(hi, 4)],
             "by_length": by_length or None, "prompt_tokens_max": max(pts) if pts else None, "items": rows}
 
 
 def _agreement_result(items: list[Item], answers: list[dict[str, Any]]) -> dict[str, Any]:
-    outs = []
+    outs: list[dict[str, Any] | None] = []  # None where the item's request failed
     errors = []
     for it, a in zip(items, answers):
         if "error" in a:

@@ -84,10 +84,10 @@ def score(item: Item, answer: str) -> bool:
         return any(re.search(e, ans) for e in item.expected)
     if item.scoring == "number":
         m = re.search(r"-?\d+(?:\.\d+)?", ans.replace(",", ""))
-        return bool(m) and any(abs(float(m.group()) - float(e)) < 1e-9 for e in item.expected)
+        return m is not None and any(abs(float(m.group()) - float(e)) < 1e-9 for e in item.expected)
     if item.scoring == "choice":  # the first letter A-Z standing alone
         m = re.search(r"\b([A-Z])\b", ans)
-        return bool(m) and m.group(1) in [e.strip().upper() for e in item.expected]
+        return m is not None and m.group(1) in [e.strip().upper() for e in item.expected]
     raise ValueError(item.scoring)
 
 
@@ -254,8 +254,8 @@ def load_task_file(path: str | Path, default_max_tokens: int = 64) -> list[Item]
         where = f"{p}:{no}"
         try:
             row = json.loads(line)
-        except ValueError as e:
-            raise UsageError(f"{where}: not JSON ({e.msg})") from None
+        except ValueError as e:  # JSONDecodeError, or a plain ValueError (an integer over 4300 digits)
+            raise UsageError(f"{where}: not JSON ({e.msg if isinstance(e, json.JSONDecodeError) else e})") from None
         if not isinstance(row, dict):
             raise UsageError(f"{where}: a task item must be a JSON object")
         if isinstance(row.get("messages"), list) and all(
@@ -275,11 +275,11 @@ def load_task_file(path: str | Path, default_max_tokens: int = 64) -> list[Item]
         if scoring not in SCORINGS:
             raise UsageError(f"{where}: scoring: {scoring!r} is not one of {', '.join(SCORINGS)}")
         if scoring == "regex":
-            for e in exp:
+            for pat in exp:
                 try:
-                    re.compile(str(e))
+                    re.compile(str(pat))
                 except re.error as err:
-                    raise UsageError(f"{where}: expected: bad regex {e!r} ({err})") from None
+                    raise UsageError(f"{where}: expected: bad regex {pat!r} ({err})") from None
         mt = row.get("max_tokens", default_max_tokens)
         if not isinstance(mt, int) or isinstance(mt, bool) or not 1 <= mt <= 4096:
             raise UsageError(f"{where}: max_tokens: an integer from 1 to 4096")

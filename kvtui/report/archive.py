@@ -86,7 +86,8 @@ def check_slos(doc: dict[str, Any]) -> list[Slo]:
 def _reevaluated(doc: dict[str, Any], records: Path, slo: Slo) -> str:
     from kvtui.explore.reevaluate import reevaluate_modes
 
-    modes = [(m["name"], m.get("steps") or [], records) for m in doc["modes"]]
+    modes: list[tuple[str, list[dict[str, Any]], Path | None]] = [
+        (m["name"], m.get("steps") or [], records) for m in doc["modes"]]
     out, problems = reevaluate_modes(modes, slo)
     return json.dumps([out, [p.replace(str(records.parent), "") for p in problems]], sort_keys=True, default=str)
 

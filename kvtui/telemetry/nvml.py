@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 import time
+from functools import partial
 from typing import Any, Callable
 
 from kvtui.telemetry.gpus import (  # noqa: F401 - kvtui.telemetry.nvml's names, where callers import them
@@ -244,8 +245,9 @@ class NvmlSampler:
         sampled = set(visible_idx)
         if pids is not None:
             for i, h, _ in devices:
-                procs[i] = self._opt(i, "processes", lambda h=h: _gpu_processes(h))
-                if procs[i] and pids & procs[i].keys():
+                found: dict[int, int | None] | None = self._opt(i, "processes", partial(_gpu_processes, h))
+                procs[i] = found
+                if found and pids & found.keys():
                     sampled.add(i)  # the server uses a GPU outside CUDA_VISIBLE_DEVICES
         t = self._clock()
         out: list[GpuSample] = []
@@ -254,15 +256,15 @@ class NvmlSampler:
                 continue
             mem = self._memory(i, h)  # required: an error here ends telemetry
             s = GpuSample(t=t, index=i, name=names[i], mem_used_gib=mem.used / GIB, mem_total_gib=mem.total / GIB)
-            util = self._opt(i, "util", lambda h=h: _nvml.nvmlDeviceGetUtilizationRates(h))
+            util = self._opt(i, "util", partial(_nvml.nvmlDeviceGetUtilizationRates, h))
             s.util_pct = float(util.gpu) if util is not None else None
-            power = self._opt(i, "power", lambda h=h: _nvml.nvmlDeviceGetPowerUsage(h))
+            power = self._opt(i, "power", partial(_nvml.nvmlDeviceGetPowerUsage, h))
             s.power_w = power / 1000.0 if power is not None else None
-            clock = self._opt(i, "sm_clock", lambda h=h: _nvml.nvmlDeviceGetClockInfo(h, _nvml.NVML_CLOCK_SM))
+            clock = self._opt(i, "sm_clock", partial(_nvml.nvmlDeviceGetClockInfo, h, _nvml.NVML_CLOCK_SM))
             s.sm_clock_mhz = float(clock) if clock is not None else None
-            temp = self._opt(i, "temp", lambda h=h: _nvml.nvmlDeviceGetTemperature(h, _nvml.NVML_TEMPERATURE_GPU))
+            temp = self._opt(i, "temp", partial(_nvml.nvmlDeviceGetTemperature, h, _nvml.NVML_TEMPERATURE_GPU))
             s.temperature_c = float(temp) if temp is not None else None
-            mask = self._opt(i, "throttle", lambda h=h: _throttle_mask(h))
+            mask = self._opt(i, "throttle", partial(_throttle_mask, h))
             s.throttle = throttle_names(int(mask)) if mask is not None else []
             if pids is not None:
                 s.proc_mem_gib = self._proc_mem(i, procs.get(i), pids)

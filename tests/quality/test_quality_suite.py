@@ -124,7 +124,10 @@ def test_user_task_file_loads_and_every_problem_names_file_and_line(tmp_path):
     assert [(i.task, i.id, i.scoring, i.expected) for i in items] == [
         ("capitals", "1", "contains", ["Paris"]), ("capitals", "sum", "number", ["4"])]
     cases = {
-        "not json": "{", "not an object": "[1]", "no prompt": '{"expected": "x"}',
+        "not json": "{",
+        # valid JSON syntax that json.loads still refuses with a plain ValueError (no .msg)
+        "too many digits": '{"prompt": "p", "expected": ' + "1" * 5000 + "}",
+        "not an object": "[1]", "no prompt": '{"expected": "x"}',
         "bad expected": '{"prompt": "p", "expected": {}}', "bad scoring": '{"prompt": "p", "expected": "x", "scoring": "fuzzy"}',
         "bad regex": '{"prompt": "p", "expected": "(", "scoring": "regex"}',
         "bad max_tokens": '{"prompt": "p", "expected": "x", "max_tokens": 0}',

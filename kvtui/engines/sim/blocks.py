@@ -12,6 +12,10 @@ from dataclasses import dataclass
 
 _HASH_MASK = (1 << 63) - 1
 
+# A full block's cache key: the client's chained prompt-block hash, or (request uid, block index)
+# for blocks nobody else can share (no hashes sent, or the blocks past the hashed prompt).
+BlockKey = int | tuple[int, int]
+
 
 @dataclass
 class SimRequest:
@@ -34,29 +38,32 @@ class SimSeq:
         self.rid = req.rid
         self.prompt = int(req.prompt_tokens)
         self.max_tokens = int(req.max_tokens)
-        self.hashes = [h & _HASH_MASK for h in req.block_hashes] if (caching and req.block_hashes is not None) else None
-        self.nh = len(self.hashes) if self.hashes is not None else 0
-        self.caching = self.hashes is not None
+        self.caching = caching and req.block_hashes is not None
+        # Typed as keys (they are ints) because slices of it start a request's key lists.
+        self.hashes: list[BlockKey] = (
+            [h & _HASH_MASK for h in req.block_hashes] if (caching and req.block_hashes is not None) else []
+        )
+        self.nh = len(self.hashes)  # 0 without caching: every block gets a per-request key
         self.uid = uid
         self.out = 0
         self.num_tokens = self.prompt  # tokens known (prompt + sampled)
         self.computed = 0  # tokens whose KV is in the cache
         self.nblocks = 0
-        self.keys: list = []  # cache keys of the blocks this request holds as registered
+        self.keys: list[BlockKey] = []  # cache keys of the blocks this request holds as registered
         self.arrival = now
         self.done = False
 
-    def key(self, j: int):
+    def key(self, j: int) -> BlockKey:
         """Cache key of full block j: the client's prompt hash, else a per-request synthetic key."""
         if j < self.nh:
             return self.hashes[j]
         return (self.uid, j)
 
-    def keys_range(self, a: int, b: int) -> list:
+    def keys_range(self, a: int, b: int) -> list[BlockKey]:
         nh = self.nh
         if b <= nh:
             return self.hashes[a:b]
-        out = self.hashes[a:nh] if a < nh else []
+        out: list[BlockKey] = self.hashes[a:nh] if a < nh else []
         uid = self.uid
         out.extend((uid, j) for j in range(max(a, nh), b))
         return out
@@ -82,7 +89,7 @@ class BlockPool:
         self.ptr = 0  # positions consumed by allocation (evicted or reused)
         self.holes: list[int] = []  # heap of queue positions whose block left the queue by a hit
         self.n_holes = 0
-        self.cached: dict = {}
+        self.cached: dict[BlockKey, int] = {}
 
     @property
     def free(self) -> int:
@@ -102,7 +109,7 @@ class BlockPool:
             target += 1
         self.ptr = target
 
-    def lookup(self, k) -> int:
+    def lookup(self, k: BlockKey) -> int:
         """1: in use, 0: free but cached (evictable), -1: not cached."""
         v = self.cached.get(k)
         if v is None:
@@ -114,7 +121,7 @@ class BlockPool:
         del self.cached[k]  # evicted long ago: forget it
         return -1
 
-    def touch(self, k) -> None:
+    def touch(self, k: BlockKey) -> None:
         """A hit: the block is in use by one more request (leaves the free queue if it was free)."""
         v = self.cached[k]
         if v > 0:
@@ -124,7 +131,7 @@ class BlockPool:
             self.n_holes += 1
             self.cached[k] = 1
 
-    def register(self, r: SimSeq, keys: list) -> None:
+    def register(self, r: SimSeq, keys: list[BlockKey]) -> None:
         """Blocks that just became full: cache their keys (first writer wins)."""
         cached = self.cached
         if cached.keys().isdisjoint(keys):

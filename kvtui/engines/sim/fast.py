@@ -341,10 +341,10 @@ def _mean(xs: Sequence[float]) -> float:
 def summarize(records: Sequence[Record], duration_s: float) -> dict[str, float]:
     """vllm-bench-style figures (ms) over ok records; throughput over `duration_s`."""
     ok = [r for r in records if r.ok and r.t_first is not None]
-    ttft = [r.ttft * 1e3 for r in ok]
+    ttft = [t * 1e3 for r in ok if (t := r.ttft) is not None]
     tpot = [r.tpot * 1e3 for r in ok if r.tpot is not None]
     itl = [g * 1e3 for r in ok for g in r.itl]
-    e2e = [r.e2e * 1e3 for r in ok]
+    e2e = [t * 1e3 for r in ok if (t := r.e2e) is not None]  # a record cut before its last chunk has none
     out_tok = sum(r.output_tokens or 0 for r in ok)
     in_tok = sum(r.prompt_tokens or 0 for r in ok)
     d = max(duration_s, 1e-9)

@@ -198,8 +198,8 @@ class SchedulerSim:
                 while inc:
                     self.waiting.append(inc.popleft()[1])
             else:
-                k = self.steps_total
-                while inc and inc[0][0] < k:
+                step_no = self.steps_total
+                while inc and inc[0][0] < step_no:
                     self.waiting.append(inc.popleft()[1])
         bs = self.block_size
         pool = self.pool
@@ -363,11 +363,11 @@ class SchedulerSim:
         n_seqs += n_lean
         sampled += n_lean
         if n_tok:
-            dur, limit = self.roof.time_limit(n_tok, n_seqs, sampled, ctx_read, pairs, prefill_tok > 0)
+            dur, limited_by = self.roof.time_limit(n_tok, n_seqs, sampled, ctx_read, pairs, prefill_tok > 0)
             if self.jitter:
                 dur *= math.exp(self.rng.gauss(0.0, self.jitter))
         else:  # nothing schedulable (or nothing to do): the engine still spins once
-            dur, limit = (self.roof.o_step, "idle") if self.has_work() else (0.0, "idle")
+            dur, limited_by = (self.roof.o_step, "idle") if self.has_work() else (0.0, "idle")
         self.now += dur
         self.steps_total += 1
         # busy: the next step was scheduled while this one ran (async scheduling); an engine
@@ -375,8 +375,8 @@ class SchedulerSim:
         self._busy = n_tok > 0 and bool(self.running or self.waiting)
         self.generation_tokens_total += len(tokens)
         self.prompt_tokens_total += prompt_done
-        return StepOutcome(dur, tokens, finished, preempted, prefill_tok, decode_seqs, n_tok, limit, n_seqs, sampled,
-                           ctx_read, pairs)
+        return StepOutcome(dur, tokens, finished, preempted, prefill_tok, decode_seqs, n_tok, limited_by, n_seqs,
+                           sampled, ctx_read, pairs)
 
     def _make_room(self, r: SimSeq, need: int, preempted: list[str]) -> bool:
         """Preempt from the tail of `running` until `need` blocks are free. True if `r` itself went."""

@@ -20,7 +20,7 @@ import os
 import secrets
 import sys
 import time
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict
 from typing import Any, AsyncIterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from kvtui.engines.sim.scheduler import SimRequest
+from kvtui.engines.sim.scheduler import MemorySplit, SimRequest
 from kvtui.engines.sim.startup_log import SIM_VERSION, print_startup  # noqa: F401 - also this module's names
 from kvtui.engines.sim.tokenizer import CHAT_PER_MESSAGE, CHAT_TEMPLATE_TOKENS, Tokenizer, block_hashes  # noqa: F401
 
@@ -373,7 +373,7 @@ class SimServer:
         return PlainTextResponse(generate_latest(self.registry).decode(), media_type="text/plain; version=0.0.4")
 
     async def sim_info(self, request: Request) -> Response:
-        mem = self.model.memory()
+        mem: MemorySplit = self.model.memory()  # SchedulerSim and KneeSim both split memory so
         return JSONResponse({
             "simulated": True,
             "version": SIM_VERSION,
@@ -382,7 +382,7 @@ class SimServer:
             "time_scale": self.time_scale,
             "lag_s": round(self.lag_s, 4),
             "steps": self.steps,
-            "memory": asdict(mem) if is_dataclass(mem) else dict(mem),
+            "memory": asdict(mem),
             "facts": self.model.facts().to_dict(),
             "stats": asdict(self.model.stats()),
         })

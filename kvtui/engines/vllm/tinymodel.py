@@ -132,7 +132,7 @@ def config_json(spec: TinyModelSpec) -> dict:
 def weight_shapes(spec: TinyModelSpec) -> list[tuple[str, tuple[int, ...], str]]:
     """(name, shape, init) of every Llama tensor; init is "normal" or "ones"."""
     h, q, kv, i = spec.hidden, spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim, spec.intermediate
-    out = [("model.embed_tokens.weight", (spec.vocab, h), "normal")]
+    out: list[tuple[str, tuple[int, ...], str]] = [("model.embed_tokens.weight", (spec.vocab, h), "normal")]
     for n in range(spec.layers):
         p = f"model.layers.{n}."
         out += [
@@ -150,24 +150,26 @@ def weight_shapes(spec: TinyModelSpec) -> list[tuple[str, tuple[int, ...], str]]
     return out
 
 
-def _tensor_bytes(shape: tuple[int, ...], init: str, dtype: str, rng, std: float) -> bytes:
+def _tensor_bytes(shape: tuple[int, ...], init: str, dtype: str, rng: random.Random, std: float) -> bytes:
     n = math.prod(shape)
     try:
         import numpy as np
     except ImportError:
-        np = None
-    if np is not None:
-        gen = np.random.default_rng(rng.getrandbits(63))
-        a = np.ones(n, dtype=np.float32) if init == "ones" else gen.normal(0.0, std, n).astype(np.float32)
-        if dtype == "float32":
-            return a.astype("<f4").tobytes()
-        if dtype == "float16":
-            return a.astype("<f2").tobytes()
-        # bfloat16: the upper 16 bits of a float32, rounded to nearest even
-        u = a.view(np.uint32)
-        u = u + 0x7FFF + ((u >> 16) & 1)
-        return (u >> 16).astype("<u2").tobytes()
-    # Pure Python fallback (a few seconds for the default size).
+        return _tensor_bytes_pure(n, init, dtype, rng, std)
+    gen = np.random.default_rng(rng.getrandbits(63))
+    a = np.ones(n, dtype=np.float32) if init == "ones" else gen.normal(0.0, std, n).astype(np.float32)
+    if dtype == "float32":
+        return a.astype("<f4").tobytes()
+    if dtype == "float16":
+        return a.astype("<f2").tobytes()
+    # bfloat16: the upper 16 bits of a float32, rounded to nearest even
+    u = a.view(np.uint32)
+    u = u + 0x7FFF + ((u >> 16) & 1)
+    return (u >> 16).astype("<u2").tobytes()
+
+
+def _tensor_bytes_pure(n: int, init: str, dtype: str, rng: random.Random, std: float) -> bytes:
+    """Pure Python fallback without numpy (a few seconds for the default size)."""
     vals = [1.0] * n if init == "ones" else [rng.gauss(0.0, std) for _ in range(n)]
     if dtype == "float32":
         return struct.pack(f"<{n}f", *vals)
