@@ -17,8 +17,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kvtui.load.client import (MAX_TIMED_TOKENS_PER_CHUNK, STREAMED_SLACK, StreamClient, cross_check_usage,
-                               stream_request, streamed_tokens_bound)
+from kvtui.load.client import (
+    MAX_TIMED_TOKENS_PER_CHUNK,
+    STREAMED_SLACK,
+    StreamClient,
+    cross_check_usage,
+    stream_request,
+    streamed_tokens_bound,
+)
 from kvtui.load.records import ERROR_CLASSES, RECORD_FLAGS, Record
 
 from reliability_helpers import liar_request
