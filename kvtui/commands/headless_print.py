@@ -57,6 +57,9 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
         parts.append("[kept from the resumed run]")
     if step.get("replicas_lost"):
         parts.append("REPLICA LOST: " + "; ".join(step.get("notes") or []))
+    bad = step.get("metrics_out_of_range")
+    if isinstance(bad, list) and bad:  # dropped at parse, never a verdict or a label: said where it is read
+        parts.append("metrics out of range: " + ", ".join(str(x) for x in bad))
     return "  ".join(parts)
 
 

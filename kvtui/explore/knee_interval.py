@@ -273,7 +273,9 @@ def slo_targets(slo: Any) -> list[Target]:
 
 
 def judged(step: dict[str, Any]) -> bool:
-    return step.get("why", "search") in ("search", "confirm") and step.get("passed") is not None
+    # `remeasured`: a replica died in it and its load was measured again on the others: not a verdict
+    return (step.get("why", "search") in ("search", "confirm") and step.get("passed") is not None
+            and not step.get("remeasured"))
 
 
 def for_step(step: dict[str, Any], records: Sequence[Any], slo: Any, mode: str = "", n_boot: int = N_BOOT) -> \

@@ -70,3 +70,23 @@ def lost_note(lost: list[dict[str, Any]], names: list[str]) -> str:
     parts = ", ".join(f"{x['name']} ({x['why']}; {x['failed_requests']} of its requests failed)" for x in lost)
     rest = f"the run goes on with {', '.join(left)}" if left else "no replica is left"
     return f"replica lost mid-step: {parts}; {rest}"
+
+
+def mark_remeasure(step: dict[str, Any]) -> bool:
+    """A step that failed while a replica died in it is measured again on the replicas left,
+    not taken as the SLO's verdict: the dead replica's refused and cut requests are errors of a
+    fleet that no longer exists (one of two killed in the first step once ended the mode "no load
+    met the SLO", exit 0). Marks the step (`remeasured`, a note) and says whether to; a step that
+    passed anyway, or one that left no replica, is judged as it is."""
+    lost = step.get("replicas_lost") or []
+    if not lost or step.get("passed") is True:
+        return False
+    gone = {x.get("name") for x in lost if isinstance(x, dict)}
+    left = [r.get("name") for r in step.get("replicas") or [] if isinstance(r, dict) and r.get("name") not in gone]
+    if not left:
+        return False
+    step["remeasured"] = True
+    step.setdefault("notes", []).append(
+        f"not the SLO's verdict: {', '.join(sorted(str(g) for g in gone))} lost mid-step; "
+        f"measured again at the same load on {', '.join(str(n) for n in left)}")
+    return True

@@ -30,6 +30,7 @@ from kvtui.explore.events import Event, Listener
 from kvtui.explore.executor import StepExecutor
 from kvtui.explore.live_step import LiveStepExecutor
 from kvtui.explore.offline_step import OfflineStepExecutor
+from kvtui.explore.replica_step import mark_remeasure
 from kvtui.explore.results import ModeResult
 from kvtui.explore.resume import Resume, finished_steps
 from kvtui.explore.search import Search, ramp_levels
@@ -301,6 +302,7 @@ class Run:
         step_index = 0
         client_retries = 0
         retry: tuple[float, str] | None = None  # a load the client failed, measured again
+        remeasured: set[float] = set()  # loads measured again after a replica died in them (once each)
         if old is not None:
             assert self.writer is not None
             kept, self._prior_series = self._resume.replay_finished_steps(search, md, old, self.t0, self.writer)
@@ -316,7 +318,8 @@ class Run:
             load, why = nxt
             if load is None:
                 break
-            step = self._one_step(mode, md, load, step_index, why, need)
+            step = self._one_step(mode, md, load, step_index, why, need,
+                                  may_remeasure=why in ("search", "confirm") and load not in remeasured)
             step_index += 1
             last_load = load
             if step is None:
@@ -333,6 +336,10 @@ class Run:
                     retry = (load, why)
                     continue
                 client_retries = 0
+                if step.get("remeasured"):  # a replica died in it: the survivors are measured at this load
+                    remeasured.add(load)
+                    retry = (load, why)
+                    continue
                 search.record(load, step["passed"])
                 predict_loop.after_step(self, mode, md, search)
                 self.emit(ev.ModeUpdated(mode.name, md))
@@ -370,12 +377,16 @@ class Run:
         return nxt, phase
 
     def _one_step(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str,
-                  need: int) -> dict[str, Any] | None:
-        """Measure one step (the executor), evaluate it against the SLO, journal it."""
+                  need: int, may_remeasure: bool = False) -> dict[str, Any] | None:
+        """Measure one step (the executor), evaluate it against the SLO, journal it.
+        `may_remeasure`: a failed step that lost a replica is marked to be measured again on the
+        replicas left (replica_step.mark_remeasure), not judged."""
         self.emit(ev.StepStarted(mode.name, load, index, why, self.closed))
         m = self.executor.measure(mode, md, load, index, why, need)
         step = evaluate_step(m.records, m.ctx, self.scenario.slo)
         step.update(m.extra)
+        if may_remeasure and mark_remeasure(step):
+            self.emit(ev.RunWarning(mode.name, f"step {index} at {load:g}: {step['notes'][-1]}"))
         pp = knee_interval.for_step(step, m.records, self.scenario.slo, f"{mode.name}#{index}")
         if pp is not None:  # how sure the verdict is: the knee's interval (modes[].knee_interval)
             step["pass_probability"] = pp

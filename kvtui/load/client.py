@@ -113,8 +113,11 @@ def _malformed(rec: Record, what: str) -> object:
     return _FAILED
 
 
-def _event(line: bytes, rec: Record, chat: bool, now: float, last: float | None, text_parts: list[str] | None):
-    """One SSE line. Returns _DONE, _FAILED (rec filled), the time of a token-bearing event, or None."""
+def _event(line: bytes, rec: Record, chat: bool, now: float, last: float | None, text_parts: list[str] | None,
+           words: list[int] | None = None):
+    """One SSE line. Returns _DONE, _FAILED (rec filled), the time of a token-bearing event, or None.
+    `words[0]` counts the word breaks (spaces, newlines) of the streamed text: evidence of how
+    many tokens a chunk carried (cross_check_usage)."""
     if not line.startswith(b"data:"):
         return None
     payload = line[5:].strip()
@@ -168,16 +171,18 @@ def _event(line: bytes, rec: Record, chat: bool, now: float, last: float | None,
                 rec.itl.append(now - last)
             if text_parts is not None and text:
                 text_parts.append(text)
+            if words is not None and text:
+                words[0] += text.count(" ") + text.count("\n")
             return now
     return None
 
 
 def _events(lines: list[bytes], rec: Record, chat: bool, now: float, last: float | None,
-            text_parts: list[str] | None) -> tuple[float | None, bool]:
+            text_parts: list[str] | None, words: list[int] | None = None) -> tuple[float | None, bool]:
     """The SSE lines of one read. Returns (time of the last token-bearing event, [DONE] seen);
     a bad event marks `rec` as an error and stops there."""
     for line in lines:
-        outcome = _event(line, rec, chat, now, last, text_parts)
+        outcome = _event(line, rec, chat, now, last, text_parts, words)
         if outcome is _DONE:
             return last, True
         if outcome is _FAILED:
@@ -216,6 +221,7 @@ async def _stream_request(
 ) -> str:
     chat = "messages" in body
     text_parts: list[str] = []
+    words = [0]  # word breaks in the streamed text (cross_check_usage)
     last: float | None = None
     done = False
     rec.t_sent = time.monotonic()
@@ -257,7 +263,7 @@ async def _stream_request(
                         rec.status, rec.error = "error", "sse_oversize"
                         rec.detail = f"an SSE line over {MAX_EVENT_BYTES >> 20} MiB (client bound): not read"
                         break
-                    last, done = _events(lines, rec, chat, now, last, parts)
+                    last, done = _events(lines, rec, chat, now, last, parts, words)
                     if done or rec.status == "error":
                         break
                     # A read that finds data already buffered does not suspend: one busy stream
@@ -265,7 +271,7 @@ async def _stream_request(
                     # p99 went from ~300 ms to ~30 ms at 128 streams with this yield; see bench/).
                     await asyncio.sleep(0)
                 else:  # the body ended: a last line without its newline means the stream was cut
-                    last, done = _events([b"".join(held)], rec, chat, time.monotonic(), last, parts)
+                    last, done = _events([b"".join(held)], rec, chat, time.monotonic(), last, parts, words)
                 if rec.status == "error":
                     return ""
                 if done:
@@ -310,17 +316,54 @@ async def _stream_request(
         # A prompt sent as token ids has an exact length: the server may add a BOS, nothing else.
         prompt = body.get("prompt")
         ids = len(prompt) if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt[:4]) else 0
-        cross_check_usage(rec, token_ids=ids)
+        cross_check_usage(rec, token_ids=ids, words=words[0])
     return "".join(text_parts)
 
 
-def cross_check_usage(rec: Record, token_ids: int = 0) -> None:
+# How far usage may exceed the tokens the stream shows (streamed_tokens_bound) and still be
+# believed. On the published H200 vLLM records (docs/results, ~62,000 requests, vLLM merging
+# several tokens into one chunk when its API loop runs behind: up to 256 tokens in 184 chunks),
+# usage was at most 1.19x the estimate from the chunks' timing; 1.25 leaves none flagged there.
+STREAMED_SLACK = 1.25
+# The timing route credits a stream with at most this many tokens per chunk (see below); the
+# worst on the published records was 1.39 (256 tokens in 184 chunks).
+MAX_TIMED_TOKENS_PER_CHUNK = 2.0
+
+
+def streamed_tokens_bound(rec: Record, words: int | None = None) -> float:
+    """The most output tokens the stream itself can account for, from what it showed.
+
+    Each token-bearing chunk carries one token or more (one spare for a closing empty chunk).
+    A chunk carries more than one where the server merged tokens, and that leaves traces: the
+    merged tokens were generated while the client waited, so the chunk came after a gap of
+    several decode steps (tokens ~ 1 + the first-to-last span over the request's typical gap,
+    the median of its positive gaps: a stall behind another request's prefill only makes this
+    larger, so it errs towards belief); and merged text holds several words (`words`, the
+    streamed text's word breaks: a token rarely spans two). A usage count past the largest of
+    these, by more than STREAMED_SLACK, is a figure the stream does not show: 1.75x the chunks
+    at an even pace once passed when it equalled max_tokens with finish_reason "length"."""
+    if rec.t_first is None:
+        return 0.0
+    chunks = len(rec.itl) + 1
+    by_time = float(chunks)
+    gaps = sorted(g for g in rec.itl if g > 0)
+    if gaps:
+        mid = gaps[len(gaps) // 2] if len(gaps) % 2 else (gaps[len(gaps) // 2 - 1] + gaps[len(gaps) // 2]) / 2
+        # At most twice the chunks: the pace is the server's to set, and an uneven one (many
+        # short gaps, a few long) would otherwise credit it without limit.
+        by_time = min(MAX_TIMED_TOKENS_PER_CHUNK * chunks, max(by_time, 1.0 + sum(rec.itl) / mid))
+    return max(by_time, float(words or 0)) * STREAMED_SLACK + 1
+
+
+def cross_check_usage(rec: Record, token_ids: int = 0, words: int | None = None) -> None:
     """Flag `usage` that disagrees with what the stream showed and what was asked.
 
-    Output: no more than the requested max_tokens, and no fewer tokens than token-bearing
-    chunks (one chunk carries one token or more; one spare for a closing empty chunk). A usage
-    10x too high once read as 3,817 tok/s and TPOT 1.0 ms, PASS (really 385 and 10.5).
-    finish_reason "length" means max_tokens were generated: exactly that many.
+    Output: no more than the requested max_tokens, no fewer tokens than token-bearing chunks
+    (one chunk carries one token or more; one spare for a closing empty chunk), and no more than
+    the stream accounts for (streamed_tokens_bound), whatever max_tokens or finish_reason say;
+    a count past that bound is not kept as the figure (None, `usage_mismatch`, the claim in
+    the detail). A usage 10x too high once read as 3,817 tok/s and TPOT 1.0 ms, PASS (really
+    385 and 10.5). finish_reason "length" means max_tokens were generated: exactly that many.
     Prompt: token-id prompts have an exact length; the server may add a BOS or a chat template,
     never remove tokens, and never multiply them.
     """
@@ -334,6 +377,11 @@ def cross_check_usage(rec: Record, token_ids: int = 0) -> None:
             why.append(f"completion_tokens {o} < {chunks} token chunks")
         if rec.finish_reason == "length" and rec.expected_output_tokens and o != rec.expected_output_tokens:
             why.append(f"finish_reason length but completion_tokens {o} != max_tokens {rec.expected_output_tokens}")
+        bound = streamed_tokens_bound(rec, words)
+        if chunks and o > bound:
+            why.append(f"completion_tokens {o} > the {bound:.0f} the stream shows ({chunks} chunks, "
+                       f"{words or 0} words): not used")
+            rec.output_tokens = None
     p, want = rec.prompt_tokens, rec.expected_prompt_tokens
     if p is not None and want:
         if p < want:
@@ -348,7 +396,7 @@ def cross_check_usage(rec: Record, token_ids: int = 0) -> None:
     # Total: a figure usage did not give (null, absent) is a named flag, never a silent None.
     missing = [k for k, v in (("prompt_tokens", rec.prompt_tokens), ("completion_tokens", rec.output_tokens))
                if v is None]
-    if missing and "usage_invalid" not in rec.flags:
+    if missing and "usage_invalid" not in rec.flags and "usage_mismatch" not in rec.flags:
         _flag(rec, "usage_missing")
         rec.detail = (rec.detail + "; " if rec.detail else "") + f"usage without {', '.join(missing)}"
 

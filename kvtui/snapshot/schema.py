@@ -135,6 +135,8 @@ class Step(Document):
     note: str | None = field("a remark on its load (more concurrency than the server's max_num_seqs…)", TEXT)
     replicas_lost: list[Any] | None = field("replicas that died during the step: {name, …}; its figures stay "
                                             "those of every request", LIST)
+    remeasured: bool | None = field("a replica died in this failed step: not the SLO's verdict; its load was "
+                                    "measured again on the replicas left (the next step)", BOOL)
     repeat_of: Any = field("the step this one repeats", ANY)
     search_phase: Any = field("the search's phase when it ran", ANY)
     fast: bool | None = field("measured by the offline fast simulator (no HTTP): SIMULATED", BOOL)

@@ -16,6 +16,8 @@ test_untrusted_numbers.py draws them with hypothesis): the server always generat
 max_tokens tokens with finish_reason "length" (ignore_eos), and then may lie about them —
     usage_out / usage_prompt: {"times": m} {"minus": k} {"plus": k} {"value": any JSON}
     usage: any JSON in place of the usage object;  choices: any JSON in place of a token chunk's choices
+    streamed: stream only this many of the tokens (usage still tells max_tokens unless lied about);
+    finish: the last chunk's finish_reason ("length" unless set; null: none);
     per_chunk: tokens per chunk (honest bundling);  crlf: CRLF line ends;  split: write events
     in pieces of this many bytes;  bad_utf8: invalid UTF-8 in a data line;  oversize: pad one
     event to this many bytes;  gap_ms: between chunks.
@@ -114,10 +116,11 @@ async def _answer_stream(a: dict, prompt: int, max_tokens: int):
     gap = float(a.get("gap_ms", 0.0)) / 1000
     events: list[bytes] = []
     done = 0
-    while done < max_tokens:
-        k = min(per, max_tokens - done)
+    shown = max(1, min(max_tokens, int(a.get("streamed", max_tokens))))
+    while done < shown:
+        k = min(per, shown - done)
         done += k
-        finish = "length" if done == max_tokens else None
+        finish = a.get("finish", "length") if done == shown else None
         choices = a["choices"] if "choices" in a else [{"index": 0, "text": " t" * k, "finish_reason": finish}]
         events.append(("data: " + json.dumps({"id": "x", "choices": choices}) + nl + nl).encode())
     if a.get("bad_utf8") and events:

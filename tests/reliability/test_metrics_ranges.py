@@ -94,3 +94,16 @@ def test_a_step_carries_the_out_of_range_flag_and_no_kv_figure() -> None:
     tel.replica_names = []
     w = tel.window(0.0, 2.0)
     assert "kv_usage_max" not in w and w["metrics_out_of_range"] == ["kv_usage=57.0"]
+
+
+def test_the_headless_step_line_says_which_metrics_were_out_of_range() -> None:
+    """The flag is shown where the step is read (issue 30 item 6), not only stored."""
+    from kvtui.commands.headless_print import step_line
+
+    pct = {"n": 10, "p50": 1.0, "p95": 2.0, "p99": 3.0}
+    step = {"load": 4, "requests": 10, "output_tok_s": 100.0, "passed": True, "errors": 0, "error_rate": 0.0,
+            "ttft_ms": pct, "tpot_ms": pct, "itl_ms": pct, "e2e_ms": pct,
+            "metrics_out_of_range": ["kv_usage=57.0"]}
+    assert "metrics out of range: kv_usage=57.0" in step_line("m", step, [])
+    del step["metrics_out_of_range"]
+    assert "out of range" not in step_line("m", step, [])

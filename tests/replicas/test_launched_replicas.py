@@ -69,3 +69,54 @@ def test_shipped_scenario_runs_two_simulated_replicas(tmp_path):
     text = re.sub("<[^>]+>", "", render_dashboard_svg(doc, width=160, height=48, view="dashboard")).replace("&#160;", " ")
     lines = [ln for ln in text.splitlines() if re.match(r"^r[01] [█░]+ KV +\d+%  run \d+  wait \d+  preempt \d+", ln)]
     assert [ln[:2] for ln in lines] == ["r0", "r1"]
+
+
+def test_one_of_two_launched_replicas_killed_in_the_first_step_the_search_goes_on(tmp_path):
+    """Issue 30 item 8: r1 (a real `kvtui sim serve` process kvtui launched) gets SIGKILL inside
+    the window of the mode's first step. That step is named (replicas_lost, "r1 lost"), not
+    taken as the SLO's verdict (it once ended the mode "no load met the SLO", exit 0), and its
+    load is measured again on r0, where the search goes on and finds a knee."""
+    import os
+    import signal
+    import threading
+
+    from kvtui.explore import events as ev
+    from kvtui.explore.run import Run
+    from kvtui.report.text import step_row
+
+    from scenario_factory import knee_toml
+
+    # Each replica streams at 20 ms a token up to 6 in flight, 3x slower past it: on r0 alone
+    # 4 passes (TPOT p95 <= 30 ms) and 8 fails.
+    text = knee_toml("two", server={"replicas": 2},
+                     ramp={"start": 4, "max": 8, "step": "4,8", "search": "linear", "warmup_s": 0.3,
+                           "window_s": 2.0, "confirm": False, "min_samples": 1})
+    p = tmp_path / "two.toml"
+    p.write_text(text)
+    sc = load_scenario(p)
+    killed = threading.Event()
+    warnings: list[str] = []
+    holder: dict = {}
+
+    def listener(e: ev.Event) -> None:
+        if isinstance(e, ev.RunWarning):
+            warnings.append(e.text)
+        if isinstance(e, ev.Records) and not killed.is_set():
+            if any(r.replica == 1 and r.phase == "window" and r.ok and r.step == 0 for r in e.records):
+                for pid in [holder["run"].engine.children[1].pid]:
+                    os.kill(pid, signal.SIGKILL)
+                killed.set()
+
+    run = Run(sc, tmp_path / "two.json", listener=listener)
+    holder["run"] = run
+    doc = run.run()
+    assert killed.is_set()
+    mode = doc["modes"][0]
+    first = mode["steps"][0]
+    assert first["index"] == 0 and [x["name"] for x in first["replicas_lost"]] == ["r1"]
+    assert first["remeasured"] is True and first["passed"] is not True
+    assert "r1 lost" in step_row(first)[-2]
+    assert any("r1" in w for w in warnings)
+    again = mode["steps"][1]
+    assert again["load"] == first["load"] and not again.get("replicas_lost") and again["passed"] is True
+    assert mode["best_concurrency"] == 4, [(s["load"], s["passed"]) for s in mode["steps"]]
