@@ -275,7 +275,8 @@ class LiveStepExecutor:
         live = Measured(recs, ctx, extra, aborted=bool(res.aborted))
         if self.modelled is None:
             return live
-        judged = self.modelled.judge(mode, load, index, need, run.closed, live)
+        judged = self.modelled.judge(mode, load, index, need, run.closed, live,
+                                      stopped=bool(run.stop_reason or run.skipping))
         if not records_error:
             try:
                 run.records_written += write_records(run.records_path, judged.records)

@@ -50,3 +50,41 @@ def test_same_seed_same_answer_under_cpu_load(tmp_path):
     steps = quiet["modes"][0]["steps"]
     assert steps and all(s.get("modelled") for s in steps)
     assert all(isinstance(s.get("live"), dict) and s["live"]["requests"] > 0 for s in steps)  # the live run kept
+
+
+def _modelled(load=11.0):
+    from kvtui.explore.sim_model import ModelledSteps
+    from kvtui.scenario.loader import load_scenario
+
+    sc = load_scenario("sim-demo")
+    mode = next(m for m in sc.modes if m.name == "fp8-kv")
+    steps = ModelledSteps.for_mode(sc, mode, salt=0, index=0)
+    assert steps is not None
+    return steps, mode
+
+
+def _live(load, **ctx):
+    from kvtui.explore.evaluate import StepContext
+    from kvtui.explore.executor import Measured
+
+    return Measured([], StepContext(load=load, **ctx), {}, aborted=bool(ctx.get("aborted")))
+
+
+def test_a_step_the_live_client_failed_is_still_judged_in_modelled_time():
+    # Seen on a loaded CI host: the live client's failure (its worker died or stalled) made the demo's
+    # first step a verdict-less retry, and the same seed gave another answer. The model is the verdict;
+    # the client's failure is said beside it, as the host's limit.
+    steps, mode = _modelled()
+    live = _live(11.0, aborted="load generator failed: a load-generator process died", cut=True,
+                 client_failure="a load-generator process died")
+    judged = steps.judge(mode, 11.0, 0, 20, True, live)
+    assert judged is not live and judged.extra["modelled"] is True and judged.records
+    assert "the live client failed (a load-generator process died)" in judged.extra["live"]["host_limited"]
+
+
+def test_a_step_stopped_by_the_user_or_a_dead_engine_stays_as_measured():
+    steps, mode = _modelled()
+    stopped = _live(11.0, aborted="stopped by the user", cut=True)
+    assert steps.judge(mode, 11.0, 0, 20, True, stopped, stopped=True) is stopped
+    dead = _live(11.0, aborted="engine died: exit code -9")
+    assert steps.judge(mode, 11.0, 0, 20, True, dead) is dead

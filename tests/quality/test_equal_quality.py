@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kvtui.quality.equivalence import cost_range, items_needed, pooled_pairs, range_text, tost
+from kvtui.quality.equivalence import MAX_ITEMS, _half, cost_range, items_needed, pooled_pairs, range_text, tost
 from kvtui.quality.harness import EVAL_DIR, spec_for, to_task_result
 from kvtui.quality.tasks import Sizer, needle_items, score
 from kvtui.quality.under_load import compare_under_load, sentence
@@ -33,14 +33,17 @@ def test_tost_shows_equivalence_only_when_the_interval_fits_the_margin():
 
 
 @settings(max_examples=60, deadline=None)
+@example(3, 5, 126, 1.5)  # found by chance on a clean clone: within the margin by 0.01 pt
 @given(st.integers(0, 30), st.integers(0, 30), st.integers(0, 200), st.floats(0.5, 20))
 def test_items_needed_is_the_first_n_that_shows_it(b, c, same, margin):
     n = b + c + same
     if n == 0:
         return
     need = items_needed(b, c, n, margin)
-    if need is None:  # no n: the observed Δ is at or past the margin
-        assert abs(c - b) / n * 100 >= margin
+    if need is None:  # no n: the observed Δ is at or past the margin, or within it by so little that
+        # more than MAX_ITEMS items would be needed (b=3, c=5 of 134: Δ 1.49 pt on a 1.5 pt margin)
+        d = (c - b) / n
+        assert abs(d) * 100 >= margin or _half((b + c) / n, d, MAX_ITEMS) >= margin / 100 - abs(d)
         return
     # The same rates: shown at this n exactly when the first n that shows it is at most n.
     assert (need <= n) == tost(b, c, n, margin)["shown"]
