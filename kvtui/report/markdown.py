@@ -302,6 +302,7 @@ def _mode_section(doc: dict[str, Any], mode: dict[str, Any]) -> list[str]:
         out += [table(heads, rows, markdown=True), "",
                 "Latencies in ms; — = too few samples for that percentile (p99 needs hundreds) or not reported; "
                 "∞ = failed requests pushed the percentile to infinity.", ""]
+        out += _out_of_range_lines(mode)
         out += _mode_charts(doc, mode) + [""]
         from kvtui.report.replicas_md import replica_section
 
@@ -309,6 +310,17 @@ def _mode_section(doc: dict[str, Any], mode: dict[str, Any]) -> list[str]:
     else:
         out += ["No step was measured.", ""]
     return out
+
+
+def _out_of_range_lines(mode: dict[str, Any]) -> list[str]:
+    """Steps whose /metrics values were outside their range: dropped at parse (no verdict, no
+    "limited by" uses them), and said here, where the figures they would have filled are read."""
+    bad = [(s.get("load"), s["metrics_out_of_range"]) for s in mode.get("steps") or []
+           if isinstance(s.get("metrics_out_of_range"), list) and s["metrics_out_of_range"]]
+    if not bad:
+        return []
+    return [f"- **/metrics out of range** at load {fmt(load, 0)}: {', '.join(str(x) for x in names)} "
+            "(dropped, not used for the verdict or the limit)" for load, names in bad] + [""]
 
 
 def _env_section(doc: dict[str, Any]) -> list[str]:

@@ -112,11 +112,13 @@ class StepTable(DataTable):
             "itl": fmt_ms((s.get("itl_ms") or {}).get("p99")),
             "e2e": fmt_ms((s.get("e2e_ms") or {}).get("p95")),
             "goodput": fmt_share(s.get("goodput")),
-            "kv": fmt_share(s.get("kv_cache_usage_max")),
+            # A /metrics value out of its range was dropped (never a verdict or a label): flagged, not "—".
+            "kv": "⚑ range" if any("kv" in str(x) for x in s.get("metrics_out_of_range") or []) else
+                  fmt_share(s.get("kv_cache_usage_max")),
             "preempt": fmt_load(s.get("preemptions")),
             "prefix": fmt_share(s.get("prefix_cache_hit_rate")),
             "errors": str(s.get("errors", "—")),
-            "why": ("" if why == "search" else why) + (" lock-step" if in_lock_step(s) else ""),
+            "why": ("" if why == "search" else why) + (" lock-step" if in_lock_step(s) else "") + out_of_range(s),
             "pred": predicted_cell(s),
         }
 
@@ -153,3 +155,9 @@ class StepTable(DataTable):
         elif self.row_count:
             follow = cursor_row < 0 or cursor_row >= prev - 1  # on the last row: follow new steps
             self.move_cursor(row=self.row_count - 1 if follow else cursor_row)
+
+
+def out_of_range(s: dict[str, Any]) -> str:
+    """The step's /metrics values that were out of range (kvtui.telemetry.prom.check_ranges), in words."""
+    bad = s.get("metrics_out_of_range")
+    return (" ⚑ /metrics out of range: " + ", ".join(str(x) for x in bad)) if isinstance(bad, list) and bad else ""

@@ -5,7 +5,9 @@ sample's out_of_range, which the step carries; a counter that goes down is a fla
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -107,3 +109,20 @@ def test_the_headless_step_line_says_which_metrics_were_out_of_range() -> None:
     assert "metrics out of range: kv_usage=57.0" in step_line("m", step, [])
     del step["metrics_out_of_range"]
     assert "out of range" not in step_line("m", step, [])
+
+
+def test_the_markdown_report_and_the_step_table_say_which_metrics_were_out_of_range() -> None:
+    """The same flag in the exported report and in the TUI's step table (the why column; the KV
+    cell flagged instead of a blank)."""
+    import lzma
+
+    from kvtui.report.markdown import render_markdown
+    from kvtui.tui.steptable import out_of_range
+
+    doc = json.loads(lzma.decompress((Path(__file__).resolve().parents[2] / "docs/results/h200-kvb-seeded.json.xz").read_bytes()))
+    step = doc["modes"][0]["steps"][0]
+    assert "out of range" not in render_markdown(doc) and out_of_range(step) == ""
+    step["metrics_out_of_range"] = ["kv_usage=57.0"]
+    md = render_markdown(doc)
+    assert f"**/metrics out of range** at load {step['load']:.0f}: kv_usage=57.0" in md
+    assert out_of_range(step) == " ⚑ /metrics out of range: kv_usage=57.0"
