@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -17,6 +18,8 @@ def add_parser(sub):
     p.add_argument("b", metavar="B.json", help="the snapshot compared against it")
     p.add_argument("--format", "-f", dest="format", default="text", metavar="FORMAT", help="text (default) or md")
     p.add_argument("--out", "-o", help="write to this file instead of standard output")
+    p.add_argument("--wide", "--full-table", action="store_true", dest="wide",
+                   help="every column of the table, however wide (text to a terminal fits its width otherwise)")
     p.set_defaults(func=run)
     return p
 
@@ -50,7 +53,11 @@ def run(args: argparse.Namespace) -> int:
         b = scrub(raw_b)
     na, nb = display_name(args.a), display_name(args.b)
     with rendering(f"{args.a} / {args.b}"):
-        text = scrub_text(render_diff(a, b, "A", "B", markdown=fmt != "text", title_a=na, title_b=nb))
+        # Text to the terminal fits its width (COLUMNS where set); a file or --wide gets every column.
+        to_file = bool(args.out and args.out != "-")
+        width = None if to_file or args.wide else shutil.get_terminal_size((120, 40)).columns
+        text = scrub_text(render_diff(a, b, "A", "B", markdown=fmt != "text", title_a=na, title_b=nb, width=width,
+                                      wide=bool(args.wide)))
     if args.out and args.out != "-":
         write_text_private(Path(args.out), text)
         print(f"kvtui: wrote {args.out}", file=sys.stderr)

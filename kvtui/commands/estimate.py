@@ -97,8 +97,8 @@ def run(args) -> int:
     est = estimate_memory(model, gpu, weights, args.kv_dtype, settings, cal,
                           prompt_tokens=args.prompt, output_tokens=args.output, context_tokens=args.context)
     # bf16 and fp8 side by side (weights × KV cache), the figures people compare first.
-    pairs = list(dict.fromkeys([(weights, args.kv_dtype), ("bf16", "auto"), ("bf16", "fp8"), ("fp8", "auto"),
-                                ("fp8", "fp8")]))
+    pairs = sorted(set([(weights, args.kv_dtype), ("bf16", "auto"), ("bf16", "fp8"), ("fp8", "auto"),
+                        ("fp8", "fp8")]), key=pair_order)
     side = []
     for w_, kv_ in pairs:
         e = estimate_memory(model, gpu, w_, kv_, settings, cal,
@@ -122,6 +122,16 @@ def run(args) -> int:
         print()
         print(side_by_side(side, req))
     return 0 if est.fits else 1  # a script asking whether it fits gets the answer in the exit code too
+
+
+# The side-by-side rows, in one order whatever was asked: weights widest first, then the KV cache
+# dtype with "auto" (the weights' own) first; names not listed after, alphabetically.
+WEIGHTS_ORDER = ("fp32", "bf16", "fp16", "auto", "fp8", "int8", "awq", "gptq", "int4")
+
+
+def pair_order(pair: tuple[str, str]) -> tuple[int, str, int, str]:
+    w, kv = str(pair[0]), str(pair[1])
+    return (WEIGHTS_ORDER.index(w) if w in WEIGHTS_ORDER else len(WEIGHTS_ORDER), w, 0 if kv == "auto" else 1, kv)
 
 
 def alias_note(asked: str, name: str) -> str | None:
@@ -152,4 +162,4 @@ def side_by_side(side, req) -> str:
         conc = ((f"{e.kv_bound_concurrency:,}" if e.kv_bound_concurrency is not None else "—") if req
                 else f"{e.max_concurrency_reported:.2f}x")
         rows.append([e.weights, e.kv_cache_dtype, kv, f"{e.kv_tokens:,}", conc, "yes" if e.fits else "NO"])
-    return "bf16 / fp8 side by side:\n" + table(head, rows)
+    return "bf16 / fp8 side by side: weights widest first, then the KV cache dtype (auto first)\n" + table(head, rows)

@@ -112,7 +112,9 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b
 
 
 def render_diff(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b: str = "B", markdown: bool = False,
-                title_a: str = "", title_b: str = "") -> str:
+                title_a: str = "", title_b: str = "", width: int | None = None, wide: bool = False) -> str:
+    """The diff as text or Markdown. Text with a `width` fits it as the run's ending does: the table's
+    columns chosen by width (kvtui.report.fit_table; `wide` keeps them all), the prose wrapped."""
     comp = compare_docs(a, b, name_a, name_b)
     heads = comparison_headers(load_kind=comp["load_kind"])
     rows = [comparison_row(r) for r in comp["rows"]]
@@ -128,7 +130,13 @@ def render_diff(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b:
     else:
         lines += ["Same environment and scenario settings.", ""]
     lines += [f"Each {name_b} row against the same mode of {name_a} (× and Δ); {name_a} rows are the reference.", ""]
-    lines.append(table(heads, rows, markdown))
+    fitted = not markdown and width is not None
+    if fitted:
+        from kvtui.report.fit_table import fitted_table
+
+        lines.append(TABLE)  # put in after the prose is wrapped: a table line is never wrapped
+    else:
+        lines.append(table(heads, rows, markdown))
     if comp["note"]:
         lines += ["", f"note: {comp['note']}"]
     lines += _quality_diff(a, b, name_a, name_b)
@@ -139,8 +147,29 @@ def render_diff(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b:
         cv = caveats(doc)
         if cv:
             lines += ["", f"Caveats of {nm}:"] + [f"- {c}" for c in cv]
+    if fitted:
+        assert width is not None
+        lines = [fitted_table(heads, rows, width, wide) if line == TABLE else line
+                 for line in _wrapped(lines, width)]
     text = "\n".join(lines)
     return text.rstrip("\n") + "\n"
+
+
+TABLE = "\0table"  # where the fitted table goes
+
+
+def _wrapped(lines: list[str], width: int) -> list[str]:
+    """Prose lines wrapped to `width` ("- " items indented under their dash); blank lines kept."""
+    import textwrap
+
+    out: list[str] = []
+    for line in lines:
+        if line == TABLE or len(line) <= width:
+            out.append(line)
+            continue
+        indent = "  " if line.startswith("- ") else ""
+        out += textwrap.wrap(line, max(20, width), subsequent_indent=indent, break_on_hyphens=False)
+    return out
 
 
 def display_name(path: str | Path) -> str:

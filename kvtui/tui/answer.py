@@ -15,11 +15,12 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from kvtui.report.answer import build_answer, headline
 from kvtui.report.text import figure_cell, fmt_load, quality_cell
 from kvtui.tui.charts import Chart, _finite, hexrgb
+from kvtui.tui.footer import KeyFooter
 from kvtui.tui.keys import bindings
 from kvtui.tui.state import RunState
 from kvtui.tui.ticks import nice_ticks
@@ -198,7 +199,7 @@ class AnswerScreen(Screen):
             yield Static("", id="answer-legend")
             yield Static("", id="answer-why")
             yield Static("", id="answer-paths")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def _chart_targets(self) -> list[tuple[str, str, float | None]]:
         """The SLO's TTFT and TPOT targets (the ones a load moves), at most two charts."""
@@ -215,8 +216,6 @@ class AnswerScreen(Screen):
         self.sync()  # the table's columns are chosen for the width
 
     def _layout(self) -> None:
-        for footer in self.query(Footer):
-            footer.show_command_palette = self.size.width >= 100
         self.set_class(self.size.height >= CHART_MIN_HEIGHT and self.size.width >= 90, "-charts")
 
     def doc(self) -> dict[str, Any]:

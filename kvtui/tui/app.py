@@ -152,8 +152,6 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             return self.state.replay
         if action == "start":
             return not self.state.replay
-        if action in ("cycle_mode", "show_answer") and not self.state.replay and self.size.width < 100:
-            return False  # 80 columns live: the run's controls, SLO, export, compare, help, quit, theme first
         return True
 
     async def on_unmount(self) -> None:

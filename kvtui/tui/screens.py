@@ -10,10 +10,11 @@ from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Collapsible, Footer
+from textual.widgets import Collapsible
 
 from kvtui.tui.charts import KvChart, MemoryChart, QueueChart, TokChart
 from kvtui.tui.compare_screen import CompareScreen  # noqa: F401 - imported from here by callers
+from kvtui.tui.footer import KeyFooter
 from kvtui.tui.keys import bindings
 from kvtui.tui.latency_charts import TpotChart, TtftChart
 from kvtui.tui.replicas_panel import ReplicaPanel
@@ -69,7 +70,7 @@ class DashboardScreen(Screen):
         yield StepTable(st, id="steps")
         with Collapsible(title="server log  (l)", collapsed=True, id="logbox"):
             yield LogPane(st, id="log")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self._apply_layout()
@@ -86,8 +87,6 @@ class DashboardScreen(Screen):
         self.compact = compact
         self.set_class(compact, "-compact")
         self.set_class(h >= 44 and not compact, "-tall")
-        for footer in self.query(Footer):
-            footer.show_command_palette = w >= COMPACT_WIDTH  # narrow: the keys that act come first
         self.app.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -194,7 +194,7 @@ def test_tmux_80x24_every_footer_key_and_the_answer(tmux_factory, knee_path, fro
     live = tmux_factory(f"{py} -m kvtui run {shlex.quote(str(knee_path))} --out {shlex.quote(str(out))}", width=80, height=24)
     text = live.wait_for("RUNNING", "in window")
     footer = text.rstrip("\n").splitlines()[-1]
-    for word in ("pause", "stop", "skip", "SLO", "export", "compare", "help", "quit", "theme"):
+    for word in ("pause", "stop", "skip", "answer", "mode", "compare", "help", "quit", "palette"):
         assert word in footer, footer
     live.keys("x")
     live.wait_for("Stop the run?")
