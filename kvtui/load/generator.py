@@ -488,7 +488,9 @@ class LoadGenerator:
                 pass
 
     def close(self) -> None:
-        self.held = None  # an "exit" ends a held step's requests too
+        if self.held is not None:  # an "exit" ends a held step's requests too
+            self.held = None
+            self.not_held_why = "the load-generator processes were restarted"
         self._broadcast(("exit",))
         deadline = time.monotonic() + 5
         for p in self.procs:
