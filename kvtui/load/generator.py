@@ -1,5 +1,12 @@
 """The load generator's parent side: it owns the worker processes (kvtui.load.worker) and
 steers one step through warm-up, window and held tail (messages: kvtui.load.protocol).
+
+Continuous steps (closed loop, docs/PROTOCOL.md "Continuous"): a step run with
+`StepParams.hold_at_end` ends without cancelling its requests (the workers keep their slots,
+`LoadGenerator.held`); the next `run_step` with `StepParams.continue_from` continues from them
+(a step down: the excess slots finish their request and are not replaced), or, when it cannot
+(`StepRun.continued_why`), releases them and starts from no slots. `release()` cancels a held
+step's requests (before a drain).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from kvtui.load.records import Record
 from kvtui.load.worker import worker_main
 from kvtui.procs import reaper
 
-__all__ = ["ClientStats", "LoadGenerator", "StepParams", "StepRun", "StepSpec", "WorkerConfig"]
+__all__ = ["ClientStats", "Held", "LoadGenerator", "StepParams", "StepRun", "StepSpec", "WorkerConfig"]
 
 
 @dataclass
@@ -41,6 +48,11 @@ class StepParams:
     # figures then come from the window itself).
     tail: str = "full"
     warm_all_slots: bool = True  # the window waits for every slot to finish a request at this load
+    # Continuous steps (closed loop only; the module's note). hold_at_end: a step that ends normally
+    # keeps its slots and requests going (LoadGenerator.held) instead of cancelling them.
+    # continue_from: start from the held step's requests in flight, if it can (StepRun.continued).
+    hold_at_end: bool = False
+    continue_from: bool = False
 
 
 @dataclass
@@ -58,6 +70,31 @@ class StepRun:
     client_failure: str | None = None  # the client itself could not measure on (a dead worker, a crashed task)
     counter_next: int = 0
     autoscale: dict[str, Any] | None = None  # workers that ran and why any were added (kvtui.load.autoscale)
+    # Continuous steps. `records` holds only this step's own requests (Record.step == its index).
+    held: bool = False  # it ended held: its slots and requests go on (LoadGenerator.held)
+    continued: bool = False  # it started from the held step's requests in flight
+    continued_why: str | None = None  # continue_from was asked and refused: why it started from no slots
+    continued_from: dict[str, Any] | None = None  # {"step", "load", "in_flight"} when continued
+    # Requests of an earlier (held) step that ended while this one ran, each with the step and phase
+    # it was sent in (released ones cancelled): passed to on_records too, never counted here.
+    carried_in: list[Record] = field(default_factory=list)
+    # A held end: a cut copy of each request still in flight (error "cancelled", detail "carried
+    # into the next step", its tokens so far), this step's view of it for a window estimate. Not
+    # passed to on_records: the request's own record (same id) comes later, in carried_in.
+    carried_out: list[Record] = field(default_factory=list)
+
+
+@dataclass
+class Held:
+    """A step that ended held: its workers' slots and requests go on until continued or released."""
+
+    mode: str
+    step: int
+    load: float
+    counter_base: int  # the chain's base: a continued step's counters go on from it
+    workers: list[int]  # the workers holding slots
+    pool: int  # the pool's size then (a continued step needs the same pool)
+    in_flight: int  # requests in flight at the hold
 
 
 class LoadGenerator:
@@ -69,6 +106,8 @@ class LoadGenerator:
         self.procs: list[mp.process.BaseProcess] = []
         self.conns: list[Connection] = []
         self.counter = 0
+        self.held: Held | None = None  # the step before ended held (continuous steps)
+        self.not_held_why: str | None = "no step before"  # why there is no held step to continue
         # With a scaler the pool grows by itself (before a step, or in its warm-up) up to its max.
         self.scaler = scaler
         if scaler is not None:
@@ -129,17 +168,23 @@ class LoadGenerator:
         """
         run = StepRun()
         sc = self.scaler
+        want = self.n
         if sc is not None:
             sc.new_step()
             want = sc.before_step(self.n, p.load)
-            if want > self.n:
-                self.resize(want)
+        cont = self._continue_or_release(p, run, want, on_records)
+        if want > self.n:
+            self.resize(want)
         while True:
-            grow = self._attempt(p, run, on_records, on_status, should_stop)
+            grow = self._attempt(p, run, on_records, on_status, should_stop, cont)
             if not grow:
                 break
             # A worker neared its capacity in the warm-up: nothing was measured yet; the step
             # starts again, warm-up included, on a larger pool.
+            if cont:
+                cont = run.continued = False
+                run.continued_why = (f"the load-generator pool grew to {grow[0]} workers in the warm-up: "
+                                     "the step started again from no slots")
             self.counter += max([s.get("max_seq", 0) for s in grow[1]] + [0]) * self.n + self.n
             self.resize(grow[0])
         if sc is not None:
@@ -154,6 +199,7 @@ class LoadGenerator:
         on_records: Callable[[list[Record]], None] | None,
         on_status: Callable[[dict[str, Any]], None] | None,
         should_stop: Callable[[], str | None] | None,
+        cont: bool = False,
     ) -> tuple[int, list[dict[str, Any]]] | None:
         """One try at the step; (workers wanted, the workers' stop stats) when the warm-up asked
         for a larger pool (the step is then measured again), else None with `run` filled."""
@@ -171,11 +217,16 @@ class LoadGenerator:
             shares = [load / n] * n
         stagger = min(2.0, max(0.2, warmup_s / 2))
         specs = [
-            StepSpec(mode, step, float(s), closed, self.counter, arrival, burst_size, stagger, max_error_burst)
+            StepSpec(mode, step, float(s), closed, self.counter, arrival, burst_size, stagger, max_error_burst,
+                     continue_from_previous=cont)
             for s in shares
         ]
         run.t_start = time.monotonic()
         active = [i for i, s in enumerate(shares) if s > 0]
+        if cont:
+            active = self._continued_active(active, run)
+        first_inflight: dict[int, int] = {}  # a continued step: each worker's in-flight count at the change
+        held_by: list[int] = []  # the workers that answered "held"
         if meter is not None:
             meter.reset([self.procs[i].pid or 0 for i in active])
         status: dict[int, dict[str, Any]] = {}
@@ -208,7 +259,7 @@ class LoadGenerator:
                 kind = msg[0]
                 if kind == "records":
                     recs = [Record.from_dict(d) for d in msg[1]]
-                    run.records.extend(recs)
+                    self._file_records(recs, run, p)
                     if meter is not None:
                         pos = active.index(i) if i in active else -1
                         for r in recs:
@@ -217,8 +268,13 @@ class LoadGenerator:
                         on_records(recs)
                 elif kind == "status":
                     status[i] = msg[1]
+                    first_inflight.setdefault(i, int(msg[1].get("inflight", 0)))
                 elif kind == "stopped":
                     stopped[i] = msg[1]
+                elif kind == "held":  # a held end (hold_at_end): the worker's slots go on
+                    stopped[i] = msg[1]
+                    held_by.append(i)
+                    run.carried_out.extend(Record.from_dict(d) for d in msg[2])
                 elif kind == "fatal":
                     stopped[i] = {}
                     run.aborted = f"load generator failed: {msg[1]}"
@@ -255,6 +311,8 @@ class LoadGenerator:
                 # failing never warms). A zero cap once meant "do not wait" — and the H200 run's
                 # windows opened on the first wave of sends, not in steady state.
                 warm = agg["warm_slots"] >= (int(load) if closed and p.warm_all_slots else 1)
+                if cont:  # a continued step down: and the excess slots have all finished (continuous.py)
+                    warm = warm and agg["excess"] == 0
                 cap = window_timeout_s if window_timeout_s > 0 else float("inf")
                 if now - run.t_start >= warmup_s and (warm or now - run.t_start >= warmup_s + cap):
                     phase = "window"
@@ -274,8 +332,10 @@ class LoadGenerator:
                 # Only statuses sent after the worker saw "tail" can prove the window is done.
                 left = agg["window_no_first"] if p.tail == "first_token" else agg["window_inflight"]
                 if all(status.get(i, {}).get("phase") == "tail" for i in active) and left == 0:
-                    self._stop(active)
+                    self._end_step(active, p)
                     stop_sent = True
+        if cont and run.continued_from is not None:
+            run.continued_from["in_flight"] = sum(first_inflight.values())
         if grow_to and not run.aborted:
             return grow_to, list(stopped.values())
         run.t_end = time.monotonic()
@@ -285,9 +345,132 @@ class LoadGenerator:
             run.t_window_start = run.t_window_end
         run.stats = merge_stats(list(stopped.values()), n_workers=len(active))
         run.stats.stall_s = round(run.stats.stall_s, 3)
+        if self._after_end(p, run, active, held_by, on_records):
+            run.counter_next = self.counter  # held: the continued step's counters go on from this base
+            return None
         self.counter += max([s.get("max_seq", 0) for s in stopped.values()] + [0]) * n + n
         run.counter_next = self.counter
         return None
+
+    # -- continuous steps (closed loop): hold, continue, release -----------------------------------
+    def _continue_or_release(self, p: StepParams, run: StepRun, want: int,
+                             on_records: Callable[[list[Record]], None] | None) -> bool:
+        """Whether this step continues from the held step; if not, the held requests are released
+        (their records into run.carried_in) and, where continue_from asked, `continued_why` says why."""
+        why = self._why_not_continue(p, want) if p.continue_from else None
+        cont = p.continue_from and why is None
+        if not cont and self.held is not None:
+            self._release(run, p, on_records)
+        run.continued, run.continued_why = cont, why
+        return cont
+
+    def _why_not_continue(self, p: StepParams, want: int) -> str | None:
+        h = self.held
+        if not p.closed:
+            return "an open-loop step starts fresh (continuation is closed-loop only)"
+        if h is None:
+            return f"no held step to continue ({self.not_held_why or 'the step before was not held'})"
+        if h.mode != p.mode:
+            return f"the held step is of another mode ({h.mode})"
+        if h.step == p.step:
+            return f"the held step has the same index ({h.step})"
+        if want > self.n:
+            return f"the load-generator pool grows from {self.n} to {want} workers"
+        if h.pool != self.n or len(self.procs) != self.n:
+            return f"the load-generator pool changed ({h.pool} → {self.n} workers)"
+        return None
+
+    def _continued_active(self, active: list[int], run: StepRun) -> list[int]:
+        """A continued step also runs on the workers that hold slots but get no share now (their
+        slots finish their request and end); the held step is consumed."""
+        h = self.held
+        assert h is not None
+        run.continued_from = {"step": h.step, "load": h.load, "in_flight": h.in_flight}
+        self.held = None
+        self.not_held_why = "the held step was continued"
+        return sorted(set(active) | set(h.workers))
+
+    def _file_records(self, recs: list[Record], run: StepRun, p: StepParams) -> None:
+        """This step's own records, and those of an earlier step's requests ending now (carried_in)."""
+        for r in recs:
+            (run.records if (r.step == p.step and r.mode == p.mode) else run.carried_in).append(r)
+
+    def _end_step(self, active: list[int], p: StepParams) -> None:
+        """A step that ended normally: held (its slots go on) when asked and closed, else stopped."""
+        if p.hold_at_end and p.closed:
+            self._send_all(active, ("hold",))
+        else:
+            self._stop(active)
+
+    def _after_end(self, p: StepParams, run: StepRun, active: list[int], held_by: list[int],
+                   on_records: Callable[[list[Record]], None] | None) -> bool:
+        """After the step's last message: record whether it is held (and why not, for the next step)."""
+        if held_by:
+            self.held = Held(p.mode, p.step, p.load, self.counter, sorted(held_by), self.n, len(run.carried_out))
+            if sorted(held_by) == sorted(active) and not run.aborted:
+                run.held = True
+                self.not_held_why = None
+                return True
+            # Only part of the pool held (a worker died or stopped on its own): nothing goes on.
+            self._release(run, p, on_records)
+            run.carried_out = []
+        if run.aborted:
+            self.not_held_why = f"the step before ended abnormally ({run.aborted})"
+        elif run.error_burst:
+            self.not_held_why = "the step before ended in an error burst"
+        elif run.client_failure:
+            self.not_held_why = f"the step before ended in a client failure ({run.client_failure})"
+        elif not p.closed:
+            self.not_held_why = "the step before was open-loop"
+        elif not p.hold_at_end:
+            self.not_held_why = "the step before was not held (hold_at_end off)"
+        else:
+            self.not_held_why = "the step before did not hold"
+        return False
+
+    def release(self, on_records: Callable[[list[Record]], None] | None = None) -> list[Record]:
+        """Cancel a held step's requests (before a drain, or a step that does not continue); their
+        records (each with the step it was sent in), also passed to on_records. Nothing held: []."""
+        if self.held is None:
+            return []
+        run = StepRun()
+        h = self.held
+        self._release(run, StepParams(h.mode, h.step, h.load, True, 0.0, 0.0), on_records)
+        return run.records + run.carried_in
+
+    def _release(self, run: StepRun, p: StepParams, on_records: Callable[[list[Record]], None] | None,
+                 timeout_s: float = 30.0) -> None:
+        h = self.held
+        if h is None:
+            return
+        self.held = None
+        self.not_held_why = "the held step was released"
+        waiting = {self.conns[i]: i for i in h.workers if i < len(self.conns)}
+        for c in list(waiting):
+            try:
+                c.send(("release",))
+            except (BrokenPipeError, OSError):
+                del waiting[c]
+        seqs = [0]
+        deadline = time.monotonic() + timeout_s
+        while waiting and time.monotonic() < deadline:
+            for c in wait(list(waiting), timeout=0.1):
+                try:
+                    msg = c.recv()
+                except (EOFError, OSError):
+                    del waiting[c]
+                    continue
+                if msg[0] == "records":
+                    recs = [Record.from_dict(d) for d in msg[1]]
+                    self._file_records(recs, run, p)
+                    if on_records:
+                        on_records(recs)
+                elif msg[0] in ("released", "stopped", "fatal"):
+                    if msg[0] != "fatal":
+                        seqs.append(int(msg[1].get("max_seq", 0)))
+                    del waiting[c]
+        # The next step's counters go past every one the held chain used, gap sends included.
+        self.counter = max(self.counter, h.counter_base + max(seqs) * h.pool + h.pool)
 
     def _send_all(self, active: list[int], msg: tuple) -> None:
         # A worker that died is noticed by its pipe's EOF in the poll loop, not by a send here.
@@ -305,6 +488,9 @@ class LoadGenerator:
                 pass
 
     def close(self) -> None:
+        if self.held is not None:  # an "exit" ends a held step's requests too
+            self.held = None
+            self.not_held_why = "the load-generator processes were restarted"
         self._broadcast(("exit",))
         deadline = time.monotonic() + 5
         for p in self.procs:

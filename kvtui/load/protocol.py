@@ -1,8 +1,28 @@
 """The load generator's message protocol: what the parent and its worker processes exchange.
 
 Over a `multiprocessing.Pipe` (pickled tuples):
-  parent → worker: ("step", StepSpec) ("phase", "window"|"tail") ("stop",) ("exit",)
-  worker → parent: ("ready",) ("records", [dict]) ("status", dict) ("stopped", dict) ("fatal", str)
+  parent → worker: ("step", StepSpec) ("phase", "window"|"tail") ("stop",) ("hold",) ("release",) ("exit",)
+  worker → parent: ("ready",) ("records", [dict]) ("status", dict) ("stopped", dict)
+                   ("held", dict, [dict]) ("released", dict) ("fatal", str)
+
+A step ends with "stop" (every request in flight is cancelled; the worker answers "stopped" with its
+stats) or, closed loop only, with "hold" (continuous steps, docs/PROTOCOL.md): the step ends — its
+records so far, then ("held", stats, cut copies of the requests still in flight: error
+"cancelled", detail "carried into the next step", their tokens so far) — but the slots and their
+requests go on. Between a "hold" and the next command the worker sends nothing (the parent is not
+reading): its slots keep the closed loop at the held load, and every request they send then
+belongs to the held step (its `step`, phase "tail"). Then either:
+  - ("step", spec) with `spec.continue_from_previous`: the next step continues from the requests
+    in flight. The worker keeps min(old, new) slots; the excess slots finish their request and
+    send no other (a step down); slots above the old count start (a step up, staggered). Its
+    request counter goes on from the held step's (`spec.counter_base` is ignored: the held step's
+    base is kept), so ids stay unique over the pair. Every request keeps the `step` and `phase` it
+    was sent in: a request of the held step that finishes now arrives in this step's "records"
+    messages with the held step's index (the parent tells them apart by it);
+  - ("release",): every request in flight is cancelled (records sent), answered by ("released",
+    {"max_seq": n}): the held chain's last counter (the parent's next counter_base goes past it);
+  - ("exit",): as release, then the process ends.
+A ("step", spec) without continue_from_previous to a held worker releases it first.
 
 A status carrying `client_failure` (a load task raised, a burst of the client's own errors)
 ends the step as the client's failure; so do a "fatal" and a worker whose pipe closes.
@@ -18,7 +38,9 @@ from typing import Any
 STATUS_EVERY = 0.2  # seconds between status/records messages from a worker
 
 # The keys of a worker's ("status", dict) message that the parent sums over workers.
-STATUS_COUNTS = ("inflight", "window_inflight", "window_started", "warm_slots", "completed", "sent", "window_no_first")
+# "excess": closed-loop slots of a continued step down still finishing their last request.
+STATUS_COUNTS = ("inflight", "window_inflight", "window_started", "warm_slots", "completed", "sent", "window_no_first",
+                 "excess")
 
 
 @dataclass
@@ -52,6 +74,8 @@ class StepSpec:
     stagger_s: float = 1.0
     max_error_burst: int = 20
     max_inflight: int = 4096  # open loop: beyond this the client itself is the limit
+    # Closed loop: continue from the held step's slots and requests in flight (see the module's note).
+    continue_from_previous: bool = False
 
 
 @dataclass

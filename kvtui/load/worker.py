@@ -8,6 +8,8 @@ delay chunk reads and inflate every latency measured there.
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import os
 import random
 import signal
@@ -59,15 +61,30 @@ class _Worker:
         # (per replica: each has its own key).
         self.idle_clients: list = []
         self.idle_by_replica: dict[int, list] = {}
+        self.gen = 0  # the step generation: a continued step is a new one over the same slots
         self.reset()
 
     def reset(self) -> None:
-        self.phase = "warmup"
         self.stopping = False
         self.pending: list[Record] = []
         self.tasks: set[asyncio.Task] = set()
+        self.aux: list[asyncio.Task] = []  # lag monitor, reporter, arrivals: cancelled when the slots end
         self.seq = 0
         self.inflight = 0
+        self.live: dict[int, Record] = {}  # every request in flight (cut copies at a hold)
+        # Closed loop: the slots running (index → task) and how many the step wants; a slot whose
+        # index is at or above `n_slots` finishes its request and ends (a continued step down).
+        self.slot_tasks: dict[int, asyncio.Task] = {}
+        self.n_slots = 0
+        self.held = False  # the step ended with "hold": slots and requests go on, nothing is reported
+        self.client_failure: str | None = None  # why this worker cannot measure on (ends the step, names the client)
+        self.spec: StepSpec | None = None
+        self.new_step_counts()
+
+    def new_step_counts(self) -> None:
+        """What each step counts afresh: a continued step keeps the slots, requests and counter only."""
+        self.gen += 1
+        self.phase = "warmup"
         self.window_inflight = 0
         self.window_started = 0
         self.window_live: dict[int, Record] = {}  # window requests in flight (their first token, for the tail)
@@ -78,12 +95,10 @@ class _Worker:
         self.consecutive_errors = 0
         self.error_burst = False
         self.client_errors = 0  # consecutive requests the client itself failed (kvtui's fault, not the server's)
-        self.client_failure: str | None = None  # why this worker cannot measure on (ends the step, names the client)
         self.lags: list[float] = []
         self.stalled = 0.0  # the longest time the loop was stopped, not merely starved (lag_monitor)
         self.dispatch: list[float] = []
         self.capped = 0
-        self.spec: StepSpec | None = None
 
     # -- messaging -----------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
@@ -105,7 +120,10 @@ class _Worker:
                     "window_inflight": self.window_inflight,
                     "window_started": self.window_started,
                     "window_no_first": sum(1 for r in self.window_live.values() if r.t_first is None),
-                    "warm_slots": len(self.warm_slots),
+                    # a continued step down: only the slots it keeps warm it
+                    "warm_slots": len(self.warm_slots) if not self.spec or not self.spec.closed else
+                    sum(1 for i in self.warm_slots if i < self.n_slots),
+                    "excess": sum(1 for i in self.slot_tasks if i >= self.n_slots),
                     "completed": self.completed,
                     "sent": self.sent,
                     "error_burst": self.error_burst,
@@ -169,7 +187,9 @@ class _Worker:
             replica=replica,
         )
         counted = rec.phase == "window"
+        gen = self.gen  # a request of the held step that ends in the next one is not that step's to count
         self.inflight += 1
+        self.live[id(rec)] = rec
         self.sent += 1
         if counted:
             self.window_inflight += 1
@@ -193,7 +213,8 @@ class _Worker:
                 if rec.error == "connect":
                     self.picker.mark_down(replica)  # refused: the others carry the load from now on
             self.inflight -= 1
-            if counted:
+            self.live.pop(id(rec), None)
+            if counted and gen == self.gen:
                 self.window_inflight -= 1
                 self.window_live.pop(id(rec), None)
             self.completed += 1
@@ -272,12 +293,15 @@ class _Worker:
             conv = None
             # After an error burst the step is over: sending on until the controller's next poll
             # would only feed a failing server more requests (and spread the burst over the steps after).
-            while not self.stopping and not self.error_burst and self.client_failure is None:
+            # A slot at or above the step's count (a continued step down) sends no other request.
+            while not self.stopping and not self.error_burst and self.client_failure is None and i < self.n_slots:
                 if turns > 1 and (conv is None or conv.turn >= turns):
                     conv = Conversation(cid=f"{self.cfg.salt:08x}-c{self.cfg.index}-{i}-{self.seq}")
                 c = self.next_counter()
                 await self.request(c, time.monotonic(), i, True, conv, client, clients)
         finally:
+            if self.slot_tasks.get(i) is asyncio.current_task():
+                del self.slot_tasks[i]
             mine = [client] if client is not None else list((clients or {}).values())
             await asyncio.shield(asyncio.gather(*(x.aclose() for x in mine), return_exceptions=True))
 
@@ -324,62 +348,111 @@ class _Worker:
     async def reporter(self) -> None:
         while not self.stopping:
             await asyncio.sleep(STATUS_EVERY)
-            self.flush()
+            if not self.held:  # held: the parent is not reading (a full pipe would block this loop)
+                self.flush()
 
     # -- a step --------------------------------------------------------------------------
+    def start_slot(self, i: int, delay: float) -> None:
+        task = asyncio.create_task(self.slot(i, delay))
+        self.slot_tasks[i] = task
+        self.tasks.add(task)
+        task.add_done_callback(self._watch)
+
     async def run_step(self, spec: StepSpec, commands: asyncio.Queue) -> None:
-        self.reset()
-        self.spec = spec
         cpu0, wall0, runq0 = time.process_time(), time.monotonic(), _runq_wait_s()
-        n_slots = int(round(spec.load)) if spec.closed else 0
-        aux = [asyncio.create_task(self.lag_monitor()), asyncio.create_task(self.reporter())]
-        rng = random.Random(self.cfg.seed * 1_000_003 + spec.step * 101 + self.cfg.index)
-        if spec.closed:
-            for i in range(n_slots):
-                delay = spec.stagger_s * i / max(1, n_slots)
-                task = asyncio.create_task(self.slot(i, delay))
-                self.tasks.add(task)
-                task.add_done_callback(self._watch)
-        elif spec.load > 0:
-            arr = asyncio.create_task(self.arrivals(spec.load, rng))
-            arr.add_done_callback(self._watch)
-            aux.append(arr)
+        if spec.continue_from_previous and spec.closed and self.held:
+            self.continue_step(spec)
+        else:
+            if self.held:
+                await self.end_all()  # the parent releases a held step first; this only makes sure
+            self.start_step(spec)
         while True:
             cmd = await commands.get()
             if cmd[0] == "phase":
                 self.phase = cmd[1]
                 self.flush()
-            elif cmd[0] in ("stop", "exit"):
+            elif cmd[0] in ("stop", "exit", "hold"):
                 break
+        if cmd[0] == "hold" and spec.closed:
+            self.hold(self.stop_stats(cpu0, wall0, runq0))
+            return
+        await self.end_all()
+        self.send(("stopped", self.stop_stats(cpu0, wall0, runq0)))
+        if cmd[0] == "exit":
+            raise SystemExit(0)
+
+    def start_step(self, spec: StepSpec) -> None:
+        """A step from no slots: every slot starts, staggered."""
+        self.reset()
+        self.spec = spec
+        self.n_slots = int(round(spec.load)) if spec.closed else 0
+        self.aux = [asyncio.create_task(self.lag_monitor()), asyncio.create_task(self.reporter())]
+        rng = random.Random(self.cfg.seed * 1_000_003 + spec.step * 101 + self.cfg.index)
+        if spec.closed:
+            for i in range(self.n_slots):
+                self.start_slot(i, spec.stagger_s * i / max(1, self.n_slots))
+        elif spec.load > 0:
+            arr = asyncio.create_task(self.arrivals(spec.load, rng))
+            arr.add_done_callback(self._watch)
+            self.aux.append(arr)
+
+    def stop_stats(self, cpu0: float, wall0: float, runq0: float | None) -> dict:
+        """The step's ("stopped"/"held", stats): what the client cost and lagged (ClientStats)."""
+        return {"sent": self.sent, "chunks": self.chunks, "cpu_s": time.process_time() - cpu0,
+                "wall_s": time.monotonic() - wall0, "lags": self.lags, "dispatch": self.dispatch,
+                "inflight_capped": self.capped, "max_seq": self.seq, "runq_wait_s": _delta(runq0, _runq_wait_s()),
+                "stall_s": self.stalled}
+
+    # -- continuous steps (kvtui.load.protocol: "hold", continue_from_previous, "release") ---------
+    def hold(self, stats: dict) -> None:
+        """The step ends but its slots go on: its records so far, then ("held", stats, cut copies of
+        the requests in flight) — the cut copies are this step's view of them (tokens so far), for a
+        window estimate; each request's own record comes when it ends, in a later step's messages."""
+        self.held = True
+        cuts = []
+        closed = self.spec is not None and self.spec.closed
+        for rec in self.live.values():
+            c = copy.copy(rec)
+            c.itl, c.flags = list(rec.itl), list(rec.flags)
+            c.status, c.error, c.detail = "error", "cancelled", "carried into the next step"
+            if closed:
+                c.t_intended = c.t_sent or c.t_intended
+            cuts.append(c.__dict__)
+        self.flush()
+        self.send(("held", stats, cuts))
+
+    def continue_step(self, spec: StepSpec) -> None:
+        """The next step from the held one's slots: min(old, new) keep going, the excess finish their
+        request and end (`slot`'s loop), slots missing below the new count start (a step up, or a
+        slot that ended while held), staggered. The counter goes on from the held step's base."""
+        assert self.spec is not None
+        self.spec = dataclasses.replace(spec, counter_base=self.spec.counter_base)
+        self.held = False
+        self.new_step_counts()
+        self.n_slots = int(round(spec.load))
+        missing = [i for i in range(self.n_slots) if i not in self.slot_tasks]
+        for k, i in enumerate(missing):
+            self.start_slot(i, spec.stagger_s * k / max(1, len(missing)))
+        self.flush()  # what ended while held, and the in-flight count at the change
+
+    async def end_all(self) -> None:
+        """Cancel every request and load task (their records go into `pending`, sent by the flush)."""
         self.stopping = True
+        self.held = False
         for t in list(self.tasks):
             t.cancel()
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
-        for t in aux:
+        for t in self.aux:
             t.cancel()
-        await asyncio.gather(*aux, return_exceptions=True)
+        await asyncio.gather(*self.aux, return_exceptions=True)
+        self.aux = []
         idle, self.idle_clients = self.idle_clients, []
         for lst in self.idle_by_replica.values():
             idle += lst
         self.idle_by_replica = {}
         await asyncio.gather(*(c.aclose() for c in idle), return_exceptions=True)
         self.flush()
-        stats = {
-            "sent": self.sent,
-            "chunks": self.chunks,
-            "cpu_s": time.process_time() - cpu0,
-            "wall_s": time.monotonic() - wall0,
-            "lags": self.lags,
-            "dispatch": self.dispatch,
-            "inflight_capped": self.capped,
-            "max_seq": self.seq,
-            "runq_wait_s": _delta(runq0, _runq_wait_s()),
-            "stall_s": self.stalled,
-        }
-        self.send(("stopped", stats))
-        if cmd[0] == "exit":
-            raise SystemExit(0)
 
     async def main(self) -> None:
         loop = asyncio.get_running_loop()
@@ -401,7 +474,14 @@ class _Worker:
                 cmd = await commands.get()
                 if cmd[0] == "step":
                     await self.run_step(cmd[1], commands)
+                elif cmd[0] == "release":  # a held step that is not continued: its requests are cancelled
+                    was_held = self.held
+                    if was_held:
+                        await self.end_all()
+                    self.send(("released", {"max_seq": self.seq, "held": was_held}))
                 elif cmd[0] == "exit":
+                    if self.held:
+                        await self.end_all()
                     break
         finally:
             for c in self.idle_clients + [x for lst in self.idle_by_replica.values() for x in lst]:

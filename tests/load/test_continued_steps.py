@@ -1,0 +1,182 @@
+"""Continuous live steps in the load generator (kvtui.load.generator: hold_at_end, continue_from).
+
+Real parts: the simulator (`kvtui sim serve`, the physical model of an H200) over loopback HTTP,
+real worker processes. A step of 8 slots ends held; a step of 4 continues from its requests in
+flight (a step down: the excess finish and are not replaced), with no drain and no cancel between.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any
+
+import pytest
+
+from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
+from kvtui.load.records import Record
+from kvtui.load.workload import TokenSpace
+from kvtui.procs.servers import ServerProcess, free_port
+from kvtui.scenario.schema import Length, Workload
+
+KEY = "test-key-continued"
+
+
+@pytest.fixture(scope="module")
+def sim():
+    port = free_port()
+    proc = ServerProcess([sys.executable, "-m", "kvtui", "sim", "serve", "--port", str(port)],
+                         env={"KVTUI_SIM_API_KEY": KEY}, secrets=[KEY])
+    proc.start()
+    base = f"http://127.0.0.1:{port}"
+    proc.wait_ready(base + "/health", timeout_s=60, what="simulator")
+    yield base
+    proc.stop()
+
+
+def _cfg(base: str, out: Length | None = None) -> WorkerConfig:
+    # 96 output tokens: each request streams for a good part of a second, so a step's end always
+    # finds requests in flight.
+    w = Workload(prompt_tokens=Length(value=256), output_tokens=out or Length(value=96), jitter=0.0)
+    return WorkerConfig(base_url=base, model="llama-3.1-8b", headers={"Authorization": f"Bearer {KEY}"},
+                        workload=dataclasses.asdict(w), space=dataclasses.asdict(TokenSpace.synthetic()),
+                        max_model_len=4096, salt=11, seed=0, request_timeout_s=60)
+
+
+def _params(index: int, load: int, **kw: Any) -> StepParams:
+    return StepParams("m", index, load, True, warmup_s=0.5, window_s=1.5, min_window_requests=4, **kw)
+
+
+def _covered(recs: list[Record], t0: float, t1: float, t_open: float) -> bool:
+    """Whether some request was in flight at every instant of [t0, t1] (a request still open at the
+    end counts until t_open)."""
+    spans = sorted((r.t_sent, r.t_last if r.t_last is not None else t_open) for r in recs if r.t_sent)
+    reach = t0
+    for a, b in spans:
+        if a > reach:
+            if a >= t1:
+                break
+            return False
+        reach = max(reach, b)
+    return reach >= t1
+
+
+def test_a_continued_step_down_goes_on_from_the_requests_in_flight(sim):
+    statuses: list[dict[str, Any]] = []
+    streamed: list[Record] = []
+    # Requests of 0.4 to 3 s (against a status every 0.2 s), of random lengths so that the slots do
+    # not finish in lock-step: the moment the warm-up rule opens the window is seen.
+    with LoadGenerator(_cfg(sim, Length(dist="uniform", min=64, max=512)), processes=2) as lg:
+        r1 = lg.run_step(_params(0, 8, hold_at_end=True), on_records=streamed.extend)
+        assert r1.held and not r1.aborted and lg.held is not None
+        assert lg.held.in_flight == len(r1.carried_out) > 0
+        # No warm-up time: the window opens on the warm-up rule alone (the excess finished, every
+        # kept slot finished a request), which the assertions below then see.
+        r2 = lg.run_step(dataclasses.replace(_params(1, 4, continue_from=True), warmup_s=0.0),
+                         on_records=streamed.extend, on_status=statuses.append)
+        assert lg.held is None  # step 2 was not asked to hold: it stopped
+    assert r2.continued and r2.continued_why is None
+    assert r2.continued_from is not None and (r2.continued_from["step"], r2.continued_from["load"]) == (0, 8)
+    assert r2.continued_from["in_flight"] > 0
+
+    # Requests of step 1 ended during step 2, each recorded once, with the step and phase it was sent in.
+    assert r2.carried_in and all(r.step == 0 for r in r2.carried_in)
+    assert any(r.t_last is not None and r.t_last > r2.t_start for r in r2.carried_in)
+    assert all(r.step == 1 for r in r2.records) and all(r.step == 0 for r in r1.records)
+    # Nothing was cancelled at the boundary: step 1's requests all ran to their end.
+    assert not [r for r in r1.records + r2.carried_in if r.error == "cancelled"]
+    assert all(r.ok for r in r1.records + r2.carried_in)
+    # Each cut copy step 1 kept (its view of a request in flight at its end) is of a request that
+    # then ended in step 2, under the same id, with more tokens than the copy saw.
+    later = {r.id: r for r in r2.carried_in}
+    for c in r1.carried_out:
+        assert c.error == "cancelled" and c.detail == "carried into the next step" and c.step == 0
+        assert c.id in later and len(later[c.id].itl) >= len(c.itl)
+
+    # The server never went idle between the two steps, nor inside step 2.
+    every = r1.records + r2.carried_in + r2.records
+    assert _covered(every, r1.t_window_start, r2.t_window_end, r2.t_end)
+    assert statuses and min(s["inflight"] for s in statuses) > 0
+
+    # The step down: the window opened once the excess had finished and every kept slot had
+    # finished a request at the new load — every carried request ended before it, and at most 4 ran.
+    assert all(r.t_last is not None and r.t_last <= r2.t_window_start for r in r2.carried_in)
+    at_open = [r for r in every if r.t_sent <= r2.t_window_start and (r.t_last is None or r.t_last > r2.t_window_start)]
+    assert len(at_open) <= 4
+    window = [r for r in r2.records if r.phase == "window"]
+    assert len(window) > 0 and all(r.ok for r in window)
+
+    # Every request has one record and one id over the pair; the file saw each once.
+    ids = [r.id for r in every]
+    assert len(ids) == len(set(ids))
+    assert sorted(r.id for r in streamed) == sorted(ids)
+    assert r2.counter_next > r1.counter_next
+
+
+def test_a_continued_step_after_an_aborted_step_starts_fresh(sim):
+    seen: list[str] = []  # the phases reported: the user stops the step once its window is open
+    with LoadGenerator(_cfg(sim), processes=1) as lg:
+        r1 = lg.run_step(_params(0, 8, hold_at_end=True), on_status=lambda st: seen.append(st["phase"]),
+                         should_stop=lambda: "stopped by the user" if "window" in seen else None)
+        assert r1.aborted == "stopped by the user" and not r1.held and lg.held is None
+        r2 = lg.run_step(_params(1, 4, continue_from=True))
+    assert not r2.continued and r2.continued_from is None and not r2.carried_in
+    assert r2.continued_why is not None and "ended abnormally" in r2.continued_why
+    assert "stopped by the user" in r2.continued_why
+    # Step 1's requests in flight were cancelled at its end; step 2 sent all of its own.
+    assert any(r.error == "cancelled" for r in r1.records)
+    assert all(r.t_sent >= r2.t_start for r in r2.records)
+    assert [r for r in r2.records if r.phase == "window"]
+    ids = [r.id for r in r1.records + r2.records]
+    assert len(ids) == len(set(ids))
+
+
+def test_a_held_step_that_is_not_continued_is_released_with_unique_ids(sim):
+    with LoadGenerator(_cfg(sim), processes=2) as lg:
+        r1 = lg.run_step(_params(0, 4, hold_at_end=True))
+        assert r1.held
+        released = lg.release()
+        assert lg.held is None and lg.release() == []
+        r2 = lg.run_step(_params(1, 4, continue_from=True))
+    # Released: every request still in flight was cancelled, recorded under the step it was sent in.
+    assert released and all(r.step == 0 for r in released)
+    assert {c.id for c in r1.carried_out} <= {r.id for r in released}
+    assert any(r.error == "cancelled" for r in released)
+    assert not r2.continued and r2.continued_why is not None and "released" in r2.continued_why
+    assert all(r.t_sent >= r2.t_start for r in r2.records)
+    # Requests sent while held (after step 1's end) took counters the next step does not reuse.
+    ids = [r.id for r in r1.records + released + r2.records]
+    assert len(ids) == len(set(ids))
+
+
+def test_a_continued_step_up_adds_slots(sim):
+    # The API adds slots on a continued step up (the protocol drains before one: kvtui.explore.protocol).
+    with LoadGenerator(_cfg(sim), processes=1) as lg:
+        r1 = lg.run_step(_params(0, 2, hold_at_end=True))
+        r2 = lg.run_step(_params(1, 5, continue_from=True))
+    assert r1.held and r2.continued
+    window = [r for r in r2.records if r.phase == "window"]
+    assert window
+    at_open = [r for r in r1.records + r2.carried_in + r2.records
+               if r.t_sent <= r2.t_window_start and (r.t_last is None or r.t_last > r2.t_window_start)]
+    assert 1 <= len(at_open) <= 5
+    ids = [r.id for r in r1.records + r2.carried_in + r2.records]
+    assert len(ids) == len(set(ids))
+
+
+def test_a_step_held_at_its_first_tokens_hands_its_cut_window_requests_on(sim):
+    # tail "first_token" (a TTFT/ITL SLO): the held step ends while its window requests still
+    # stream. Its cut copies carry their tokens so far (window_stats counts them); the requests end
+    # in the next step, which counts none of them: its own tail waits for its own window requests.
+    long = Length(dist="uniform", min=256, max=512)
+    with LoadGenerator(_cfg(sim, long), processes=1) as lg:
+        r1 = lg.run_step(_params(0, 6, hold_at_end=True, tail="first_token"))
+        r2 = lg.run_step(_params(1, 6, continue_from=True))
+    cut = [c for c in r1.carried_out if c.phase == "window"]
+    assert r1.held and cut and all(c.t_first is not None for c in cut)
+    assert r2.continued
+    ended = {r.id: r for r in r2.carried_in}
+    assert all(ended[c.id].phase == "window" and ended[c.id].step == 0 and ended[c.id].ok for c in cut)
+    window = [r for r in r2.records if r.phase == "window"]
+    # Step 2's full tail: every request that started in its window ran to its end.
+    assert window and all(r.ok and r.t_last is not None for r in window)
