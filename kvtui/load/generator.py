@@ -218,7 +218,7 @@ class LoadGenerator:
         stagger = min(2.0, max(0.2, warmup_s / 2))
         specs = [
             StepSpec(mode, step, float(s), closed, self.counter, arrival, burst_size, stagger, max_error_burst,
-                     continue_from_previous=cont)
+                     continue_from_previous=cont, step_load=float(load))
             for s in shares
         ]
         run.t_start = time.monotonic()

@@ -76,6 +76,9 @@ class StepSpec:
     max_inflight: int = 4096  # open loop: beyond this the client itself is the limit
     # Closed loop: continue from the held step's slots and requests in flight (see the module's note).
     continue_from_previous: bool = False
+    # The whole step's load (every worker's share): what each record says. With several workers a
+    # closed loop's share is uneven (4 on 3 workers: 2, 1, 1), so share × workers is not it.
+    step_load: float = 0.0
 
 
 @dataclass

@@ -30,6 +30,13 @@ def _runq_wait_s() -> float | None:
         return None
 
 
+def step_load(spec: StepSpec, workers: int) -> float:
+    """The step's load a record carries: the whole step's, not this worker's share."""
+    if spec.step_load:
+        return spec.step_load
+    return spec.load * workers if not spec.closed else spec.load  # a spec from before step_load
+
+
 def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else max(0.0, b - a)
 
@@ -175,7 +182,7 @@ class _Worker:
             id=f"{self.cfg.salt:08x}-{counter}",
             mode=spec.mode,
             step=spec.step,
-            load=spec.load * self.cfg.workers if not closed else spec.load,
+            load=step_load(spec, self.cfg.workers),
             phase=self.phase,
             t_intended=t_intended,
             t_sent=0.0,
@@ -244,7 +251,7 @@ class _Worker:
         spec = self.spec
         assert spec is not None
         rec = Record(id=f"{self.cfg.salt:08x}-{counter}", mode=spec.mode, step=spec.step,
-                     load=spec.load * self.cfg.workers if not closed else spec.load, phase=self.phase,
+                     load=step_load(spec, self.cfg.workers), phase=self.phase,
                      t_intended=t_intended, t_sent=t_intended, status="error", error="client", detail=detail[:200],
                      worker=self.cfg.index)
         self.sent += 1

@@ -180,3 +180,10 @@ def test_a_step_held_at_its_first_tokens_hands_its_cut_window_requests_on(sim):
     window = [r for r in r2.records if r.phase == "window"]
     # Step 2's full tail: every request that started in its window ran to its end.
     assert window and all(r.ok and r.t_last is not None for r in window)
+
+
+def test_every_record_carries_the_whole_steps_load_not_its_workers_share(sim):
+    # 3 slots on 2 workers are shares of 2 and 1: each record said its worker's share (2 or 1).
+    with LoadGenerator(_cfg(sim), processes=2) as lg:
+        res = lg.run_step(_params(0, 3))
+    assert res.records and {r.load for r in res.records} == {3.0}
