@@ -2,8 +2,8 @@
 
 - `drain_reason`: whether a step must start from an idle server, and why; only where the
   protocol needs one: the mode's first step, a step up (a continued one reads fast), a
-  confirmation (it must not inherit the state of
-  the step it confirms), after a preemption storm (a KV cache full of recomputing requests would
+  confirmation that repeats the step just before (it must not inherit the state of the step it
+  confirms; one that steps down from another load continues), after a preemption storm (a KV cache full of recomputing requests would
   shape the next step's figures);
 - `sequential_for`: the step's sequential test (kvtui.explore.sequential) for the scenario's SLO,
   never deciding on fewer samples than the classic rule asks of a knee step.
@@ -31,7 +31,11 @@ def drain_reason(index: int, why: str, prev: dict[str, Any] | None, load: float 
         # batch holds too little context (a linear ramp passed 160 where the classic step failed
         # 128, tests/core/test_continuous.py), even after every slot turned over once.
         return "a step up starts from an idle server (a continued one reads fast)"
-    if why == "confirm":
+    if why == "confirm" and (load is None or load == prev.get("load")):
+        # A repeat must not inherit the state of the step it repeats. A confirmation that steps
+        # *down* from another load (the seeded search's "confirm the pass" after its first fail)
+        # inherits that other step's requests, not the confirmed step's: it is as independent of
+        # the first measurement as a drained one, and saves the ramp from zero.
         return "a confirmation is measured independently of the step before"
     pre, n = prev.get("preemptions"), prev.get("requests") or 0
     if pre and n and pre / n >= STORM:

@@ -51,9 +51,12 @@ def test_continuous_steps_are_shorter_in_modelled_time_and_say_how_they_ran(tmp_
             # never decided on fewer window samples than the classic rule's minimum
             assert min(t["n"] for t in seq["targets"]) >= seq["min_samples"]
             assert s["samples"]["ttft"] >= seq["min_samples"]
-        if s.get("why") == "confirm":
-            assert s["drain"]["before"], "a confirmation must start from an idle server"
     for prev, s in zip(steps, steps[1:]):
+        if s.get("why") == "confirm" and s["load"] == prev["load"]:
+            assert s["drain"]["before"], "a repeat of the step just before starts from an idle server"
+        if s.get("why") == "confirm" and not s["drain"]["before"]:
+            # continued: only down from another load, never from the step it confirms
+            assert s["load"] < prev["load"] and s["continued_from"]["load"] == prev["load"]
         if s["load"] > prev["load"]:
             assert s["drain"]["before"], "a step up starts from an idle server (a continued one reads fast)"
     assert all("drain" not in s and "stopped_early" not in s for s in a["steps"])  # classic: as before
