@@ -175,8 +175,7 @@ class LiveStepExecutor:
         r = run.scenario.ramp
         tel, loadgen = self.telemetry, self.loadgen
         assert loadgen is not None and tel is not None
-        tel.load, tel.phase = load, "warmup"
-        before = tel.scrape_now()
+        tel.load = load
         started_at = time.time()
 
         def on_status(st: dict[str, Any]) -> None:
@@ -194,6 +193,12 @@ class LiveStepExecutor:
                 except OSError as e:
                     records_error.append(e.strerror or str(e))
             run.emit(ev.Records(mode.name, recs))
+
+        # Continuous steps (docs/PROTOCOL.md): the step before ended held (its requests still in
+        # flight); this one continues from them unless the protocol needs an idle server.
+        drain_why, cont = self._continue_or_drain(md, load, index, why, on_records)
+        tel.phase = "warmup"
+        before = tel.scrape_now()
 
         def should_stop() -> str | None:
             if run.stop_reason:
@@ -218,15 +223,20 @@ class LiveStepExecutor:
         params = StepParams(
             mode.name, index, wall_load, run.closed, r.warmup_s * ts, r.window_s * ts, r.window_requests, r.arrival,
             r.burst_size, r.max_error_burst, window_timeout_s=r.request_timeout_s * ts, min_window_requests=need,
-            tail=tail,
+            tail=tail, hold_at_end=self._continuous(), continue_from=cont,
         )
         res = loadgen.run_step(params, on_records=on_records, on_status=on_status, should_stop=should_stop)
         if not tel.dead and (res.aborted or any(not x.ok for x in res.records)):
             tel.confirm_alive()  # a dead server ends the mode now, not after another whole step
-        tel.phase = "drain"
-        self._drain(tel)
+        if res.held:
+            tel.phase = "held"  # its slots go on: the next step may continue from them
+        else:
+            tel.phase = "drain"
+            self._drain(tel)
         after = tel.scrape_now()
-        recs = res.records
+        # A held step's requests still in flight count by their tokens so far (a cut copy each; their
+        # own records come in the next step's carried_in, written once).
+        recs = res.records + (res.carried_out if res.held else [])
         if records_error:
             run.emit(ev.RunError(mode.name, f"cannot append records to {run.records_path}: {records_error[0]}"))
             run.stop(f"records file unwritable: {records_error[0]}")
@@ -261,11 +271,11 @@ class LiveStepExecutor:
                               "requests": len(recs), "cancelled": sum(1 for x in recs if x.error == "cancelled")},
             "index": index, "why": why, "started_at": started_at, "duration_s": round(res.t_end - res.t_start, 2),
             "t_window_start": res.t_window_start, "t_window_end": res.t_window_end, "t_end": res.t_end,
-            "protocol": r.protocol, "drain": {"before": True,
-                                             "why": "the mode's first step" if index == 0 else
-                                             "a live step starts its slots from an idle server"},
+            "protocol": r.protocol, "drain": self._drain_entry(index, drain_why, res),
             "t_rel_start": round(res.t_start - run.t0, 3), "t_rel_end": round(res.t_end - run.t0, 3),
         }
+        if res.continued and res.continued_from:
+            extra["continued_from"] = dict(res.continued_from)
         if res.autoscale is not None:
             extra["autoscale"] = res.autoscale  # workers that ran (client.workers) and why any were added
         if tel.replica_names:
@@ -285,6 +295,55 @@ class LiveStepExecutor:
         if judged is not live and judged.extra["live"].get("host_limited"):
             run.emit(ev.RunWarning(mode.name, f"step {index}: {judged.extra['live']['host_limited']}"))
         return judged
+
+    # -- continuous steps ----------------------------------------------------------------------
+    def _continuous(self) -> bool:
+        return self.run.scenario.ramp.protocol == "continuous" and self.run.closed
+
+    def _continue_or_drain(self, md: dict[str, Any], load: float, index: int, why: str,
+                           on_records: Any) -> tuple[str | None, bool]:
+        """(why this step starts from an idle server or None, whether it continues from the held step)."""
+        loadgen, tel = self.loadgen, self.telemetry
+        assert loadgen is not None and tel is not None
+        if not self._continuous():
+            return None, False
+        from kvtui.explore.protocol import drain_reason
+
+        steps = md.get("steps") or []
+        drain_why = drain_reason(index, why, steps[-1] if steps else None, load)
+        if loadgen.held is None:
+            return drain_why or loadgen.not_held_why or "nothing held to continue", False
+        if drain_why is None:
+            return None, True
+        loadgen.release(on_records)  # cancelled: each record under the step it was sent in
+        tel.phase = "drain"
+        self._drain(tel)
+        return drain_why, False
+
+    def _drain_entry(self, index: int, drain_why: str | None, res: Any) -> dict[str, Any]:
+        if not self._continuous():
+            return {"before": True, "why": "the mode's first step" if index == 0 else
+                    "a classic step starts its slots from an idle server"}
+        if res.continued:
+            return {"before": False, "why": None}
+        return {"before": True, "why": res.continued_why or drain_why or "nothing held to continue"}
+
+    def release_held(self) -> None:
+        """End a held step's requests (the mode's end, the knee's quality phase): their records written."""
+        lg = self.loadgen
+        if lg is None or lg.held is None:
+            return
+
+        def write(recs: list[Record]) -> None:
+            if self.modelled is None:
+                try:
+                    self.run.records_written += write_records(self.run.records_path, recs)
+                except OSError:
+                    pass  # the step that wrote the rest already said the file is unwritable
+        lg.release(write)
+        if self.telemetry is not None:
+            self.telemetry.phase = "drain"
+            self._drain(self.telemetry)
 
     def _replica_extra(self, extra: dict[str, Any], recs: list[Record], metrics: dict[str, Any],
                        d: dict[str, Any] | None, res: Any, ts: float) -> None:
@@ -332,6 +391,7 @@ class LiveStepExecutor:
 
     # -- the end -----------------------------------------------------------------------------
     def end_mode(self, md: dict[str, Any], prior_series: list[dict[str, Any]]) -> None:
+        self.release_held()
         if self.run.scenario.quality.at_knee and md.get("quality") and not self.run.stopping and not md.get("error"):
             from kvtui.explore.knee_quality import quality_at_knee  # its own phase, after the search
 

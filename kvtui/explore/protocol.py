@@ -3,8 +3,8 @@
 - `drain_reason`: whether a step must start from an idle server, and why; only where the
   protocol needs one: the mode's first step, a step up (a continued one reads fast), a
   confirmation that repeats the step just before (it must not inherit the state of the step it
-  confirms; one that steps down from another load continues), after a preemption storm (a KV cache full of recomputing requests would
-  shape the next step's figures);
+  confirms; one that steps down from another load continues), after a preemption storm (a KV
+  cache full of recomputing requests would shape the next step's figures);
 - `sequential_for`: the step's sequential test (kvtui.explore.sequential) for the scenario's SLO,
   never deciding on fewer samples than the classic rule asks of a knee step.
 """

@@ -267,6 +267,8 @@ class LoadGenerator:
                     if on_records:
                         on_records(recs)
                 elif kind == "status":
+                    if msg[1].get("step", step) != step:
+                        continue  # the held step's, sent before this step began (its counts are not ours)
                     status[i] = msg[1]
                     first_inflight.setdefault(i, int(msg[1].get("inflight", 0)))
                 elif kind == "stopped":

@@ -122,6 +122,9 @@ class _Worker:
             (
                 "status",
                 {
+                    # Whose counts these are: a held step's reporter runs on between steps, and its
+                    # statuses, still in the pipe, must not warm or close the next step's window.
+                    "step": self.spec.step if self.spec is not None else None,
                     "phase": self.phase,
                     "inflight": self.inflight,
                     "window_inflight": self.window_inflight,

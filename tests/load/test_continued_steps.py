@@ -187,3 +187,21 @@ def test_every_record_carries_the_whole_steps_load_not_its_workers_share(sim):
     with LoadGenerator(_cfg(sim), processes=2) as lg:
         res = lg.run_step(_params(0, 3))
     assert res.records and {r.load for r in res.records} == {3.0}
+
+
+def test_a_step_continued_after_a_pause_still_counts_its_own_window(sim):
+    # Between steps (the run evaluates and journals the step) the held step's slots and reporter go
+    # on; the continued step's window still waits for its own 12 starts, not the held step's count.
+    import time
+
+    with LoadGenerator(_cfg(sim), processes=2) as lg:
+        p0 = StepParams("m", 0, 8, True, warmup_s=0.05, window_s=0.05, min_window_requests=12, hold_at_end=True,
+                        max_window_factor=1000)
+        first = lg.run_step(p0)
+        assert first.held and sum(1 for r in first.records if r.phase == "window") >= 12
+        time.sleep(1.0)  # the run evaluates and journals the step: statuses pile up
+        p1 = StepParams("m", 1, 4, True, warmup_s=0.05, window_s=0.05, min_window_requests=12, continue_from=True,
+                        max_window_factor=1000)
+        second = lg.run_step(p1)
+    assert second.continued
+    assert sum(1 for r in second.records if r.phase == "window") >= 12

@@ -1,0 +1,65 @@
+"""Continuous steps on a live server (`ramp.protocol = "continuous"`): the load generator keeps a
+step's requests in flight at its end, and the next step continues from them where the protocol
+allows (a step down, a confirmation from another load); elsewhere it releases them and drains.
+
+A real run over HTTP against the live simulator (the demo, fast-forwarded), twice: judged in
+modelled time (kvtui.explore.sim_model: the verdicts are the model's) and, with a simulator knob
+that turns the modelled judging off (`--seed`), on the live client's own records. What is checked
+is how the live steps ran and that every live request reached the records file exactly once.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+QUICK = ["--set", "ramp.window_s=2", "--set", "ramp.warmup_s=1", "--set", "server.time_scale=0.05"]
+
+
+def _run(tmp_path, protocol, *extra):
+    out = tmp_path / f"{protocol}.json"
+    r = subprocess.run([sys.executable, "-m", "kvtui", "run", "sim-demo", "--headless", "--out", str(out),
+                        "--mode", "fp8-kv", *QUICK, "--set", f'ramp.protocol="{protocol}"', *extra],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "120"})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    recs = [json.loads(x) for x in out.with_name(out.stem + ".records.jsonl").read_text().splitlines() if x.strip()]
+    return json.loads(out.read_text()), recs
+
+
+@pytest.mark.parametrize("judged", ["modelled", "live"])
+def test_live_steps_continue_down_and_drain_up_and_write_each_request_once(tmp_path, judged):
+    extra = ["--set", 'server.extra_args=["--seed", "0"]'] if judged == "live" else []
+    doc, recs = _run(tmp_path, "continuous", *extra)
+    assert all(bool(s.get("modelled")) is (judged == "modelled") for s in doc["modes"][0]["steps"])
+    steps = doc["modes"][0]["steps"]
+    assert steps[0]["drain"] == {"before": True, "why": "the mode's first step"}
+    continued = [s for s in steps if not s["drain"]["before"]]
+    assert continued, [s["drain"] for s in steps]
+    for prev, s in zip(steps, steps[1:]):
+        if s["load"] > prev["load"]:
+            assert s["drain"]["before"] and "step up" in s["drain"]["why"]
+        if not s["drain"]["before"]:
+            assert s["load"] < prev["load"]
+            assert s["continued_from"] == {"step": prev["index"], "load": prev["load"],
+                                           "in_flight": s["continued_from"]["in_flight"]}
+            assert 0 < s["continued_from"]["in_flight"] <= prev["load"]
+        if s.get("why") == "confirm" and s["load"] == prev["load"]:
+            assert s["drain"]["before"]
+    # Every id once (a carried request's record comes once, under the step it was sent in), no cut copy.
+    ids = [x["id"] for x in recs]
+    assert len(ids) == len(set(ids))
+    assert not any("carried into the next step" in (x.get("detail") or "") for x in recs)
+    if judged == "live":  # requests sent in one step ended in the next: carried, not cancelled
+        by_id = {x["id"]: x for x in recs}
+        assert len(by_id) == len(recs) and any(x.get("status") == "ok" and x.get("phase") == "tail" for x in recs)
+    assert doc["modes"][0]["best_concurrency"] is not None and doc["modes"][0]["knee_interval"]
+
+
+def test_the_classic_protocol_drains_before_every_live_step(tmp_path):
+    doc, _ = _run(tmp_path, "classic")
+    steps = doc["modes"][0]["steps"]
+    assert all(s["drain"]["before"] for s in steps) and "continued_from" not in str(steps)
