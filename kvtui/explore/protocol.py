@@ -40,6 +40,11 @@ def drain_reason(index: int, why: str, prev: dict[str, Any] | None, load: float 
     pre, n = prev.get("preemptions"), prev.get("requests") or 0
     if pre and n and pre / n >= STORM:
         return f"a preemption storm in the step before ({pre} preemptions, {n} requests)"
+    if pre and pre > 0:
+        # Any preemption: the step before hit the KV wall, and its preempted requests, recomputed
+        # in this step, would shape it (offline, a step down to 103 after 111's 33 preemptions saw
+        # 8 of its own and failed a confirmation the drained step passes: scripts/h200_answer.sh SIM=1).
+        return f"the step before hit the KV wall ({pre:g} preemptions): its recomputation would shape this step"
     if prev.get("aborted") or prev.get("error_burst"):
         return "the step before ended abnormally"
     return None
