@@ -53,10 +53,16 @@ async def main():
     # the demo started at once, as `kvtui` does (its steps simulated offline, --fast, to keep CI short)
     app = create_app(load_scenario(demo_scenario()), out=os.path.join(os.environ["KVTUI_HOME"], "tui.json"), autostart=True, fast=True)
     async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(600):  # until the first step is on screen (a guard against a hang, not a timing check)
+        # Until the first step is in the state *and* the screen has been redrawn since (the dashboard
+        # refreshes on its own timer, so a --fast step can land in the state while the last frame drawn
+        # still says STARTING: CI once caught exactly that frame). A guard against a hang, not a timing check.
+        shown = ""
+        for _ in range(600):
             await pilot.pause(0.2)
             if app.state.modes and any(m.steps for m in app.state.modes.values()):
-                break
+                shown = text(app)
+                if "SIMULATED" in shown:
+                    break
         shown = text(app)
         assert "SIMULATED" in shown and "sim-demo" in shown, shown
         assert app.theme == "kvtui-dark" and not app.theme_problems, (app.theme, app.theme_problems)
