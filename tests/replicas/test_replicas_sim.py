@@ -142,7 +142,9 @@ def test_gateway_url_with_metrics_urls_gauges_per_replica(tmp_path, pair):
     assert mode["endpoint"]["routing"] == "gateway" and [r["base_url"] for r in mode["replicas"]] == [None, None]
     per = mode["steps"][0]["replicas"]
     assert [r["name"] for r in per] == ["r0", "r1"]
-    assert per[0]["running_max"] == 2 and not per[1]["running_max"]  # the "gateway" sent all to r0
+    # The "gateway" sent all to r0: r1's gauge never saw a request. (r0's sampled running_max is 1 or
+    # 2: a scrape can fall between two sends on a loaded host, so its exact peak is not asserted.)
+    assert per[0]["running_max"] in (1, 2) and not per[1]["running_max"]
     assert all("requests" not in r and "ttft_ms" not in r for r in per)
     assert all(r.replica is None for r in read_records(out.with_name("gw.records.jsonl")))
 

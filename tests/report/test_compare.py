@@ -53,7 +53,10 @@ def test_three_mode_comparison_matches_the_steps(three_modes):
         assert r["preemptions_at_knee"] == max(s["preemptions"] for s in at)
         nxt = [s for s in m["steps"] if s["load"] == best + 1]
         assert nxt and all(s["passed"] is False for s in nxt)
-        assert r["knee_limited_by"] == nxt[0]["limited_by"] == "decode"
+        # What limited the next step, as the step says it: decode here, unless the host starved the
+        # client (a loaded CI machine), which the step then says instead of blaming the server.
+        assert r["knee_limited_by"] == nxt[0]["limited_by"]
+        assert nxt[0]["limited_by"] == "decode" or (nxt[0]["limited_by"] == "client" and nxt[0]["client_limited"])
         # The simulator has no weights: the quality guard skipped, saying why.
         assert r["quality"] == {"skipped": "simulated engine: no model weights, outputs are noise"}
     assert rows["fp8-kv"]["best_x"] == 1.333 and rows["w-int4"]["best_x"] == 0.667
