@@ -40,9 +40,9 @@ if TYPE_CHECKING:
 class RunEvent(Message):
     """One `kvtui.explore.run.Event`, carried to the UI thread."""
 
-    def __init__(self, event: Any) -> None:
+    def __init__(self, event: events.Event) -> None:
         super().__init__()
-        self.event = event
+        self.event = event  # a copy of its own (kvtui.explore.events.detached): the UI thread may keep it
 
 
 class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
@@ -220,12 +220,12 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         self.worker_run = self._run_thread(run)
         return True
 
-    def _listener(self, ev: Any) -> None:
+    def _listener(self, ev: events.Event) -> None:
         # Any thread. post_message is non-blocking: the run never waits on the screen.
         self.post_message(RunEvent(ev))
 
     @work(thread=True, exclusive=True, group="run", exit_on_error=False, name="kvtui-run")
-    def _run_thread(self, run: Any) -> dict[str, Any]:
+    def _run_thread(self, run: Run) -> dict[str, Any]:
         try:
             return run.run()
         finally:

@@ -208,7 +208,7 @@ class Chart(RedrawnOnChange, PlotextPlot):
         legend = self.draw(plt, self.viewed(), w, h, self.palette) or ""
         if not self._legend_items:
             legend = fit_text(legend, w)  # items were fitted in legend(); a free text is fitted here
-        title = fit_title(self.full_title(), self.SHORT_TITLE, w) if self.TITLE else self.border_title
+        title = fit_title(self.full_title(), self.short_title(), w) if self.TITLE else self.border_title
         if title != self.border_title:
             self.border_title = title
             self.call_after_refresh(self.refresh)
@@ -221,6 +221,10 @@ class Chart(RedrawnOnChange, PlotextPlot):
 
     def viewed(self) -> ModeView | None:
         return self.state.viewed
+
+    def short_title(self) -> str | None:
+        """The title where the full one would be cut (kvtui.tui.legend.fit_title)."""
+        return self.SHORT_TITLE
 
     def draw(self, plt: "Plot", mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         raise NotImplementedError

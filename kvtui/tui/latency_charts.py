@@ -40,14 +40,13 @@ class LatencyChart(Chart):
     def full_title(self) -> str:
         return f"{self.TITLE} vs {self.state.load_word}{self.SUFFIX}"
 
-    @property
-    def SHORT_TITLE(self) -> str:  # type: ignore[override]  # the suffix goes first where it would be cut
+    def short_title(self) -> str:  # the suffix goes first where it would be cut
         return f"{self.TITLE} vs {self.state.load_word}"
 
     def update_if_changed(self) -> bool:
         from kvtui.tui.legend import fit_title
 
-        title = fit_title(self.full_title(), self.SHORT_TITLE, self.size.width or 200)
+        title = fit_title(self.full_title(), self.short_title(), self.size.width or 200)
         if self.border_title != title:
             self.border_title = title
         return super().update_if_changed()
