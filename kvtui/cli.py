@@ -10,6 +10,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 from kvtui import __version__
 from kvtui.errors import KvtuiError, ScenarioError
@@ -22,7 +23,7 @@ COMMANDS = ("tui", "run", "sim", "estimate", "replay", "export", "diff", "web", 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit code 2 (as argparse does), without the usage dump."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"kvtui: error: {message} (see `{self.prog} --help`)\n")
 
 

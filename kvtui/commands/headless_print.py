@@ -9,7 +9,18 @@ import math
 import sys
 from typing import Any, TextIO
 
-from kvtui.explore.events import Event, check_kind
+from kvtui.explore.events import (
+    EngineReady,
+    Event,
+    Log,
+    ModeFinished,
+    ModeStarting,
+    RunError,
+    RunStarted,
+    RunWarning,
+    StepFinished,
+    check_kind,
+)
 
 
 def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
@@ -72,69 +83,78 @@ class HeadlessPrinter:
         self.done: list[dict[str, Any]] = []  # finished modes, for the quality lines' reference
 
     def __call__(self, ev: Event) -> None:
-        # Any object with kind, mode and data will do (kvtui.explore.events gives them typed);
-        # a kind no one declared is refused, never passed over.
-        from kvtui.terminal import printable
-
-        k = ev.kind
-        check_kind(k)
-
-        def w(text: str) -> None:  # names, server logs and errors come from files and servers: no escapes
-            self.out.write(printable(text))
-        if k == "run_started":
-            env = ev.data["environment"]
-            sim = " SIMULATED" if env.get("simulated") else ""
-            gpus = ", ".join(env.get("gpu_names") or []) or "no GPU seen"
-            w(f"kvtui: scenario {self.scenario.name} — engine {env['engine']}{sim} — GPU {gpus}\n")
-            w(f"kvtui: SLO {self.scenario.slo.describe()}\n")
-        elif k == "mode_starting":
-            m = ev.data["mode"]["settings"]
-            w(f"\n== mode {ev.mode} ({ev.data['index'] + 1}/{ev.data['of']}): dtype={m['dtype']} "
-              f"kv_cache_dtype={m['kv_cache_dtype']}"
-              f"{' quantization=' + m['quantization'] if m['quantization'] else ''} — starting the engine…\n")
-        elif k == "log" and self.verbose:
-            w(f"  | {ev.data}\n")
-        elif k == "engine_ready":
-            f, info = ev.data["facts"], ev.data["info"]
-            sim = " SIMULATED" if info.get("simulated") else ""
-            ready = ("modelled offline (no server)" if info.get("fast") or f.get("startup_s") is None
-                     else f"ready in {_fmt(f.get('startup_s'), ' s', 1)}")
-            w(f"[{ev.mode}] {ready} "
-              f"({info.get('engine')}{sim} {info.get('version') or ''}): "
-              f"weights {_fmt(f.get('weights_gib'), ' GiB', 2)}, KV {_fmt(f.get('kv_cache_gib'), ' GiB', 2)} = "
-              f"{_fmt(f.get('kv_cache_tokens'))} tokens\n")
-            from kvtui.engines.vllm.compile_cache import start_line
-            from kvtui.report.text import speed_words
-
-            if start_line(f):
-                w(f"[{ev.mode}] start: {start_line(f)}\n")
-            if speed_words(info.get("time_scale")):
-                w(f"[{ev.mode}] simulator in {speed_words(info['time_scale'])}: "
-                  "figures scaled back to modelled time\n")
-        elif k == "step_finished":
-            w(step_line(ev.mode, ev.data, self.scenario.slo.targets()) + "\n")
-        elif k == "mode_finished":
-            s = ev.data.get("search", {})
-            pred = ev.data.get("predicted_kv_concurrency")
-            what = "max concurrency" if self.scenario.ramp.load == "concurrency" else "max request rate (req/s)"
-            w(f"[{ev.mode}] {what} at SLO: {s.get('describe', '—')}"
-              f"{f'; KV-bound prediction {pred:g}' if pred else ''}; "
-              f"{s.get('steps', 0)} steps in {_fmt(s.get('wall_s'), ' s')}\n")
-            from kvtui.report.compare import mode_summary
-
-            r = mode_summary(ev.data, self.scenario)
-            self._quality(ev.mode, ev.data)
-            if r["best"] is not None and r["peak_load"] not in (None, r["best"]):
-                pre = r["preemptions_at_knee"]
-                w(f"[{ev.mode}] fastest within the SLO: {r['peak_load']:g} at {_fmt(r['output_tok_s'])} tok/s "
-                  f"(the knee {r['best']:g} made {_fmt(r['knee_output_tok_s'])}"
-                  f"{f' with {pre:g} preemptions' if pre else ''})\n")
-        elif k == "warning":
-            w(f"kvtui: warning: {(ev.mode + ': ') if ev.mode else ''}{ev.data}\n")
-        elif k == "error":
-            w(f"kvtui: error: {ev.data}\n")
+        # Dispatch on the event's class (kvtui.explore.events): each branch reads typed fields, a
+        # mode's event always names its mode. A kind no one declared is refused, never passed over.
+        check_kind(ev.kind)
+        if not isinstance(ev, Event):
+            raise TypeError(f"the headless printer takes kvtui.explore.events types, not {type(ev).__name__}")
+        w = self._w
+        match ev:
+            case RunStarted(doc=doc):
+                env = doc["environment"]
+                sim = " SIMULATED" if env.get("simulated") else ""
+                gpus = ", ".join(env.get("gpu_names") or []) or "no GPU seen"
+                w(f"kvtui: scenario {self.scenario.name} — engine {env['engine']}{sim} — GPU {gpus}\n")
+                w(f"kvtui: SLO {self.scenario.slo.describe()}\n")
+            case ModeStarting(mode=name, index=index, of=of, mode_doc=md):
+                m = md["settings"]
+                w(f"\n== mode {name} ({index + 1}/{of}): dtype={m['dtype']} "
+                  f"kv_cache_dtype={m['kv_cache_dtype']}"
+                  f"{' quantization=' + m['quantization'] if m['quantization'] else ''} — starting the engine…\n")
+            case Log(line=line) if self.verbose:
+                w(f"  | {line}\n")
+            case EngineReady(mode=name, facts=f, info=info):
+                self._engine_ready(name, f, info)
+            case StepFinished(mode=name, step=step):
+                w(step_line(name, step, self.scenario.slo.targets()) + "\n")
+            case ModeFinished(mode=name, mode_doc=md):
+                self._mode_finished(name, md)
+            case RunWarning(mode=name, text=text):
+                w(f"kvtui: warning: {(name + ': ') if name else ''}{text}\n")
+            case RunError(text=text):
+                w(f"kvtui: error: {text}\n")
         self.out.flush()
 
+    def _w(self, text: str) -> None:
+        from kvtui.terminal import printable
+
+        self.out.write(printable(text))  # names, server logs and errors come from files and servers: no escapes
+
+    def _engine_ready(self, name: str, f: dict[str, Any], info: dict[str, Any]) -> None:
+        w = self._w
+        sim = " SIMULATED" if info.get("simulated") else ""
+        ready = ("modelled offline (no server)" if info.get("fast") or f.get("startup_s") is None
+                 else f"ready in {_fmt(f.get('startup_s'), ' s', 1)}")
+        w(f"[{name}] {ready} "
+          f"({info.get('engine')}{sim} {info.get('version') or ''}): "
+          f"weights {_fmt(f.get('weights_gib'), ' GiB', 2)}, KV {_fmt(f.get('kv_cache_gib'), ' GiB', 2)} = "
+          f"{_fmt(f.get('kv_cache_tokens'))} tokens\n")
+        from kvtui.engines.vllm.compile_cache import start_line
+        from kvtui.report.text import speed_words
+
+        if start_line(f):
+            w(f"[{name}] start: {start_line(f)}\n")
+        if speed_words(info.get("time_scale")):
+            w(f"[{name}] simulator in {speed_words(info['time_scale'])}: "
+              "figures scaled back to modelled time\n")
+
+    def _mode_finished(self, name: str, md: dict[str, Any]) -> None:
+        w = self._w
+        s = md.get("search", {})
+        pred = md.get("predicted_kv_concurrency")
+        what = "max concurrency" if self.scenario.ramp.load == "concurrency" else "max request rate (req/s)"
+        w(f"[{name}] {what} at SLO: {s.get('describe', '—')}"
+          f"{f'; KV-bound prediction {pred:g}' if pred else ''}; "
+          f"{s.get('steps', 0)} steps in {_fmt(s.get('wall_s'), ' s')}\n")
+        from kvtui.report.compare import mode_summary
+
+        r = mode_summary(md, self.scenario)
+        self._quality(name, md)
+        if r["best"] is not None and r["peak_load"] not in (None, r["best"]):
+            pre = r["preemptions_at_knee"]
+            w(f"[{name}] fastest within the SLO: {r['peak_load']:g} at {_fmt(r['output_tok_s'])} tok/s "
+              f"(the knee {r['best']:g} made {_fmt(r['knee_output_tok_s'])}"
+              f"{f' with {pre:g} preemptions' if pre else ''})\n")
 
     def _quality(self, mode: str, md: dict[str, Any]) -> None:
         """The mode's quality lines, against the first mode that ran the suite (the reference)."""

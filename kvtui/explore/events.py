@@ -33,6 +33,14 @@ Listener = Callable[[Event], None]
 
 
 @dataclass(frozen=True)
+class ModeEvent(Event):
+    """An event of one mode: its name is always there (a run's start and end, and a warning or an
+    error, may concern no mode)."""
+
+    mode: str = ""
+
+
+@dataclass(frozen=True)
 class RunStarted(Event):
     kind: ClassVar[str] = "run_started"
     doc: dict[str, Any] = field(default_factory=dict)
@@ -43,7 +51,7 @@ class RunStarted(Event):
 
 
 @dataclass(frozen=True)
-class ModeStarting(Event):
+class ModeStarting(ModeEvent):
     kind: ClassVar[str] = "mode_starting"
     index: int = 0
     of: int = 0
@@ -55,7 +63,7 @@ class ModeStarting(Event):
 
 
 @dataclass(frozen=True)
-class Log(Event):
+class Log(ModeEvent):
     """One server log line, secrets redacted."""
 
     kind: ClassVar[str] = "log"
@@ -67,7 +75,7 @@ class Log(Event):
 
 
 @dataclass(frozen=True)
-class EngineReady(Event):
+class EngineReady(ModeEvent):
     kind: ClassVar[str] = "engine_ready"
     facts: dict[str, Any] = field(default_factory=dict)  # StartupFacts.to_dict()
     info: dict[str, Any] = field(default_factory=dict)  # EngineInfo as a dict
@@ -78,7 +86,7 @@ class EngineReady(Event):
 
 
 @dataclass(frozen=True)
-class Telemetry(Event):
+class Telemetry(ModeEvent):
     """One series row (≤ 1 Hz): load, phase, KV use, queue, GPU memory."""
 
     kind: ClassVar[str] = "telemetry"
@@ -90,7 +98,7 @@ class Telemetry(Event):
 
 
 @dataclass(frozen=True)
-class QualityStarted(Event):
+class QualityStarted(ModeEvent):
     """The mode's quality phase begins (before its load; none of it counts in a step)."""
 
     kind: ClassVar[str] = "quality_started"
@@ -102,7 +110,7 @@ class QualityStarted(Event):
 
 
 @dataclass(frozen=True)
-class QualityMeasured(Event):
+class QualityMeasured(ModeEvent):
     """The quality suite's results for the mode, before its load (its snapshot entry's "quality")."""
 
     kind: ClassVar[str] = "quality"
@@ -114,7 +122,7 @@ class QualityMeasured(Event):
 
 
 @dataclass(frozen=True)
-class StepStarted(Event):
+class StepStarted(ModeEvent):
     kind: ClassVar[str] = "step_started"
     load: float = 0.0
     index: int = 0
@@ -127,7 +135,7 @@ class StepStarted(Event):
 
 
 @dataclass(frozen=True)
-class StepProgress(Event):
+class StepProgress(ModeEvent):
     """The load generator's status during a step (phase, counts), with the step's load."""
 
     kind: ClassVar[str] = "step_progress"
@@ -139,7 +147,7 @@ class StepProgress(Event):
 
 
 @dataclass(frozen=True)
-class Records(Event):
+class Records(ModeEvent):
     """Per-request records as they stream in (every ~0.2 s)."""
 
     kind: ClassVar[str] = "records"
@@ -151,7 +159,7 @@ class Records(Event):
 
 
 @dataclass(frozen=True)
-class StepFinished(Event):
+class StepFinished(ModeEvent):
     kind: ClassVar[str] = "step_finished"
     step: dict[str, Any] = field(default_factory=dict)  # the step as the snapshot keeps it
 
@@ -161,7 +169,7 @@ class StepFinished(Event):
 
 
 @dataclass(frozen=True)
-class ModeFinished(Event):
+class ModeFinished(ModeEvent):
     kind: ClassVar[str] = "mode_finished"
     mode_doc: dict[str, Any] = field(default_factory=dict)
 
@@ -171,7 +179,7 @@ class ModeFinished(Event):
 
 
 @dataclass(frozen=True)
-class ModeUpdated(Event):
+class ModeUpdated(ModeEvent):
     """The mode's entry as it stands after its prediction, and after each judged step (its refits,
     the search's state): listeners read their copy, never the run's live entry."""
 

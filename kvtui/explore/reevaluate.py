@@ -9,10 +9,14 @@ from typing import Any
 
 from kvtui.scenario.schema import Slo
 
+# (mode name, its steps, its records file): what a mode's re-evaluation reads.
+ModeRecords = tuple[str, list[dict[str, Any]], Path | None]
+# {mode: {step index: the step re-judged}}: what it gives back.
+ViewSteps = dict[str, dict[int, dict[str, Any]]]
 
-def reevaluate_modes(modes: list[tuple[str, list[dict[str, Any]], Path | None]], slo: Slo,
-                     only: set[tuple[str, int]] | None = None) -> tuple[dict[str, dict[int, dict[str, Any]]],
-                                                                        list[str]]:
+
+def reevaluate_modes(modes: list[ModeRecords], slo: Slo,
+                     only: set[tuple[str, int]] | None = None) -> tuple[ViewSteps, list[str]]:
     """Re-evaluate steps under `slo` from the records sidecar(s). Pure; runs off the UI thread.
 
     `modes` is [(mode name, steps, records path)]. Returns ({mode: {step index: step}}, problems).

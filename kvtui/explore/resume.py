@@ -30,9 +30,11 @@ def record_key(line: str) -> tuple[str | None, int | None]:
         from kvtui.safeio import loads
 
         d = loads(line)  # bounded (kvtui.safeio)
-        return d.get("mode"), d.get("step")  # type: ignore[attr-defined]
-    except (ValueError, AttributeError):
+    except ValueError:
         return None, None  # a line cut by a crash mid-write
+    if not isinstance(d, dict):
+        return None, None  # JSON, but not a record
+    return d.get("mode"), d.get("step")
 
 
 def finished_steps(mode_doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -143,10 +143,10 @@ class WorkerMeter:
     def usage(self) -> list[Usage]:
         wall = self.elapsed_s
         out = []
-        for i, pid in enumerate(self.pids):
+        for i, (pid, c0, q0) in enumerate(zip(self.pids, self.cpu0, self.q0, strict=True)):
             c, q = _cpu_s(pid), _runq_s(pid)
-            busy = (c - self.cpu0[i]) / wall if wall > 0 and c is not None and self.cpu0[i] is not None else None
-            runq = (q - self.q0[i]) / wall if wall > 0 and q is not None and self.q0[i] is not None else None
+            busy = (c - c0) / wall if wall > 0 and c is not None and c0 is not None else None
+            runq = (q - q0) / wall if wall > 0 and q is not None and q0 is not None else None
             d = sorted(self.dispatch.get(i, []))
             p95 = d[min(len(d) - 1, int(0.95 * (len(d) - 1) + 0.5))] if d else None
             out.append(Usage(i, wall, busy, runq, p95))

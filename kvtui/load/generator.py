@@ -15,7 +15,7 @@ import multiprocessing as mp
 import time
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, cast
 
 from kvtui.load.autoscale import AutoScaler, WorkerMeter
 from kvtui.load.protocol import ClientStats, StepSpec, WorkerConfig, merge_stats, sum_status
@@ -97,6 +97,12 @@ class Held:
     in_flight: int  # requests in flight at the hold
 
 
+def _ready(conns: Iterable[Connection], timeout: float) -> list[Connection]:
+    """The pipes with something to read. `wait` hands back the very objects it was given, but its
+    stub returns any waitable (Connection | socket | int) whatever went in, hence the cast."""
+    return cast("list[Connection]", wait(list(conns), timeout=timeout))
+
+
 class LoadGenerator:
     """Owns the worker processes for a run; `run_step` drives one step through its phases."""
 
@@ -126,7 +132,7 @@ class LoadGenerator:
             self.procs.append(p)
             self.conns.append(parent)
         deadline = time.monotonic() + timeout_s
-        for conn, p in zip(self.conns, self.procs):
+        for conn in self.conns:
             left = max(0.1, deadline - time.monotonic())
             if not conn.poll(left):
                 self.close()
@@ -211,6 +217,7 @@ class LoadGenerator:
         n = self.n
         grow_to = 0
         meter = WorkerMeter() if self.scaler is not None else None
+        shares: list[float]  # a closed step's are whole requests in flight
         if closed:
             shares = [int(load) // n + (1 if i < int(load) % n else 0) for i in range(n)]
         else:
@@ -241,7 +248,7 @@ class LoadGenerator:
         stop_sent = False
         conns = {self.conns[i]: i for i in active}
         while len(stopped) < len(active):
-            ready = wait(list(c for c, i in conns.items() if i not in stopped), timeout=0.05)
+            ready = _ready((c for c, i in conns.items() if i not in stopped), timeout=0.05)
             for c in ready:
                 i = conns[c]
                 try:
@@ -456,7 +463,7 @@ class LoadGenerator:
         seqs = [0]
         deadline = time.monotonic() + timeout_s
         while waiting and time.monotonic() < deadline:
-            for c in wait(list(waiting), timeout=0.1):
+            for c in _ready(waiting, timeout=0.1):
                 try:
                     msg = c.recv()
                 except (EOFError, OSError):

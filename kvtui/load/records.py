@@ -7,6 +7,7 @@ the load-generator process and the controller read the same clock.
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -174,6 +175,7 @@ def iter_record_lines(path: Path, damaged: Damaged | None = None) -> Iterator[st
         # the compact archive of a published run (kvtui/load/records_cols.py): the same lines
         yield from decode_lines(cols.read_bytes())
         return
+    opener: io.BufferedIOBase  # GzipFile or BufferedReader: both iterate over bytes lines
     if gz.exists() and not (path.exists() and path.suffix != ".gz"):
         import gzip
 

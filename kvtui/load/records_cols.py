@@ -165,6 +165,8 @@ def decode_lines(data: bytes) -> Iterator[str]:
     start = nl + 1
     end = start + head["body_bytes"]
     body = loads(raw[start:end], max_string=SNAPSHOT_CAP)  # depth bounded; its columns may be long
+    if not isinstance(body, dict):
+        raise ValueError("not a records archive")
     exact = array.array("I")
     exact.frombytes(raw[end:end + 4 * head["exact"]])
     coarse = array.array("H")
@@ -203,7 +205,9 @@ def decode_lines(data: bytes) -> Iterator[str]:
                     prev_id += v
                     v = f"{salt}-{prev_id}"
                 elif v >= 0:
-                    v, ke = [g / 1e6 for g in exact[ke:ke + v]], ke + v
+                    n = v
+                    v = [g / 1e6 for g in exact[ke:ke + n]]
+                    ke += n
                 else:
                     d[k] = [s * step_s for s in coarse[kc:kc - v]]
                     d["itl_resolution_s"] = step_s

@@ -25,7 +25,8 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from types import FrameType
+from typing import Any, Callable
 
 from kvtui.procs import leftovers, watchdog
 
@@ -33,7 +34,10 @@ _lock = threading.Lock()
 _groups: dict[int, str] = {}  # pgid -> label (the command, redacted)
 _starts: dict[int, int] = {}  # pgid -> the leader's start time (/proc ticks)
 _pids: dict[int, tuple[int, str]] = {}  # single processes (load-generator workers): pid -> (start, label)
-_installed: dict[int, object] = {}  # signum -> previous handler
+# What signal.signal and signal.getsignal give back: a function, SIG_DFL / SIG_IGN, or None (a
+# handler not installed from Python). It is what signal.signal takes back to restore it.
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+_installed: dict[int, Handler] = {}  # signum -> previous handler
 _run_id = ""
 _dog: subprocess.Popen | None = None
 _dog_pid = 0  # the process that started _dog (a forked child must start its own)
@@ -293,7 +297,7 @@ def _at_exit() -> None:
 atexit.register(_at_exit)
 
 
-def _handler(signum: int, frame) -> None:
+def _handler(signum: int, frame: FrameType | None) -> None:
     reap_all()
     prev = _installed.get(signum)
     if callable(prev):
@@ -320,6 +324,6 @@ def install_signal_handlers(signals: tuple[int, ...] = (signal.SIGTERM, signal.S
     def uninstall() -> None:
         for s in signals:
             if s in _installed:
-                signal.signal(s, _installed.pop(s))  # type: ignore[arg-type]
+                signal.signal(s, _installed.pop(s))
 
     return uninstall

@@ -57,7 +57,8 @@ def same_window_tokens(windows: Windows) -> CoarseOk:
     (evaluate._window_tokens counts them: the step's tokens/s) as of the measured ones."""
 
     def ok(d: dict[str, Any], coarse: list[float], exact: list[float]) -> bool:
-        win = windows.get((d.get("mode"), d.get("step")))  # type: ignore[arg-type]
+        mode, step = d.get("mode"), d.get("step")
+        win = windows.get((mode, step)) if isinstance(mode, str) and isinstance(step, int) else None
         if win is None or not isinstance(d.get("t_first"), float) or len(coarse) != len(exact):
             return False
         t0, t1 = win

@@ -24,9 +24,10 @@ def row_power_w(row: dict[str, Any]) -> float | None:
     """The row's power over all GPUs (W); None unless every GPU reported one."""
     gpus = row.get("gpus") or []
     vals = [_num(g.get("power_w")) for g in gpus if isinstance(g, dict)]
-    if not vals or any(v is None for v in vals):
+    known = [v for v in vals if v is not None]
+    if not vals or len(known) < len(vals):
         return None
-    return sum(vals)  # type: ignore[arg-type]
+    return sum(known)
 
 
 def step_power_w(mode: dict[str, Any], step: dict[str, Any]) -> float | None:

@@ -299,10 +299,11 @@ class NvmlSampler:
                 )
                 return None
             return 0.0
-        if any(m is None for m in mine):
+        known = [m for m in mine if m is not None]
+        if len(known) < len(mine):
             self._note(f"GPU {index}: NVML does not report per-process memory (usedGpuMemory n/a)")
             return None
-        return sum(mine) / GIB  # type: ignore[arg-type]
+        return sum(known) / GIB
 
 
 def _throttle_mask(handle: Any) -> int:

@@ -198,18 +198,18 @@ def parse_metrics(text: str, t: float, *, select: bool = True) -> MetricsSample:
         return failed_sample(t, "no vllm:* metrics in the /metrics body")
 
     sample = MetricsSample(t=t, cache_config=cache_config)
-    for key, by_rank in gauge_vals.items():
-        vals = by_rank[min(by_rank)]
+    for key, gauges in gauge_vals.items():
+        vals = gauges[min(gauges)]
         if key == "kv_usage":
             setattr(sample, key, sum(vals) / len(vals))
         else:
             setattr(sample, key, sum(vals))
-    for key, by_rank in counter_vals.items():
-        setattr(sample, key, by_rank[min(by_rank)])
-    for key, by_rank in hist_vals.items():
-        h = by_rank[min(by_rank)]
-        h.buckets = dict(sorted(h.buckets.items()))
-        sample.histograms[key] = h
+    for key, counters in counter_vals.items():
+        setattr(sample, key, counters[min(counters)])
+    for key, hists in hist_vals.items():
+        hist = hists[min(hists)]
+        hist.buckets = dict(sorted(hist.buckets.items()))
+        sample.histograms[key] = hist
     if len(per_engine) > 1:
         sample.engines = {eng: _engine_figures(vals) for eng, vals in sorted(per_engine.items(), key=_engine_order)}
     check_ranges(sample)

@@ -8,7 +8,7 @@ mode table and the footer; the chart and the reasons come with more rows.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -22,9 +22,13 @@ from kvtui.report.text import figure_cell, fmt_load, quality_cell
 from kvtui.tui.charts import Chart, _finite, hexrgb
 from kvtui.tui.footer import KeyFooter
 from kvtui.tui.keys import bindings
-from kvtui.tui.state import RunState
+from kvtui.tui.state import ModeView, RunState
+from kvtui.tui.themes import ChartPalette
 from kvtui.tui.ticks import nice_ticks
 from kvtui.tui.widgets import InfoHeader
+
+if TYPE_CHECKING:
+    from textual_plotext.plot import Plot
 
 CHART_MIN_HEIGHT = 34  # below this the answer (text and table) gets every row
 MARKERS = ("●", "■", "▲", "◆", "✚", "✖", "○", "□")  # one per mode: series stay apart without colour
@@ -105,18 +109,18 @@ class LoadLatencyChart(Chart):
         st = self.state
         return (st.steps_version, st.slo_version, len(st.modes), self.limit)
 
-    def draw(self, plt, mv, w, h, pal):
+    def draw(self, plt: Plot, mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         st = self.state
         ymax = 0.0
         loads: list[float] = []
         knees: list[tuple[float, float, tuple[int, int, int], str]] = []
         for i, m in enumerate(st.modes.values()):
-            latest: dict[float, dict] = {}
+            latest: dict[float, dict[str, Any]] = {}
             for s in st.steps_of(m, upto_cursor=False):
                 if s.get("load") is not None:
                     latest[float(s["load"])] = s
-            xy = [(x, _finite((latest[x].get(f"{self.metric}_ms") or {}).get(self.pct))) for x in sorted(latest)]
-            xy = [(x, y) for x, y in xy if y is not None]
+            xy = [(x, y) for x in sorted(latest)
+                  if (y := _finite((latest[x].get(f"{self.metric}_ms") or {}).get(self.pct))) is not None]
             if not xy:
                 continue
             color, marker = pal.line(i), MARKERS[i % len(MARKERS)]
@@ -203,7 +207,8 @@ class AnswerScreen(Screen):
 
     def _chart_targets(self) -> list[tuple[str, str, float | None]]:
         """The SLO's TTFT and TPOT targets (the ones a load moves), at most two charts."""
-        targets = [(m, p, lim) for m, p, lim in self.state.shown_slo.targets() if m in ("ttft", "tpot", "itl", "e2e")]
+        targets: list[tuple[str, str, float | None]] = [
+            (m, p, lim) for m, p, lim in self.state.shown_slo.targets() if m in ("ttft", "tpot", "itl", "e2e")]
         return targets[:2] or [("ttft", "p95", None)]
 
     def on_mount(self) -> None:

@@ -13,7 +13,7 @@ import asyncio
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import App
@@ -26,20 +26,23 @@ from kvtui.explore import events
 from kvtui.procs import tracker
 from kvtui.scenario.schema import Scenario
 from kvtui.tui.controls import Controls
-from kvtui.tui.documents import DocumentActions, write_markdown  # noqa: F401 - imported from here
+from kvtui.tui.documents import DocumentActions, SloResult, write_markdown  # noqa: F401 - imported from here
 from kvtui.tui.keys import bindings
 from kvtui.tui.options import REFRESH_HZ, AppOptions  # noqa: F401 - REFRESH_HZ: also this module's name
 from kvtui.tui.shutdown import QUIT_GRACE_S, Shutdown
 from kvtui.tui.state import RunState
 from kvtui.tui.themes import DEFAULT_THEME, ChartPalette, builtin_palette, load_themes, palette_for
 
+if TYPE_CHECKING:
+    from kvtui.explore.run import Run
+
 
 class RunEvent(Message):
     """One `kvtui.explore.run.Event`, carried to the UI thread."""
 
-    def __init__(self, event: Any) -> None:
+    def __init__(self, event: events.Event) -> None:
         super().__init__()
-        self.event = event
+        self.event = event  # a copy of its own (kvtui.explore.events.detached): the UI thread may keep it
 
 
 class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
@@ -61,12 +64,12 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         self.resume = o.resume
         self.autostart = o.autostart
         self.fast = o.fast
-        self.snapshot = o.snapshot
+        self.snapshot = o.snapshot_doc
         self.setup_notice = o.setup_notice
         self.refresh_hz = min(2.0, max(0.2, o.refresh_hz))
         self.handle_signals = o.handle_signals
         self.state = RunState()
-        self.run_obj: Any = None  # kvtui.explore.run.Run
+        self.run_obj: Run | None = None
         self.worker_run: Worker | None = None
         self.run_done = threading.Event()
         self.run_done.set()
@@ -194,7 +197,7 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         self.scenario = scenario
         self.modes = modes
         st = self.state
-        st.__init__()  # widgets keep their reference; the content starts over
+        st.reset()  # widgets keep their reference; the content starts over
         st.scenario = scenario.to_dict()
         st.slo = scenario.slo
         st.status = "starting"
@@ -217,12 +220,12 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         self.worker_run = self._run_thread(run)
         return True
 
-    def _listener(self, ev: Any) -> None:
+    def _listener(self, ev: events.Event) -> None:
         # Any thread. post_message is non-blocking: the run never waits on the screen.
         self.post_message(RunEvent(ev))
 
     @work(thread=True, exclusive=True, group="run", exit_on_error=False, name="kvtui-run")
-    def _run_thread(self, run: Any) -> dict[str, Any]:
+    def _run_thread(self, run: Run) -> dict[str, Any]:
         try:
             return run.run()
         finally:
@@ -279,7 +282,10 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             if self.quitting:
                 self.exit(self.rc)
         elif w.group == "slo" and event.state == WorkerState.SUCCESS:
-            slo, results, problems = w.result
+            res: SloResult | None = w.result  # (None only before a worker ends: never in SUCCESS)
+            if res is None:
+                return
+            slo, results, problems = res
             before = {n: self.state.best(m, upto_cursor=False) for n, m in self.state.modes.items()}
             self.state.set_view_slo(slo, results, note="; ".join(problems) or None)
             after = {n: self.state.best(m, upto_cursor=False) for n, m in self.state.modes.items()}
@@ -289,7 +295,10 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             self.notify(f"verdicts recomputed under {slo.describe()}: best {changes}", title="SLO applied", timeout=8)
             self.dashboard and self.dashboard.sync()
         elif w.group == "slo-step" and event.state == WorkerState.SUCCESS:
-            slo, results, _ = w.result
+            step_res: SloResult | None = w.result
+            if step_res is None:
+                return
+            slo, results, _ = step_res
             if self.state.view_slo is slo:
                 self.state.merge_view_steps(results)
 

@@ -13,7 +13,7 @@ Compact layouts use `Spark`: one line, label + sparkline + value.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, cast
 
 from rich.color import Color as RichColor
 from rich.segment import Segment
@@ -24,10 +24,13 @@ from textual_plotext import PlotextPlot
 from kvtui.tui.legend import fit_legend, fit_text, fit_title
 from kvtui.tui.redraw import RedrawnOnChange
 from kvtui.tui.state import ModeView, RunState
-from kvtui.tui.themes import ChartPalette
+from kvtui.tui.themes import RGB, ChartPalette
 
 if TYPE_CHECKING:
     from textual_plotext.plot import Plot
+
+# A legend item: (label, line colour) or (label, line colour, the series' marker in mono).
+LegendItem = tuple[str, RGB] | tuple[str, RGB, str]
 
 SPARK = "▁▂▃▄▅▆▇█"
 MONO_MARKERS = ("•", "+", "o", "x", "*", "#")  # one per series without colour (NO_COLOR, 16 colours)
@@ -96,25 +99,55 @@ def _style(fg: Any, st: Any, bg: Any, default_bg: Any = None) -> Style:
     return s
 
 
+class _Matrix(Protocol):
+    """plotext's character matrix (plotext._matrix.matrix_class): per row, each cell's marker and
+    its foreground, style and background."""
+
+    rows: int
+    cols: int
+    marker: list[list[str]]
+    fullground: list[list[Any]]
+    style: list[list[Any]]
+    background: list[list[Any]]
+
+
+class _Monitor(Protocol):
+    matrix: _Matrix
+
+
+class _BuiltFigure(Protocol):
+    """What `matrix_strips` uses of a plotext figure: its private build steps and monitor, which
+    textual_plotext's stubs (textual_plotext/plotext/_figure.pyi) leave out."""
+
+    monitor: _Monitor
+
+    def _set_sizes(self) -> None: ...
+    def _build_matrix(self) -> None: ...
+
+
 def matrix_strips(plt: "Plot", width: int, default_bg: Any = None) -> list[Strip]:
     """The built plot as Textual strips, straight from plotext's marker/colour matrices.
 
     No ANSI string and no Rich-Text-to-Content conversion on the way (see bench/ui_frame_cost.py).
     """
-    plt._set_sizes()
-    plt._build_matrix()
-    m = plt.monitor.matrix
+    fig = cast(_BuiltFigure, plt)  # the same object, seen through the private API the stubs omit
+    fig._set_sizes()
+    fig._build_matrix()
+    m = fig.monitor.matrix
     strips: list[Strip] = []
     for r in range(m.rows - 1, -1, -1):
         markers, fgs, sts, bgs = m.marker[r], m.fullground[r], m.style[r], m.background[r]
         segs: list[Segment] = []
-        start = 0
-        key = (fgs[0], sts[0], bgs[0]) if m.cols else None
-        for c in range(1, m.cols + 1):
-            k = (fgs[c], sts[c], bgs[c]) if c < m.cols else None
-            if k != key:
-                segs.append(Segment("".join(markers[start:c]), _style(*key, default_bg)))
-                start, key = c, k
+        if m.cols:
+            start = 0
+            key = (fgs[0], sts[0], bgs[0])
+            for c in range(1, m.cols + 1):
+                k = (fgs[c], sts[c], bgs[c]) if c < m.cols else None  # None: past the last cell
+                if k != key:
+                    segs.append(Segment("".join(markers[start:c]), _style(*key, default_bg)))
+                    start = c
+                    if k is not None:
+                        key = k
         strips.append(Strip(segs, m.cols).adjust_cell_length(width))
     return strips
 
@@ -175,7 +208,7 @@ class Chart(RedrawnOnChange, PlotextPlot):
         legend = self.draw(plt, self.viewed(), w, h, self.palette) or ""
         if not self._legend_items:
             legend = fit_text(legend, w)  # items were fitted in legend(); a free text is fitted here
-        title = fit_title(self.full_title(), self.SHORT_TITLE, w) if self.TITLE else self.border_title
+        title = fit_title(self.full_title(), self.short_title(), w) if self.TITLE else self.border_title
         if title != self.border_title:
             self.border_title = title
             self.call_after_refresh(self.refresh)
@@ -188,6 +221,10 @@ class Chart(RedrawnOnChange, PlotextPlot):
 
     def viewed(self) -> ModeView | None:
         return self.state.viewed
+
+    def short_title(self) -> str | None:
+        """The title where the full one would be cut (kvtui.tui.legend.fit_title)."""
+        return self.SHORT_TITLE
 
     def draw(self, plt: "Plot", mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         raise NotImplementedError
@@ -209,10 +246,10 @@ class Chart(RedrawnOnChange, PlotextPlot):
     def full_title(self) -> str:
         return self.TITLE
 
-    def legend(self, items: list[tuple]) -> str:
+    def legend(self, items: Sequence[LegendItem]) -> str:
         """Legend items (label, colour[, marker]): the line colour, or in mono the series' marker; fitted
         to the chart's width (short labels, then fewer items: kvtui.tui.legend)."""
-        out = []
+        out: list[tuple[str, str, str]] = []
         for it in items:
             label, c = it[0], it[1]
             m = it[2] if len(it) > 2 and self.mono else "━"
@@ -281,7 +318,7 @@ class MemoryChart(TimeChart):
         mv = self.viewed()
         return super().data_key() + (tuple(sorted((mv.server or {}).items(), key=str)) if mv else (),)
 
-    def draw(self, plt, mv, w, h, pal):
+    def draw(self, plt: "Plot", mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         if mv is None or not len(mv.series):
             self.empty(plt, "waiting for the server…")
             return ""
@@ -293,7 +330,7 @@ class MemoryChart(TimeChart):
         weights = _finite(f.get("weights_gib")) or 0.0
         static = weights + (_finite(f.get("activation_peak_gib")) or 0.0) + (_finite(f.get("cuda_graph_gib")) or 0.0)
         pool = _finite(f.get("kv_cache_gib"))
-        items = []
+        items: list[LegendItem] = []
         per_gpu = sorted(k for k in s.cols if k.startswith("gpu") and k.endswith("_mem_gib"))
         if len(per_gpu) > 1:
             # Tensor parallel: the startup facts are per GPU (each rank's weights and KV pool),
@@ -329,7 +366,7 @@ class MemoryChart(TimeChart):
 class KvChart(TimeChart):
     TITLE = "KV cache usage %"
 
-    def draw(self, plt, mv, w, h, pal):
+    def draw(self, plt: "Plot", mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         if mv is None or not len(mv.series):
             self.empty(plt, "no /metrics yet")
             return ""
@@ -346,7 +383,7 @@ class KvChart(TimeChart):
 class TokChart(TimeChart):
     TITLE = "output tokens/s"
 
-    def draw(self, plt, mv, w, h, pal):
+    def draw(self, plt: "Plot", mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         if mv is None or not len(mv.series):
             self.empty(plt, "no /metrics yet")
             return ""
@@ -369,8 +406,12 @@ class TokChart(TimeChart):
 
     def now_tok_s(self, mv: ModeView) -> float | None:
         """The latest output tok/s as the chart shows it (modelled for the simulator)."""
-        last = mv.series.last("gen_tok_s") if self.state.t_max() is None else (
-            (mv.series.values("gen_tok_s", self.state.t_max()) or [None])[-1])
+        t_max = self.state.t_max()
+        if t_max is None:
+            last = mv.series.last("gen_tok_s")
+        else:
+            shown = mv.series.values("gen_tok_s", t_max)
+            last = shown[-1] if shown else None
         return None if last is None else last * time_scale(mv)
 
 
@@ -378,12 +419,12 @@ class QueueChart(TimeChart):
     TITLE = "requests: running / waiting / preempted"
     SHORT_TITLE = "requests"  # the legend names the series
 
-    def draw(self, plt, mv, w, h, pal):
+    def draw(self, plt: "Plot", mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         if mv is None or not len(mv.series):
             self.empty(plt, "no /metrics yet")
             return ""
         b = self.buckets(w)
-        items = []
+        items: list[LegendItem] = []
         for i, (key, label) in enumerate((("running", "run"), ("waiting", "wait"), ("load", "target"))):
             xs, ys = self.view(mv, key, b)
             if xs:

@@ -53,9 +53,12 @@ class CompareScreen(ModalScreen[None]):
 
         self.on_mount_layout()
         table = self.query_one(DataTable)
+        doc = self.doc
         try:
-            headers, rows = comparison_headers(self.doc), comparison_rows(self.doc)
-            note = comparison(self.doc).get("note")
+            if doc is None:  # no document to tabulate: the plain text
+                raise ValueError("no document")
+            headers, rows = comparison_headers(doc), comparison_rows(doc)
+            note = comparison(doc).get("note")
         except Exception:  # a half-written mode must not take the screen down: the plain text then
             self.query_one("#compare-head", Static).update(Text(self.text, no_wrap=True))
             table.display = False

@@ -17,9 +17,13 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 from kvtui.errors import KvtuiError
-from kvtui.explore.reevaluate import reevaluate_modes
+from kvtui.explore.reevaluate import ModeRecords, ViewSteps, reevaluate_modes
 from kvtui.scenario.schema import Slo
 from kvtui.tui.host import AppHost
+
+# What an SLO worker gives back to the app (KvtuiApp.on_worker_state_changed): the SLO it
+# judged under, the steps re-judged, the problems met.
+SloResult = tuple[Slo, ViewSteps, list[str]]
 
 
 class DocumentActions(AppHost):
@@ -44,7 +48,7 @@ class DocumentActions(AppHost):
         return self._reevaluate(slo, modes)
 
     @work(thread=True, exclusive=True, group="slo", exit_on_error=False, name="kvtui-slo")
-    def _reevaluate(self, slo: Slo, modes: list) -> tuple[Slo, dict, list[str]]:
+    def _reevaluate(self, slo: Slo, modes: list[ModeRecords]) -> SloResult:
         results, problems = reevaluate_modes(modes, slo)
         return slo, results, problems
 
@@ -57,7 +61,7 @@ class DocumentActions(AppHost):
             self._reevaluate_step(slo, [(mv.name, [step], self.state.records_file_for(mv))], {(mv.name, index)})
 
     @work(thread=True, group="slo-step", exit_on_error=False, name="kvtui-slo-step")
-    def _reevaluate_step(self, slo: Slo, modes: list, only: set) -> tuple[Slo, dict, list[str]]:
+    def _reevaluate_step(self, slo: Slo, modes: list[ModeRecords], only: set[tuple[str, int]]) -> SloResult:
         results, problems = reevaluate_modes(modes, slo, only=only)
         return slo, results, problems
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 # The help's sections, in the order it shows them (the screen named "(here)" is the one `?` came from).
 HELP_CONTEXTS = ("everywhere", "answer", "live dashboard", "replay dashboard", "compare", "setup", "SLO form")
@@ -94,8 +94,9 @@ KEYS: list[Key] = [
 ]
 
 
-def bindings(screen: str) -> list[Binding]:
-    """A screen's BINDINGS, from the table."""
+def bindings(screen: str) -> list[BindingType]:
+    """A screen's BINDINGS, from the table (typed as Textual declares BINDINGS: a list is invariant,
+    so list[Binding] would not do where the base class says list[BindingType])."""
     return [k.binding() for k in KEYS if k.screen == screen and k.bound]
 
 

@@ -3,10 +3,25 @@ its target so the line stays visible), the best load and the KV-bound prediction
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from kvtui.tui.charts import Chart, _finite
+from kvtui.tui.charts import Chart, LegendItem, _finite
+from kvtui.tui.modeview import ModeView
 from kvtui.tui.predicted import draw_predicted, prediction_key
+from kvtui.tui.themes import ChartPalette
+
+if TYPE_CHECKING:
+    from textual_plotext.plot import Plot
+
+
+def _points(steps: list[dict[str, Any]], field: str, pct: str) -> list[tuple[float, float]]:
+    """(load, the step's `field` at `pct`) of each step where that figure is a finite number."""
+    out = []
+    for s in steps:
+        y = _finite((s.get(field) or {}).get(pct))
+        if y is not None:
+            out.append((s["load"], y))
+    return out
 
 
 class LatencyChart(Chart):
@@ -25,19 +40,18 @@ class LatencyChart(Chart):
     def full_title(self) -> str:
         return f"{self.TITLE} vs {self.state.load_word}{self.SUFFIX}"
 
-    @property
-    def SHORT_TITLE(self) -> str:  # type: ignore[override]  # the suffix goes first where it would be cut
+    def short_title(self) -> str:  # the suffix goes first where it would be cut
         return f"{self.TITLE} vs {self.state.load_word}"
 
     def update_if_changed(self) -> bool:
         from kvtui.tui.legend import fit_title
 
-        title = fit_title(self.full_title(), self.SHORT_TITLE, self.size.width or 200)
+        title = fit_title(self.full_title(), self.short_title(), self.size.width or 200)
         if self.border_title != title:
             self.border_title = title
         return super().update_if_changed()
 
-    def draw(self, plt, mv, w, h, pal):
+    def draw(self, plt: Plot, mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         st = self.state
         steps = st.steps_of(mv) if mv else []
         if not steps:
@@ -47,30 +61,27 @@ class LatencyChart(Chart):
         pts = sorted(steps, key=lambda s: s.get("load") or 0)
         # One point per load on the line: the latest step there (a repeat overrides, as in the search);
         # earlier repeats stay as dots.
-        latest: dict[float, dict] = {}
+        latest: dict[float, dict[str, Any]] = {}
         for s in steps:
             if s.get("load") is not None:
                 latest[s["load"]] = s
         line_pts = [latest[x] for x in sorted(latest)]
         repeats = [s for s in steps if s.get("load") is not None and latest.get(s["load"]) is not s]
-        items = []
+        items: list[LegendItem] = []
         ymax = 0.0
         series = [("p50", pal.line(0)), ("p95", pal.line(1))]
         for k, (pct, color) in enumerate(series):
-            xy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in line_pts]
-            xy = [(x, y) for x, y in xy if y is not None]
+            xy = _points(line_pts, f"{m}_ms", pct)
             if xy:
                 plt.plot([p[0] for p in xy], [p[1] for p in xy], color=color, marker=self.mark(k))
                 items.append((pct, color, self.mark(k)))
                 ymax = max(ymax, max(p[1] for p in xy))
-            rxy = [(s["load"], _finite((s.get(f"{m}_ms") or {}).get(pct))) for s in repeats]
-            rxy = [(x, y) for x, y in rxy if y is not None]
+            rxy = _points(repeats, f"{m}_ms", pct)
             if rxy:
                 plt.scatter([p[0] for p in rxy], [p[1] for p in rxy], color=color, marker="•")
                 ymax = max(ymax, max(p[1] for p in rxy))
         if self.STALLS:
-            xy = [(s["load"], _finite((s.get("itl_ms") or {}).get("p99"))) for s in pts]
-            xy = [(x, y) for x, y in xy if y is not None]
+            xy = _points(pts, "itl_ms", "p99")
             if xy:
                 plt.scatter([p[0] for p in xy], [p[1] for p in xy], color=pal.line(4), marker="x")
                 items.append(("ITL p99", pal.line(4), "x"))
@@ -106,7 +117,7 @@ class LatencyChart(Chart):
         top = ymax * 1.1 if ymax else 1
         items += draw_predicted(plt, mv, m, lo, hi, pal.line(3), top)
         near = best is not None and pred is not None and abs(pred - best) < (hi - lo) * 0.2
-        def align(x: float) -> str:
+        def align(x: float) -> Literal["left", "center", "right"]:
             """A label at the axis' end grows inwards (centred there, its first letters fell off the plot)."""
             frac = (x - lo) / (hi - lo)
             return "left" if frac < 0.15 else "right" if frac > 0.85 else "center"

@@ -37,17 +37,24 @@ class AppOptions:
     def opens_on(self) -> str:
         return self.view or ("dashboard" if self.replay_step else "answer")
 
+    @property
+    def snapshot_doc(self) -> dict[str, Any] | None:
+        """The document to replay: a path is loaded through the snapshot loader (`resolved` has
+        done it already for the options `make_app` builds the app from)."""
+        snap = self.snapshot
+        if isinstance(snap, (str, Path)):
+            from kvtui.snapshot.file import load_snapshot
+
+            return load_snapshot(snap)
+        return snap
+
     def resolved(self) -> "AppOptions":
         """Paths loaded: the scenario through the scenario loader, the snapshot through the snapshot loader."""
-        sc, snap = self.scenario, self.snapshot
+        sc = self.scenario
         if isinstance(sc, (str, Path)):
             from kvtui.scenario import load_scenario
 
             sc = load_scenario(sc)
-        if isinstance(snap, (str, Path)):
-            from kvtui.snapshot.file import load_snapshot
-
-            snap = load_snapshot(snap)
         vals = {f.name: getattr(self, f.name) for f in fields(self)}
-        vals.update(scenario=sc, snapshot=snap)
+        vals.update(scenario=sc, snapshot=self.snapshot_doc)
         return AppOptions(**vals)

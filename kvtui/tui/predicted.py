@@ -8,34 +8,44 @@ that re-predicted (kvtui.explore.refit), the refitted one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvtui.tui.charts import _finite
+from kvtui.tui.charts import LegendItem, _finite
+from kvtui.tui.modeview import ModeView
+from kvtui.tui.themes import RGB
+
+if TYPE_CHECKING:
+    from textual_plotext.plot import Plot
 
 
-def prediction_of(mv: Any) -> dict[str, Any] | None:
+def prediction_of(mv: ModeView | None) -> dict[str, Any] | None:
     from kvtui.explore.predict_loop import current
 
-    doc = getattr(mv, "doc", None) if mv is not None else None
+    doc = mv.doc if mv is not None else None
     return current(doc) if isinstance(doc, dict) else None
 
 
-def prediction_key(mv: Any) -> Any:
+def prediction_key(mv: ModeView | None) -> Any:
     """What the charts redraw on: the prediction's identity and how many refits it has."""
     p = prediction_of(mv)
-    return None if p is None else (p.get("knee"), len(p.get("curve") or []),
-                                   len(((mv.doc or {}).get("prediction") or {}).get("refits") or []))
+    if mv is None or p is None:
+        return None
+    return (p.get("knee"), len(p.get("curve") or []), len(((mv.doc or {}).get("prediction") or {}).get("refits") or []))
 
 
-def draw_predicted(plt: Any, mv: Any, metric: str, lo: float, hi: float, color: Any, top: float) -> list[tuple]:
+def draw_predicted(plt: Plot, mv: ModeView | None, metric: str, lo: float, hi: float, color: RGB,
+                   top: float) -> list[LegendItem]:
     """The predicted p95 of `metric` against the load (dotted) and the predicted knee; legend items."""
     p = prediction_of(mv)
     if not p:
         return []
     key = f"{metric}_p95_ms"
-    xy = [(c["load"], _finite(c.get(key))) for c in p.get("curve") or [] if lo <= c.get("load", -1) <= hi]
-    xy = [(x, y) for x, y in xy if y is not None]
-    items: list[tuple] = []
+    xy: list[tuple[float, float]] = []
+    for c in p.get("curve") or []:
+        y = _finite(c.get(key))
+        if lo <= c.get("load", -1) <= hi and y is not None:
+            xy.append((c["load"], y))
+    items: list[LegendItem] = []
     if xy:
         plt.plot([q[0] for q in xy], [min(q[1], top) for q in xy], color=color, marker="·")
         items.append(("sim p95", color, "·"))
@@ -47,7 +57,7 @@ def draw_predicted(plt: Any, mv: Any, metric: str, lo: float, hi: float, color: 
     return items
 
 
-def has_prediction(mv: Any) -> bool:
+def has_prediction(mv: ModeView | None) -> bool:
     return prediction_of(mv) is not None
 
 

@@ -7,15 +7,21 @@ The chart colours come from the app's theme through a getter (the theme can chan
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rich.text import Text
+from textual.widget import Widget
 from textual.widgets import Static
 
 from kvtui.tui.themes import ChartPalette
 
+if TYPE_CHECKING:  # the mixin's host: what it calls (`refresh`) is checked against Widget's
+    _Host = Widget
+else:  # at run time the mixin is a plain class: the widget comes after it in each view's bases
+    _Host = object
 
-class RedrawnOnChange:
+
+class RedrawnOnChange(_Host):
     """Mixin of a Textual widget (it has `refresh()`): `data_key()` decides whether it redraws."""
 
     _key: Any = None
@@ -28,7 +34,7 @@ class RedrawnOnChange:
         key = self.data_key()
         if key != self._key:
             self._key = key
-            self.refresh()  # type: ignore[attr-defined]
+            self.refresh()
             return True
         return False
 

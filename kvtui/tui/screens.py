@@ -17,6 +17,7 @@ from kvtui.tui.compare_screen import CompareScreen  # noqa: F401 - imported from
 from kvtui.tui.footer import KeyFooter
 from kvtui.tui.keys import bindings
 from kvtui.tui.latency_charts import TpotChart, TtftChart
+from kvtui.tui.redraw import RedrawnOnChange
 from kvtui.tui.replicas_panel import ReplicaPanel
 from kvtui.tui.slo_form import DEFAULT_SLO_KEYS, SloForm, SloScreen, parse_value  # noqa: F401
 from kvtui.tui.sparks import Spark
@@ -128,8 +129,8 @@ class DashboardScreen(Screen):
                 for sp in self.query(Spark):
                     sp.update_if_changed()
             else:
-                for ch in self.query("#charts > *"):
-                    ch.update_if_changed()  # type: ignore[attr-defined]
+                for ch in self.query("#charts > *").results(RedrawnOnChange):  # every chart is one
+                    ch.update_if_changed()
             self.query_one(StepTable).sync(self.compact)
             if self.replay:
                 self.query_one(StepSlider).sync()

@@ -162,6 +162,7 @@ class SetupScreen(Screen):
     def load(self, path: str) -> None:
         from kvtui.scenario import load_scenario
 
+        sc: Scenario | None
         try:
             sc = load_scenario(path)
         except ScenarioError as e:

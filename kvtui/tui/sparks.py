@@ -49,9 +49,9 @@ class Spark(RedrawnOnChange, Widget):
             _, metric, pct = self.source.split(":")
             vals = [_finite((s.get(f"{metric}_ms") or {}).get(pct)) for s in st.steps_of(mv)]
             return [v for v in vals if v is not None][-width:]
-        pairs = list(zip(mv.series.t, mv.series.cols.get(self.source) or []))
         t_max = st.t_max()
-        pairs = [(t, v) for t, v in pairs if v is not None and (t_max is None or t <= t_max)]
+        col = mv.series.cols.get(self.source) or []
+        pairs = [(t, v) for t, v in zip(mv.series.t, col) if v is not None and (t_max is None or t <= t_max)]
         _, ys = downsample(pairs, width, self.how)
         scale = self.scale * (time_scale(mv) if self.source == "gen_tok_s" else 1.0)  # modelled, as the table
         return [y * scale for y in ys]

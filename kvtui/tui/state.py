@@ -32,6 +32,10 @@ class RunState(RunEvents, SnapshotLoading):
     """Everything the dashboard shows, fed by events (live) or a snapshot (replay)."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty, as new: a new run starts over in the same object (the widgets keep a reference)."""
         self.doc: dict[str, Any] = {}
         self.scenario: dict[str, Any] = {}
         self.environment: dict[str, Any] = {}
@@ -156,7 +160,7 @@ class RunState(RunEvents, SnapshotLoading):
         server = (mv.server if mv else {}) or {}
         version = info.get("version")
         if not version:
-            vs = sorted({(m.info or {}).get("version") for m in self.modes.values() if (m.info or {}).get("version")})
+            vs = sorted({str(v) for m in self.modes.values() if (v := (m.info or {}).get("version"))})
             version = ", ".join(vs) if vs else None
         warnings = list(server.get("warnings") or [])
         return {
@@ -229,7 +233,7 @@ class RunState(RunEvents, SnapshotLoading):
                 m["steps"] = [copy.deepcopy(s) for s in mv.shown_steps(True)]
                 m["best_concurrency_at_run_slo"] = m.get("best_concurrency")
                 m["best_concurrency"] = best_load(m["steps"])
-        if self.edited:
+        if self.view_slo is not None:  # edited
             from kvtui.report.compare import compare_modes
 
             doc["reevaluated"] = {

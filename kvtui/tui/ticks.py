@@ -40,7 +40,7 @@ def nice_ticks(lo: float, hi: float, n: int = 4, unit: str = "") -> tuple[list[f
         return [lo], [tick_label(lo, unit)]
     step = nice_step(hi - lo, n)
     first = math.ceil(lo / step - 1e-9) * step
-    vals = []
+    vals: list[float] = []
     v = first
     while v <= hi + step * 1e-9 and len(vals) < 50:
         vals.append(round(v, 10))

@@ -326,7 +326,7 @@ class StepSlider(Widget, can_focus=True):
         t = Text(no_wrap=True, end="")
         t.append(" ◀ step ▶  ", style="bold")
         left, width = self._track()
-        if not n:
+        if mv is None or not n:
             t.append("no steps", style="dim")
             return t
         cur = st.cursor if st.cursor is not None else n - 1

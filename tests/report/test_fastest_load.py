@@ -102,16 +102,16 @@ def test_a_step_cut_short_counts_in_no_figure():
 
 def test_the_headless_mode_line_names_the_fastest_load_when_it_is_not_the_knee(kvb):
     import io
-    from types import SimpleNamespace
 
     from kvtui.commands.run import HeadlessPrinter
+    from kvtui.explore.events import ModeFinished
     from kvtui.scenario.loader import load_scenario
 
     sc = load_scenario(SCENARIOS_DIR / "h200-llama8b-kvbound.toml")
     out = io.StringIO()
     printer = HeadlessPrinter(sc, out)
     for name in ("bf16", "fp8-kv"):
-        printer(SimpleNamespace(kind="mode_finished", mode=name, data=_mode(kvb, name)))
+        printer(ModeFinished(name, _mode(kvb, name)))
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("[bf16] max concurrency at SLO: 66") and not any(x.startswith("[bf16] fastest") for x in lines)
     assert "[fp8-kv] fastest within the SLO: 132 at 4,144 tok/s (the knee 148 made 2,759 with 52 preemptions)" in lines

@@ -35,3 +35,18 @@ def test_records_read_from_the_compact_archive_when_the_jsonl_is_gone(tmp_path):
     assert main([str(src)]) == 0 and cols_path(src).name == "x.records.jsonl.cols.xz"
     src.unlink()
     assert [r.to_json() for r in read_records(src)] == before
+
+
+def test_an_archive_whose_body_is_not_an_object_is_refused_by_name():
+    # the head is right but the body a JSON list: a ValueError naming the archive, not a TypeError
+    # from indexing a list by "keys" (mypy found the unchecked body)
+    import lzma
+
+    import pytest
+
+    from kvtui.load.records_cols import SCHEMA
+
+    body = b"[1, 2]"
+    head = json.dumps({"schema": SCHEMA, "records": 0, "exact": 0, "coarse": 0, "body_bytes": len(body)}).encode()
+    with pytest.raises(ValueError, match="not a records archive"):
+        list(decode_lines(lzma.compress(head + b"\n" + body)))

@@ -9,7 +9,7 @@ from kvtui.tui.app import create_app
 from kvtui.tui.footer import Item, choose
 from kvtui.tui.screens import DashboardScreen
 
-from tui_helpers import screen_text
+from tui_helpers import screen_text, wait_until
 
 
 async def _footer(app, pilot, live: bool, ended: bool) -> str:
@@ -51,16 +51,21 @@ async def test_live_footer_keeps_the_essential_keys(frozen_doc, width, height, w
 @pytest.mark.parametrize("width,height", [(80, 24), (120, 40)])
 async def test_replay_and_answer_footers(frozen_doc, width, height):
     app = create_app(snapshot=frozen_doc)
+
+    def footer_line() -> str:
+        return screen_text(app).splitlines()[-1]
+
     async with app.run_test(size=(width, height)) as pilot:
-        await pilot.pause(0.5)
-        footer = screen_text(app).splitlines()[-1]
+        # The footer is drawn after the screen's first refresh: wait for it (a loaded machine took
+        # longer than the half second once slept here), then check every key.
+        await wait_until(pilot, lambda: "q quit" in footer_line(), "the answer screen's footer")
+        footer = footer_line()
         for key in ("d dashboard", "c compare", "q quit", "^p palette", "? help"):
             assert key in footer, footer
         await pilot.press("d")
-        await pilot.pause(0.5)
-        footer = screen_text(app).splitlines()[-1]
-        for key in ("a answer", "m mode", "^p palette", "q quit", "←→ step"):
-            assert key in footer, footer
+        keys = ("a answer", "m mode", "^p palette", "q quit", "←→ step")
+        await wait_until(pilot, lambda: all(k in footer_line() for k in keys), f"the dashboard's footer {keys}")
+        footer = footer_line()
         assert "pause" not in footer
 
 

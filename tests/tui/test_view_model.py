@@ -69,3 +69,28 @@ def test_the_quality_phase_shows_as_its_own_phase_with_its_figures():
     assert "quality passkey: 22/24 = 92% [74%–98%]" in lines
     assert "quality phase took 41 s (not counted in any step)" in lines
     assert st.modes["a"].phase == "ready"
+
+
+def test_options_hand_the_app_a_loaded_snapshot_whether_given_a_path_or_a_document(tmp_path):
+    # KvtuiApp reads `snapshot_doc`: a path is loaded by the snapshot loader (before, an app built
+    # from unresolved options kept the path where a document was expected; mypy found it)
+    import json
+
+    from kvtui.snapshot.schema import SCHEMA
+
+    doc = {"schema": SCHEMA, "modes": [], "scenario": {"name": "x"}}
+    p = tmp_path / "run.json"
+    p.write_text(json.dumps(doc))
+    loaded = AppOptions(snapshot=p).snapshot_doc
+    assert isinstance(loaded, dict) and loaded["scenario"] == {"name": "x"}
+    assert AppOptions(snapshot=doc).snapshot_doc is doc and AppOptions().snapshot_doc is None
+    assert AppOptions(snapshot=str(p)).resolved().snapshot == loaded
+
+
+def test_a_reset_state_is_a_new_one():
+    st = RunState()
+    st.ingest(ev("mode_starting", "a", {"settings": {}}))
+    st.status = "finished"
+    st.reset()
+    fresh = RunState()
+    assert vars(st) == vars(fresh)
