@@ -176,7 +176,10 @@ def harness_notes(doc: dict[str, Any]) -> list[str]:
                 seen[name] = f"- `{name}` ({t['source']}): not run: {t['not_run']}"
             else:
                 shots = t.get("num_fewshot")
+                by_task = t.get("by_task") or {}
                 seen[name] = (f"- `{name}`: {t.get('scoring')}, {shots if shots is not None else '?'}-shot, "
-                              f"{t.get('n')} items a mode (dataset {t.get('dataset')}); the harness built the prompts "
-                              "and scored the answers")
+                              f"{t.get('n')} items a mode"
+                              + (f" from its {len(by_task)} tasks" if by_task else "")
+                              + f" (dataset {t.get('dataset')}); the harness built the prompts and scored the answers"
+                              + (f"; {t['shots_note']}" if t.get("shots_note") else ""))
     return ["", "Suites through lm-evaluation-harness:", ""] + list(seen.values()) if seen else []
