@@ -1,6 +1,7 @@
 """lm-evaluation-harness itself (kvtui[eval]) against the simulator over HTTP: the user's own task folder in
-the harness's format with its local data, a group of such tasks, a suite whose dataset is not cached
-offline, and a name the harness does not know.
+the harness's format with its local data, a group of such tasks, few-shot settings (applied, and not
+applied where the task pins 0 shots), a suite whose dataset is not cached offline, and a name the
+harness does not know.
 
 The simulator's answers are tokens like " t26903 t34822": the harness's regex filter takes the first
 "t" or "x" of the reply, its exact_match scores it against the item's target ("t" or "x"), so half the
@@ -34,7 +35,8 @@ dataset_kwargs:
   data_files:
     test: {data}
 test_split: test
-output_type: generate_until
+fewshot_split: test
+{shots}output_type: generate_until
 doc_to_text: "{{{{question}}}}"
 doc_to_target: "{{{{answer}}}}"
 generation_kwargs:
@@ -71,8 +73,10 @@ def _task_folder(root: Path) -> Path:
     # files are named relative to it (kvtui reads a suite's data from the folder of the YAML that names it).
     d = root / "evals" / "mine"
     d.mkdir(parents=True)
-    for name, n in (("mine_a", 6), ("mine_b", 4)):
-        (d / f"{name}.yaml").write_text(TASK.format(name=name, data=f"{name}.jsonl"))
+    for name, n in (("mine_a", 6), ("mine_b", 4), ("mine_zero", 2)):
+        # mine_zero pins 0 shots in its YAML, as some of lm-eval's own tasks do: the harness keeps them.
+        shots = "num_fewshot: 0\n" if name == "mine_zero" else ""
+        (d / f"{name}.yaml").write_text(TASK.format(name=name, data=f"{name}.jsonl", shots=shots))
         rows = [{"question": f"{name} item {i}: say t.", "answer": "t" if i % 2 == 0 else "x"} for i in range(n)]
         (d / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (d / "mine_both.yaml").write_text(GROUP)
@@ -90,7 +94,7 @@ def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("scn")
     _task_folder(root)
     (root / "s.toml").write_text('[quality]\nenabled = true\nsuite_paths = ["evals"]\nsuite_limit = 0\n'
-                                 'suites = ["mine_a", "mine_both", "gsm8k", "mine_c"]\n')
+                                 'suite_fewshot = 2\nsuites = ["mine_a", "mine_both", "mine_zero", "gsm8k", "mine_c"]\n')
     sc = load_scenario(str(root / "s.toml"))
     lines: list[str] = []
     out = run_suites(Endpoint(base, "llama-3.1-8b", api_key=KEY, max_model_len=8192), sc, on_log=lines.append)
@@ -109,6 +113,14 @@ def test_a_local_task_in_the_harness_format_is_scored_by_the_harness(served):
     assert all(x["answer"] == "t" for x in t["items"])  # the simulator's replies start " t…"
     assert [x["ok"] for x in t["items"]] == [True, False] * 3
     assert t["accuracy"] == 0.5 == t["harness_score"]
+    assert t["num_fewshot"] == 2 and "shots_note" not in t  # suite_fewshot reached the harness
+
+
+def test_shots_the_harness_did_not_apply_are_said(served):
+    out, _ = served
+    z = out["mine_zero"]
+    assert z["n"] == 2 and z["num_fewshot"] == 0
+    assert z["shots_note"].startswith("suite_fewshot = 2 was not applied: lm-eval ran 0 shots")
 
 
 def test_a_group_is_its_leaf_tasks_items(served):
