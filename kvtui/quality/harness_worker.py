@@ -13,7 +13,9 @@ dataset not cached and no network, an unknown name, a server error) is marked an
 
 The harness does all the work a reviewer trusts it for: the prompts, the few-shot turns, the
 answer extraction (its filters) and the scoring (its metrics). This module only picks, per sample,
-the task's first metric under its first filter, and passes the per-item rows on.
+the task's first metric under its first filter, and passes the per-item rows on. A named group
+(mmlu_pro) or tag is evaluated as the harness evaluates it, and its rows are its leaf tasks', each
+naming its leaf; the harness's own figure for the suite travels with them (`harness_score`).
 
 In its own process because lm-eval imports datasets, pandas and friends (seconds, hundreds of MB)
 that the run's process has no use for, and because a harness crash must not end the run.
