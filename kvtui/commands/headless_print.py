@@ -167,7 +167,7 @@ class HeadlessPrinter:
         self.done.append(md)
         comp = compare_modes({"modes": list(self.done), "scenario": self.scenario.to_dict()}, self.scenario)
         row = next((r for r in comp["rows"] if r["mode"] == mode), None)
-        for line in quality_lines(mode, (row or {}).get("quality")):
+        for line in quality_lines(mode, (row or {}).get("quality"), comp.get("quality_reference")):
             self.out.write(printable(line) + "\n")
 
 

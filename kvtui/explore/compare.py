@@ -331,7 +331,8 @@ def _equal_quality(ref_tasks: dict[str, Any] | None, tasks: dict[str, Any], m: d
     else:
         suite["equivalence"] = {"reference": True, "margin_pt": margin}
     k_ref, n_ref = pooled(ref_tasks or tasks)
-    knee_iv = m.get("knee_interval") if isinstance(m.get("knee_interval"), dict) else None
+    # The interval the row shows beside the knee ("46 [40–52]"), else the one the search stored with the mode.
+    knee_iv = next((v for v in (r.get("knee_interval"), m.get("knee_interval")) if isinstance(v, dict)), None)
     r["usd_per_mtok_out_qadj_range"] = cost_range(r.get("usd_per_mtok_out"), k_ref / n_ref if n_ref else None,
                                                   delta_ci, r.get("best"), knee_iv)
 

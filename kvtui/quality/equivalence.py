@@ -128,3 +128,26 @@ def range_text(rng: dict[str, Any] | None) -> str:
     hi = "open (the mode's accuracy may be 0)" if rng.get("hi") is None else f"{rng['hi']:.3f}"
     note = "; knee taken as exact" if rng.get("knee_exact") else ""
     return f" (q-adjusted ${rng['lo']:.3f}–{hi}{note})"
+
+
+def statement(mode: str, reference: str | None, eq: dict[str, Any], task: str | None = None) -> str:
+    """The equivalence in words, per task or pooled:
+    'fp8-kv is within 2 pt of bf16 on gsm8k (TOST, 95 %, n = 300)', or
+    'fp8-kv within 2 pt of bf16 on gsm8k: not shown at n = 20 (Δ 90 % interval −9.0…+1.0 pt); about 410 items
+    needed'."""
+    ref = reference or "the reference"
+    on = f" on {task}" if task else ""
+    if eq.get("shown"):
+        return f"{mode} is within {eq['margin_pt']:g} pt of {ref}{on} (TOST, 95 %, n = {eq.get('n')})"
+    ci = eq.get("ci90_pt") or [None, None]
+    ci_s = f" (Δ 90 % interval {ci[0]:+.1f}…{ci[1]:+.1f} pt)" if ci[0] is not None else ""
+    need = (f"about {eq['items_needed']:,} items needed" if eq.get("items_needed")
+            else "no n shows it: the observed Δ is at or past the margin")
+    return f"{mode} within {eq['margin_pt']:g} pt of {ref}{on}: not shown at n = {eq.get('n')}{ci_s}; {need}"
+
+
+def task_statements(mode: str, reference: str | None, suite: dict[str, Any]) -> list[str]:
+    """One statement per ground-truth task that has a TOST (compare.py's per-task `equivalence`)."""
+    return [statement(mode, reference, v["equivalence"], name) for name, v in (suite.get("tasks") or {}).items()
+            if name != "agreement" and isinstance(v, dict) and isinstance(v.get("equivalence"), dict)
+            and v["equivalence"].get("n")]

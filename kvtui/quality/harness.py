@@ -44,8 +44,9 @@ def missing() -> str | None:
 
 
 def _key(task: str, s: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps([task, s.get("doc_id"), s.get("doc_hash"), s.get("prompt_hash")]).encode()
-                          ).hexdigest()[:12]
+    # A group's item names its leaf task too (doc_ids restart in each); a plain task's key is as it always was.
+    parts = [task, s.get("doc_id"), s.get("doc_hash"), s.get("prompt_hash")] + ([s["task"]] if s.get("task") else [])
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]
 
 
 def to_task_result(name: str, suite: dict[str, Any], harness: str) -> dict[str, Any]:
@@ -57,7 +58,8 @@ def to_task_result(name: str, suite: dict[str, Any], harness: str) -> dict[str, 
     rows = []
     for s in suite.get("samples") or []:
         v = s.get("value")
-        rows.append({"id": str(s.get("doc_id")), "key": _key(name, s), "ok": bool(v is not None and v >= 1.0),
+        item_id = (f"{s['task']}/" if s.get("task") else "") + str(s.get("doc_id"))  # a group's: leaf/doc
+        rows.append({"id": item_id, "key": _key(name, s), "ok": bool(v is not None and v >= 1.0),
                      "value": v, "got": s.get("got"), "answer": s.get("answer"), "target": s.get("target"),
                      "text_sha": s.get("text_sha")})
     n = len(rows)
@@ -68,6 +70,10 @@ def to_task_result(name: str, suite: dict[str, Any], harness: str) -> dict[str, 
            "dataset": suite.get("dataset"), "num_fewshot": suite.get("num_fewshot"), "limit": suite.get("limit"),
            "n": n, "correct": k, "errors": 0, "accuracy": round(k / n, 4) if n else None,
            "ci": [round(lo, 4), round(hi, 4)], "wall_s": suite.get("wall_s"), "items": rows}
+    # The harness's own figure for the suite, a group's leaf tasks, shots asked for and not applied.
+    for key in ("harness_score", "by_task", "shots_note"):
+        if suite.get(key) is not None:
+            out[key] = suite[key]
     if not binary:  # McNemar needs right/wrong: a graded metric counts as right only at its top value
         out["note"] = f"{suite.get('metric')} is not 0/1 per item: an item counts as right at 1.0 only"
     return out

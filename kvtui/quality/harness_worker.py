@@ -13,7 +13,9 @@ dataset not cached and no network, an unknown name, a server error) is marked an
 
 The harness does all the work a reviewer trusts it for: the prompts, the few-shot turns, the
 answer extraction (its filters) and the scoring (its metrics). This module only picks, per sample,
-the task's first metric under its first filter, and passes the per-item rows on.
+the task's first metric under its first filter, and passes the per-item rows on. A named group
+(mmlu_pro) or tag is evaluated as the harness evaluates it, and its rows are its leaf tasks', each
+naming its leaf; the harness's own figure for the suite travels with them (`harness_score`).
 
 In its own process because lm-eval imports datasets, pandas and friends (seconds, hundreds of MB)
 that the run's process has no use for, and because a harness crash must not end the run.
@@ -59,11 +61,12 @@ def _dataset_of(task: Any) -> str:
     return f"{path}" + (f", {name}" if name else "")
 
 
-def _samples(result: dict[str, Any], name: str) -> dict[str, Any]:
-    cfg = (result.get("configs") or {}).get(name) or {}
+def _leaf_samples(result: dict[str, Any], leaf: str) -> tuple[list[dict[str, Any]], str | None, str | None]:
+    """One harness task's per-item rows: its first metric under its first filter (rows, metric, filter)."""
+    cfg = (result.get("configs") or {}).get(leaf) or {}
     metrics = [m.get("metric") for m in cfg.get("metric_list") or [] if isinstance(m, dict)]
     metric = metrics[0] if metrics and isinstance(metrics[0], str) else None
-    rows = (result.get("samples") or {}).get(name) or []
+    rows = (result.get("samples") or {}).get(leaf) or []
     filters = list(dict.fromkeys(r.get("filter") for r in rows))
     flt = filters[0] if filters else None
     if metric is None and rows:
@@ -73,30 +76,84 @@ def _samples(result: dict[str, Any], name: str) -> dict[str, Any]:
         if r.get("filter") != flt:
             continue
         v = r.get(metric) if metric else None
+        raw = _first_text(r.get("resps"))
         out.append({"doc_id": r.get("doc_id"), "doc_hash": r.get("doc_hash"), "prompt_hash": r.get("prompt_hash"),
                     "target": str(r.get("target"))[:TEXT_CHARS],
                     "answer": _first_text(r.get("filtered_resps"))[:TEXT_CHARS],
-                    "raw": _first_text(r.get("resps")),
+                    # the full reply as a digest (answers compared across modes and under load), a prefix as text
+                    "text_sha": hashlib.sha256(raw.encode()).hexdigest()[:16], "got": raw[:TEXT_CHARS],
                     "value": float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None})
-    for o in out:  # the full reply as a digest (answers compared across runs), a prefix as text
-        raw = o.pop("raw")
-        o["text_sha"] = hashlib.sha256(raw.encode()).hexdigest()[:16]
-        o["got"] = raw[:TEXT_CHARS]
+    return out, metric, flt
+
+
+def _samples(result: dict[str, Any], name: str, leaves: list[str]) -> dict[str, Any]:
+    """The named suite's per-item rows: one task's, or every leaf task's of a group or tag (mmlu_pro: its 14
+    subjects), each row naming its leaf where that is not the suite itself (it is part of the item's key)."""
+    out: list[dict[str, Any]] = []
+    metrics: list[str | None] = []
+    filters: list[str | None] = []
+    by_task: dict[str, list[int]] = {}
+    for leaf in leaves:
+        rows, metric, flt = _leaf_samples(result, leaf)
+        metrics.append(metric)
+        filters.append(flt)
+        if leaf != name:
+            for r in rows:
+                r["task"] = leaf
+            by_task[leaf] = [sum(1 for r in rows if (r["value"] or 0) >= 1.0), len(rows)]
+        out += rows
+    metric = metrics[0] if len(set(metrics)) == 1 else "/".join(dict.fromkeys(str(m) for m in metrics))
+    flt = filters[0] if len(set(filters)) == 1 else "/".join(dict.fromkeys(str(f) for f in filters))
+    shots = {v for leaf in leaves if (v := (result.get("n-shot") or {}).get(leaf)) is not None}
     nshot = (result.get("n-shot") or {}).get(name)
+    if nshot is None and len(shots) == 1:
+        nshot = next(iter(shots))
     version = (result.get("versions") or {}).get(name)
+    cfg = (result.get("configs") or {}).get(name if name in leaves else (leaves or [name])[0]) or {}
+    # The harness's own figure for the suite (a group's: its aggregate), as it reports it: kvtui's accuracy is
+    # the share of items at the metric's top value, the same number for a 0/1 metric and a size-weighted group.
+    own = (result.get("results") or {}).get(name) or {}
+    score = own.get(f"{metric},{flt}") if metric and flt else None
     return {"status": "ok", "metric": metric, "filter": flt, "samples": out, "num_fewshot": nshot,
-            "task_version": version, "output_type": cfg.get("output_type")}
+            "task_version": version, "output_type": cfg.get("output_type"),
+            "harness_score": float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+            **({"by_task": by_task} if by_task else {})}
+
+
+def fetch_line(name: str) -> str:
+    """The command that fills the local cache with a suite's dataset, where there is a network."""
+    return (f"`python -c \"from lm_eval.tasks import TaskManager; TaskManager().load(['{name}'])\"` (fills "
+            "~/.cache/huggingface; copy that folder along, or set HF_DATASETS_OFFLINE=0 HF_HUB_OFFLINE=0 to let "
+            "kvtui's harness fetch it)")
+
+
+def _load(tm: Any, name: str) -> tuple[list[Any], list[str]]:
+    """The named suite as the harness builds it (its datasets loaded): the objects to evaluate and the leaf tasks.
+
+    A task is itself; a group (mmlu_pro, mmlu) is evaluated as the group (its aggregate is the harness's own)
+    and its items are its leaf tasks'; a tag expands to its tasks."""
+    loaded = tm.load([name])
+    tasks, groups = loaded.get("tasks") or {}, loaded.get("groups") or {}
+    top = groups.get(name) or tasks.get(name)
+    return ([top] if top is not None else list(tasks.values())), list(tasks)
+
+
+def _shots_note(requested: Any, used: Any) -> str | None:
+    """lm-eval keeps a task's own `num_fewshot: 0` whatever it is asked for: say so rather than report the shots
+    asked for."""
+    if requested is None or int(requested) < 0 or used is None or int(used) == int(requested):
+        return None
+    return (f"suite_fewshot = {int(requested)} was not applied: lm-eval ran {used} shots (a task that sets "
+            "num_fewshot: 0 in its YAML keeps it)")
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     import importlib.metadata as md
 
     import lm_eval
-    from lm_eval.tasks import TaskManager, get_task_dict
+    from lm_eval.tasks import TaskManager
 
     version = md.version("lm_eval")
-    tm = TaskManager(include_path=[str(p) for p in spec.get("include") or []] or None)
-    known = set(tm.all_tasks)
     out: dict[str, Any] = {"harness": f"lm-eval {version}", "suites": {}}
     chat = spec.get("api", "chat") == "chat"
     base = spec["base_url"].rstrip("/")
@@ -108,6 +165,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     }
     if spec.get("max_length"):
         model_args["max_length"] = int(spec["max_length"])
+    # One index of the harness's tasks for every suite (building it takes seconds: simple_evaluate would build
+    # its own per call); the model's arguments are its metadata, as simple_evaluate would give them.
+    tm = TaskManager(include_path=[str(p) for p in spec.get("include") or []] or None, metadata=dict(model_args))
+    known = set(tm.all_tasks)
     cwd = os.getcwd()
     for s in spec["suites"]:
         name = s["name"]
@@ -126,31 +187,29 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         try:
             try:
                 with contextlib.redirect_stdout(log):
-                    tasks = get_task_dict([name], tm)
+                    objs, leaves = _load(tm, name)
             except Exception as e:  # the dataset: not cached, offline, unreadable
                 why = _missing_data(e)
                 if why is not None:
                     out["suites"][name] = {"status": "not run", "why": (
-                        f"its dataset is not in the local cache and there is no network ({why}); fetch it once where "
-                        f"there is: `python -c \"from lm_eval.tasks import TaskManager, get_task_dict; "
-                        f"get_task_dict(['{name}'], TaskManager())\"` (fills ~/.cache/huggingface; copy that "
-                        "folder along, or set HF_DATASETS_OFFLINE=0 HF_HUB_OFFLINE=0 to let kvtui's harness fetch it)"
-                    )}
+                        f"its dataset is not in the local cache and there is no network ({why}); fetch it once "
+                        f"where there is: {fetch_line(name)}")}
                 else:
                     out["suites"][name] = {"status": "not run", "why": f"the harness cannot load it: "
-                                           f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
+                                           f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                                           + (f" (data_files are read relative to {here})" if isinstance(
+                                               e, FileNotFoundError) else "")}
                 continue
-            task = next(iter(tasks.values()))
             limit = int(s.get("limit") or 0) or None
             nshot = s.get("num_fewshot")
             try:
                 with contextlib.redirect_stdout(log):
                     result = lm_eval.simple_evaluate(
                         model="local-chat-completions" if chat else "local-completions", model_args=model_args,
-                        tasks=[task], num_fewshot=None if nshot is None or int(nshot) < 0 else int(nshot),
+                        tasks=objs, num_fewshot=None if nshot is None or int(nshot) < 0 else int(nshot),
                         limit=limit, log_samples=True, apply_chat_template=chat, fewshot_as_multiturn=chat,
                         random_seed=0, numpy_random_seed=1234, torch_random_seed=1234, fewshot_random_seed=1234,
-                        bootstrap_iters=0, gen_kwargs=None)
+                        bootstrap_iters=0, gen_kwargs=None, task_manager=tm)
             except Exception as e:  # a server error after the harness's retries, a task the API cannot serve
                 out["suites"][name] = {"status": "not run", "why": f"the harness failed: {type(e).__name__}: "
                                        f"{str(e).splitlines()[0][:200] if str(e) else ''}"}
@@ -158,12 +217,22 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(result, dict):
                 out["suites"][name] = {"status": "not run", "why": "the harness returned no results"}
                 continue
-            got = _samples(result, name)
-            got.update(dataset=_dataset_of(task), limit=limit, wall_s=round(time.monotonic() - t0, 2))
+            got = _samples(result, name, leaves)
+            got.update(dataset="; ".join(dict.fromkeys(_dataset_of(t) for t in _leaf_tasks(objs))), limit=limit,
+                       wall_s=round(time.monotonic() - t0, 2))
+            if (note := _shots_note(nshot, got.get("num_fewshot"))) is not None:
+                got["shots_note"] = note
             out["suites"][name] = got
         finally:
             os.chdir(cwd)
     return out
+
+
+def _leaf_tasks(objs: list[Any]) -> list[Any]:
+    leaves: list[Any] = []
+    for o in objs:
+        leaves += o.get_all_tasks() if hasattr(o, "get_all_tasks") else [o]
+    return leaves
 
 
 def main(argv: list[str]) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -140,9 +141,10 @@ def passkey_items(n: int, lengths: list[int], seed: int, sizer: Sizer) -> list[I
     for li, length in enumerate(sorted(lengths)):
         count = per_len if li < len(lengths) - 1 else n - per_len * (len(lengths) - 1)
         units = max(0, int((length - wrap) / unit))
-        # One correction through the real tokenizer: the filler's tokens depend on its neighbours.
+        # One correction through the real tokenizer: the filler's tokens depend on its neighbours. Rounded
+        # down, so the prompt stays at or under its length (the top length is the context less the answer's room).
         got = sizer.count(_passkey_messages(10000, units, 0.5))
-        units = max(0, units + int((length - got) / unit))
+        units = max(0, units + math.floor((length - got) / unit))
         for j in range(count):
             depth = (j + 0.5) / count
             key = rng.randrange(10000, 100000)
@@ -189,7 +191,7 @@ def needle_items(n: int, lengths: list[int], seed: int, sizer: Sizer, needles: i
         count = per_len if li < len(lengths) - 1 else n - per_len * (len(lengths) - 1)
         units = max(0, int((length - wrap) / unit))
         got = sizer.count(_needles_messages(probe, _KEYS[0], units, [0.5] * needles))
-        units = max(0, units + int((length - got) / unit))
+        units = max(0, units + math.floor((length - got) / unit))  # at or under: see passkey_items
         for j in range(count):
             keys = rng.sample(_KEYS, needles)
             vals = [rng.randrange(1_000_000, 10_000_000) for _ in keys]

@@ -8,6 +8,7 @@ least energy per token where the GPU reported power, quality where it was measur
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
@@ -87,6 +88,12 @@ def equal_quality(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     text = f"${top:.3f}/Mtok" + range_text(win.get("usd_per_mtok_out_qadj_range"))
     text += (" (the reference)" if eq.get("reference")
              else f", within {eq['margin_pt']:g} pt of the reference (TOST, 95 %)")
+    close = [r for r in equal if r is not win and _overlaps(win.get("usd_per_mtok_out_qadj_range"),
+                                                             r.get("usd_per_mtok_out_qadj_range"))]
+    if close:  # cheapest by its point figure, not beyond the knees' and the Δs' uncertainty
+        text += "; its range overlaps " + ", ".join(
+            f"{r['mode']}'s" + range_text(r.get("usd_per_mtok_out_qadj_range")).replace(" (q-adjusted ", " (")
+            for r in close)
     others = [r for r in judged if r not in equal]
     if others:
         text += "; not shown equal: " + ", ".join(
@@ -95,6 +102,15 @@ def equal_quality(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             for r in others)
     return {"question": "cheapest at equal quality", "key": "usd_per_mtok_out_qadj", "winners": names, "value": top,
             "text": text, "tie": len(names) == len(done_of(rows)) and len(names) > 1}
+
+
+def _overlaps(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Do two q-adjusted $/Mtok ranges meet? (an open top reaches every higher figure)"""
+    if not a or not b or a.get("lo") is None or b.get("lo") is None:
+        return False
+    a_hi = math.inf if a.get("hi") is None else a["hi"]
+    b_hi = math.inf if b.get("hi") is None else b["hi"]
+    return a["lo"] <= b_hi and b["lo"] <= a_hi
 
 
 def done_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

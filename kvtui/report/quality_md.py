@@ -102,8 +102,10 @@ def suite_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
 
 def equal_quality_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     """Per mode: equivalence to the reference (TOST) and the q-adjusted $/Mtok out as a range."""
-    from kvtui.quality.equivalence import range_text
+    from kvtui.quality.equivalence import range_text, task_statements
 
+    reference = next((r["mode"] for r in rows if (((r.get("quality") or {}).get("suite") or {}).get("equivalence")
+                                                   or {}).get("reference")), None)
     lines = []
     for r in rows:
         eq = ((r.get("quality") or {}).get("suite") or {}).get("equivalence")
@@ -123,6 +125,8 @@ def equal_quality_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> li
             ci_s = f" (Δ 90 % interval {ci[0]:+.1f}…{ci[1]:+.1f} pt)" if ci[0] is not None else ""
             lines.append(f"- {r['mode']}: equal quality within {eq['margin_pt']:g} pt not shown at n={eq.get('n')}"
                          f"{ci_s}; {need}; $/Mtok out {cost}")
+        if not eq.get("reference"):  # and per task: "fp8-kv is within 2 pt of bf16 on gsm8k (TOST, 95 %, n = 300)"
+            lines += [f"  - {s}" for s in task_statements(r["mode"], reference, r["quality"]["suite"])]
     if not lines:
         return []
     return ["", "### Cost at equal quality", "",
@@ -176,7 +180,10 @@ def harness_notes(doc: dict[str, Any]) -> list[str]:
                 seen[name] = f"- `{name}` ({t['source']}): not run: {t['not_run']}"
             else:
                 shots = t.get("num_fewshot")
+                by_task = t.get("by_task") or {}
                 seen[name] = (f"- `{name}`: {t.get('scoring')}, {shots if shots is not None else '?'}-shot, "
-                              f"{t.get('n')} items a mode (dataset {t.get('dataset')}); the harness built the prompts "
-                              "and scored the answers")
+                              f"{t.get('n')} items a mode"
+                              + (f" from its {len(by_task)} tasks" if by_task else "")
+                              + f" (dataset {t.get('dataset')}); the harness built the prompts and scored the answers"
+                              + (f"; {t['shots_note']}" if t.get("shots_note") else ""))
     return ["", "Suites through lm-evaluation-harness:", ""] + list(seen.values()) if seen else []

@@ -342,7 +342,7 @@ def step_rows(mode: dict[str, Any]) -> list[list[str]]:
     return [step_row(s) for s in mode.get("steps", [])]
 
 
-def quality_lines(mode: str, q: dict[str, Any] | None) -> list[str]:
+def quality_lines(mode: str, q: dict[str, Any] | None, reference: str | None = None) -> list[str]:
     """One line per quality task of a mode: accuracy [95 % CI] (n), Δ against the reference, verdict.
 
         [fp8-kv] quality passkey: 22/24 = 92% [74–98%], Δ −4.2 pt [−14–+6], p 0.62: within noise
@@ -379,14 +379,16 @@ def quality_lines(mode: str, q: dict[str, Any] | None) -> list[str]:
     if suite.get("cost_factor") not in (None, 1.0):
         out.append(f"[{mode}] quality-adjusted $/Mtok = plain × {suite['cost_factor']:.3f}"
                    f"{'' if suite.get('cost_factor_beyond_noise') else ' (drop within noise)'}")
-    out += equal_quality_lines(mode, q)
+    out += equal_quality_lines(mode, q, reference)
     if suite.get("wall_s") is not None:
         out.append(f"[{mode}] quality phase took {suite['wall_s']:.0f} s (before the load; not counted in any step)")
     return out
 
 
-def equal_quality_lines(mode: str, q: dict[str, Any]) -> list[str]:
-    """Equivalence to the reference (TOST) and the answers under the knee's load, one line each."""
+def equal_quality_lines(mode: str, q: dict[str, Any], reference: str | None = None) -> list[str]:
+    """Equivalence to the reference (TOST), pooled and per task, and the answers under the knee's load, one line
+    each."""
+    from kvtui.quality.equivalence import task_statements
     from kvtui.quality.under_load import sentence
 
     out = []
@@ -399,6 +401,7 @@ def equal_quality_lines(mode: str, q: dict[str, Any]) -> list[str]:
             need = (f"about {eq['items_needed']:,} items needed" if eq.get("items_needed")
                     else "no n shows it (Δ at or past the margin)")
             out.append(f"[{mode}] quality: equal within {eq['margin_pt']:g} pt not shown at n = {eq.get('n')}; {need}")
+        out += [f"[{mode}] quality: {s}" for s in task_statements(mode, reference, q.get("suite") or {})]
     if isinstance(q.get("at_knee"), dict):
         out.append(f"[{mode}] quality: {sentence(mode, q['at_knee'])}")
     return out

@@ -4,7 +4,8 @@ CPU build, ramped and judged by the quality suite in every mode.
 The model is built from nothing (a fresh models directory: the package download, the GGUF's
 checksum, the conversion). One headless run of the shipped scenario (smaller: 3 items a task,
 loads 1 and 2) then covers the chat API with the real chat template, outputs that stop at EOS,
-the quality phase before each mode's load, the comparison, the snapshot, and its replay through
+the quality phase before each mode's load (passkey and RULER-style needles up to all of the server's
+context, max_model_len 768 here), the comparison, the snapshot, and its replay through
 the exports and diff. Latency figures are reported, not asserted (CI machines are noisy).
 
 The same run covers issue 32's CI items (one model build and one engine start a mode, not two: the
@@ -25,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -36,7 +38,10 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 SCENARIO = SCENARIOS_DIR / "smollm2-cpu.toml"
 N = 8  # harness items (kvtui/data/eval/kvtui_arith): it checks that the figures are there, not what they are
-SMALL = ["quality.items=3", "quality.lengths=[256, 768]", "quality.prompts=2", 'ramp.step="1,2"', "ramp.max=2",
+CONTEXT = 768  # the server's max_model_len here: the long-context tasks' top length is all of it (less the answer)
+SMALL = ["quality.items=3", f"server.max_model_len={CONTEXT}", "quality.lengths=[]",
+         'quality.tasks=["passkey", "needles", "quotation", "agreement"]', "quality.prompts=2", 'ramp.step="1,2"',
+         "ramp.max=2",
          "ramp.window_s=6", "ramp.min_samples=6",
          # Issue 32's CI items in the same run (one model build, one engine start a mode): the
          # harness's local task and a named suite whose data is not cached, and quality at the knee.
@@ -69,10 +74,34 @@ def run(env, tmp_path_factory):
     args = ["run", str(SCENARIO), "--headless", "--out", str(out)]
     for s in SMALL:
         args += ["--set", s]
+    t0 = time.monotonic()
     r = _kvtui(*args, env=env)
     print(r.stdout[-4000:], r.stderr[-2000:])
     assert out.is_file(), r.stderr[-2000:]
-    return r, json.loads(out.read_text()), out
+    doc = json.loads(out.read_text())
+    print(f"e2e phases (run {time.monotonic() - t0:.0f} s):")
+    for line in _phases(doc):
+        print("  " + line)
+    return r, doc, out
+
+
+def _phases(doc: dict) -> list[str]:
+    """How long each phase of each mode took (read, never asserted: CI machines are noisy)."""
+    out = []
+    for m in doc["modes"]:
+        if m.get("error"):
+            out.append(f"{m['name']}: {m['error'].get('kind')}")
+            continue
+        q = m.get("quality") or {}
+        k = q.get("at_knee") or {}
+        steps = m.get("steps") or []
+        span = f"{sum(s.get('duration_s') or 0 for s in steps):.0f} s"
+        harness = {n: t.get("wall_s") for n, t in (q.get("tasks") or {}).items() if t.get("source")}
+        out.append(f"{m['name']}: startup {(m.get('server') or {}).get('startup_s')} s; quality alone "
+                   f"{(q.get('suite') or {}).get('wall_s')} s ({(q.get('suite') or {}).get('items')} items + harness "
+                   f"{harness}); {len(steps)} steps {span}; at the knee {k.get('wall_s')} s "
+                   f"({k.get('load_requests')} load requests, {k.get('preemptions')} preemptions)")
+    return out
 
 
 def test_model_is_built_from_its_package_on_first_use(run, env):
@@ -97,13 +126,27 @@ def test_every_mode_says_real_weights_and_runs_its_load_after_its_quality_phase(
         assert m["engine_info"]["weights"].startswith("real: SmolLM2-135M-Instruct")
         assert m["engine_info"]["dummy_weights"] is False
         suite = m["quality"]["suite"]
-        assert suite["items"] == 9 and suite["wall_s"] > 0  # 3 passkey + 3 quotation + 3 agreement
+        assert suite["items"] == 12 and suite["wall_s"] > 0  # 3 passkey + 3 needles + 3 quotation + 3 agreement
         steps = m["steps"]
         assert steps and all(s["started_at"] >= suite["ended_at"] for s in steps)  # never inside a step
         for name in ("passkey", "quotation"):
             t = m["quality"]["tasks"][name]
             assert t["n"] == 3 and 0 <= t["correct"] <= 3 and t["ci"][0] <= t["accuracy"] <= t["ci"][1]
-        assert m["quality"]["tasks"]["passkey"]["by_length"].keys() == {"256", "768"}
+        assert m["quality"]["tasks"]["passkey"]["by_length"].keys() == {"256", "368", "736"}
+
+
+def test_the_long_context_tasks_reach_the_largest_context_the_server_serves(run):
+    """Passkey and RULER-style needles at ¼, ½ and all of the context the server reports (/v1/models:
+    max_model_len), less the answer's room, through the real tokenizer: no request refused for length."""
+    _, doc, _ = run
+    for m in _ran(doc).values():
+        assert m["endpoint"]["max_model_len"] == CONTEXT
+        for name, max_tokens in (("passkey", 12), ("needles", 16)):
+            t = m["quality"]["tasks"][name]
+            assert t["errors"] == 0 and t["n"] == 3, t["items"]
+            assert t["by_length"].keys() == {"256", "368", str(CONTEXT - 32)}
+            top = t["prompt_tokens_max"]  # usage.prompt_tokens of the longest item, as the server counted it
+            assert CONTEXT - 32 - 40 <= top <= CONTEXT - max_tokens, top
 
 
 def test_fp8_kv_runs_or_is_refused_with_its_reason(run):
@@ -190,6 +233,9 @@ def test_the_harness_scores_the_same_items_in_every_mode(run):
         assert "not in the local cache" in gsm["not_run"] and "HF_DATASETS_OFFLINE=0" in gsm["not_run"]
         assert any(ln.startswith("[bf16] quality gsm8k: not run: ") for ln in r.stdout.splitlines())
     assert any(ln.startswith("[fp32] quality kvtui_arith: ") and "Δ " in ln for ln in r.stdout.splitlines())
+    # The per-suite equivalence statement, naming the reference: 8 items cannot show 5 pt (one pair is 12.5 pt).
+    assert any(ln.startswith(f"[fp32] quality: fp32 within 5 pt of bf16 on kvtui_arith: not shown at n = {N} ")
+               for ln in r.stdout.splitlines()), r.stdout[-3000:]
 
 
 def test_the_comparison_holds_the_paired_verdict_equivalence_and_cost_range(run):

@@ -178,7 +178,14 @@ def test_cheapest_at_equal_quality_takes_only_modes_shown_equal():
     assert q is not None and q["winners"] == ["fp8-w"] and q["value"] == 0.8  # fp8-kv is cheaper, not shown equal
     assert "within 2 pt of the reference (TOST, 95 %)" in q["text"] and "$0.700–0.900" in q["text"]
     assert "fp8-kv (about 410 items needed)" in q["text"]
+    assert "overlaps" not in q["text"]  # bf16's range is not known here: nothing to say
     assert equal_quality([{"mode": "a", "best": 1, "quality": None}]) is None  # no suite: the old question stands
+    # The cheapest by its point figure, whose range meets another equal mode's: said, with that range.
+    rows[0]["usd_per_mtok_out_qadj_range"] = {"lo": 0.85, "hi": 1.1, "knee_exact": False, "quality_open": False}
+    q = equal_quality(rows)
+    assert q["winners"] == ["fp8-w"] and "its range overlaps bf16's ($0.850–1.100)" in q["text"], q["text"]
+    rows[0]["usd_per_mtok_out_qadj_range"] = {"lo": 0.95, "hi": 1.1, "knee_exact": False, "quality_open": False}
+    assert "overlaps" not in equal_quality(rows)["text"]
 
 
 def test_markdown_shows_the_knee_and_the_equal_quality_sections():
@@ -194,7 +201,19 @@ def test_markdown_shows_the_knee_and_the_equal_quality_sections():
     assert "fp8-kv at its knee (64): 2 of 150 answers changed, accuracy Δ -0.7 pt within noise, top-1 agreement " \
            "94.5 %; 3 preemptions while they ran" in text
     assert "not measured: no load met the SLO" in text
-    rows = [_row("fp8-kv", 0.6, {"shown": False, "margin_pt": 2.0, "n": 20, "items_needed": None,
+    rows = [_row("bf16", 1.0, {"reference": True, "margin_pt": 2.0}),
+            _row("fp8-kv", 0.6, {"shown": False, "margin_pt": 2.0, "n": 20, "items_needed": None,
                                  "ci90_pt": [-9.0, 1.0]})]
+    rows[1]["quality"]["suite"]["tasks"] = {
+        "gsm8k": {"equivalence": tost(0, 0, 400, 2.0)}, "passkey": {"equivalence": tost(0, 0, 20, 2.0)},
+        "agreement": {"exact_match_rate": 0.5}}
     eq = "\n".join(equal_quality_section({}, rows))
     assert "not shown at n=20" in eq and "no n shows it" in eq and "(Δ 90 % interval -9.0…+1.0 pt)" in eq
+    # Per task, naming the reference: the issue's "fp8-kv is within 1 pt of bf16 on GSM8K (TOST, 95 %)".
+    assert "  - fp8-kv is within 2 pt of bf16 on gsm8k (TOST, 95 %, n = 400)" in eq
+    assert ("  - fp8-kv within 2 pt of bf16 on passkey: not shown at n = 20 (Δ 90 % interval -5.0…+5.0 pt); about 51 "
+            "items needed") in eq, eq
+    from kvtui.report.text import quality_lines
+
+    lines = quality_lines("fp8-kv", rows[1]["quality"], "bf16")
+    assert "[fp8-kv] quality: fp8-kv is within 2 pt of bf16 on gsm8k (TOST, 95 %, n = 400)" in lines, lines
