@@ -220,10 +220,13 @@ class LiveStepExecutor:
         # The continuous protocol holds the load after the window only as long as the SLO's figures
         # need (docs/PROTOCOL.md): until first tokens for TTFT/ITL, the whole tail for TPOT/E2E.
         tail = tail_rule(m for m, _, _ in run.scenario.slo.targets()) if r.protocol == "continuous" else "full"
+        ramp = self._ramp(md, load, cont)
         params = StepParams(
             mode.name, index, wall_load, run.closed, r.warmup_s * ts, r.window_s * ts, r.window_requests, r.arrival,
             r.burst_size, r.max_error_burst, window_timeout_s=r.request_timeout_s * ts, min_window_requests=need,
             tail=tail, hold_at_end=self._continuous(), continue_from=cont,
+            warm_all_slots=ramp is None or ramp.settle == "turnover",
+            stagger_s=None if ramp is None or ramp.settle == "turnover" else ramp.stagger_s * ts,
         )
         res = loadgen.run_step(params, on_records=on_records, on_status=on_status, should_stop=should_stop)
         if not tel.dead and (res.aborted or any(not x.ok for x in res.records)):
@@ -276,6 +279,8 @@ class LiveStepExecutor:
         }
         if res.continued and res.continued_from:
             extra["continued_from"] = dict(res.continued_from)
+        if ramp is not None:
+            extra["ramp"] = ramp.to_dict()
         if res.autoscale is not None:
             extra["autoscale"] = res.autoscale  # workers that ran (client.workers) and why any were added
         if tel.replica_names:
@@ -286,7 +291,7 @@ class LiveStepExecutor:
         if self.modelled is None:
             return live
         judged = self.modelled.judge(mode, load, index, need, run.closed, live,
-                                      stopped=bool(run.stop_reason or run.skipping))
+                                      stopped=bool(run.stop_reason or run.skipping), md=md)
         if not records_error:
             try:
                 run.records_written += write_records(run.records_path, judged.records)
@@ -299,6 +304,16 @@ class LiveStepExecutor:
     # -- continuous steps ----------------------------------------------------------------------
     def _continuous(self) -> bool:
         return self.run.scenario.ramp.protocol == "continuous" and self.run.closed
+
+    def _ramp(self, md: dict[str, Any], load: float, cont: bool) -> Any:
+        """The continuous protocol's ramp for this step (kvtui.explore.protocol.ramp_for), or None
+        (classic: the load generator's own spread and the turnover wait)."""
+        if not self._continuous():
+            return None
+        from kvtui.explore.protocol import ramp_plan_for_step
+
+        steps = md.get("steps") or []
+        return ramp_plan_for_step(self.run.scenario, md, load, steps[-1] if steps else None, not cont)
 
     def _continue_or_drain(self, md: dict[str, Any], load: float, index: int, why: str,
                            on_records: Any) -> tuple[str | None, bool]:
