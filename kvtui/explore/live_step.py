@@ -294,7 +294,8 @@ class LiveStepExecutor:
                                       stopped=bool(run.stop_reason or run.skipping), md=md)
         if not records_error:
             try:
-                run.records_written += write_records(run.records_path, judged.records)
+                run.records_written += write_records(run.records_path, judged.records if judged.written is None
+                                                     else judged.written)
             except OSError as e:
                 run.emit(ev.RunError(mode.name, f"cannot append records to {run.records_path}: {e.strerror or e}"))
         if judged is not live and judged.extra["live"].get("host_limited"):
@@ -407,6 +408,14 @@ class LiveStepExecutor:
     # -- the end -----------------------------------------------------------------------------
     def end_mode(self, md: dict[str, Any], prior_series: list[dict[str, Any]]) -> None:
         self.release_held()
+        if self.modelled is not None:  # the modelled twin's requests still in flight: written once
+            left = self.modelled.server.release_records()
+            if left:
+                try:
+                    self.run.records_written += write_records(self.run.records_path, left)
+                except OSError as e:
+                    self.run.emit(ev.RunError(md["name"], f"cannot append records to {self.run.records_path}: "
+                                                          f"{e.strerror or e}"))
         if self.run.scenario.quality.at_knee and md.get("quality") and not self.run.stopping and not md.get("error"):
             from kvtui.explore.knee_quality import quality_at_knee  # its own phase, after the search
 

@@ -78,7 +78,7 @@ class OfflineStepExecutor:
         assert srv is not None
         res, ctx, extra, self._counter = continuous_step(srv, run.scenario, mode, md, load, index, why, need,
                                                          self._counter)
-        run.records_written += write_records(run.records_path, res.records)
+        run.records_written += write_records(run.records_path, res.to_write())
         head = {"index": index, "why": why, "started_at": time.time()}
         timing = {k: extra.pop(k) for k in ("duration_s", "t_window_start", "t_window_end", "t_end")}
         extra = {**head, **timing, "fast": True, **extra}
@@ -93,6 +93,10 @@ class OfflineStepExecutor:
         self._rows = []
 
     def end_mode(self, md: dict[str, Any], prior_series: list[dict[str, Any]]) -> None:
+        if self.server is not None:
+            left = self.server.release_records()
+            if left:
+                self.run.records_written += write_records(self.run.records_path, left)
         self.server = None
 
     def complete(self, md: dict[str, Any]) -> bool:

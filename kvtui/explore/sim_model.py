@@ -101,7 +101,8 @@ class ModelledSteps:
         if lag:
             live_fig["host_limited"] = lag
         extra["live"] = live_fig
-        return Measured(list(res.records), ctx, extra, aborted=False, check_samples=False)
+        return Measured(list(res.records), ctx, extra, aborted=False, check_samples=False,
+                        written=None if res.written is None else list(res.written))
 
 
 def cut_short(live: Measured, stopped: bool) -> bool:

@@ -129,25 +129,19 @@ class ContinuousClient:
     def step(self, plan: StepPlan, index: int, counter: int) -> tuple[FastStepResult, StepInfo, int]:
         s = self.s
         info = StepInfo()
-        if plan.drain_before and (self.live or self.ingest):
-            self.drain()
-            info.drained = True
-        elif plan.drain_before:
+        released: list[Record] = []
+        if plan.drain_before:
+            released = self.release()  # written once, under the step they were sent in
             info.drained = True
         t0 = s.now
         before = s.stats()
         series = [_point(s)]
         next_series = t0 + self.series_dt
         records: list[Record] = []
-        # the requests carried in belong to this step now (their warm-up)
-        for ent in self.live.values():
-            rec = ent[0]
-            rec.step, rec.phase, rec.load = index, "warmup", plan.load
-            records.append(rec)
-        for _t, _req, rec, _slot in self.ingest:
-            rec.step, rec.phase, rec.load = index, "warmup", plan.load
-            records.append(rec)
-        info.carried_in = len(records)
+        # The requests carried in keep the step and phase they were sent in (their record is written
+        # once, when they end, as the live load generator does); this step sees them as its warm-up.
+        carried: list[Record] = [ent[0] for ent in self.live.values()] + [x[2] for x in self.ingest]
+        info.carried_in = len(carried)
         c = max(1, int(round(plan.load)))
         if c < self.slots:
             self._retire_nearest_end(c)
@@ -314,18 +308,38 @@ class ContinuousClient:
             window_end = t_end
         if cohort_end is not None:
             window_end = max(window_start, cohort_end)
-        # what goes on into the next step: a cut copy stays with this step (its tokens so far)
+        # What the step is evaluated on: the carried-in requests as its warm-up, then its own; a request
+        # still in flight goes on into the next step, and a cut copy of it stays here (its tokens so
+        # far). What is written: each request once, when it ends (its own record, with the step it was
+        # sent in), never a cut copy.
+        in_flight = {id(ent[0]) for ent in self.live.values()} | {id(x[2]) for x in self.ingest}
         out_recs: list[Record] = []
+        for r in carried:
+            view = copy.deepcopy(r)
+            view.step, view.phase, view.load = index, "warmup", plan.load
+            if id(r) in in_flight:
+                view.status, view.error, view.detail = "error", "cancelled", "carried into the next step"
+            out_recs.append(view)
         for r in records:
-            if r.id in self.live or any(x[2] is r for x in self.ingest):
+            if id(r) in in_flight:
                 cut = copy.deepcopy(r)
                 cut.status, cut.error, cut.detail = "error", "cancelled", "carried into the next step"
                 out_recs.append(cut)
             else:
                 out_recs.append(r)
+        ended = released + [r for r in carried + records if id(r) not in in_flight]
         series.append(_point(s))
         info.warmup_s = round(window_start - t0, 3)
         info.window_s = round(window_end - window_start, 3)
         info.tail_s = round(t_end - window_end, 3)
-        res = FastStepResult(out_recs, series, before, s.stats(), t0, window_start, window_end, t_end)
+        res = FastStepResult(out_recs, series, before, s.stats(), t0, window_start, window_end, t_end, written=ended)
         return res, info, state["counter"]
+
+    def release(self) -> list[Record]:
+        """The requests still in flight, cancelled (a drain, the mode's end): their records, to write
+        once under the step they were sent in."""
+        out = [ent[0] for ent in self.live.values()] + [x[2] for x in self.ingest]
+        for r in out:
+            r.status, r.error, r.detail = "error", "cancelled", "released: the server drained"
+        self.drain()
+        return out
