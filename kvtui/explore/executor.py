@@ -31,6 +31,9 @@ class Measured:
     extra: dict[str, Any] = field(default_factory=dict)  # merged into the evaluated step, in this order
     aborted: bool = False  # ended early (a stop, a skip, an error burst)
     check_samples: bool = True  # note a window with fewer requests than the SLO's percentiles want
+    # What goes to the records file, where it differs from `records` (a continued step's modelled twin:
+    # each request once, when it ends); None: `records`.
+    written: list[Record] | None = None
 
 
 class Controls(Protocol):

@@ -220,10 +220,13 @@ class LiveStepExecutor:
         # The continuous protocol holds the load after the window only as long as the SLO's figures
         # need (docs/PROTOCOL.md): until first tokens for TTFT/ITL, the whole tail for TPOT/E2E.
         tail = tail_rule(m for m, _, _ in run.scenario.slo.targets()) if r.protocol == "continuous" else "full"
+        ramp = self._ramp(md, load, cont)
         params = StepParams(
             mode.name, index, wall_load, run.closed, r.warmup_s * ts, r.window_s * ts, r.window_requests, r.arrival,
             r.burst_size, r.max_error_burst, window_timeout_s=r.request_timeout_s * ts, min_window_requests=need,
             tail=tail, hold_at_end=self._continuous(), continue_from=cont,
+            warm_all_slots=ramp is None or ramp.settle == "turnover",
+            stagger_s=None if ramp is None or ramp.settle == "turnover" else ramp.stagger_s * ts,
         )
         res = loadgen.run_step(params, on_records=on_records, on_status=on_status, should_stop=should_stop)
         if not tel.dead and (res.aborted or any(not x.ok for x in res.records)):
@@ -276,6 +279,8 @@ class LiveStepExecutor:
         }
         if res.continued and res.continued_from:
             extra["continued_from"] = dict(res.continued_from)
+        if ramp is not None:
+            extra["ramp"] = ramp.to_dict()
         if res.autoscale is not None:
             extra["autoscale"] = res.autoscale  # workers that ran (client.workers) and why any were added
         if tel.replica_names:
@@ -286,10 +291,11 @@ class LiveStepExecutor:
         if self.modelled is None:
             return live
         judged = self.modelled.judge(mode, load, index, need, run.closed, live,
-                                      stopped=bool(run.stop_reason or run.skipping))
+                                      stopped=bool(run.stop_reason or run.skipping), md=md)
         if not records_error:
             try:
-                run.records_written += write_records(run.records_path, judged.records)
+                run.records_written += write_records(run.records_path, judged.records if judged.written is None
+                                                     else judged.written)
             except OSError as e:
                 run.emit(ev.RunError(mode.name, f"cannot append records to {run.records_path}: {e.strerror or e}"))
         if judged is not live and judged.extra["live"].get("host_limited"):
@@ -299,6 +305,16 @@ class LiveStepExecutor:
     # -- continuous steps ----------------------------------------------------------------------
     def _continuous(self) -> bool:
         return self.run.scenario.ramp.protocol == "continuous" and self.run.closed
+
+    def _ramp(self, md: dict[str, Any], load: float, cont: bool) -> Any:
+        """The continuous protocol's ramp for this step (kvtui.explore.protocol.ramp_for), or None
+        (classic: the load generator's own spread and the turnover wait)."""
+        if not self._continuous():
+            return None
+        from kvtui.explore.protocol import ramp_plan_for_step
+
+        steps = md.get("steps") or []
+        return ramp_plan_for_step(self.run.scenario, md, load, steps[-1] if steps else None, not cont)
 
     def _continue_or_drain(self, md: dict[str, Any], load: float, index: int, why: str,
                            on_records: Any) -> tuple[str | None, bool]:
@@ -392,6 +408,14 @@ class LiveStepExecutor:
     # -- the end -----------------------------------------------------------------------------
     def end_mode(self, md: dict[str, Any], prior_series: list[dict[str, Any]]) -> None:
         self.release_held()
+        if self.modelled is not None:  # the modelled twin's requests still in flight: written once
+            left = self.modelled.server.release_records()
+            if left:
+                try:
+                    self.run.records_written += write_records(self.run.records_path, left)
+                except OSError as e:
+                    self.run.emit(ev.RunError(md["name"], f"cannot append records to {self.run.records_path}: "
+                                                          f"{e.strerror or e}"))
         if self.run.scenario.quality.at_knee and md.get("quality") and not self.run.stopping and not md.get("error"):
             from kvtui.explore.knee_quality import quality_at_knee  # its own phase, after the search
 

@@ -74,36 +74,14 @@ class OfflineStepExecutor:
 
     def _continuous(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str, need: int) -> Measured:
         """One step of the continuous protocol (kvtui.engines.sim.continuous) in modelled time."""
-        from kvtui.engines.sim.fastrun import step_metrics
-        from kvtui.explore.protocol import drain_reason, sequential_for
-        from kvtui.explore.window_stats import tail_rule
-
         run, srv = self.run, self.server
         assert srv is not None
-        sc = run.scenario
-        prev = md["steps"][-1] if md.get("steps") else None
-        why_drain = drain_reason(index, why, prev, load)
-        test = sequential_for(sc, need)
-        tail = tail_rule(m for m, _, _ in sc.slo.targets())
-        plan = srv.plan(load, need, why_drain, tail, test)
-        res, info, self._counter = srv.continuous_step(mode.name, index, self._counter, plan)
-        run.records_written += write_records(run.records_path, res.records)
-        ctx = StepContext(load=load, closed=True, t_window_start=res.window_start or res.t_start,
-                          t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
-                          gpu_mem_used_gib_max=srv.gpu_mem_used_gib(), max_num_seqs=srv.facts.max_num_seqs,
-                          window_stats=tail == "first_token", t_end=res.t_end)
-        extra: dict[str, Any] = {
-            "index": index, "why": why, "started_at": time.time(), "duration_s": round(res.t_end - res.t_start, 2),
-            "t_window_start": ctx.t_window_start, "t_window_end": ctx.t_window_end, "t_end": res.t_end, "fast": True,
-            "engine_limits": res.limited_by, "protocol": "continuous",
-            "drain": {"before": bool(why_drain), "why": why_drain or ""},
-            "phases_s": {"warmup": info.warmup_s, "window": info.window_s, "tail": info.tail_s},
-            "stopped_early": info.stopped_early,
-            "sequential": test.record(info.stopped_early),
-        }
-        if prev is not None and not why_drain:
-            extra["continued_from"] = {"step": prev.get("index"), "load": prev.get("load"),
-                                       "in_flight": info.carried_in}
+        res, ctx, extra, self._counter = continuous_step(srv, run.scenario, mode, md, load, index, why, need,
+                                                         self._counter)
+        run.records_written += write_records(run.records_path, res.to_write())
+        head = {"index": index, "why": why, "started_at": time.time()}
+        timing = {k: extra.pop(k) for k in ("duration_s", "t_window_start", "t_window_end", "t_end")}
+        extra = {**head, **timing, "fast": True, **extra}
         self._rows = srv.series_rows(res, load)
         return Measured(list(res.records), ctx, extra, check_samples=False)
 
@@ -115,6 +93,10 @@ class OfflineStepExecutor:
         self._rows = []
 
     def end_mode(self, md: dict[str, Any], prior_series: list[dict[str, Any]]) -> None:
+        if self.server is not None:
+            left = self.server.release_records()
+            if left:
+                self.run.records_written += write_records(self.run.records_path, left)
         self.server = None
 
     def complete(self, md: dict[str, Any]) -> bool:
@@ -125,3 +107,38 @@ class OfflineStepExecutor:
 
     def teardown(self) -> None:
         self.server = None
+
+
+def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: float, index: int, why: str, need: int,
+                    counter: int) -> tuple[Any, StepContext, dict[str, Any], int]:
+    """One continuous-protocol step of an OfflineServer in modelled time (docs/PROTOCOL.md): the drain
+    rule, the ramp, the sequential test and the tail rule, as `kvtui run --fast` and a live simulated
+    step's modelled twin (kvtui.explore.sim_model) both take it. (result, context, step fields, next counter)."""
+    from kvtui.engines.sim.fastrun import step_metrics
+    from kvtui.explore.protocol import drain_reason, ramp_plan_for_step, sequential_for
+    from kvtui.explore.window_stats import tail_rule
+
+    prev = md["steps"][-1] if md.get("steps") else None
+    why_drain = drain_reason(index, why, prev, load)
+    ramp = ramp_plan_for_step(sc, md, load, prev, bool(why_drain))
+    test = sequential_for(sc, need)
+    tail = tail_rule(m for m, _, _ in sc.slo.targets())
+    plan = srv.plan(load, need, why_drain, tail, test, ramp)
+    res, info, counter = srv.continuous_step(mode.name, index, counter, plan)
+    ctx = StepContext(load=load, closed=True, t_window_start=res.window_start or res.t_start,
+                      t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
+                      gpu_mem_used_gib_max=srv.gpu_mem_used_gib(), max_num_seqs=srv.facts.max_num_seqs,
+                      window_stats=tail == "first_token", t_end=res.t_end)
+    extra: dict[str, Any] = {
+        "duration_s": round(res.t_end - res.t_start, 2),
+        "t_window_start": ctx.t_window_start, "t_window_end": ctx.t_window_end, "t_end": res.t_end,
+        "engine_limits": res.limited_by, "protocol": "continuous",
+        "drain": {"before": bool(why_drain), "why": why_drain or ""},
+        "phases_s": {"warmup": info.warmup_s, "window": info.window_s, "tail": info.tail_s},
+        "ramp": ramp.to_dict(),
+        "stopped_early": info.stopped_early,
+        "sequential": test.record(info.stopped_early),
+    }
+    if prev is not None and not why_drain:
+        extra["continued_from"] = {"step": prev.get("index"), "load": prev.get("load"), "in_flight": info.carried_in}
+    return res, ctx, extra, counter

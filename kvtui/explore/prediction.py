@@ -29,6 +29,7 @@ from typing import Any, Callable
 from kvtui.engines.sim.roofline import Calibration
 from kvtui.errors import KvtuiError
 from kvtui.explore.evaluate import StepContext, evaluate_step
+from kvtui.explore.protocol import ramp_for
 from kvtui.explore.search import FastSearch, resolution
 from kvtui.scenario.schema import Mode, Scenario
 
@@ -116,6 +117,7 @@ class Simulator:
         self.server = OfflineServer(scenario, mode, PREDICT_SALT, calibration=calibration)
         self.counter = 0
         self.index = 0
+        self._steps: list[dict[str, Any]] = []  # the loads predicted so far (their E2E spreads the next)
 
     def step(self, load: float) -> dict[str, Any]:
         from kvtui.engines.sim.fastrun import step_metrics
@@ -123,15 +125,40 @@ class Simulator:
 
         sc = self.scenario
         need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [sc.ramp.min_samples])
-        res = self.server.step(self.mode.name, self.index, load, self.closed, self.counter, need)
-        self.counter += len(res.records) + 1
+        if sc.ramp.protocol == "continuous" and self.closed:
+            res = self._steady_state(load, need)
+        else:
+            res = self.server.step(self.mode.name, self.index, load, self.closed, self.counter, need)
+            self.counter += len(res.records) + 1
         self.index += 1
         ctx = StepContext(load=load, closed=self.closed, t_window_start=res.window_start or res.t_start,
                           t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
                           max_num_seqs=self.server.facts.max_num_seqs)
         step = evaluate_step(list(res.records), ctx, sc.slo)
         step["load"] = load
+        self._steps.append(step)
         return step
+
+    def _steady_state(self, load: float, need: int) -> Any:
+        """The continuous protocol measures a load's steady state (docs/PROTOCOL.md), so its prediction
+        does too: each load from an idle server, its first sends spread over one request's duration
+        (from the loads predicted so far; for the first one, a classic step's E2E), the full window,
+        no early stop."""
+        from kvtui.explore.protocol import e2e_estimate_s, mean_length
+        from kvtui.explore.window_stats import tail_rule
+
+        sc = self.scenario
+        e2e = e2e_estimate_s(self._steps, None, load, mean_length(sc.workload.output_tokens))
+        if e2e is None:
+            first = self.server.step(self.mode.name, self.index, load, True, self.counter, need)
+            self.counter += len(first.records) + 1
+            ends = sorted(r.e2e for r in first.records if r.ok and r.e2e is not None)
+            e2e = ends[len(ends) // 2] if ends else None
+        ramp = ramp_for(load, None, True, e2e, sc.ramp.warmup_s)
+        plan = self.server.plan(load, need, "a predicted load's steady state", tail_rule(m for m, _, _ in
+                                                                                      sc.slo.targets()), None, ramp)
+        res, _info, self.counter = self.server.continuous_step(self.mode.name, self.index, self.counter, plan)
+        return res
 
 
 def model_config_of(model_ref: str | None) -> dict[str, Any] | None:

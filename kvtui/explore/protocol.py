@@ -1,17 +1,24 @@
 """The continuous protocol's decisions about a step (docs/PROTOCOL.md), apart from how it is run.
 
 - `drain_reason`: whether a step must start from an idle server, and why; only where the
-  protocol needs one: the mode's first step, a step up (a continued one reads fast), a
-  confirmation that repeats the step just before (it must not inherit the state of the step it
-  confirms; one that steps down from another load continues), after a preemption storm (a KV
-  cache full of recomputing requests would shape the next step's figures);
+  protocol needs one: the mode's first step, a confirmation that repeats the step just before
+  (it must not inherit the state of the step it confirms; one that steps down from another load
+  continues), after the KV wall (a cache full of recomputing requests would shape the next
+  step's figures) or an abnormal end. A step up continues from the requests in flight;
+- `ramp_for`: how the slots a step adds start, and when its window may open (`RampPlan`): births
+  spread at the steady state's rate, so the window measures the load's steady state rather than
+  a cohort born together (the classic step's 1 s stagger read TPOT p95 5–7 % and TTFT p95 60–90 %
+  above the steady state, bench/protocol_bias.py);
+- `e2e_estimate_s`: the request duration that rate needs, from the mode's measured steps or
+  its prediction;
 - `sequential_for`: the step's sequential test (kvtui.explore.sequential) for the scenario's SLO,
   never deciding on fewer samples than the classic rule asks of a knee step.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 from kvtui.explore.sequential import SequentialTest
 from kvtui.explore.stats import PCTS
@@ -26,11 +33,6 @@ def drain_reason(index: int, why: str, prev: dict[str, Any] | None, load: float 
     """Why this step starts from an idle server (None: it continues from the step before)."""
     if prev is None or index == 0:
         return "the mode's first step"
-    if load is not None and load > (prev.get("load") or 0):
-        # Continued, a step up read fast: its new requests are a cohort born together and the
-        # batch holds too little context (a linear ramp passed 160 where the classic step failed
-        # 128, tests/core/test_continuous.py), even after every slot turned over once.
-        return "a step up starts from an idle server (a continued one reads fast)"
     if why == "confirm" and (load is None or load == prev.get("load")):
         # A repeat must not inherit the state of the step it repeats. A confirmation that steps
         # *down* from another load (the seeded search's "confirm the pass" after its first fail)
@@ -55,3 +57,111 @@ def sequential_for(sc: Scenario, need: int) -> SequentialTest:
     targets = [(m, PCTS[p], float(lim)) for m, p, lim in sc.slo.targets()]
     return SequentialTest(targets, confidence=sc.ramp.confidence, max_looks=MAX_LOOKS, min_samples=need,
                           margin=MARGIN)
+
+
+@dataclass(frozen=True)
+class RampPlan:
+    """How a step's new slots start and when its window may open.
+
+    stagger_s: the new slots' first sends are spread over this many seconds.
+    settle: "time": the window opens `warmup_s` after the last new slot sent (and, on a step down,
+    once the requests in flight are down to the load); "turnover": as the classic step, once every
+    slot has also finished a request at this load (used where no request duration is known, so
+    that births cannot be spread at the steady state's rate).
+    """
+
+    stagger_s: float
+    settle: str  # "time" | "turnover"
+    e2e_est_s: float | None
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stagger_s": round(self.stagger_s, 3), "settle": self.settle,
+                "e2e_est_s": None if self.e2e_est_s is None else round(self.e2e_est_s, 3), "why": self.why}
+
+
+MAX_STAGGER_S = 120.0  # a longer request than this is spread over 2 minutes: the steady state comes later
+
+
+def classic_stagger_s(warmup_s: float) -> float:
+    """The classic step's spread of its first sends (kvtui.engines.sim.fast.simulate_step)."""
+    return min(1.0, warmup_s / 2) if warmup_s > 0 else 0.0
+
+
+def ramp_for(load: float, prev_load: float | None, drained: bool, e2e_s: float | None,
+             warmup_s: float) -> RampPlan:
+    """The ramp of a closed-loop step at `load` (module docstring).
+
+    In a steady closed loop of N slots whose requests last E2E seconds, a request starts every
+    E2E / N seconds. From an idle server the N first sends are spread over one E2E, so the batch
+    holds requests at every position by the time the window opens, and the window need not wait
+    for every slot to turn over. A step up spreads its ΔN new slots over ΔN / N × E2E: the rate the
+    new slots would start at in the steady state. A step down starts nothing: the excess slots
+    finish the requests nearest their end and send no other.
+    """
+    base = classic_stagger_s(warmup_s)
+    n = max(1, int(round(load)))
+    if drained or prev_load is None:
+        if not e2e_s or e2e_s <= 0:
+            return RampPlan(base, "turnover", None, "from an idle server, no request duration known yet: "
+                                                    "every slot turns over once before the window")
+        return RampPlan(min(MAX_STAGGER_S, e2e_s), "time", e2e_s,
+                        f"from an idle server: {n} first sends spread over one request ({e2e_s:.1f} s)")
+    old = max(0, int(round(prev_load)))
+    if n <= old:
+        return RampPlan(0.0, "time", e2e_s, f"a step down from {old}: the {old - n} requests nearest their end "
+                                            "finish and are not replaced")
+    if not e2e_s or e2e_s <= 0:
+        return RampPlan(base, "turnover", None, f"a step up from {old}, no request duration known: "
+                                                "every slot turns over once before the window")
+    spread = min(MAX_STAGGER_S, max(base, e2e_s * (n - old) / n))
+    return RampPlan(spread, "time", e2e_s, f"a step up from {old}: {n - old} new slots spread over {spread:.1f} s "
+                                           "(the steady state's rate of starts)")
+
+
+def e2e_estimate_s(steps: Iterable[Mapping[str, Any]], curve: Iterable[Mapping[str, Any]] | None, load: float,
+                   output_tokens: float) -> float | None:
+    """A request's duration at `load`, in the units of the steps' latencies (ms → s): the measured
+    step nearest in load (its E2E p50, scaled by the load ratio where it was measured at another,
+    since decode time grows about linearly with the batch), else the prediction's TTFT and TPOT at
+    the nearest load. None where neither says."""
+    best: tuple[float, float] | None = None
+    for st in steps:
+        e2e = (st.get("e2e_ms") or {}).get("p50")
+        at = st.get("load") if st.get("load") is not None else st.get("concurrency")
+        if not isinstance(e2e, (int, float)) or not isinstance(at, (int, float)) or at <= 0 or e2e <= 0 \
+                or e2e == float("inf"):
+            continue
+        d = abs(float(at) - load)
+        if best is None or d < best[0]:
+            best = (d, float(e2e) / 1e3 * max(0.5, min(2.0, load / float(at))))
+    if best is not None:
+        return best[1]
+    near: tuple[float, float] | None = None
+    for pt in curve or ():
+        at, ttft, tpot = pt.get("load"), pt.get("ttft_p95_ms"), pt.get("tpot_p95_ms")
+        if not (isinstance(at, (int, float)) and isinstance(ttft, (int, float)) and isinstance(tpot, (int, float))):
+            continue
+        d = abs(float(at) - load)
+        if near is None or d < near[0]:
+            near = (d, (float(ttft) + max(0.0, output_tokens - 1) * float(tpot)) / 1e3)
+    return near[1] if near is not None and near[1] > 0 else None
+
+
+def ramp_plan_for_step(sc: Scenario, md: Mapping[str, Any], load: float, prev: Mapping[str, Any] | None,
+                       drained: bool) -> RampPlan:
+    """`ramp_for` with the request duration the mode's steps so far or its prediction give."""
+    pred = md.get("prediction") or {}
+    curve = pred.get("curve") if isinstance(pred, Mapping) else None
+    e2e = e2e_estimate_s(md.get("steps") or [], curve, load, mean_length(sc.workload.output_tokens))
+    prev_load = None if prev is None else prev.get("load", prev.get("concurrency"))
+    return ramp_for(load, prev_load if isinstance(prev_load, (int, float)) else None, drained, e2e, sc.ramp.warmup_s)
+
+
+def mean_length(length: Any) -> float:
+    """A length distribution's mean (kvtui.scenario.schema.Length), for the request-duration estimate."""
+    if length.dist == "fixed":
+        return float(length.value)
+    if length.dist == "uniform":
+        return (float(length.min) + float(length.max or length.min)) / 2
+    return float(length.mean or 0.0)

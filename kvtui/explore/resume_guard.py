@@ -24,7 +24,9 @@ from kvtui.errors import UsageError
 # engine another one: weights format, simulated GPU and clock). Ramp: how a step measures, not
 # where the search goes (start, max, step may change: the search simply continues).
 SERVER_KEYS = ("engine", "model", "served_model_name", "load_format", "gpu", "time_scale", "url")
-RAMP_KEYS = ("load", "arrival", "burst_size", "warmup_s", "window_s", "window_requests", "min_samples")
+RAMP_KEYS = ("load", "arrival", "burst_size", "warmup_s", "window_s", "window_requests", "min_samples", "protocol")
+# A snapshot written before ramp.protocol existed was measured the classic way.
+RAMP_DEFAULTS_THEN = {"protocol": "classic"}
 WHOLE = ("workload", "slo")
 
 
@@ -43,6 +45,8 @@ def _fields(d: dict[str, Any]) -> dict[str, Any]:
     for key, names in (("server", SERVER_KEYS), ("ramp", RAMP_KEYS)):
         sec = d.get(key) or {}
         if isinstance(sec, dict):
+            if key == "ramp" and sec:
+                sec = {**RAMP_DEFAULTS_THEN, **sec}
             out.update(_flat({k: sec[k] for k in names if k in sec}, key))
     return out
 

@@ -58,7 +58,7 @@ class ModelledSteps:
             return None  # the live server started, so this cannot happen; if it does, the live figures stand
 
     def judge(self, mode: Mode, load: float, index: int, need: int, closed: bool, live: Measured,
-              stopped: bool = False) -> Measured:
+              stopped: bool = False, md: dict[str, Any] | None = None) -> Measured:
         """The step as the verdict sees it: the model's records and figures, the live ones beside.
 
         A live step that was cut (a stop, a skip: `stopped`; a dead engine) or saw a server error the
@@ -70,13 +70,24 @@ class ModelledSteps:
         c = live.ctx
         if cut_short(live, stopped):
             return live
-        res = self.server.step(mode.name, index, load, closed, self.counter, need)
-        self.counter += len(res.records) + 1
-        ctx = StepContext(load=load, closed=closed, t_window_start=res.window_start or res.t_start,
-                          t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
-                          gpu_mem_used_gib_max=self.server.gpu_mem_used_gib(),
-                          max_num_seqs=self.server.facts.max_num_seqs)
         extra = dict(live.extra)
+        if self.scenario.ramp.protocol == "continuous" and closed and md is not None:
+            # The continuous protocol's modelled twin: the same drain rule, ramp, early stop and tail.
+            from kvtui.explore.offline_step import continuous_step
+
+            res, ctx, cont, self.counter = continuous_step(self.server, self.scenario, mode, md, load, index,
+                                                           str(extra.get("why") or ""), need, self.counter)
+            for k in ("drain", "phases_s", "ramp", "stopped_early", "sequential", "continued_from"):
+                extra.pop(k, None)
+                if k in cont:
+                    extra[k] = cont[k]
+        else:
+            res = self.server.step(mode.name, index, load, closed, self.counter, need)
+            self.counter += len(res.records) + 1
+            ctx = StepContext(load=load, closed=closed, t_window_start=res.window_start or res.t_start,
+                              t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
+                              gpu_mem_used_gib_max=self.server.gpu_mem_used_gib(),
+                              max_num_seqs=self.server.facts.max_num_seqs)
         extra.update(t_window_start=ctx.t_window_start, t_window_end=ctx.t_window_end, modelled=True,
                      engine_limits=res.limited_by)
         extra.pop("autoscale", None)
@@ -90,7 +101,8 @@ class ModelledSteps:
         if lag:
             live_fig["host_limited"] = lag
         extra["live"] = live_fig
-        return Measured(list(res.records), ctx, extra, aborted=False, check_samples=False)
+        return Measured(list(res.records), ctx, extra, aborted=False, check_samples=False,
+                        written=None if res.written is None else list(res.written))
 
 
 def cut_short(live: Measured, stopped: bool) -> bool:

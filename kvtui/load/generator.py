@@ -48,6 +48,9 @@ class StepParams:
     # figures then come from the window itself).
     tail: str = "full"
     warm_all_slots: bool = True  # the window waits for every slot to finish a request at this load
+    # The new slots' first sends spread over this many seconds (None: min(2, max(0.2, warmup_s / 2)));
+    # the warm-up counts from the last of them (kvtui.explore.protocol.ramp_for).
+    stagger_s: float | None = None
     # Continuous steps (closed loop only; the module's note). hold_at_end: a step that ends normally
     # keeps its slots and requests going (LoadGenerator.held) instead of cancelling them.
     # continue_from: start from the held step's requests in flight, if it can (StepRun.continued).
@@ -222,7 +225,10 @@ class LoadGenerator:
             shares = [int(load) // n + (1 if i < int(load) % n else 0) for i in range(n)]
         else:
             shares = [load / n] * n
-        stagger = min(2.0, max(0.2, warmup_s / 2))
+        stagger = min(2.0, max(0.2, warmup_s / 2)) if p.stagger_s is None else max(0.0, p.stagger_s)
+        # With a stagger of its own (the continuous protocol's ramp) the warm-up starts once the last
+        # new slot has sent; the classic spread is short and counted inside the warm-up, as before.
+        warm_from = stagger if p.stagger_s is not None else 0.0
         specs = [
             StepSpec(mode, step, float(s), closed, self.counter, arrival, burst_size, stagger, max_error_burst,
                      continue_from_previous=cont, step_load=float(load))
@@ -323,7 +329,8 @@ class LoadGenerator:
                 if cont:  # a continued step down: and the excess slots have all finished (continuous.py)
                     warm = warm and agg["excess"] == 0
                 cap = window_timeout_s if window_timeout_s > 0 else float("inf")
-                if now - run.t_start >= warmup_s and (warm or now - run.t_start >= warmup_s + cap):
+                settled = now - run.t_start - warm_from
+                if settled >= warmup_s and (warm or settled >= warmup_s + cap):
                     phase = "window"
                     run.t_window_start = time.monotonic()
                     self._send_all(active, ("phase", "window"))

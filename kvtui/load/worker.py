@@ -79,9 +79,12 @@ class _Worker:
         self.seq = 0
         self.inflight = 0
         self.live: dict[int, Record] = {}  # every request in flight (cut copies at a hold)
-        # Closed loop: the slots running (index → task) and how many the step wants; a slot whose
-        # index is at or above `n_slots` finishes its request and ends (a continued step down).
+        # Closed loop: the slots running (index → task) and the ones the step wants (`active`); a slot
+        # not in `active` finishes its request and ends (a continued step down retires the slots whose
+        # requests are nearest their end, so the load is down to the new count soonest).
         self.slot_tasks: dict[int, asyncio.Task] = {}
+        self.slot_rec: dict[int, Record] = {}  # closed loop: each slot's request in flight
+        self.active: set[int] = set()
         self.n_slots = 0
         self.held = False  # the step ended with "hold": slots and requests go on, nothing is reported
         self.client_failure: str | None = None  # why this worker cannot measure on (ends the step, names the client)
@@ -132,8 +135,8 @@ class _Worker:
                     "window_no_first": sum(1 for r in self.window_live.values() if r.t_first is None),
                     # a continued step down: only the slots it keeps warm it
                     "warm_slots": len(self.warm_slots) if not self.spec or not self.spec.closed else
-                    sum(1 for i in self.warm_slots if i < self.n_slots),
-                    "excess": sum(1 for i in self.slot_tasks if i >= self.n_slots),
+                    sum(1 for i in self.warm_slots if i in self.active),
+                    "excess": sum(1 for i in self.slot_tasks if i not in self.active),
                     "completed": self.completed,
                     "sent": self.sent,
                     "error_burst": self.error_burst,
@@ -200,6 +203,8 @@ class _Worker:
         gen = self.gen  # a request of the held step that ends in the next one is not that step's to count
         self.inflight += 1
         self.live[id(rec)] = rec
+        if closed:
+            self.slot_rec[slot] = rec
         self.sent += 1
         if counted:
             self.window_inflight += 1
@@ -224,6 +229,8 @@ class _Worker:
                     self.picker.mark_down(replica)  # refused: the others carry the load from now on
             self.inflight -= 1
             self.live.pop(id(rec), None)
+            if closed and self.slot_rec.get(slot) is rec:
+                del self.slot_rec[slot]
             if counted and gen == self.gen:
                 self.window_inflight -= 1
                 self.window_live.pop(id(rec), None)
@@ -304,7 +311,7 @@ class _Worker:
             # After an error burst the step is over: sending on until the controller's next poll
             # would only feed a failing server more requests (and spread the burst over the steps after).
             # A slot at or above the step's count (a continued step down) sends no other request.
-            while not self.stopping and not self.error_burst and self.client_failure is None and i < self.n_slots:
+            while not self.stopping and not self.error_burst and self.client_failure is None and i in self.active:
                 if turns > 1 and (conv is None or conv.turn >= turns):
                     conv = Conversation(cid=f"{self.cfg.salt:08x}-c{self.cfg.index}-{i}-{self.seq}")
                 c = self.next_counter()
@@ -399,6 +406,7 @@ class _Worker:
         self.aux = [asyncio.create_task(self.lag_monitor()), asyncio.create_task(self.reporter())]
         rng = random.Random(self.cfg.seed * 1_000_003 + spec.step * 101 + self.cfg.index)
         if spec.closed:
+            self.active = set(range(self.n_slots))
             for i in range(self.n_slots):
                 self.start_slot(i, spec.stagger_s * i / max(1, self.n_slots))
         elif spec.load > 0:
@@ -439,8 +447,23 @@ class _Worker:
         self.spec = dataclasses.replace(spec, counter_base=self.spec.counter_base)
         self.held = False
         self.new_step_counts()
-        self.n_slots = int(round(spec.load))
-        missing = [i for i in range(self.n_slots) if i not in self.slot_tasks]
+        self.n_slots = n = int(round(spec.load))
+        keep = [i for i in self.active if i in self.slot_tasks]  # slots still sending
+        if n <= len(keep):
+            # A step down: the slots whose requests are nearest their end retire (an idle one first).
+            def left(i: int) -> int:
+                rec = self.slot_rec.get(i)
+                if rec is None:
+                    return -1
+                done = (len(rec.itl) + 1) if rec.t_first is not None else 0
+                return (rec.expected_output_tokens or 0) - done
+
+            self.active = set(sorted(keep, key=left)[len(keep) - n:])
+            missing: list[int] = []
+        else:
+            free = (i for i in range(n + len(self.slot_tasks) + 1) if i not in self.slot_tasks)
+            missing = [next(free) for _ in range(n - len(keep))]
+            self.active = set(keep) | set(missing)
         for k, i in enumerate(missing):
             self.start_slot(i, spec.stagger_s * k / max(1, len(missing)))
         self.flush()  # what ended while held, and the in-flight count at the change

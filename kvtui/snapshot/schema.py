@@ -116,6 +116,10 @@ class Step(Document):
     continued_from: Mapping[str, Any] | None = field("the step whose in-flight requests this one started from (no "
                                                      "drain): {step, load, in_flight}", OBJECT)
     phases_s: Mapping[str, Any] | None = field("where the step's time went: warm-up, window, tail, drain (s)", OBJECT)
+    ramp: Mapping[str, Any] | None = field("how the step's new requests started (continuous protocol): {stagger_s "
+                                           "(their first sends spread over), settle (\"time\": the window opened "
+                                           "warm-up after the last; \"turnover\": also once every slot finished a "
+                                           "request), e2e_est_s (the request duration the spread used), why}", OBJECT)
     t_end: float | None = field("when the step's requests ended (the load generator's clock, s)", NUMBER)
     stopped_early: bool | None = field("the sequential test decided the verdict before the full window", BOOL)
     sequential: Mapping[str, Any] | None = field("the sequential test: confidence, looks, samples, the bounds seen per "

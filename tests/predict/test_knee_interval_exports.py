@@ -23,12 +23,15 @@ from kvtui.snapshot.file import load_snapshot
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory):
     path = tmp_path_factory.mktemp("ki") / "run.json"
-    Run(load_scenario("sim-demo", []), path, fast=True).run()
+    sc = load_scenario("sim-demo", [])
+    # fp8-kv at 14-16 sits on this TPOT limit (its p95 from one step to the next straddles it): a noisy knee
+    sc.slo.latency = {**sc.slo.latency, "tpot_p95_ms": 146.0}
+    Run(sc, path, fast=True).run()
     return load_snapshot(path)
 
 
 def test_a_new_run_has_each_modes_knee_with_its_interval_everywhere(doc):
-    assert any(md["knee_interval"]["lo"] < md["knee_interval"]["hi"] for md in doc["modes"])  # sim-demo's fp8-kv
+    assert any(md["knee_interval"]["lo"] < md["knee_interval"]["hi"] for md in doc["modes"])  # fp8-kv (fixture)
     for md in doc["modes"]:
         ki = md["knee_interval"]
         assert ki["method"] == "bootstrap-isotonic" and ki["n_boot"] == 200 and ki["confidence"] == 0.9

@@ -2,8 +2,10 @@
 from the snapshot: replay's answer, the Markdown report, `kvtui calibrate` and `kvtui whatif`.
 
 Two runs of sim-demo's bf16 mode, shared by the module:
-- `agree`: the simulated engine is the prediction's own model (the run's salt is the prediction's):
-  every step comes out as predicted, so the seeded search takes its four steps;
+- `agree`: the simulated engine is the prediction's own model (the run's salt is the prediction's),
+  measured the classic way, as the prediction simulates each load (from an idle server): every step
+  comes out as predicted, so the seeded search takes its four steps (under the continuous protocol a
+  step continues from the one before, so its requests are not the prediction's: close, not equal);
 - `slow`: the engine's GPU is 30 % slower than the catalogue says (its efficiencies × 0.7), so the
   prediction is wrong, the search must still find the engine's knee, and the refit after each step
   must find the GPU slower (multipliers below 1), stored in the snapshot.
@@ -31,8 +33,9 @@ SLOW = [0.7, 0.7, 0.7]
 CHEAP = ["ramp.window_s=4", "ramp.warmup_s=1", "workload.prompt_tokens=1024", "workload.output_tokens=48", "ramp.max=48"]  # cheap steps
 
 
-def _run(tmp: Path, name: str, truth=None, refit: bool = False, search: str | None = None):
-    sc = load_scenario("sim-demo", CHEAP + ([f"ramp.search={search}"] if search else []))
+def _run(tmp: Path, name: str, truth=None, refit: bool = False, search: str | None = None, protocol: str = ""):
+    sc = load_scenario("sim-demo", CHEAP + ([f"ramp.search={search}"] if search else [])
+                       + ([f"ramp.protocol={protocol}"] if protocol else []))
     run = Run(sc, tmp / f"{name}.json", modes=["bf16"], fast=True, refit=refit)
     run.salt = PREDICT_SALT  # the engine's requests are the prediction's: they agree where the model does
     if truth is not None:
@@ -45,7 +48,7 @@ def _run(tmp: Path, name: str, truth=None, refit: bool = False, search: str | No
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pred")
     slow = fit.apply(read_calibration(None), REFIT_PARAMS, SLOW)
-    return {"agree": _run(tmp, "agree"), "slow": _run(tmp, "slow", truth=slow, refit=True), "tmp": tmp,
+    return {"agree": _run(tmp, "agree", protocol="classic"), "slow": _run(tmp, "slow", truth=slow, refit=True), "tmp": tmp,
             "slow_cal": slow, "slow_gallop": _run(tmp, "slow_gallop", truth=slow, refit=True, search="fast")}
 
 

@@ -3,13 +3,13 @@
 One virtual client lives across the steps of a mode (kvtui.engines.sim.fast's `simulate_step`
 starts each step from an idle server instead):
 
-- a step up can add slots to the requests already in flight (no drain, no ramp from zero; the protocol
-  drains before a step up all the same, kvtui.explore.protocol); a step
-  down lets the excess slots finish their request without sending another;
-- the window opens `warmup_s` after the load changed, once the in-flight count is the new load
-  and every slot has finished a request at the new load, as in the classic step (a step up's new
-  requests are a cohort born together: until it has turned over once, the batch holds too little
-  context, and a continued linear ramp passed 192 where the classic step failed 160);
+- a step up adds slots to the requests already in flight (no drain, no ramp from zero), their
+  first sends spread at the steady state's rate of starts (`StepPlan.stagger_s`,
+  kvtui.explore.protocol.ramp_for); a step down lets the excess slots finish their request without
+  sending another, and the slots that retire are those whose requests are nearest their end;
+- the window opens `warmup_s` after the last new slot sent, once the in-flight count is the new
+  load (`settle` "time"); where no request duration was known to spread the starts over, it also
+  waits, as the classic step, for every slot to finish a request at the new load ("turnover");
 - every `look_s` from the window's start (through the tail too) a sequential test
   (kvtui.explore.sequential) looks at the window's
   requests, cohort by cohort: only the requests sent before the latest time by which *every*
@@ -54,6 +54,10 @@ class StepPlan:
     look: Callable[[float, dict[str, list[float]]], bool | None] | None = None
     metrics: tuple[str, ...] = ("ttft", "tpot")
     max_window_factor: float = 20.0
+    # How the new slots start (kvtui.explore.protocol.ramp_for): None, the classic step's spread
+    # (min(1 s, warmup_s / 2)) with the "turnover" wait; a number, spread over that many seconds.
+    stagger_s: float | None = None
+    settle: str = "turnover"  # "time" | "turnover" (module docstring)
 
 
 @dataclass
@@ -98,32 +102,54 @@ class ContinuousClient:
         self.slots = 0
         return n
 
+    def _retire_nearest_end(self, c: int) -> None:
+        """A step down to `c` slots: the slots that retire (numbers ≥ c) are those whose requests
+        are nearest their end, so the load is down to `c` soonest; the others keep their requests
+        under the numbers below c. Requests not yet admitted are the furthest from their end."""
+        def remaining(rec: Record, admitted: bool) -> tuple[int, int]:
+            done = (len(rec.itl) + 1) if rec.t_first is not None else 0
+            return (0 if admitted else 1, (rec.expected_output_tokens or 0) - done)
+
+        owners: list[tuple[tuple[int, int], int]] = [(remaining(ent[0], True), ent[2]) for ent in self.live.values()]
+        owners += [(remaining(x[2], False), x[3]) for x in self.ingest]
+        busy = {slot for _, slot in owners}
+        idle = [i for i in range(self.slots) if i not in busy]
+        # idle slots retire first (nothing to wait for), then the requests nearest their end
+        order = idle + [slot for _, slot in sorted(owners, key=lambda x: x[0])]
+        retire = order[: max(0, self.slots - c)]
+        keep = [i for i in range(self.slots) if i not in set(retire)]
+        renum = {old: new for new, old in enumerate(keep + retire)}
+        for ent in self.live.values():
+            ent[2] = renum[ent[2]]
+        self.ingest = deque((t, req, rec, renum[slot]) for t, req, rec, slot in self.ingest)
+        self.sends = [(t, renum[slot]) for t, slot in self.sends if slot in renum]
+        heapq.heapify(self.sends)
+
     # -- one step ----------------------------------------------------------------------------
     def step(self, plan: StepPlan, index: int, counter: int) -> tuple[FastStepResult, StepInfo, int]:
         s = self.s
         info = StepInfo()
-        if plan.drain_before and (self.live or self.ingest):
-            self.drain()
-            info.drained = True
-        elif plan.drain_before:
+        released: list[Record] = []
+        if plan.drain_before:
+            released = self.release()  # written once, under the step they were sent in
             info.drained = True
         t0 = s.now
         before = s.stats()
         series = [_point(s)]
         next_series = t0 + self.series_dt
         records: list[Record] = []
-        # the requests carried in belong to this step now (their warm-up)
-        for ent in self.live.values():
-            rec = ent[0]
-            rec.step, rec.phase, rec.load = index, "warmup", plan.load
-            records.append(rec)
-        for _t, _req, rec, _slot in self.ingest:
-            rec.step, rec.phase, rec.load = index, "warmup", plan.load
-            records.append(rec)
-        info.carried_in = len(records)
+        # The requests carried in keep the step and phase they were sent in (their record is written
+        # once, when they end, as the live load generator does); this step sees them as its warm-up.
+        carried: list[Record] = [ent[0] for ent in self.live.values()] + [x[2] for x in self.ingest]
+        info.carried_in = len(carried)
         c = max(1, int(round(plan.load)))
+        if c < self.slots:
+            self._retire_nearest_end(c)
         new_slots = list(range(self.slots, c))
-        stagger = min(1.0, plan.warmup_s / 2) if plan.warmup_s > 0 else 0.0
+        if plan.stagger_s is not None:
+            stagger = max(0.0, plan.stagger_s)
+        else:
+            stagger = min(1.0, plan.warmup_s / 2) if plan.warmup_s > 0 else 0.0
         busy = {ent[2] for ent in self.live.values()} | {x[3] for x in self.ingest}
         for k, i in enumerate(new_slots):
             heapq.heappush(self.sends, (t0 + stagger * k / max(1, len(new_slots)), i))
@@ -139,9 +165,12 @@ class ContinuousClient:
         # context (a linear ramp continued from 128 to 160 passed a TPOT target the classic step failed).
         # And so do the old slots: a request that began at the old load finishes under the new one
         # (with new slots only, the continued linear ramp passed 192 where the classic failed 160).
-        must_finish = set(range(c))
-        waiting_first = set(new_slots)  # new slots whose first request has no first token yet
-        warm_at = t0 + plan.warmup_s
+        turnover = plan.settle != "time"
+        must_finish = set(range(c)) if turnover else set()
+        # new slots whose first request has no first token yet (with "time", the window opens
+        # warmup_s after the last new slot sent: the stagger is the steady state's rate already)
+        waiting_first = set(new_slots) if turnover else set()
+        warm_at = t0 + plan.warmup_s + (stagger if not turnover and new_slots else 0.0)
         window_start: float | None = None
         window_end: float | None = None
         hard_end: float | None = None
@@ -279,18 +308,38 @@ class ContinuousClient:
             window_end = t_end
         if cohort_end is not None:
             window_end = max(window_start, cohort_end)
-        # what goes on into the next step: a cut copy stays with this step (its tokens so far)
+        # What the step is evaluated on: the carried-in requests as its warm-up, then its own; a request
+        # still in flight goes on into the next step, and a cut copy of it stays here (its tokens so
+        # far). What is written: each request once, when it ends (its own record, with the step it was
+        # sent in), never a cut copy.
+        in_flight = {id(ent[0]) for ent in self.live.values()} | {id(x[2]) for x in self.ingest}
         out_recs: list[Record] = []
+        for r in carried:
+            view = copy.deepcopy(r)
+            view.step, view.phase, view.load = index, "warmup", plan.load
+            if id(r) in in_flight:
+                view.status, view.error, view.detail = "error", "cancelled", "carried into the next step"
+            out_recs.append(view)
         for r in records:
-            if r.id in self.live or any(x[2] is r for x in self.ingest):
+            if id(r) in in_flight:
                 cut = copy.deepcopy(r)
                 cut.status, cut.error, cut.detail = "error", "cancelled", "carried into the next step"
                 out_recs.append(cut)
             else:
                 out_recs.append(r)
+        ended = released + [r for r in carried + records if id(r) not in in_flight]
         series.append(_point(s))
         info.warmup_s = round(window_start - t0, 3)
         info.window_s = round(window_end - window_start, 3)
         info.tail_s = round(t_end - window_end, 3)
-        res = FastStepResult(out_recs, series, before, s.stats(), t0, window_start, window_end, t_end)
+        res = FastStepResult(out_recs, series, before, s.stats(), t0, window_start, window_end, t_end, written=ended)
         return res, info, state["counter"]
+
+    def release(self) -> list[Record]:
+        """The requests still in flight, cancelled (a drain, the mode's end): their records, to write
+        once under the step they were sent in."""
+        out = [ent[0] for ent in self.live.values()] + [x[2] for x in self.ingest]
+        for r in out:
+            r.status, r.error, r.detail = "error", "cancelled", "released: the server drained"
+        self.drain()
+        return out

@@ -58,6 +58,12 @@ class FastStepResult:
     t_end: float = 0.0
     steps: int = 0  # engine iterations simulated
     limited_by: dict[str, int] = field(default_factory=dict)  # step-time term -> steps it dominated
+    # What goes to the records file, where that differs from `records` (the continuous client: each
+    # request once, when it ends, never a cut copy); None: `records` themselves.
+    written: list[Record] | None = None
+
+    def to_write(self) -> list[Record]:
+        return self.records if self.written is None else self.written
 
     def window_records(self) -> list[Record]:
         return [r for r in self.records if r.phase == "window"]

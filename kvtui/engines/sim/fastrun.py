@@ -107,14 +107,20 @@ class OfflineServer:
                                 request_timeout_s=r.request_timeout_s)
         return res
 
-    def plan(self, load: float, need: int, drain_why: str | None, tail: str, test: Any) -> Any:
-        """The continuous protocol's plan for one step (kvtui.engines.sim.continuous.StepPlan)."""
+    def plan(self, load: float, need: int, drain_why: str | None, tail: str, test: Any, ramp: Any = None) -> Any:
+        """The continuous protocol's plan for one step (kvtui.engines.sim.continuous.StepPlan);
+        `ramp` a kvtui.explore.protocol.RampPlan (None: the classic spread and turnover wait)."""
         from kvtui.engines.sim.continuous import StepPlan
 
         r = self.scenario.ramp
         return StepPlan(load=load, warmup_s=r.warmup_s, window_s=r.window_s, need=need,
                         drain_before=bool(drain_why), drain_why=drain_why or "", tail=tail,
-                        look_s=max(0.5, r.window_s / 10), look=test.look)
+                        look_s=max(0.5, r.window_s / 10), look=test.look if test is not None else None,
+                        stagger_s=None if ramp is None else ramp.stagger_s,
+                        settle="turnover" if ramp is None else ramp.settle,
+                        # as the classic offline step (re-run by count): the window runs until the SLO's
+                        # percentiles have their samples (`need` is bounded by the scenario's checks)
+                        max_window_factor=1e6)
 
     def continuous_step(self, mode_name: str, index: int, counter: int, plan: Any) -> tuple[FastStepResult, Any, int]:
         """One step of the continuous protocol; the virtual client lives across the mode's steps."""
@@ -125,6 +131,11 @@ class OfflineServer:
                                             id_prefix=f"{self.salt:08x}-",
                                             request_timeout_s=self.scenario.ramp.request_timeout_s)
         return self._client.step(plan, index, counter)
+
+    def release_records(self) -> list[Any]:
+        """The continuous client's requests still in flight at the mode's end, cancelled: their records,
+        written once under the step they were sent in (none for the classic step, which cancels its own)."""
+        return self._client.release() if self._client is not None else []
 
     def series_rows(self, res: FastStepResult, load: float) -> list[dict[str, Any]]:
         return series_rows(res, self.t_mode, load, round(self.memory.used_gib, 3), self.facts.kv_cache_gib, self.tp)
