@@ -207,7 +207,11 @@ class AnswerScreen(Screen):
         return targets[:2] or [("ttft", "p95", None)]
 
     def on_mount(self) -> None:
-        self.query_one("#answer-table", DataTable).focus()
+        # The body has the focus, not the table: ↑↓, page up/down, home and end scroll the answer
+        # down to its caveats and commands, which at 80×24 lie below the fold (a table with the
+        # focus took those keys for its row cursor, and the commands could only be reached by mouse).
+        self.query_one("#answer-table", DataTable).can_focus = False
+        self.query_one("#answer-body", VerticalScroll).focus()
         self._layout()
         self.sync()
 
@@ -252,16 +256,25 @@ class AnswerScreen(Screen):
         self._fill_table(ans)
         why = Text()
         why.append("why", style="bold")
+        room = max(30, (self.size.width or 80) - 4)  # the body's padding and its scrollbar
+
+        def bullet(text: str, style: str = "") -> None:
+            # wrapped here, under its own text (a bullet's second line under the bullet read as a new one)
+            import textwrap
+
+            lines = textwrap.wrap(text, room, initial_indent="• ", subsequent_indent="  ",
+                                  break_long_words=False, break_on_hyphens=False) or ["•"]
+            why.append("\n" + "\n".join(lines), style=style)
+
         for line in ans["lines"]:
-            why.append(f"\n• {line}")
+            bullet(line)
         for p in ans["predicted"]:
-            why.append(f"\n• {p['mode']}: KV-bound prediction ≈{p['predicted']:,.0f}, "
-                       f"measured knee {fmt_load(p['measured'])}",
-                       style="dim")
+            bullet(f"{p['mode']}: KV-bound prediction ≈{p['predicted']:,.0f}, measured knee {fmt_load(p['measured'])}",
+                   "dim")
         if ans["caveats"]:
             why.append("\ncaveats", style="bold")
             for c in ans["caveats"]:
-                why.append(f"\n• {c}", style=th.warning or "")
+                bullet(c, th.warning or "")
         self.query_one("#answer-why", Static).update(why)
         self.query_one("#answer-paths", Static).update(self._paths_text())
         self.query_one("#answer-legend", Static).update(self.legend())

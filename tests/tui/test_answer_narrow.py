@@ -36,3 +36,21 @@ def test_middle_ellipsis_keeps_both_ends():
     assert middle_ellipsis(p, 100) == p
     short = middle_ellipsis(p, 30)
     assert len(short) == 30 and short.startswith("/a/") and short.endswith("name.json") and "…" in short
+
+
+@pytest.mark.parametrize("key", ["end", "pagedown"])
+async def test_the_commands_below_the_fold_are_reached_by_keyboard(key):
+    # The published H200 run has five modes: at 80×24 its caveats and commands lie below the fold.
+    # The table had the focus and took the keys for its row cursor; only a mouse wheel reached them.
+    from kvtui import PROJECT_ROOT
+
+    app = create_app(snapshot=PROJECT_ROOT / "docs" / "results" / "h200-v2.json")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(1.0)
+        before = screen_text(app)
+        assert "kvtui export" not in before  # below the fold
+        for _ in range(3):
+            await pilot.press(key)
+        await pilot.pause(0.5)
+        after = screen_text(app)
+    assert "kvtui export" in after and "kvtui diff" in after, after
