@@ -54,3 +54,15 @@ async def test_the_commands_below_the_fold_are_reached_by_keyboard(key):
         await pilot.pause(0.5)
         after = screen_text(app)
     assert "kvtui export" in after and "kvtui diff" in after, after
+
+
+async def test_a_toast_shows_its_text_as_written(frozen_path):
+    # The pre-flight's fix "pip install 'kvtui[vllm]'" showed as "pip install 'kvtui'": the toast read
+    # "[vllm]" as a style tag. Toasts carry servers' errors, paths and commands: never markup.
+    app = create_app(snapshot=frozen_path)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await pilot.pause(0.5)
+        app.screen.notify("fix: pip install 'kvtui[vllm]' (or [/tmp/x])", timeout=30)
+        await pilot.pause(0.5)
+        text = screen_text(app)
+    assert "pip install 'kvtui[vllm]'" in text and "[/tmp/x]" in text, text
