@@ -80,7 +80,7 @@ class HeadlessPrinter:
         check_kind(k)
 
         def w(text: str) -> None:  # names, server logs and errors come from files and servers: no escapes
-            self.out.write(printable(text))
+            self.out.write(self._fit(printable(text)))
         if k == "run_started":
             env = ev.data["environment"]
             sim = " SIMULATED" if env.get("simulated") else ""
@@ -129,12 +129,35 @@ class HeadlessPrinter:
                 w(f"[{ev.mode}] fastest within the SLO: {r['peak_load']:g} at {_fmt(r['output_tok_s'])} tok/s "
                   f"(the knee {r['best']:g} made {_fmt(r['knee_output_tok_s'])}"
                   f"{f' with {pre:g} preemptions' if pre else ''})\n")
+        elif k == "note":
+            w(f"{'[' + ev.mode + '] ' if ev.mode else 'kvtui: '}{ev.data}\n")
         elif k == "warning":
             w(f"kvtui: warning: {(ev.mode + ': ') if ev.mode else ''}{ev.data}\n")
         elif k == "error":
             w(f"kvtui: error: {ev.data}\n")
         self.out.flush()
 
+
+    def _fit(self, text: str) -> str:
+        """On a terminal (a person reading), each line wrapped at a word to the terminal's width, the
+        rest indented under it: an 80-column terminal cut a step line mid-word. To a pipe or a file
+        (a script reading), each line whole, as it always was."""
+        isatty = getattr(self.out, "isatty", None)
+        if not (callable(isatty) and isatty()):
+            return text
+        import os
+        import textwrap
+
+        try:
+            cols = int(os.environ.get("COLUMNS") or os.get_terminal_size(self.out.fileno()).columns)
+        except (OSError, ValueError, AttributeError):
+            cols = 120
+        cols = max(40, cols)
+        out = []
+        for line in text.split("\n"):
+            out.append("\n".join(textwrap.wrap(line, cols, subsequent_indent="    ", break_long_words=False,
+                                                break_on_hyphens=False)) if len(line) > cols else line)
+        return "\n".join(out)
 
     def _quality(self, mode: str, md: dict[str, Any]) -> None:
         """The mode's quality lines, against the first mode that ran the suite (the reference)."""
@@ -194,9 +217,31 @@ def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout, wide: bool = Fa
         say(f"note: {comp['note']}")
 
 
-def answer_json(doc: dict[str, Any]) -> dict[str, Any]:
-    """The answer as data, for scripts (`--json`): what the answer screen shows."""
+def answer_json(doc: dict[str, Any], snapshot: Any = None) -> dict[str, Any]:
+    """The answer as data, for scripts (`--json`): what the answer screen shows, with the run it
+    answers (engine, GPU, versions, SIMULATED, weights, whether it finished, the snapshot)."""
     from kvtui.report.answer import build_answer, headline
+    from kvtui.report.text import labels
 
     ans = build_answer(doc)
-    return {"headline": headline(ans), **ans}
+    env = doc.get("environment") or {}
+    modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]
+    infos = [m.get("engine_info") or {} for m in modes]
+    run = doc.get("run") or {}
+    gpus = [str(g).removesuffix(" (SIMULATED)") for g in env.get("gpu_names") or []]
+    real = sorted({i["weights"][len("real: "):] for i in infos
+                   if isinstance(i.get("weights"), str) and i["weights"].startswith("real: ")})
+    about = {
+        "scenario": (doc.get("scenario") or {}).get("name"),
+        "engine": env.get("engine"),
+        "gpu": gpus[0] if gpus else None,
+        "gpus": gpus,
+        "versions": sorted({str(i.get("version")) for i in infos if i.get("version")}),
+        "simulated": bool(env.get("simulated") or any(m.get("simulated") for m in modes)),
+        "weights": "dummy" if any(i.get("dummy_weights") for i in infos) else ("real: " + "; ".join(real) if real
+                                                                               else None),
+        "labels": labels(doc),
+        "outcome": run.get("outcome") or ("finished" if run.get("finished") else None),
+        "snapshot": str(snapshot) if snapshot is not None else None,
+    }
+    return {"headline": headline(ans), "run": about, **ans}
