@@ -197,9 +197,14 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
         pk = tm.predicted_kv_concurrency
         if pk and row.get("best") is not None and comp.get("load_kind") != "rate":
             predicted.append({"mode": tm.name, "what": "KV-bound", "predicted": pk, "measured": row["best"]})
+    note = comp.get("note")
+    from kvtui.report.outcome import no_mode_started
+
+    if no_mode_started(doc):  # not "no mode met the SLO": none was measured at all
+        note = "no mode started: each failed before its first step (why: below)"
     return {
         "baseline": base,
-        "note": comp.get("note"),
+        "note": note,
         "load_kind": comp.get("load_kind"),
         "questions": questions,
         "rows": rows,

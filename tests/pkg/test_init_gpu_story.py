@@ -101,3 +101,12 @@ def test_the_setup_screens_init_says_an_assumed_gpu_too(tmp_path, monkeypatch):
     made, what = init_into_user_dir(str(_model(tmp_path)))
     assert made is not None and made.exists()
     assert "GPU H200 assumed (no GPU seen here)" in what and "--engine sim --fast" in what
+
+
+def test_a_bundled_shape_says_it_is_simulated_and_on_which_gpu(tmp_path, capsys, monkeypatch):
+    FakeGpuBox(monkeypatch, [])
+    out = tmp_path / "s.toml"
+    assert main(["init", "llama-3.1-8b", "--gpu", "L4", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "GPU L4 (SIMULATED" in said and "--fast --headless" in said and "kvtui: run it:" not in said
+    assert load_scenario(out).server.engine == "sim" and load_scenario(out).server.gpu == "L4"

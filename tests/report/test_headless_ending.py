@@ -163,3 +163,16 @@ def test_one_wording_for_the_pace_and_for_long_latencies():
 
     assert speed_words(0.125) == "fast-forward ×8" and speed_words(4.0) == "slow motion ×4" and speed_words(1.0) == ""
     assert fmt_num(21000.0, "ms") == "21s" and fmt_num(21000.0) == "21k" and fmt_num(2021.0, "ms") == "2021ms"
+
+
+def test_no_mode_started_is_not_no_mode_met_the_slo(tmp_path):
+    # a 70B shape on an L4 fits in no mode: the answer said "no mode met the SLO", as if it had been measured
+    from kvtui.report.answer import build_answer, headline
+
+    out = tmp_path / "l4.json"
+    r = subprocess.run([sys.executable, "-m", "kvtui", "run", "sim-demo", "--fast", "--headless", "--out", str(out),
+                        "--set", 'server.model="llama-3.1-70b"', "--mode", "bf16"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "ANSWER: no mode started" in r.stdout
+    assert headline(build_answer(load_snapshot(out))).startswith("no mode started")
