@@ -97,10 +97,10 @@ class HeadlessPrinter:
         elif k == "engine_ready":
             f, info = ev.data["facts"], ev.data["info"]
             sim = " SIMULATED" if info.get("simulated") else ""
-            ready = ("modelled offline (no server)" if info.get("fast") or f.get("startup_s") is None
+            ready = ("modelled offline, no server" if info.get("fast") or f.get("startup_s") is None
                      else f"ready in {_fmt(f.get('startup_s'), ' s', 1)}")
-            w(f"[{ev.mode}] {ready} "
-              f"({info.get('engine')}{sim} {info.get('version') or ''}): "
+            w(f"[{ev.mode}] {ready} — "
+              f"{info.get('engine')}{sim} {info.get('version') or ''}: "
               f"weights {_fmt(f.get('weights_gib'), ' GiB', 2)}, KV {_fmt(f.get('kv_cache_gib'), ' GiB', 2)} = "
               f"{_fmt(f.get('kv_cache_tokens'))} tokens\n")
             from kvtui.engines.vllm.compile_cache import start_line

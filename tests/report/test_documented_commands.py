@@ -180,7 +180,7 @@ def files(tmp_path_factory):
          "A.json": str(snap), "B.json": str(snap), "a.json": str(snap), "b.json": str(snap), "SNAP": str(snap),
          "g0.json": str(snap), "base.json": str(snap), "g1.json": str(snap), "docs/results/X.json": str(snap),
          "my-h200.toml": str(tmp / "calibration.toml"), "imported.json": str(tmp / "imported.json"),
-         "RESULT.json": str(ROOT / "tests/report/data/a_c32.json"),
+         "RESULT.json": str(ROOT / "tests/report/data/a_c32.json"), "OTHER.json": str(snap),
          "MODE=startup.log": f"a={ROOT / 'tests/report/data/a_startup.log'}"}
     m["__env__"] = json.dumps(env)
     return m
