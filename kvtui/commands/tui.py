@@ -120,7 +120,8 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
         print(f"kvtui: {stopped}")
         if not rc:
             rc = STOPPED_RC  # a partial run never exits as a finished one
-    elif rc == STOPPED_RC and app.run_obj is not None and (app.run_obj.doc.get("run") or {}).get("outcome") == "finished":
+    elif rc == STOPPED_RC and app.run_obj is not None and (app.run_obj.doc.get("run") or {}).get("outcome") \
+            == "finished":
         # q's "stop and quit" came as the last step ended: the snapshot says finished, so does the exit
         print("kvtui: the run finished before the stop reached it: every mode was measured")
         rc = 0
