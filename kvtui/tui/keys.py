@@ -58,8 +58,8 @@ KEYS: list[Key] = [
     Key("l", "log", "log", "answer", {"answer": "the dashboard with the server log open"}, show=False),
     # The answer's body scrolls itself (Textual's own keys): listed in the help, not bound again.
     Key("up,down,pageup,pagedown,home,end", "scroll", "scroll", "answer",
-        {"answer": "scroll the answer (its caveats and commands below the fold)"},
-        help_key="↑ ↓ pgup pgdn home end", show=False, bound=False),
+        {"answer": "scroll the answer (home / end: its top, its caveats and commands)"},
+        help_key="↑↓ pgup pgdn", show=False, bound=False),
     Key("question_mark", "app.help", "help", "answer", {}, key_display="?"),
     # the dashboard, live and replay
     Key("space", "app.toggle_pause", "pause", "dashboard", {LIVE: "pause / resume after the step in flight"}),

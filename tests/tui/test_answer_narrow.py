@@ -66,3 +66,15 @@ async def test_a_toast_shows_its_text_as_written(frozen_path):
         await pilot.pause(0.5)
         text = screen_text(app)
     assert "pip install 'kvtui[vllm]'" in text and "[/tmp/x]" in text, text
+
+
+def test_every_help_key_is_apart_from_its_text():
+    # "escape / c / q" filled its 14 columns and ran into "close"; "run / wait / tgt / pre" too
+    from kvtui.tui.dialogs import ABBREVIATIONS, help_text
+    from kvtui.tui.keys import HELP_CONTEXTS, help_rows
+
+    lines = help_text("answer").plain.splitlines()
+    keys = [k for ctx in HELP_CONTEXTS for k, _ in help_rows(ctx)] + [a for a, _ in ABBREVIATIONS]
+    for key in keys:
+        # its own line, or a space between it and its text
+        assert any(line == f"  {key}" or line.startswith(f"  {key} ") for line in lines), key
