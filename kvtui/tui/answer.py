@@ -244,11 +244,17 @@ class AnswerScreen(Screen):
         head.append(f"\nSLO {st.shown_slo.describe()}" + ("  (edited: recomputed)" if st.edited else ""), style="dim")
         if not ans["finished"] and not st.replay:
             head.append("  · the run is not finished: figures so far", style=th.warning or "")
+        room = max(30, (self.size.width or 80) - 4)  # the body's padding and its scrollbar
         for q in ans["questions"]:
+            who = ", ".join(q["winners"]) if q["winners"] else "—"
             head.append("\n")
-            head.append(f"{q['question']:<36}", style="dim")
+            if 36 + 2 + len(who) + 2 + len(q["text"]) > room:  # narrow: the winner under its question, whole
+                head.append(q["question"], style="dim")
+                head.append("\n  ")
+            else:
+                head.append(f"{q['question']:<36}", style="dim")
             head.append("= " if q["tie"] else "★ ", style=f"bold {th.success}")
-            head.append(", ".join(q["winners"]) if q["winners"] else "—", style="bold")
+            head.append(who, style="bold")
             head.append(f"  {q['text']}")
         if ans.get("note"):
             head.append(f"\nnote: {ans['note']}", style=th.warning or "")

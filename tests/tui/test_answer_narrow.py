@@ -78,3 +78,15 @@ def test_every_help_key_is_apart_from_its_text():
     for key in keys:
         # its own line, or a space between it and its text
         assert any(line == f"  {key}" or line.startswith(f"  {key} ") for line in lines), key
+
+
+async def test_at_60_columns_each_winner_stays_whole_under_its_question():
+    # "most concurrent requests at the SLO ★ fp8-w, fp8-w+kv" then "224" alone on the next line
+    from kvtui import PROJECT_ROOT
+
+    app = create_app(snapshot=PROJECT_ROOT / "docs" / "results" / "h200-v2.json")
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause(1.0)
+        lines = [line.strip() for line in screen_text(app).splitlines()]
+    assert "most concurrent requests at the SLO" in lines
+    assert "★ fp8-w, fp8-w+kv  224" in lines and "★ fp8-w+kv  6,108 tok/s" in lines, lines
