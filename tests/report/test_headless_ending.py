@@ -176,3 +176,18 @@ def test_no_mode_started_is_not_no_mode_met_the_slo(tmp_path):
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
     assert "ANSWER: no mode started" in r.stdout
     assert headline(build_answer(load_snapshot(out))).startswith("no mode started")
+
+
+def test_long_mode_names_leave_room_for_the_figures():
+    # 47-character mode names took the width: at 80 columns only "max conc @SLO" was left
+    from kvtui.report.fit_table import fitted_table, short_first_column
+
+    heads = ["mode", "max conc @SLO", "×", "out tok/s @SLO", "×"]
+    rows = [["bf16-baseline-with-a-rather-long-mode-name", "11", "1.00×", "87", "1.00×"],
+            ["fp8-kv-cache-with-an-even-longer-mode-name-here", "16", "1.46×", "113", "1.29×"]]
+    out = fitted_table(heads, rows, 80)
+    assert "out tok/s @SLO" in out and "not shown" not in out
+    assert "= bf16-baseline-with-a-rather-long-mode-name" in out and all(len(x) <= 80 for x in out.splitlines())
+    twins, names = short_first_column([["fp8-kv-cache-aaaaaaaaaaaa-x"], ["fp8-kv-cache-bbbbbbbbbbbb-x"],
+                                       ["fp8-kv-cache-bbbbbbbbbbbb-x [B]"]], 16)
+    assert twins[0][0] != twins[1][0] and twins[2][0] == twins[1][0] + " [B]" and len(names) == 2
