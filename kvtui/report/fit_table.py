@@ -79,7 +79,8 @@ def short_first_column(rows: Sequence[Sequence[str]], room: int) -> tuple[list[l
         return name[: n - 1 - keep] + "…" + name[-keep:]
 
     taken = {str(r[0]) for r in rows if len(str(r[0])) <= room}
-    out, names = [], {}
+    out: list[list[str]] = []
+    names: dict[str, str] = {}
     for row in rows:
         cell = str(row[0])
         if len(cell) <= room:
