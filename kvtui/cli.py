@@ -56,11 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    typed = list(argv)  # as the user wrote it: a stopped run's resume line repeats it
     # `kvtui` and `kvtui SCENARIO.toml [options]` open the TUI.
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["tui"] + argv
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.typed_argv = typed
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -532,4 +532,10 @@ def init_into_user_dir(arg: str) -> tuple[Path | None, str]:
     if out.exists():
         return out, f"{out} exists (from an earlier kvtui init): opened it; `kvtui init {arg} --force` rewrites it"
     write_scenario(res.text.replace(REF, shlex.quote(res.name)), out)
-    return out, f"kvtui init wrote {out} for {arg}"
+    said = [f"kvtui init wrote {out} for {arg}", *res.notes]
+    gpu = res.gpu
+    if gpu is not None and gpu.source == "assumed" and res.engine != "sim":
+        # As `kvtui init` says on stdout: the GPU was assumed, and here only its simulation runs.
+        said.append(f"GPU {gpu.name} assumed (no GPU seen here); simulate it: "
+                    f"{sim_line(shlex.quote(res.name), res.engine, '', res.sim_model)}")
+    return out, "; ".join(said)

@@ -16,6 +16,7 @@ from kvtui.explore.events import (
     ModeFinished,
     ModeStarting,
     RunError,
+    RunNote,
     RunStarted,
     RunWarning,
     StepFinished,
@@ -109,6 +110,8 @@ class HeadlessPrinter:
                 w(step_line(name, step, self.scenario.slo.targets()) + "\n")
             case ModeFinished(mode=name, mode_doc=md):
                 self._mode_finished(name, md)
+            case RunNote(mode=name, text=text):
+                w(f"{'[' + name + '] ' if name else 'kvtui: '}{text}\n")
             case RunWarning(mode=name, text=text):
                 w(f"kvtui: warning: {(name + ': ') if name else ''}{text}\n")
             case RunError(text=text):
@@ -118,15 +121,16 @@ class HeadlessPrinter:
     def _w(self, text: str) -> None:
         from kvtui.terminal import printable
 
-        self.out.write(printable(text))  # names, server logs and errors come from files and servers: no escapes
+        # names, server logs and errors come from files and servers: no escapes
+        self.out.write(self._fit(printable(text)))
 
     def _engine_ready(self, name: str, f: dict[str, Any], info: dict[str, Any]) -> None:
         w = self._w
         sim = " SIMULATED" if info.get("simulated") else ""
-        ready = ("modelled offline (no server)" if info.get("fast") or f.get("startup_s") is None
+        ready = ("modelled offline, no server" if info.get("fast") or f.get("startup_s") is None
                  else f"ready in {_fmt(f.get('startup_s'), ' s', 1)}")
-        w(f"[{name}] {ready} "
-          f"({info.get('engine')}{sim} {info.get('version') or ''}): "
+        w(f"[{name}] {ready} — "
+          f"{info.get('engine')}{sim} {info.get('version') or ''}: "
           f"weights {_fmt(f.get('weights_gib'), ' GiB', 2)}, KV {_fmt(f.get('kv_cache_gib'), ' GiB', 2)} = "
           f"{_fmt(f.get('kv_cache_tokens'))} tokens\n")
         from kvtui.engines.vllm.compile_cache import start_line
@@ -155,6 +159,27 @@ class HeadlessPrinter:
             w(f"[{name}] fastest within the SLO: {r['peak_load']:g} at {_fmt(r['output_tok_s'])} tok/s "
               f"(the knee {r['best']:g} made {_fmt(r['knee_output_tok_s'])}"
               f"{f' with {pre:g} preemptions' if pre else ''})\n")
+
+    def _fit(self, text: str) -> str:
+        """On a terminal (a person reading), each line wrapped at a word to the terminal's width, the
+        rest indented under it: an 80-column terminal cut a step line mid-word. To a pipe or a file
+        (a script reading), each line whole, as it always was."""
+        isatty = getattr(self.out, "isatty", None)
+        if not (callable(isatty) and isatty()):
+            return text
+        import os
+        import textwrap
+
+        try:
+            cols = int(os.environ.get("COLUMNS") or os.get_terminal_size(self.out.fileno()).columns)
+        except (OSError, ValueError, AttributeError):
+            cols = 120
+        cols = max(40, cols)
+        out = []
+        for line in text.split("\n"):
+            out.append("\n".join(textwrap.wrap(line, cols, subsequent_indent="    ", break_long_words=False,
+                                                break_on_hyphens=False)) if len(line) > cols else line)
+        return "\n".join(out)
 
     def _quality(self, mode: str, md: dict[str, Any]) -> None:
         """The mode's quality lines, against the first mode that ran the suite (the reference)."""
@@ -214,9 +239,31 @@ def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout, wide: bool = Fa
         say(f"note: {comp['note']}")
 
 
-def answer_json(doc: dict[str, Any]) -> dict[str, Any]:
-    """The answer as data, for scripts (`--json`): what the answer screen shows."""
+def answer_json(doc: dict[str, Any], snapshot: Any = None) -> dict[str, Any]:
+    """The answer as data, for scripts (`--json`): what the answer screen shows, with the run it
+    answers (engine, GPU, versions, SIMULATED, weights, whether it finished, the snapshot)."""
     from kvtui.report.answer import build_answer, headline
+    from kvtui.report.text import labels
 
     ans = build_answer(doc)
-    return {"headline": headline(ans), **ans}
+    env = doc.get("environment") or {}
+    modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]
+    infos = [m.get("engine_info") or {} for m in modes]
+    run = doc.get("run") or {}
+    gpus = [str(g).removesuffix(" (SIMULATED)") for g in env.get("gpu_names") or []]
+    real = sorted({i["weights"][len("real: "):] for i in infos
+                   if isinstance(i.get("weights"), str) and i["weights"].startswith("real: ")})
+    about = {
+        "scenario": (doc.get("scenario") or {}).get("name"),
+        "engine": env.get("engine"),
+        "gpu": gpus[0] if gpus else None,
+        "gpus": gpus,
+        "versions": sorted({str(i.get("version")) for i in infos if i.get("version")}),
+        "simulated": bool(env.get("simulated") or any(m.get("simulated") for m in modes)),
+        "weights": "dummy" if any(i.get("dummy_weights") for i in infos) else ("real: " + "; ".join(real) if real
+                                                                               else None),
+        "labels": labels(doc),
+        "outcome": run.get("outcome") or ("finished" if run.get("finished") else None),
+        "snapshot": str(snapshot) if snapshot is not None else None,
+    }
+    return {"headline": headline(ans), "run": about, **ans}

@@ -116,6 +116,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"kvtui: simulate it:  {sim_line(q, res.engine, '', res.sim_model)}")
         print(f"kvtui: on a machine with {'an' if gpu.name[:1] in 'AEFHILMNORSX' else 'a'} {gpu.name}:  "
               f"kvtui run {q} --headless   (or the TUI: kvtui {q})")
+    elif res.engine == "sim":
+        # A bundled shape (or --engine sim): kvtui's simulator runs it, on the scenario's GPU; said as such.
+        name = gpu.name if gpu is not None and gpu.name else "the scenario's GPU"
+        print(f"kvtui: GPU {name} (SIMULATED: kvtui's simulated vLLM runs this scenario)")
+        print(f"kvtui: simulate it:  kvtui run {q} --fast --headless   (seconds; live in the TUI: kvtui {q})")
     else:
         print(f"kvtui: run it:  kvtui run {q} --headless   (or the TUI: kvtui {q})")
     print(f"kvtui: edit it:  ${{EDITOR:-vi}} {shlex.quote(str(out))}")

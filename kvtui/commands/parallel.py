@@ -241,7 +241,9 @@ def run_parallel(args: Any, scenario: Scenario, path: str, overrides: list[str],
         return 1
     if len(plan.lanes) == 1:
         print("kvtui: --parallel: one free device: the modes run one after another on it", file=sys.stderr)
-    pr = ParallelRun(scenario, path, out, args, overrides, names, plan.lanes, plan.labels)
+    json_out = bool(getattr(args, "json", False))  # --json: the answer alone on stdout, the rest on stderr
+    text_out = sys.stderr if json_out else sys.stdout
+    pr = ParallelRun(scenario, path, out, args, overrides, names, plan.lanes, plan.labels, stream=text_out)
 
     def on_signal(signum, frame):
         name = signal.Signals(signum).name
@@ -258,18 +260,31 @@ def run_parallel(args: Any, scenario: Scenario, path: str, overrides: list[str],
         lanes_info = [dict(r) for lane in pr.lanes for r in lane.ran]
         info = {"lanes": lanes_info, "wall_s": round(wall, 1),
                 "lanes_wall_s_sum": round(sum(r["wall_s"] or 0 for r in lanes_info), 1)}
-        join = Run(scenario, out, modes=names, listener=_join_listener(HeadlessPrinter(scenario)), resume=docs,
-                   fast=args.fast, join=missing, join_info=info)
+        join = Run(scenario, out, modes=names, listener=_join_listener(HeadlessPrinter(scenario, out=text_out)),
+                   resume=docs, fast=args.fast, join=missing, join_info=info)
         doc = join.run()
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    print_summary(doc)
+    if json_out:  # as a sequential run's --json: the answer, with the run it answers
+        import json
+
+        from kvtui.commands.headless_print import answer_json
+
+        json.dump(answer_json(doc, out), sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        print_summary(doc, wide=bool(getattr(args, "wide", False)))
     for w in doc.get("warnings") or []:
         if "devices" in w or "different GPUs" in w:
-            print(f"kvtui: warning: {w}")
+            print(f"kvtui: warning: {w}", file=text_out)
     print(f"\nkvtui: {len(lanes_info)} lane run(s) in {wall:.0f} s, joined: snapshot {out} "
-          f"(records: {out.with_name(out.stem + '.records.jsonl')}; lanes: {pr.dir})")
+          f"(records: {out.with_name(out.stem + '.records.jsonl')}; lanes: {pr.dir})", file=text_out)
+    from kvtui.report.outcome import stopped_line
+
+    stopped = stopped_line(doc)
+    if stopped:
+        print(f"kvtui: {stopped}", file=sys.stderr)
     if pr.stop_reason:
         return 130
     failed = [m for m in doc["modes"] if m.get("error")] or [r for r in lanes_info if r["rc"] not in (0, None)]

@@ -38,11 +38,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--mode {args.mode}: not in this snapshot (modes: {', '.join(map(str, names)) or 'none'})")
     if dumb_terminal():
         # No full-screen app on a dumb terminal: the answer as plain lines, no escapes.
+        import shutil
         import sys
 
         from kvtui.report.answer import answer_text
 
-        sys.stdout.write(answer_text(doc))
+        # fitted to the terminal, as the headless ending is (the exports keep every column)
+        sys.stdout.write(answer_text(doc, width=shutil.get_terminal_size((80, 24)).columns))
         return 0
     view = args.view or ("dashboard" if args.step or args.mode else "answer")
     app = make_app(AppOptions(snapshot=doc, theme=args.theme, replay_mode=args.mode, replay_step=args.step, view=view))

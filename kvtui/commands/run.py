@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         from kvtui.commands.tui import launch_tui
 
         return launch_tui(scenario, out=args.out, modes=args.modes, resume=resume, theme=args.theme, autostart=True,
-                          fast=args.fast)
+                          fast=args.fast, typed_argv=getattr(args, "typed_argv", None))
     for w in scenario.warnings:
         print(f"kvtui: warning: {w}", file=sys.stderr)
     for line in env_changes(scenario):
@@ -142,16 +142,16 @@ def run(args: argparse.Namespace) -> int:
 
         from kvtui.commands.headless_print import answer_json
 
-        json.dump(answer_json(doc), sys.stdout, indent=1, default=str)
+        json.dump(answer_json(doc, out), sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
     else:
         print_summary(doc, wide=bool(getattr(args, "wide", False)))
     # Each path on its own line: a long path stays whole and copyable at 80 columns.
     print(f"\nkvtui: snapshot and its records:\n  {out}\n  {out.with_name(out.stem + '.records.jsonl')}",
           file=sys.stderr if json_out else sys.stdout)
-    from kvtui.report.outcome import stopped_line
+    from kvtui.report.outcome import resume_command, stopped_line
 
-    stopped = stopped_line(doc)
+    stopped = stopped_line(doc, resume_command(getattr(args, "typed_argv", None) or sys.argv[1:], out))
     if stopped:
         print(f"kvtui: {stopped}", file=sys.stderr)
     if interrupted["n"]:

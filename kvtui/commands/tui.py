@@ -67,12 +67,13 @@ def run(args: argparse.Namespace) -> int:
 
     check_leftovers(args)
     return launch_tui(scenario, out=args.out, modes=args.modes, resume=resume, theme=args.theme, autostart=autostart,
-                      fast=args.fast)
+                      fast=args.fast, typed_argv=getattr(args, "typed_argv", None))
 
 
 def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | None = None,
                resume: dict[str, Any] | list[dict[str, Any]] | None = None, theme: str | None = None,
-               autostart: bool = False, fast: bool = False, notice: str | None = None) -> int:
+               autostart: bool = False, fast: bool = False, notice: str | None = None,
+               typed_argv: list[str] | None = None) -> int:
     """Run the dashboard on `scenario`; returns the exit code (0, or 1 when the run failed)."""
     from kvtui.commands.launch_checks import dumb_terminal
 
@@ -106,14 +107,23 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
         print(f"kvtui: snapshot {app.run_obj.out}")
     if app.run_error:
         print(f"kvtui: the run failed: {app.run_error}")
-    from kvtui.report.outcome import stopped_line
+    from kvtui.report.outcome import resume_command, stopped_line
 
-    stopped = stopped_line(app.run_obj.doc if app.run_obj is not None else None)
+    # The command that continues it: the user's own line, where it started the run as typed (a
+    # scenario picked or edited in the setup screen has no such line: the flag is named instead).
+    again = (resume_command(typed_argv, app.run_obj.out)
+             if autostart and typed_argv is not None and app.run_obj is not None else None)
+    stopped = stopped_line(app.run_obj.doc if app.run_obj is not None else None, again)
+    from kvtui.tui.shutdown import STOPPED_RC
+
     if stopped:
         print(f"kvtui: {stopped}")
         if not rc:
-            from kvtui.tui.shutdown import STOPPED_RC
-
             rc = STOPPED_RC  # a partial run never exits as a finished one
+    elif rc == STOPPED_RC and app.run_obj is not None and (app.run_obj.doc.get("run") or {}).get("outcome") \
+            == "finished":
+        # q's "stop and quit" came as the last step ended: the snapshot says finished, so does the exit
+        print("kvtui: the run finished before the stop reached it: every mode was measured")
+        rc = 0
     return int(rc or 0)
 

@@ -79,6 +79,23 @@ def run(args: argparse.Namespace) -> int:
         except ScenarioError as e2:
             raise UsageError(e2.problems[0] if e2.problems else first) from None
     gpu = gpu_of(args.snapshot, doc, sc)
+    if any(o.startswith("server.gpu=") for o in overrides):
+        # A what-if on another GPU answers that GPU: a vLLM run's GPU is the environment's, so the
+        # --set would otherwise be read and ignored. Said with the GPU the run measured.
+        from kvtui.engines.sim import catalog
+
+        try:
+            gpu = catalog.load_gpu(str(sc.server.gpu)).name
+        except UsageError as e:
+            raise UsageError(f"--set server.gpu={sc.server.gpu}: {e}") from None
+        try:
+            ran = gpu_of(args.snapshot, doc, scenario_from_snapshot(doc.get("scenario") or {}, source=args.snapshot))
+        except (ScenarioError, UsageError):
+            ran = None
+        if ran and ran != gpu:
+            did = "simulated" if sc.server.engine == "sim" else "measured"
+            notes.append(f"GPU {gpu} (--set server.gpu); the run {did} {'an' if ran[:1] in 'AEFHILMNORSX' else 'a'} "
+                         f"{ran}: its calibration carries over")
     cal = read_calibration(args.calibration) if args.calibration else snapshot_calibration(doc, args.snapshot)
     names = args.modes or [m.name for m in sc.modes]
     known = {m.name for m in sc.modes}
@@ -103,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
             import dataclasses
 
             mode = dataclasses.replace(mode, model=readable)  # the mode's own checkpoint, as the shape found
-        too_long = _past_model_limit(readable, sc.server.max_model_len)
-        results.append((n, {"covered": False, "why": too_long} if too_long else predict_mode(sc, mode, cal, target)))
+        refused = _past_model_limit(readable, sc.server.max_model_len) or _no_fp8(mode, gpu)
+        results.append((n, {"covered": False, "why": refused} if refused else predict_mode(sc, mode, cal, target)))
     predicted = sum(1 for _, p in results if p.get("covered"))
     payload = {"simulated": True, "calibration": cal.name, "gpu": gpu, "set": overrides, "notes": notes,
                "modes": {n: p for n, p in results}}
@@ -133,14 +150,43 @@ def run(args: argparse.Namespace) -> int:
         def f(x: Any, d: int = 0) -> str:
             return "—" if x is None else f"{x:,.{d}f}"
 
-        print(f"{n:<22} {f(p.get('knee')):>6} {f(p.get('first_fail')):>10} {f(at.get('output_tok_s')):>10} "
-              f"{f(at.get('tpot_p95_ms'), 1):>9} {f(at.get('ttft_p95_ms')):>9}  {nxt.get('limited_by') or '—'}")
+        knee = f(p.get("knee")) if p.get("knee") is not None else "none"  # predicted: no load met the SLO
+        print(f"{n:<22} {knee:>6} {f(p.get('first_fail')):>10} {f(at.get('output_tok_s')):>10} "
+              f"{f(at.get('tpot_p95_ms'), 1):>9} {f(at.get('ttft_p95_ms')):>9}  {_limit_words(p, nxt, sc)}")
     if args.out:
         print(f"kvtui: predictions written to {args.out}")
     if not predicted:
         print("kvtui: nothing predicted (every mode above says why)", file=sys.stderr)
         return 1
     return 0
+
+
+def _limit_words(p: dict[str, Any], nxt: dict[str, Any], sc: Any) -> str:
+    """What limited the load above the predicted knee, in the words every other view uses."""
+    from kvtui.explore.evaluate import LIMIT_WORDS
+
+    if p.get("reached_max") or (p.get("first_fail") is None and p.get("knee") is not None):
+        return f"none up to ramp.max {sc.ramp.max:g} (--set ramp.max=N)"
+    lim = nxt.get("limited_by")
+    return LIMIT_WORDS.get(lim, lim) if lim else "—"
+
+
+def _no_fp8(mode: Any, gpu: str) -> str | None:
+    """Why an fp8 mode is not predicted on a GPU without FP8 (kvtui init leaves it out there and
+    the pre-flight refuses it: the what-if says the same)."""
+    from kvtui.engines.sim import catalog
+    from kvtui.preflight.result import FP8_CC, QUANT_CC
+
+    q = (mode.quantization or "").lower()
+    if not ((QUANT_CC.get(q) or (0, 0)) >= FP8_CC or str(mode.kv_cache_dtype).startswith("fp8")):
+        return None
+    try:
+        spec = catalog.load_gpu(gpu)
+    except UsageError:
+        return None
+    if spec.has_fp8:
+        return None
+    return f"{spec.name} has no FP8 (needs compute capability 8.9; kvtui init leaves the mode out there)"
 
 
 def _context_needed(problem: str) -> int | None:

@@ -212,6 +212,19 @@ class RunWarning(Event):
 
 
 @dataclass(frozen=True)
+class RunNote(Event):
+    """Information about the run that is no fault: a mode's SIMULATED prediction before its first
+    step, a mode kept from a resumed snapshot. Printed and logged as what it is, never as "warning:"."""
+
+    kind: ClassVar[str] = "note"
+    text: str = ""
+
+    @property
+    def data(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class RunError(Event):
     kind: ClassVar[str] = "error"
     text: str = ""
@@ -224,7 +237,7 @@ class RunError(Event):
 EVENT_TYPES: tuple[type[Event], ...] = (RunStarted, ModeStarting, Log, EngineReady, Telemetry, StepStarted,
                                         StepProgress, QualityStarted, QualityMeasured,
                                         Records, StepFinished, ModeUpdated, ModeFinished, RunFinished, RunWarning,
-                                        RunError)
+                                        RunNote, RunError)
 EVENT_KINDS: frozenset[str] = frozenset(t.kind for t in EVENT_TYPES)
 
 

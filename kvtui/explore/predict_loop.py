@@ -49,11 +49,12 @@ def before_search(run: Any, mode: Mode, md: dict[str, Any], old: dict[str, Any] 
         p = {"covered": False, "why": f"the prediction failed: {type(e).__name__}: {e}", "simulated": True,
              "knee": None, "curve": []}
     md["prediction"] = p
+    # A prediction is news, not a fault: a note (headless "[mode] predicted …", the TUI's log).
     if p.get("covered"):
-        run.emit(ev.RunWarning(mode.name, f"SIMULATED prediction ({p.get('calibration')}): knee "
-                                          f"{_g(p.get('knee'))}, next {_g(p.get('first_fail'))} fails"))
+        run.emit(ev.RunNote(mode.name, f"predicted (SIMULATED, {p.get('gpu')}, calibration {p.get('calibration')}): "
+                                       f"knee {_g(p.get('knee'))}, next {_g(p.get('first_fail'))} fails"))
     else:
-        run.emit(ev.RunWarning(mode.name, f"no prediction: {p.get('why')}; the search starts from the KV-bound guess"))
+        run.emit(ev.RunNote(mode.name, f"no prediction: {p.get('why')}; the search starts from the KV-bound guess"))
     return p
 
 

@@ -261,6 +261,6 @@ class Resume:
         md["continued"] = {"steps": kept, "of": len(steps), "started_at": old.get("started_at")}
         if kept and old.get("ran_on"):
             md["continued"]["ran_on"] = old["ran_on"]  # the kept steps' device: maybe another GPU or host
-        self.emit(ev.RunWarning(md["name"],
-                                f"mode {md['name']}: continued from {kept} finished step(s) of the resumed run"))
+        self.emit(ev.RunNote(md["name"],  # what --resume was asked to do: news, not a fault
+                             f"continued from {kept} finished step(s) of the resumed run"))
         return kept, prior_series

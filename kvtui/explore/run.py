@@ -230,7 +230,7 @@ class Run:
                     break
                 if mode.name in done:
                     if self.join is None:
-                        self.emit(ev.RunWarning(mode.name, f"mode {mode.name} kept from the resumed snapshot"))
+                        self.emit(ev.RunNote(mode.name, f"mode {mode.name} kept from the resumed snapshot"))
                     continue
                 if self.join is not None:
                     self._not_measured(mode, i, self.join.get(mode.name, "no lane measured it"))

@@ -174,6 +174,11 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
         questions.append({"question": "quality at the knee", "key": "quality_at_knee", "winners": [],
                           "value": None, "text": "; ".join(knee_lines), "tie": False})
     caveats: list[str] = []
+    from kvtui.report.outcome import stopped_caveat, stopped_parts
+
+    partial = stopped_caveat(doc)
+    if partial:  # first: a partial run's answer is not the whole comparison (its headline says so too)
+        caveats.append(partial)
     run = Run.view(doc)
     typed = run.all_modes
     modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]  # for _so_far (explore.search reads dicts)
@@ -208,9 +213,14 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
         pk = tm.predicted_kv_concurrency
         if pk and row.get("best") is not None and comp.get("load_kind") != "rate":
             predicted.append({"mode": tm.name, "what": "KV-bound", "predicted": pk, "measured": row["best"]})
+    note = comp.get("note")
+    from kvtui.report.outcome import no_mode_started
+
+    if no_mode_started(doc):  # not "no mode met the SLO": none was measured at all
+        note = "no mode started: each failed before its first step (why: below)"
     return {
         "baseline": base,
-        "note": comp.get("note"),
+        "note": note,
         "load_kind": comp.get("load_kind"),
         "questions": questions,
         "rows": rows,
@@ -218,29 +228,35 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
         "caveats": caveats,
         "predicted": predicted,
         "finished": bool((doc.get("run") or {}).get("finished")),
+        "stopped": stopped_parts(doc),  # None, or "cut short: …; not run: …" (run.outcome = "stopped")
     }
 
 
 def headline(ans: dict[str, Any]) -> str:
     """The answer in one line: the winner of the first question and by how much."""
+    partial = f" — partial run ({ans['stopped']})" if ans.get("stopped") else ""
     if not ans["questions"]:
-        return ans.get("note") or "no mode met the SLO"
+        return (ans.get("note") or "no mode met the SLO") + partial
     q = ans["questions"][0]
     if q["tie"]:
-        return f"every mode reaches {q['text']} at the SLO"
+        return f"every mode reaches {q['text']} at the SLO{partial}"
     rows = {r["mode"]: r for r in ans["rows"]}
     w = q["winners"][0]
     x = rows[w].get("best_x")
     more = f" ({fmt_x(x)} {ans['baseline']})" if x is not None and w != ans["baseline"] else ""
-    return f"{' & '.join(q['winners'])}: {q['text']} {q['question'].split(' at ')[0].replace('most ', '')}{more}"
+    return (f"{' & '.join(q['winners'])}: {q['text']} {q['question'].split(' at ')[0].replace('most ', '')}{more}"
+            + partial)
 
 
 __all__ = ["build_answer", "headline", "mode_line", "limit_sentence", "fmt_pct"]
 
 
-def answer_text(doc: dict[str, Any]) -> str:
-    """The answer as plain lines (no escapes): for a terminal that cannot show the screen (TERM=dumb)."""
-    from kvtui.report.text import comparison_table, labels
+def answer_text(doc: dict[str, Any], width: int | None = None) -> str:
+    """The answer as plain lines (no escapes): for a terminal that cannot show the screen (TERM=dumb).
+    With `width` (the terminal's), it fits there as the headless ending does: lines wrapped under
+    their own indent, the tables' columns chosen by width and the rest named (kvtui.report.fit_table);
+    without, every column (the published runs' pinned text)."""
+    from kvtui.report.text import comparison, comparison_headers, comparison_rows, comparison_table, labels
 
     ans = build_answer(doc)
     out = [f"ANSWER: {headline(ans)}", f"({labels(doc)})"]
@@ -252,9 +268,32 @@ def answer_text(doc: dict[str, Any]) -> str:
         out.append("caveats:")
         out += [f"  - {c}" for c in ans["caveats"]]
     out.append("")
-    out.append(comparison_table(doc))
-    from kvtui.report.prediction_report import has_prediction, prediction_table
+    from kvtui.report.prediction_report import HEADERS, has_prediction, prediction_table, row
 
+    if width is None:
+        out.append(comparison_table(doc))
+        if has_prediction(doc):
+            out += ["", "predicted against measured (SIMULATED predictions):", prediction_table(doc)]
+        return "\n".join(out) + "\n"
+    from kvtui.report.fit_table import fitted_table
+
+    out = [w for line in out for w in _wrapped(line, width)]
+    comp = comparison(doc)
+    out += _wrapped(f"Modes vs baseline {comp.get('baseline') or '—'} ({labels(doc)})", width)
+    out.append(fitted_table(comparison_headers(doc), comparison_rows(doc), width))
+    if comp.get("note"):
+        out += _wrapped(f"note: {comp['note']}", width)
     if has_prediction(doc):
-        out += ["", "predicted against measured (SIMULATED predictions):", prediction_table(doc)]
+        modes = [m for m in doc.get("modes") or [] if isinstance(m, dict) and isinstance(m.get("prediction"), dict)]
+        out += ["", "predicted against measured (SIMULATED predictions):",
+                fitted_table(list(HEADERS), [row(m) for m in modes], width)]
     return "\n".join(out) + "\n"
+
+
+def _wrapped(line: str, width: int) -> list[str]:
+    """`line` in lines of at most `width`, the rest under its own text ("  - " keeps its indent)."""
+    import textwrap
+
+    hang = " " * (len(line) - len(line.lstrip(" ")) + 2)
+    return textwrap.wrap(line, max(40, width), subsequent_indent=hang, break_long_words=False,
+                         break_on_hyphens=False) or [""]

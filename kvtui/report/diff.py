@@ -142,14 +142,21 @@ def render_diff(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b:
     lines += _quality_diff(a, b, name_a, name_b)
     from kvtui.report.prediction_report import diff_lines
 
-    lines += diff_lines(a, b, name_a, name_b)
+    later: dict[str, tuple[Any, Any]] = {}  # tables fitted after the prose is wrapped, as the comparison is
+
+    def tabulate(h: Any, r: Any) -> str:
+        later[key := f"{TABLE}{len(later)}"] = (h, r)
+        return key
+
+    lines += diff_lines(a, b, name_a, name_b, tabulate if fitted else None)
     for nm, doc in ((name_a, a), (name_b, b)):
         cv = caveats(doc)
         if cv:
             lines += ["", f"Caveats of {nm}:"] + [f"- {c}" for c in cv]
     if fitted:
         assert width is not None
-        lines = [fitted_table(heads, rows, width, wide) if line == TABLE else line
+        lines = [fitted_table(heads, rows, width, wide) if line == TABLE
+                 else fitted_table(*later[line], width, wide) if line in later else line
                  for line in _wrapped(lines, width)]
     text = "\n".join(lines)
     return text.rstrip("\n") + "\n"

@@ -31,9 +31,27 @@ def comparison(doc: dict[str, Any], fresh: bool = False) -> dict[str, Any]:
         from kvtui.explore.compare import compare_modes
 
         comp = compare_modes(doc)
+    if any("knee_limits" not in r for r in comp["rows"]):
+        comp = dict(comp, rows=[_limits_from_steps(doc, r) for r in comp["rows"]])
     if all("j_per_token_out" in r for r in comp["rows"]):
         return comp
     return add_energy(doc, dict(comp, rows=[dict(r) for r in comp["rows"]]))
+
+
+def _limits_from_steps(doc: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+    """A row stored before the knee's limit came from its steps' own labels: read them now (the last
+    failing step at the load above the knee, and every limit those steps name), so an older
+    snapshot's answer never names a limit its dashboard's step rows contradict. A copy."""
+    if "knee_limits" in r:
+        return r
+    from kvtui.explore.compare import next_steps
+
+    mode = next((m for m in doc.get("modes") or [] if isinstance(m, dict) and m.get("name") == r.get("mode")), None)
+    nxt = next_steps(mode) if mode is not None else []
+    if not nxt:
+        return r
+    return dict(r, knee_limited_by=nxt[-1].get("limited_by"),
+                knee_limits=sorted({str(s.get("limited_by")) for s in nxt if s.get("limited_by")}))
 
 
 def against(r: dict[str, Any], ref: dict[str, Any] | None) -> dict[str, Any]:

@@ -56,12 +56,49 @@ def fit(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int,
 
 
 def fitted_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int, wide: bool = False) -> str:
+    names: dict[str, str] = {}
+    if not wide:  # long mode names took the width the figures need: shortened, spelled out below
+        rows, names = short_first_column(rows, max(16, width // 4))
     h, r, dropped = fit(headers, rows, width, wide)
     out = table(h, r)
+    if names:
+        out += "\n" + _wrap("names: " + "; ".join(f"{k} = {v}" for k, v in names.items()), width)
     if dropped:
         note = "not shown: " + ", ".join(dropped) + " (--wide for every column; the exports have them all)"
         out += "\n" + _wrap(note, width)
     return out
+
+
+def short_first_column(rows: Sequence[Sequence[str]], room: int) -> tuple[list[list[str]], dict[str, str]]:
+    """The rows with each first cell (a mode's name; kvtui diff's " [A]" kept whole) at most `room`
+    characters: its start and end around "…", no two alike; and {short: full} for those shortened."""
+    def short(name: str, n: int) -> str:
+        if n >= len(name):
+            return name
+        keep = (n - 1) * 3 // 5  # the end (fp8-kv, -awq, …) tells modes apart more often than the start
+        return name[: n - 1 - keep] + "…" + name[-keep:]
+
+    taken = {str(r[0]) for r in rows if len(str(r[0])) <= room}
+    out: list[list[str]] = []
+    names: dict[str, str] = {}
+    for row in rows:
+        cell = str(row[0])
+        if len(cell) <= room:
+            out.append(list(row))
+            continue
+        side = ""
+        if cell.endswith("]") and " [" in cell:  # "mode [A]" and "mode [B]": one short name, the side kept
+            cell, side = cell[: cell.rindex(" [")], cell[cell.rindex(" ["):]
+        n = max(8, room)
+        name = short(cell, n)
+        while name in taken and names.get(name) != cell and n < len(cell):
+            n += 1
+            name = short(cell, n)
+        taken.add(name)
+        if name != cell:
+            names[name] = cell
+        out.append([name + side, *row[1:]])
+    return out, names
 
 
 def _wrap(text: str, width: int) -> str:

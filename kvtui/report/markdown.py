@@ -122,9 +122,11 @@ def _answer(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
         lim = r.get("knee_limited_by")
         if lim:
             from kvtui.explore.evaluate import LIMIT_WORDS
+            from kvtui.report.answer import limit_sentence
 
             words = LIMIT_WORDS.get(lim, lim)
-            extra.append(f"the next step ({fmt_load(r.get('next_load'))}) was limited by {words}")
+            # the answer's own sentence: every limit the next load's steps failed on, as the answer screen says
+            extra.append(f"the next step: {limit_sentence(r)}")
             if (r.get("kv_tokens_x") or 0) >= 1.3 and (r.get("best_x") or 0) < 1.1 and lim != "kv_wall":
                 extra.append(f"{fmt_x(r['kv_tokens_x'])} the KV tokens bought little here: {words}, "
                              "not the KV wall, set the limit")

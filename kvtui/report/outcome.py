@@ -22,16 +22,56 @@ def no_mode_started(doc: dict[str, Any]) -> bool:
 NO_MODE_STARTED = "no mode started (each mode's error is in the log)"
 
 
-def stopped_line(doc: dict[str, Any] | None) -> str | None:
-    """"the run was stopped before its modes finished (…)", or None for a finished run."""
+def stopped_parts(doc: dict[str, Any] | None) -> str | None:
+    """"cut short: bf16; not run: fp8-kv" for a run stopped before its modes finished (its snapshot's
+    run.outcome), None for a finished one. Every view that says a run was partial says this."""
     run = (doc or {}).get("run") or {}
-    if run.get("outcome") != "stopped":
+    if not isinstance(run, dict) or run.get("outcome") != "stopped":
         return None
     parts = []
     if run.get("modes_cut"):
-        parts.append(f"cut short: {', '.join(run['modes_cut'])}")
+        parts.append(f"cut short: {', '.join(map(str, run['modes_cut']))}")
     if run.get("modes_not_run"):
-        parts.append(f"not run: {', '.join(run['modes_not_run'])}")
+        parts.append(f"not run: {', '.join(map(str, run['modes_not_run']))}")
+    return "; ".join(parts) or "the search did not end"
+
+
+def stopped_caveat(doc: dict[str, Any] | None) -> str | None:
+    """The answer's and the report's first caveat for a partial run."""
+    what = stopped_parts(doc)
+    if what is None:
+        return None
+    return f"PARTIAL RUN: stopped before its modes finished ({what}); not the whole comparison"
+
+
+def stopped_line(doc: dict[str, Any] | None, resume: str | None = None) -> str | None:
+    """"the run was stopped before its modes finished (…)", or None for a finished run; `resume`:
+    the command that continues it (else the flag is named)."""
+    what = stopped_parts(doc)
+    if what is None:
+        return None
+    run = (doc or {}).get("run") or {}
     why = f"; {run['stop_reason']}" if run.get("stop_reason") else ""
-    return (f"the run was stopped before its modes finished ({'; '.join(parts) or 'the search did not end'}{why}); "
-            "continue it with --resume SNAPSHOT")
+    return (f"the run was stopped before its modes finished ({what}{why}); "
+            + (f"continue it: {resume}" if resume else "continue it with --resume SNAPSHOT"))
+
+
+def resume_command(argv: list[str], out: Any) -> str:
+    """The user's own command line, continuing the snapshot `out` in place: every --resume and --out of
+    theirs replaced by `--resume OUT --out OUT` (their --set and --mode kept, which a resume must
+    repeat: kvtui.explore.resume_guard refuses another measurement)."""
+    import shlex
+
+    words: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("--resume", "--out"):
+            skip = True
+            continue
+        if a.startswith(("--resume=", "--out=")):
+            continue
+        words.append(a)
+    return shlex.join(["kvtui", *words, "--resume", str(out), "--out", str(out)])

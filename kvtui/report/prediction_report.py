@@ -70,13 +70,17 @@ def step_prediction(step: dict[str, Any]) -> str:
     return v + ("~" if p.get("interpolated") else "")
 
 
-def diff_lines(a: dict[str, Any], b: dict[str, Any], name_a: str, name_b: str) -> list[str]:
+def diff_lines(a: dict[str, Any], b: dict[str, Any], name_a: str, name_b: str,
+               tabulate: Any = None) -> list[str]:
+    """The diff's predicted-against-measured section; `tabulate(headers, rows)` writes each table
+    (default: every column; `kvtui diff` to a terminal passes one that fits its width)."""
     if not (has_prediction(a) or has_prediction(b)):
         return []
     out = ["", "Predicted against measured (SIMULATED predictions):"]
     for nm, d in ((name_a, a), (name_b, b)):
         if has_prediction(d):
-            out += [f"{nm}:", prediction_table(d)]
+            modes = [m for m in d.get("modes") or [] if isinstance(m, dict) and isinstance(m.get("prediction"), dict)]
+            out += [f"{nm}:", tabulate(HEADERS, [row(m) for m in modes]) if tabulate else prediction_table(d)]
         else:
             out.append(f"{nm}: no prediction")
     return out

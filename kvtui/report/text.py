@@ -209,6 +209,11 @@ def mode_label(doc: dict[str, Any], mode: dict[str, Any]) -> str:
 def caveats(doc: dict[str, Any]) -> list[str]:
     """Everything a reader must know before quoting a figure of this snapshot."""
     out: list[str] = []
+    from kvtui.report.outcome import stopped_caveat
+
+    partial = stopped_caveat(doc)
+    if partial:  # before any figure is quoted: the run did not measure every mode it was asked for
+        out.append(partial)
     env = doc.get("environment", {})
     modes = doc.get("modes", [])
     comp = comparison(doc)
@@ -258,7 +263,10 @@ def caveats(doc: dict[str, Any]) -> list[str]:
                        + ", ".join(f"{fmt_load(s_.get('load'))} ({s_['send_burst']:.0%} of the slots sent within 1 s)"
                                    for s_ in waves)
                        + ": those steps' TTFT tail is a wave's queue (fixed lengths keep waves together; "
-                         "a length distribution breaks them up)")
+                         "a length distribution breaks them up)"
+                       # with the knee, so "lock-step at 11" beside a knee of 14 reads as the step it was
+                       + (f"; its knee: {fmt_load(m['best_concurrency'])}"
+                          if isinstance(m.get("best_concurrency"), (int, float)) else ""))
         lagged = [s_.get("load") for s_ in m.get("steps", []) if s_.get("client_limited")]
         if lagged:
             out.append(f"{m['name']}: the client lagged at load {', '.join(fmt_load(x) for x in lagged)}")
@@ -300,7 +308,7 @@ def comparison_table(doc: dict[str, Any], markdown: bool = False) -> str:
 
 STEP_HEADERS = (
     "#", "load", "why", "n", "err", "out tok/s", "in tok/s", "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p50", "TPOT p95",
-    "TPOT p99", "ITL p99", "E2E p95", "goodput", "KV max", "preempt", "prefix hit", "GPU GiB", "result", "limited by",
+    "TPOT p99", "ITL p99", "E2E p95", "goodput", "KV max", "preempt", "prefix hit", "GPU GiB", "result", "limit",
 )
 
 
@@ -317,7 +325,7 @@ def _pct(step: dict[str, Any], metric: str, p: str) -> str:
 
 
 def step_row(step: dict[str, Any]) -> list[str]:
-    from kvtui.explore.evaluate import LIMIT_WORDS, ran_to_its_end
+    from kvtui.explore.evaluate import ran_to_its_end
 
     verdict = {True: "PASS", False: "FAIL", None: "undecided"}.get(step.get("passed"), "—")
     if not ran_to_its_end(step):
@@ -325,7 +333,6 @@ def step_row(step: dict[str, Any]) -> list[str]:
     lost = step.get("replicas_lost")
     if isinstance(lost, list) and lost:  # a replica died mid-step: named where the verdict is read
         verdict += ", " + ", ".join(str(x.get("name")) for x in lost if isinstance(x, dict)) + " lost"
-    lim = step.get("limited_by")
     return [
         fmt(step.get("index")), fmt_load(step.get("load")), step.get("why") or "—", fmt(step.get("requests")),
         fmt(step.get("errors")), fmt(step.get("output_tok_s")), fmt(step.get("input_tok_s")),
@@ -334,7 +341,7 @@ def step_row(step: dict[str, Any]) -> list[str]:
         _pct(step, "itl", "p99"), _pct(step, "e2e", "p95"),
         fmt_share(step.get("goodput")), fmt_share(step.get("kv_cache_usage_max")), fmt(step.get("preemptions")),
         fmt_share(step.get("prefix_cache_hit_rate")), fmt(step.get("gpu_mem_used_gib_max"), 2),
-        verdict, LIMIT_WORDS.get(lim or "", lim or "—") if lim else "—",
+        verdict, limit_cell(step),
     ]
 
 
@@ -415,6 +422,20 @@ def speed_words(time_scale: float | None) -> str:
     if 0 < ts < 1.0:
         return f"fast-forward ×{1 / ts:g}"
     return ""
+
+
+def limit_cell(step: dict[str, Any]) -> str:
+    """A step table's limit cell, in the verdict's terms: what limited a failing step; for a
+    passing one only the limit it came near ("near KV wall"), never a bare limit beside PASS."""
+    from kvtui.explore.evaluate import LIMIT_WORDS
+
+    lim = step.get("limited_by") or ""
+    if not lim:
+        return "—"
+    words = LIMIT_WORDS.get(lim, lim)
+    if step.get("passed") is True:
+        return f"near {words}" if lim == "kv_wall" else "—"
+    return words
 
 
 def verdict_words(step: dict[str, Any]) -> str:

@@ -212,7 +212,11 @@ class AnswerScreen(Screen):
         return targets[:2] or [("ttft", "p95", None)]
 
     def on_mount(self) -> None:
-        self.query_one("#answer-table", DataTable).focus()
+        # The body has the focus, not the table: ↑↓, page up/down, home and end scroll the answer
+        # down to its caveats and commands, which at 80×24 lie below the fold (a table with the
+        # focus took those keys for its row cursor, and the commands could only be reached by mouse).
+        self.query_one("#answer-table", DataTable).can_focus = False
+        self.query_one("#answer-body", VerticalScroll).focus()
         self._layout()
         self.sync()
 
@@ -245,11 +249,17 @@ class AnswerScreen(Screen):
         head.append(f"\nSLO {st.shown_slo.describe()}" + ("  (edited: recomputed)" if st.edited else ""), style="dim")
         if not ans["finished"] and not st.replay:
             head.append("  · the run is not finished: figures so far", style=th.warning or "")
+        room = max(30, (self.size.width or 80) - 4)  # the body's padding and its scrollbar
         for q in ans["questions"]:
+            who = ", ".join(q["winners"]) if q["winners"] else "—"
             head.append("\n")
-            head.append(f"{q['question']:<36}", style="dim")
+            if 36 + 2 + len(who) + 2 + len(q["text"]) > room:  # narrow: the winner under its question, whole
+                head.append(q["question"], style="dim")
+                head.append("\n  ")
+            else:
+                head.append(f"{q['question']:<36}", style="dim")
             head.append("= " if q["tie"] else "★ ", style=f"bold {th.success}")
-            head.append(", ".join(q["winners"]) if q["winners"] else "—", style="bold")
+            head.append(who, style="bold")
             head.append(f"  {q['text']}")
         if ans.get("note"):
             head.append(f"\nnote: {ans['note']}", style=th.warning or "")
@@ -257,16 +267,25 @@ class AnswerScreen(Screen):
         self._fill_table(ans)
         why = Text()
         why.append("why", style="bold")
+        room = max(30, (self.size.width or 80) - 4)  # the body's padding and its scrollbar
+
+        def bullet(text: str, style: str = "") -> None:
+            # wrapped here, under its own text (a bullet's second line under the bullet read as a new one)
+            import textwrap
+
+            lines = textwrap.wrap(text, room, initial_indent="• ", subsequent_indent="  ",
+                                  break_long_words=False, break_on_hyphens=False) or ["•"]
+            why.append("\n" + "\n".join(lines), style=style)
+
         for line in ans["lines"]:
-            why.append(f"\n• {line}")
+            bullet(line)
         for p in ans["predicted"]:
-            why.append(f"\n• {p['mode']}: KV-bound prediction ≈{p['predicted']:,.0f}, "
-                       f"measured knee {fmt_load(p['measured'])}",
-                       style="dim")
+            bullet(f"{p['mode']}: KV-bound prediction ≈{p['predicted']:,.0f}, measured knee {fmt_load(p['measured'])}",
+                   "dim")
         if ans["caveats"]:
             why.append("\ncaveats", style="bold")
             for c in ans["caveats"]:
-                why.append(f"\n• {c}", style=th.warning or "")
+                bullet(c, th.warning or "")
         self.query_one("#answer-why", Static).update(why)
         self.query_one("#answer-paths", Static).update(self._paths_text())
         self.query_one("#answer-legend", Static).update(self.legend())

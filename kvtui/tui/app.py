@@ -95,6 +95,16 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         self.theme = want
         self.dashboard: Any = None
 
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """A toast, never read as markup: its text carries servers' errors, paths and commands
+        ("pip install 'kvtui[vllm]'" lost its "[vllm]" as a style tag). Screens and widgets reach
+        this through Textual's DOMNode.notify, so every toast of the app goes through here."""
+        if timeout is None:
+            super().notify(message, title=title, severity=severity, markup=False)
+        else:
+            super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
     # -- palette ---------------------------------------------------------------------------------
     @property
     def palette(self) -> ChartPalette:

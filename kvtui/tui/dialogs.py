@@ -39,13 +39,24 @@ def help_text(context: str) -> Text:
         here = screen == context or screen == "everywhere"
         t.append(f"{screen}{'  (here)' if screen == context else ''}\n", style="bold underline" if here else "bold")
         for key, what in help_rows(screen):
-            t.append(f"  {key:<14}", style="bold" if here else "")
+            t.append(_key_cell(key), style="bold" if here else "")
             t.append(f"{what}\n", style="" if here else "dim")
     t.append("abbreviations\n", style="bold underline")
     for a, what in ABBREVIATIONS:
-        t.append(f"  {a:<14}", style="bold")
+        t.append(_key_cell(a), style="bold")
         t.append(f"{what}\n")
     return t
+
+
+KEY_COLUMN = 14
+
+
+def _key_cell(key: str) -> str:
+    """A key in its column, with a space before its text: one too long for the column gets a line
+    of its own ("escape / c / qclose …" and "run / wait / tgt / prerequests …" ran into their text)."""
+    if len(key) < KEY_COLUMN:
+        return f"  {key:<{KEY_COLUMN}}"
+    return f"  {key}\n" + " " * (KEY_COLUMN + 2)
 
 
 class HelpScreen(ModalScreen[None]):

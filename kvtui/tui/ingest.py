@@ -267,6 +267,10 @@ class RunEvents(StateHost):
         self._append_log(name, f"kvtui: warning: {text}", "warning")
         self.version += 1
 
+    def _on_note(self, name: str | None, text: Any) -> None:
+        self._append_log(name, f"kvtui: {text}", "kvtui")  # news, not a fault: logged, no warning toast
+        self.version += 1
+
     def _on_error(self, name: str | None, text: Any) -> None:
         self.notices.append(("error", f"{name + ': ' if name else ''}{text}"))
         self._append_log(name, f"kvtui: error: {text}", "error")
@@ -291,6 +295,7 @@ HANDLERS: dict[type[events.Event], Callable[[RunEvents, str | None, Any], None]]
     events.ModeFinished: RunEvents._on_mode_finished,
     events.RunFinished: RunEvents._on_run_finished,
     events.RunWarning: RunEvents._on_warning,
+    events.RunNote: RunEvents._on_note,
     events.RunError: RunEvents._on_error,
 }
 _BY_KIND: dict[str, type[events.Event]] = {t.kind: t for t in events.EVENT_TYPES}

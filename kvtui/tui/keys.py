@@ -56,6 +56,10 @@ KEYS: list[Key] = [
     Key("e", "app.edit_slo", "SLO", "answer", {"answer": "change the SLO (recomputed from the records)"}),
     Key("ctrl+s", "app.export", "export", "answer", {"answer": "export the snapshot as shown (+ Markdown)"}),
     Key("l", "log", "log", "answer", {"answer": "the dashboard with the server log open"}, show=False),
+    # The answer's body scrolls itself (Textual's own keys): listed in the help, not bound again.
+    Key("up,down,pageup,pagedown,home,end", "scroll", "scroll", "answer",
+        {"answer": "scroll the answer (home / end: its top, its caveats and commands)"},
+        help_key="↑↓ pgup pgdn", show=False, bound=False),
     Key("question_mark", "app.help", "help", "answer", {}, key_display="?"),
     # the dashboard, live and replay
     Key("space", "app.toggle_pause", "pause", "dashboard", {LIVE: "pause / resume after the step in flight"}),

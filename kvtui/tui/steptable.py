@@ -8,10 +8,11 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from kvtui.explore.evaluate import in_lock_step, ran_to_its_end
+from kvtui.report.text import limit_cell
 from kvtui.tui.cellfmt import _f, fmt_load, fmt_ms, fmt_share  # noqa: F401
 from kvtui.tui.charts import fmt_num
 from kvtui.tui.predicted import has_prediction, predicted_cell
-from kvtui.tui.state import RunState, limit_word
+from kvtui.tui.state import RunState
 
 COLUMNS = [
     # key, label, compact?
@@ -103,7 +104,7 @@ class StepTable(DataTable):
             "mark": Text("★", style=f"bold {th.success}") if is_best else Text(""),
             "load": Text(fmt_load(s.get("load")), style="bold" if is_best else ""),
             "verdict": verdict,
-            "limit": limit_word(s) if s.get("limited_by") else "—",
+            "limit": limit_cell(s),  # a PASS says only the limit it came near, as the headless line does
             "n": str(samples.get("ttft", s.get("requests", "—"))),
             "req_s": fmt_num(s.get("request_s")),
             "tok_s": fmt_num(s.get("output_tok_s")),

@@ -154,3 +154,19 @@ def test_simulated_devices_follow_cuda_visible_devices():
     assert devices.sim_device_ids(4, {"CUDA_VISIBLE_DEVICES": "2,0,9"}) == [2, 0]
     assert devices.sim_device_ids(4, {"CUDA_VISIBLE_DEVICES": "1,x,3"}) == [1]  # CUDA stops at the first bad entry
     assert devices.sim_device_ids(4, {"CUDA_VISIBLE_DEVICES": ""}) == []
+
+
+def test_parallel_json_is_the_answer_alone_on_stdout(tmp_path):
+    # `--parallel --json` printed the lanes' progress and the text ending on stdout: a script's JSON
+    # parse failed. As a sequential run: the answer (with the run it answers) alone there.
+    import json
+
+    sp = tmp_path / "par.toml"
+    sp.write_text(SCENARIO)
+    out = tmp_path / "joined.json"
+    r = kvtui("run", str(sp), "--parallel", "--fast", "--json", "--out", str(out))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    parsed = json.loads(r.stdout)
+    assert parsed["run"]["snapshot"] == str(out) and parsed["run"]["simulated"] is True
+    assert {row["mode"] for row in parsed["rows"]} == {"baseline", "fp8-kv"}
+    assert "lane" in r.stderr and "ANSWER:" not in r.stdout

@@ -138,7 +138,7 @@ def test_default_location_is_the_user_dir_and_runs_by_name(tmp_path, monkeypatch
     assert main(["init", "llama-3.1-8b", "--gpu", "L4", "--prompt", "512", "--output", "64"]) == 0
     out = capsys.readouterr().out
     path = tmp_path / "home" / "scenarios" / "llama-3.1-8b-l4.toml"
-    assert f"wrote {path}" in out and "kvtui run llama-3.1-8b-l4 --headless" in out
+    assert f"wrote {path}" in out and "kvtui run llama-3.1-8b-l4 --fast --headless" in out
     assert main(["scenarios"]) == 0
     assert str(path) in capsys.readouterr().out
     rc = main(["run", "llama-3.1-8b-l4", "--headless", "--fast", "--mode", "bf16", "--set", "ramp.max=8",

@@ -55,3 +55,58 @@ def test_the_readme_whatif_runs_as_written(tmp_path, capsys):
 def test_nothing_predicted_is_exit_1(tmp_path, capsys):
     rc = main(["whatif", "docs/results/h200-v2.json", "--set", "workload.prompt_tokens=200000"])
     assert rc == 1 and "the model's limit" in capsys.readouterr().out
+
+
+def test_whatif_on_another_gpu_simulates_that_gpu(tmp_path, capsys):
+    # `--set server.gpu=H100` on a vLLM snapshot: the GPU the run measured is the environment's, so
+    # the change was read and ignored (the what-if answered on the H200). Now the H100 answers, said.
+    out = tmp_path / "w.json"
+    assert main(["whatif", "docs/results/h200-v2.json", "--set", "server.gpu=H100", "--mode", "bf16",
+                 "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "SIMULATED on H100" in said and "the run measured an H200" in said
+    doc = json.loads(out.read_text())
+    assert doc["gpu"] == "H100" and doc["modes"]["bf16"]["gpu"] == "H100"
+    assert main(["whatif", "docs/results/h200-v2.json", "--mode", "bf16"]) == 0
+    same = capsys.readouterr().out
+    knee = lambda text: next(line.split()[1] for line in text.splitlines() if line.startswith("bf16 "))  # noqa: E731
+    assert knee(said) != knee(same)  # another GPU, another answer
+
+
+def test_whatif_says_an_fp8_mode_has_no_fp8_on_a_gpu_without_it(capsys):
+    rc = main(["whatif", "docs/results/h200-v2.json", "--set", "server.gpu=A100", "--mode", "fp8-kv"])
+    said = capsys.readouterr()
+    assert rc == 1 and "A100-80G has no FP8" in said.out and "nothing predicted" in said.err
+
+
+def test_whatif_names_the_limit_in_words_and_a_knee_at_the_ramps_max(capsys):
+    assert main(["whatif", "docs/results/h200-v2.json", "--set", "server.gpu_memory_utilization=0.3",
+                 "--mode", "bf16"]) == 0
+    assert "KV wall" in capsys.readouterr().out  # not "kv_wall"
+    assert main(["whatif", "docs/results/h200-v2.json", "--set", "workload.output_tokens=1024", "--mode", "bf16"]) == 0
+    assert "none up to ramp.max 256" in capsys.readouterr().out
+
+
+def test_whatif_refuses_an_unknown_gpu_in_one_line(capsys):
+    assert main(["whatif", "docs/results/h200-v2.json", "--set", "server.gpu=T4"]) == 2
+    assert "--set server.gpu=T4: unknown GPU 'T4'" in capsys.readouterr().err
+
+
+def test_the_setup_screens_init_says_an_assumed_gpu_too(tmp_path, monkeypatch):
+    from kvtui import paths
+    from kvtui.init import init_into_user_dir
+
+    FakeGpuBox(monkeypatch, [])
+    monkeypatch.setenv(paths.ENV_HOME, str(tmp_path / "home"))
+    made, what = init_into_user_dir(str(_model(tmp_path)))
+    assert made is not None and made.exists()
+    assert "GPU H200 assumed (no GPU seen here)" in what and "--engine sim --fast" in what
+
+
+def test_a_bundled_shape_says_it_is_simulated_and_on_which_gpu(tmp_path, capsys, monkeypatch):
+    FakeGpuBox(monkeypatch, [])
+    out = tmp_path / "s.toml"
+    assert main(["init", "llama-3.1-8b", "--gpu", "L4", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "GPU L4 (SIMULATED" in said and "--fast --headless" in said and "kvtui: run it:" not in said
+    assert load_scenario(out).server.engine == "sim" and load_scenario(out).server.gpu == "L4"

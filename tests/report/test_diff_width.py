@@ -52,3 +52,18 @@ def test_diff_to_a_file_keeps_every_column(tmp_path):
     _diff(80, "--out", str(out))
     head = _header(out.read_text())
     assert all(h in head for h in COMPARISON_HEADERS)
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_prediction_tables_fit_too(columns):
+    # the predicted-against-measured tables were printed whole and wrapped as prose: noise at 80 columns
+    env = {**os.environ, "COLUMNS": str(columns), "PYTHONPATH": str(ROOT)}
+    seeded = ROOT / "docs" / "results" / "h200-kvb-seeded.json"
+    out = subprocess.run([sys.executable, "-m", "kvtui", "diff", str(A), str(seeded)], capture_output=True,
+                         text=True, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    section = lines[lines.index("Predicted against measured (SIMULATED predictions):"):]
+    head = next(line for line in section if line.startswith("mode "))
+    assert "predicted knee" in head and "measured knee" in head

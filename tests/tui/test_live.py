@@ -149,6 +149,13 @@ async def test_quit_mid_run_stops_server_and_load_generator(knee_scenario, tmp_p
     doc = load_snapshot(tmp_path / "quit.json")  # finalised, not just journaled
     assert doc["run"]["stop_reason"] == "quit" and doc["run"]["finished"] is False, doc["run"]
     assert doc["run"]["outcome"] == "stopped" and app.return_value == 3  # a partial run never exits 0
+    # and its answer says so wherever it is read: the headline, the first caveat, the report
+    from kvtui.report.answer import answer_text
+    from kvtui.report.export import render
+
+    said = answer_text(doc)
+    assert "— partial run (" in said.splitlines()[0] and "PARTIAL RUN: stopped before its modes finished" in said
+    assert "PARTIAL RUN: stopped before its modes finished" in render(doc, "md")
 
 
 async def test_setup_screen_validates_then_starts(knee_path, tmp_path):

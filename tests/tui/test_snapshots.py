@@ -44,6 +44,24 @@ def test_answer(snap_compare, size):
     assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=size)
 
 
+LONG_PATH = ("/srv/kvtui/runs/a-very-long-directory-name-for-the-h200-runs-of-the-team/"
+             "h200-llama8b-2k256-2026-11-30-whole-gpu-five-modes-against-bf16.json")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_answer_long_snapshot_path_scrolled_to_its_commands(snap_compare, size):
+    """Issue 31: each command whole on its line, the long path shortened in the middle; reached by
+    keyboard (End) where it lies below the fold."""
+    doc = _h200_doc()
+    doc["_path"] = LONG_PATH  # shown, never opened: a fixed path keeps the picture the same everywhere
+
+    async def to_the_end(pilot):
+        await pilot.press("end")
+        await pilot.pause()
+
+    assert snap_compare(create_app(snapshot=doc), terminal_size=size, run_before=to_the_end)
+
+
 def test_answer_no_color(snap_compare, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=(80, 24))
