@@ -173,25 +173,35 @@ def atomic_write(path: str | Path, data: str | bytes, what: str = "output") -> N
         raise
 
 
-# -- JSON read from a file: bounded depth and string sizes -------------------------------------
+# -- JSON read from a file: bounded depth, string sizes and numbers ----------------------------
 #
 # `[` × 200k raised RecursionError out of export, diff and resume; a 100 MB string made them
-# hang. Everything kvtui reads as JSON from a user's file (snapshot, journal lines, records,
-# imports) goes through `loads`: the C parser (which stops itself at the interpreter's recursion
-# limit: that becomes one line), then one iterative walk refusing a document deeper than
-# MAX_DEPTH or with a string (key or value) longer than MAX_STRING. Nothing kvtui writes comes
-# near either: a snapshot is ~8 levels deep, its longest string a log line.
+# hang; an integer of 5,000 digits raised ValueError (Python's int-from-text limit) out of all of
+# them, and a load of 1e999 (infinity) an OverflowError out of calibrate. Everything kvtui reads
+# as JSON from a user's file (snapshot, journal lines, records, imports) goes through `loads`: the
+# C parser (which stops itself at the interpreter's recursion limit and at 4,300 digits: each
+# becomes one line), then one iterative walk refusing a document deeper than MAX_DEPTH, with a
+# string (key or value) longer than MAX_STRING, or — for kvtui's own files — a number kvtui never
+# writes: NaN, ±Infinity (a literal, or 1e999 overflowing to one) or an integer past ±MAX_INT
+# (kvtui writes an infinite latency as the string "inf", and no count or seed comes near 2**64).
+# Nothing kvtui writes comes near any bound: a snapshot is ~8 levels deep, its longest string a
+# log line.
 
 MAX_DEPTH = 64
 MAX_STRING = 1 * MiB
+MAX_INT = 2**64
 
 
 class JSONBoundsError(ValueError):
-    """A JSON document past MAX_DEPTH or MAX_STRING, or nested past the parser's limit."""
+    """A JSON document past MAX_DEPTH, MAX_STRING or the numbers kvtui writes, or past the parser's limits."""
 
 
-def check_bounds(doc: object, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING) -> None:
-    """Raise JSONBoundsError when `doc` is nested deeper than max_depth or holds a longer string."""
+def check_bounds(doc: object, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING,
+                 numbers: bool = True) -> None:
+    """Raise JSONBoundsError when `doc` is nested deeper than max_depth or holds a longer string;
+    with `numbers`, also when it holds a number that is not finite or an integer past ±MAX_INT."""
+    import math
+
     stack: list[tuple[object, int]] = [(doc, 1)]
     while stack:
         x, d = stack.pop()
@@ -208,17 +218,31 @@ def check_bounds(doc: object, max_depth: int = MAX_DEPTH, max_string: int = MAX_
                     stack.append((v, d + 1))
             else:
                 stack.extend((v, d + 1) for v in x)
+        elif not numbers or x is None or isinstance(x, bool):
+            continue
+        elif isinstance(x, float):
+            if not math.isfinite(x):
+                raise JSONBoundsError(f"a number {x!r} (NaN, Infinity or past a float's range), which kvtui "
+                                      "never writes")
+        elif isinstance(x, int) and not -MAX_INT <= x <= MAX_INT:
+            raise JSONBoundsError(f"an integer of {len(str(abs(x))):,} digits (at most ±2**64)")
 
 
-def loads(text: str | bytes, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING) -> object:
-    """json.loads, bounded: JSONBoundsError (a ValueError) past the bounds, never RecursionError."""
+def loads(text: str | bytes, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING,
+          numbers: bool = True) -> object:
+    """json.loads, bounded: JSONBoundsError (a ValueError) past the bounds, never RecursionError.
+    `numbers=False` for files of other tools (a bench result may hold NaN): only depth and sizes."""
     import json
 
     try:
         doc = json.loads(text)
     except RecursionError:
         raise JSONBoundsError(f"nested more than {max_depth} levels deep") from None
-    check_bounds(doc, max_depth, max_string)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # the parser's own limit: an integer of more than 4,300 digits
+        raise JSONBoundsError("an integer of more than 4,300 digits (at most ±2**64)") from None
+    check_bounds(doc, max_depth, max_string, numbers)
     return doc
 
 

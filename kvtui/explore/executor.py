@@ -31,6 +31,9 @@ class Measured:
     extra: dict[str, Any] = field(default_factory=dict)  # merged into the evaluated step, in this order
     aborted: bool = False  # ended early (a stop, a skip, an error burst)
     check_samples: bool = True  # note a window with fewer requests than the SLO's percentiles want
+    # Why the mode cannot go on (a modelled step past its bound: kvtui.engines.sim.budget): the
+    # step is kept without a verdict, the mode ends with this error.
+    mode_error: str | None = None
 
 
 class Controls(Protocol):

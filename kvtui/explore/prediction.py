@@ -109,11 +109,13 @@ def curve_point(step: dict[str, Any]) -> dict[str, Any]:
 class Simulator:
     """One mode on the offline simulator, stepped load after load (the prediction's measurer)."""
 
-    def __init__(self, scenario: Scenario, mode: Mode, calibration: Calibration, closed: bool):
+    def __init__(self, scenario: Scenario, mode: Mode, calibration: Calibration, closed: bool,
+                 halt: Callable[[], bool] | None = None):
         from kvtui.engines.sim.fastrun import OfflineServer
 
         self.scenario, self.mode, self.closed = scenario, mode, closed
-        self.server = OfflineServer(scenario, mode, PREDICT_SALT, calibration=calibration)
+        # halt: the run's stop, which each simulated step looks at (kvtui.engines.sim.budget)
+        self.server = OfflineServer(scenario, mode, PREDICT_SALT, calibration=calibration, halt=halt)
         self.counter = 0
         self.index = 0
 
@@ -124,6 +126,10 @@ class Simulator:
         sc = self.scenario
         need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [sc.ramp.min_samples])
         res = self.server.step(self.mode.name, self.index, load, self.closed, self.counter, need)
+        if res.ended:  # part of a step is no step: nothing is predicted from it
+            from kvtui.engines.sim.budget import SimulationCut, refusal
+
+            raise SimulationCut(refusal(res.ended, load) or "the run is stopping")
         self.counter += len(res.records) + 1
         self.index += 1
         ctx = StepContext(load=load, closed=self.closed, t_window_start=res.window_start or res.t_start,
@@ -178,12 +184,13 @@ def model_from_snapshot(model_ref: str | None, prediction: dict[str, Any] | None
 
 
 def predict_mode(scenario: Scenario, mode: Mode, calibration: Calibration, target: Target | None = None,
-                 nvml: Callable[[], tuple[str | None, str]] = _nvml_gpu) -> dict[str, Any]:
+                 nvml: Callable[[], tuple[str | None, str]] = _nvml_gpu,
+                 halt: Callable[[], bool] | None = None) -> dict[str, Any]:
     """The prediction for one mode (see the module's docstring). Never raises for a shape it cannot
     simulate: it says so (covered False) and the search falls back to the KV-bound guess."""
+    from kvtui.engines.sim.budget import SimulationCut
     from kvtui.engines.sim.fastrun import SimConfigError
     from kvtui.engines.sim.server import SIM_VERSION
-    from kvtui.predict.calibration_file import factors_dict
 
     t0 = time.monotonic()
     target = target or resolve_target(scenario, mode, nvml)
@@ -197,10 +204,22 @@ def predict_mode(scenario: Scenario, mode: Mode, calibration: Calibration, targe
     closed = scenario.ramp.load == "concurrency"
     sc = _sim_scenario(scenario, target)
     try:
-        sim = Simulator(sc, mode, calibration, closed)
+        sim = Simulator(sc, mode, calibration, closed, halt)
     except (SimConfigError, KvtuiError) as e:
         return {**base, "covered": False, "why": f"the simulator cannot start this mode: {e}", "knee": None,
                 "curve": []}
+    try:
+        return _predicted(base, sc, sim, closed, t0, calibration)
+    except SimulationCut as e:
+        return {**base, "covered": False, "why": f"the simulator cannot model this mode's steps: {e}", "knee": None,
+                "curve": []}
+
+
+def _predicted(base: dict[str, Any], sc: Scenario, sim: Simulator, closed: bool, t0: float,
+               calibration: Calibration) -> dict[str, Any]:
+    """predict_mode's search on the simulator (SimulationCut where a step could not be simulated)."""
+    from kvtui.predict.calibration_file import factors_dict
+
     kv = sim.server.facts.kv_bound_concurrency(int(_mean_tokens(sc))) if closed else None
     # The predicted search: kvtui's fast search on the simulator, without confirmation (the model
     # is its own repeat), at the scenario's resolution.
