@@ -49,6 +49,19 @@ def open_regular(path: str | Path, what: str, cap: int) -> int:
         raise
 
 
+def input_problem(path: str | Path) -> str | None:
+    """Why `path`, when it exists, is no file to read (a FIFO, a device, a socket, a directory:
+    following links, as a reader does); None when it is a regular file or absent. For an input
+    named by another file (a snapshot's records sidecar), checked before anything runs."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # absent (or unreachable): its reader says so
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return f"is {_kind(st.st_mode)}, not a regular file"
+
+
 def read_bytes_file(path: str | Path, what: str, cap: int) -> bytes:
     fd = open_regular(path, what, cap)
     with os.fdopen(fd, "rb") as f:

@@ -20,6 +20,7 @@ steps would be kept under a simulated run's label, or the reverse).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Iterator
 
 from kvtui.errors import UsageError
@@ -184,11 +185,25 @@ def mode_problem(m: dict[str, Any], slo: Any = None) -> str | None:
     return None
 
 
+def records_source(prev: dict[str, Any]) -> Path | None:
+    """The records sidecar a resumed snapshot names (beside it, or absolute), or None."""
+    name, path = prev.get("records"), prev.get("_path")
+    if not isinstance(name, str) or not name or not path:
+        return None
+    return Path(name) if Path(name).is_absolute() else Path(path).with_name(name)
+
+
 def check_resumable(scenario_doc: dict[str, Any], resumes: list[dict[str, Any]]) -> None:
     """One UsageError line (exit 2) when a resumed snapshot was measured under another workload,
     SLO, model or engine, or holds figures no run can give."""
+    from kvtui.safeio import input_problem
+
     for prev in resumes:
         src = prev.get("_path") or "(snapshot)"
+        rec = records_source(prev)
+        why_not = input_problem(rec) if rec is not None else None
+        if why_not:  # read to carry its records over: a FIFO there once hung the resume
+            raise UsageError(f"--resume {src}: its records {rec} {why_not}: not read")
         diff = differing_field(prev.get("scenario") or {}, scenario_doc)
         if diff:
             name, a, b = diff
