@@ -110,8 +110,14 @@ def _lie(spec, truth: int):
 
 
 async def _answer_stream(a: dict, prompt: int, max_tokens: int):
-    """A stream of exactly max_tokens tokens, told as the answer spec `a` says."""
+    """A stream of exactly max_tokens tokens, told as the answer spec `a` says; `raw`: these
+    event payloads as they are (each sent as `data: PAYLOAD`), then [DONE]."""
     nl = "\r\n" if a.get("crlf") else "\n"
+    if "raw" in a:
+        for payload in a["raw"]:
+            yield ("data: " + payload + nl + nl).encode()
+        yield ("data: [DONE]" + nl + nl).encode()
+        return
     per = max(1, int(a.get("per_chunk", 1)))
     gap = float(a.get("gap_ms", 0.0)) / 1000
     events: list[bytes] = []
