@@ -1,4 +1,5 @@
-"""Read input files safely: regular files only, with a size cap, never blocking.
+"""Read untrusted input safely: files (regular files only, with a size cap, never blocking),
+JSON (bounded depth, sizes and numbers), a server's answer (a bounded body, bounded JSON).
 
 `/dev/zero` as a scenario ended in MemoryError and a FIFO hung kvtui forever. Every file
 kvtui reads on a user's word (scenario, snapshot, journal, import, resume, dataset) goes
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from kvtui.errors import UsageError
 
@@ -271,3 +273,61 @@ def longest_run_without(text: str, ch: str = '"') -> int:
         best = max(best, i - start)
         start = i + 1
     return best
+
+
+# -- a server's answer that is not streamed ---------------------------------------------------
+#
+# A server's answer (/v1/models, /version, /tokenize, a quality prompt's completion) is untrusted
+# input as a file is. httpx's Response.json() read the whole body, however large, and the
+# parser's own limits escaped as RecursionError (an answer nested 100,000 deep) or a bare
+# ValueError (an integer of 5,000 digits), and `.get` on an answer that was a list raised
+# AttributeError: each a traceback out of an external engine's start or the token-space
+# discovery. `fetch` reads at most MAX_ANSWER_BYTES and gives back an `Answer` whose `json()`
+# raises ValueError and nothing else (bounded as `loads` bounds a file), and whose `field()` is
+# None for any other shape.
+
+MAX_ANSWER_BYTES = 8 << 20  # vLLM's largest such answer (a long completion with logprobs) is a few hundred kB
+
+
+class Answer:
+    """Duck-typed like the part of httpx.Response the callers use: status_code, text, json()."""
+
+    def __init__(self, status_code: int, body: bytes, cut: bool = False):
+        self.status_code = status_code
+        self.body = body
+        self.cut = cut  # more than MAX_ANSWER_BYTES came: the rest was not read
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        """The answer's JSON; ValueError (only) when it is not JSON within `loads`' bounds."""
+        if self.cut:
+            raise ValueError(f"an answer of more than {MAX_ANSWER_BYTES >> 20} MiB")
+        try:
+            return loads(self.body, numbers=False)  # another tool's numbers: NaN is the caller's to judge
+        except RecursionError:  # loads maps it; belt and braces for a parser that does not
+            raise ValueError("nested too deeply") from None
+
+    def field(self, key: str) -> Any:
+        """`key` of the answer when it is a JSON object, else None (never raises)."""
+        try:
+            doc = self.json()
+        except ValueError:
+            return None
+        return doc.get(key) if isinstance(doc, dict) else None
+
+
+def fetch(client: Any, method: str, url: str, **kw: Any) -> Answer:
+    """One request through `client`, its body read to at most MAX_ANSWER_BYTES. Raises what the
+    request raises (httpx.HTTPError)."""
+    parts: list[bytes] = []
+    n = 0
+    with client.stream(method, url, **kw) as r:
+        for chunk in r.iter_bytes():
+            n += len(chunk)
+            if n > MAX_ANSWER_BYTES:
+                return Answer(r.status_code, b"".join(parts), cut=True)
+            parts.append(chunk)
+        return Answer(r.status_code, b"".join(parts))
