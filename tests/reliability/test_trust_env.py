@@ -120,3 +120,84 @@ def test_a_fractional_concurrency_is_reported_at_its_own_field_and_line(tmp_path
         load_scenario(p)
     (prob,) = [x for x in e.value.problems if "whole numbers" in x]
     assert f":{line}: ramp.{key}:" in prob and f"{value:g}" in prob, prob
+
+
+# -- the third pass's other routes: compilers, helpers, HOME, caches; listening; code flags ----------
+
+PROGRAMS = ["CC", "CXX", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDAHOSTCXX", "LDFLAGS", "CFLAGS",
+            "HOME", "GIT_ASKPASS", "SSH_ASKPASS", "EDITOR", "HF_HUB_CACHE", "TRANSFORMERS_CACHE", "VLLM_CACHE_ROOT",
+            "VLLM_ALLOW_INSECURE_SERIALIZATION", "VLLM_SERVER_DEV_MODE", "HF_ALLOW_CODE_EVAL", "SOME_NEW_TOOL_BIN"]
+LISTENING = ["VLLM_HOST_IP", "MASTER_ADDR", "MASTER_PORT", "VLLM_PORT", "VLLM_DP_MASTER_IP", "GLOO_SOCKET_IFNAME"]
+STILL_TUNING = ["VLLM_ATTENTION_BACKEND", "VLLM_WORKER_MULTIPROC_METHOD", "VLLM_LOGGING_LEVEL", "HF_HUB_OFFLINE",
+                "VLLM_CPU_KVCACHE_SPACE", "VLLM_MM_INPUT_CACHE_GIB", "HF_TOKEN", "NCCL_P2P_DISABLE", "MKL_NUM_THREADS"]
+
+
+@pytest.mark.parametrize("name", PROGRAMS + LISTENING)
+def test_programs_helpers_home_caches_and_listening_need_allow_env(tmp_path, name) -> None:
+    from kvtui.scenario.schema import listens
+
+    assert hijacks(name) or listens(name), name
+    with pytest.raises(ScenarioError) as e:
+        load(tmp_path, f'[server.env]\n{name} = "/tmp/x"')
+    assert any(f"server.env.{name}:" in p and "--allow-env" in p for p in e.value.problems)
+    load(tmp_path, f'[server.env]\n{name} = "/tmp/x"', allow_env=True)
+
+
+@pytest.mark.parametrize("name", STILL_TUNING)
+def test_more_tuning_knobs_still_pass(tmp_path, name) -> None:
+    load(tmp_path, f'[server.env]\n{name} = "1"')
+
+
+@given(pre=st.sampled_from(["", "VLLM_", "NCCL_", "NEWLIB_", "X_"]),
+       word=st.sampled_from(["CC", "CXX", "CFLAGS", "ASKPASS", "HOME", "CACHE", "BIN", "HOST", "IP", "PORT", "ADDR"]),
+       post=st.sampled_from(["", "_X", "_NEW"]))
+def test_a_new_variable_naming_a_program_a_home_a_cache_or_an_address_is_caught(pre, word, post) -> None:
+    from kvtui.scenario.schema import listens
+
+    name = pre + word + post
+    assert hijacks(name) or listens(name), name
+
+
+CODE_FLAGS_SEEN = ["--trust-remote-code", "--tool-parser-plugin", "--reasoning-parser-plugin", "--middleware",
+                   "--worker-extension-cls", "--worker-cls", "--logits-processors", "--kv-transfer-config",
+                   "--distributed-executor-backend"]
+
+
+@given(st.sampled_from(CODE_FLAGS_SEEN).flatmap(lambda f: st.tuples(st.integers(7, len(f)), st.booleans(),
+                                                                    st.sampled_from(["", "=x", "=./evil.py"]))
+                                                 .map(lambda t: (f[:t[0]].replace("-", "_").replace("__", "--", 1)
+                                                                 if t[1] else f[:t[0]]) + t[2])))
+def test_every_spelling_of_a_code_loading_flag_is_caught(arg) -> None:
+    from kvtui.scenario.checks import code_flag
+
+    assert code_flag(arg), arg
+
+
+@pytest.mark.parametrize("args", [['"--trust-remote-code"'], ['"--tool-parser-plugin"', '"./evil.py"'],
+                                  ['"--trust-rem"'], ['"--kv-transfer-config"', "'{\"kv_connector_module_path\": \"e\"}'"],
+                                  ['"--compilation-config"', "'{\"level\": 3, \"cache_dir\": \"/tmp/c\"}'"],
+                                  ['"--speculative-config={\\"method\\": \\"x\\", \\"plugin\\": 1}"']])
+def test_extra_args_loading_code_need_allow_env(tmp_path, args) -> None:
+    with pytest.raises(ScenarioError) as e:
+        load(tmp_path, f"extra_args = [{', '.join(args)}]")
+    assert any("server.extra_args" in p and "--allow-env" in p for p in e.value.problems), e.value.problems
+    load(tmp_path, f"extra_args = [{', '.join(args)}]", allow_env=True)
+
+
+@pytest.mark.parametrize("args", [['"--enforce-eager"'], ['"--max-num-seqs"', '"64"'], ['"--kv-cache-dtype"', '"fp8"'],
+                                  ['"--compilation-config"', "'{\"level\": 3}'"], ['"--enable-chunked-prefill"'],
+                                  ['"--speculative-config"', "'{\"model\": \"path/draft\", \"num_speculative_tokens\": 3}'"],
+                                  ['"--load-format"', '"dummy"'], ['"--block-size"', '"16"'], ['"--seed"', '"1"']])
+def test_ordinary_extra_args_pass(tmp_path, args) -> None:
+    load(tmp_path, f"extra_args = [{', '.join(args)}]")
+
+
+@pytest.mark.parametrize("args", [['"--uds"', '"/tmp/s"'], ['"--headless"'], ['"--ssl-keyfile=k.pem"'],
+                                  ['"--ssl-certfile"', '"c.pem"'], ['"--data-parallel-address"', '"0.0.0.0"'],
+                                  ['"--port"', '"0"'], ['"--api_key=k"'], ['"--ho"', '"::"']])
+def test_extra_args_moving_the_api_server_are_refused_naming_the_field(tmp_path, args) -> None:
+    """The API server off loopback HTTP (a Unix socket, none at all, TLS kvtui does not speak, a
+    rank listening on an address) is refused as --host is: the start would only wait for its timeout."""
+    with pytest.raises(ScenarioError) as e:
+        load(tmp_path, f"extra_args = [{', '.join(args)}]")
+    assert any("server.extra_args" in p and "kvtui sets itself" in p for p in e.value.problems), e.value.problems
