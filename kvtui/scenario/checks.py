@@ -309,7 +309,10 @@ def _check(sc: Scenario, probs: _Problems) -> None:
         if not ds.is_absolute() and sc.source:
             ds = Path(sc.source).parent / ds
         if not ds.is_file():
-            probs.add(("workload", "dataset"), f"no such file: {ds}")
+            from kvtui.safeio import input_problem
+
+            why = input_problem(ds) if ds.exists() else None  # a device, a FIFO, a folder: said as what it is
+            probs.add(("workload", "dataset"), f"{ds} {why}" if why else f"no such file: {ds}")
         else:
             w.dataset = str(ds)
             from kvtui.errors import UsageError

@@ -201,3 +201,35 @@ def test_extra_args_moving_the_api_server_are_refused_naming_the_field(tmp_path,
     with pytest.raises(ScenarioError) as e:
         load(tmp_path, f"extra_args = [{', '.join(args)}]")
     assert any("server.extra_args" in p and "kvtui sets itself" in p for p in e.value.problems), e.value.problems
+
+
+@pytest.mark.parametrize("override, field", [("ramp.max=8.5", "ramp.max"), ("ramp.window_s=-1", "ramp.window_s"),
+                                             ('workload.dataset="/dev/zero"', "workload.dataset"),
+                                             ('modes.0.env={CC="x"}', "modes[0].env.CC")])
+def test_a_set_value_is_reported_at_its_set_not_at_the_files_line(tmp_path, override, field) -> None:
+    """The file's line of a key a --set replaced holds another value: the problem names the --set."""
+    p = tmp_path / "s.toml"
+    p.write_text(BASE.format(server="", mode="m") + "[ramp]\nstart = 1\nmax = 16\nwindow_s = 1\n")
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(p, [override])
+    assert any(x.startswith(f"{p}: --set {override}: {field}") for x in e.value.problems), e.value.problems
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "FIFO", "DIR"])
+def test_a_dataset_that_is_not_a_regular_file_is_named_as_what_it_is(tmp_path, path) -> None:
+    import os
+
+    if path == "FIFO":
+        path = str(tmp_path / "f")
+        os.mkfifo(path)
+    elif path == "DIR":
+        path = str(tmp_path)
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(_with_dataset(tmp_path, path))
+    assert any("workload.dataset" in x and "not a regular file" in x for x in e.value.problems), e.value.problems
+
+
+def _with_dataset(tmp_path, path: str):
+    p = tmp_path / "d.toml"
+    p.write_text(BASE.format(server="", mode="m") + f'[workload]\ndataset = "{path}"\n')
+    return p
