@@ -209,11 +209,15 @@ def _check_strings(sc: Scenario, probs: _Problems) -> None:
     for path, value in [(("server", "model"), s.model), (("server", "served_model_name"), s.served_model_name),
                         (("server", "host"), s.host), (("server", "gpu"), s.gpu), (("server", "url"), s.url),
                         (("server", "metrics_url"), s.metrics_url), (("workload", "dataset"), sc.workload.dataset),
-                        (("name",), sc.name)] + [(("modes", i, "model"), m.model) for i, m in enumerate(sc.modes)] \
+                        (("name",), sc.name), (("description",), sc.description), (("server", "api_key"), s.api_key)] \
+            + [(("server", "replica_urls", i), u) for i, u in enumerate(s.replica_urls)] \
+            + [(("server", "metrics_urls", i), u) for i, u in enumerate(s.metrics_urls)] \
+            + [(("modes", i, "model"), m.model) for i, m in enumerate(sc.modes)] \
             + [(("modes", i, key), getattr(m, key)) for i, m in enumerate(sc.modes)
                for key in ("dtype", "kv_cache_dtype", "quantization")]:
         if value and _CONTROL.search(value):
-            probs.add(path, f"must not contain control characters (NUL, escape sequences), got {value!r}")
+            shown = "a value with one (not shown: a secret)" if path == ("server", "api_key") else repr(value)
+            probs.add(path, f"must not contain control characters (NUL, escape sequences), got {shown}")
 
 
 def _check_replicas(sc: Scenario, probs: _Problems) -> None:

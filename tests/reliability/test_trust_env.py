@@ -233,3 +233,24 @@ def _with_dataset(tmp_path, path: str):
     p = tmp_path / "d.toml"
     p.write_text(BASE.format(server="", mode="m") + f'[workload]\ndataset = "{path}"\n')
     return p
+
+
+@pytest.mark.parametrize("where", ["description", "server.api_key", "server.replica_urls", "modes.name"])
+@pytest.mark.parametrize("ch", [r"\u001b]0;x\u0007", r"\u009b2J", "\u0085", "\u009b"])  # TOML escapes, raw C1
+def test_control_characters_are_refused_in_descriptions_keys_and_urls_too(tmp_path, where, ch) -> None:
+    text = BASE.format(server="", mode="m")
+    if where == "description":
+        text = text.replace('name = "t"\n', f'name = "t"\ndescription = "a{ch}b"\n')
+    elif where == "server.api_key":
+        text = text.replace('engine = "sim"\n', f'engine = "external"\nurl = "http://127.0.0.1:9"\napi_key = "k{ch}"\n')
+    elif where == "server.replica_urls":
+        text = text.replace('engine = "sim"\n', f'engine = "external"\nreplica_urls = ["http://127.0.0.1:9/{ch}"]\n')
+    else:
+        text = text.replace('name = "m"', f'name = "m{ch}"')
+    p = tmp_path / "s.toml"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(p)
+    assert any(where.split(".")[-1] in x for x in e.value.problems), e.value.problems
+    if where == "server.api_key":  # never echoed: it is a secret
+        assert not any("'k" in x for x in e.value.problems), e.value.problems
