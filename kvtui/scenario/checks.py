@@ -238,6 +238,13 @@ def _check_replicas(sc: Scenario, probs: _Problems) -> None:
     if s.replicas > 1 and s.url and s.engine != "external":
         probs.add(("server", "url"), f"engine {s.engine!r} launches its {s.replicas} replicas itself: url is for "
                                      "the external engine; give replicas or url, not both")
+    else:
+        # A launching engine ignored them silently (it measures its own server, not the one named).
+        for key in ("url", "metrics_url"):
+            if getattr(s, key) and s.engine in ("sim", "vllm"):
+                probs.add(("server", key), f"only for the external engine: engine {s.engine!r} launches its own "
+                                           f"server and measures that one (engine = \"external\" to measure a "
+                                           "running server)")
     if s.replica_urls and s.url:
         probs.add(("server", "url"), "give either url (one server or a gateway, with metrics_urls) or replica_urls "
                                      "(kvtui spreads the requests), not both")

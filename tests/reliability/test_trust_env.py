@@ -254,3 +254,15 @@ def test_control_characters_are_refused_in_descriptions_keys_and_urls_too(tmp_pa
     assert any(where.split(".")[-1] in x for x in e.value.problems), e.value.problems
     if where == "server.api_key":  # never echoed: it is a secret
         assert not any("'k" in x for x in e.value.problems), e.value.problems
+
+
+@pytest.mark.parametrize("engine", ["sim", "vllm"])
+@pytest.mark.parametrize("key", ["url", "metrics_url"])
+def test_a_url_for_an_engine_that_launches_its_own_server_is_refused(tmp_path, engine, key) -> None:
+    """It was ignored silently: the launched server was measured, not the one named."""
+    p = tmp_path / "s.toml"
+    p.write_text(BASE.format(server=f'{key} = "http://10.1.2.3:8000"', mode="m").replace('engine = "sim"',
+                                                                                       f'engine = "{engine}"'))
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(p)
+    assert any(f"server.{key}: only for the external engine" in x for x in e.value.problems), e.value.problems
