@@ -154,3 +154,23 @@ def test_simulated_devices_follow_cuda_visible_devices():
     assert devices.sim_device_ids(4, {"CUDA_VISIBLE_DEVICES": "2,0,9"}) == [2, 0]
     assert devices.sim_device_ids(4, {"CUDA_VISIBLE_DEVICES": "1,x,3"}) == [1]  # CUDA stops at the first bad entry
     assert devices.sim_device_ids(4, {"CUDA_VISIBLE_DEVICES": ""}) == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_node_where_a_lane_log_goes_is_refused_and_never_hangs(tmp_path, kind):
+    """Outputs checked like inputs (issue 30), the lanes' files too: a FIFO planted where a lane's
+    log goes once stopped the log pump, then the lane (its output pipe full), then the run."""
+    sc = tmp_path / "par.toml"
+    sc.write_text(SCENARIO)
+    out = tmp_path / "par.json"
+    lanes = tmp_path / "par.lanes"
+    lanes.mkdir()
+    node = lanes / "00-baseline.log"
+    if kind == "fifo":
+        os.mkfifo(node)
+    else:
+        node.symlink_to(tmp_path / "elsewhere.log")
+    p = kvtui("run", str(sc), "--parallel", "--headless", "--fast", "--out", str(out))
+    assert p.returncode == 2 and "00-baseline.log" in p.stderr and "not a regular file" in p.stderr, p.stdout + p.stderr
+    assert os.path.lexists(node) and (node.is_fifo() if kind == "fifo" else node.is_symlink())
+    assert not (tmp_path / "elsewhere.log").exists()
