@@ -71,7 +71,7 @@ def groups_of(path: str, doc: dict[str, Any],
         if not steps:
             continue
         try:
-            mode = sc.mode(md.get("name"))
+            mode = sc.mode(str(md.get("name")))
         except (KeyError, ValueError, UsageError):
             raise UsageError(f"{path}: modes[{md.get('name')!r}]: not a mode of the snapshot's scenario") from None
         model = mode.model or sc.server.model
