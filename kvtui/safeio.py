@@ -140,8 +140,18 @@ def open_append(path: str | Path, what: str = "output", binary: bool = False, mo
     O_NOFOLLOW: a link planted after the check is not followed; O_NONBLOCK: a FIFO planted
     after the check fails at once (ENXIO) instead of waiting for a reader; fstat: a device
     opened meanwhile is closed unwritten."""
+    return _open_checked(path, what, binary, mode, os.O_APPEND)
+
+
+def open_write(path: str | Path, what: str = "output", binary: bool = True, mode: int = 0o600):
+    """`path` opened for writing from its start (created 0600, truncated), with open_append's checks:
+    for a scratch file kvtui renames into place itself (a part file of a download)."""
+    return _open_checked(path, what, binary, mode, os.O_TRUNC)
+
+
+def _open_checked(path: str | Path, what: str, binary: bool, mode: int, how: int):
     check_output(path, what)
-    flags = (os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK
+    flags = (os.O_WRONLY | os.O_CREAT | how | os.O_NONBLOCK
              | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         fd = os.open(str(path), flags, mode)
@@ -158,9 +168,10 @@ def open_append(path: str | Path, what: str = "output", binary: bool = False, mo
     except BaseException:
         os.close(fd)
         raise
+    kind = "a" if how == os.O_APPEND else "w"
     if binary:
-        return os.fdopen(fd, "ab")
-    return os.fdopen(fd, "a", encoding="utf-8")
+        return os.fdopen(fd, kind + "b")
+    return os.fdopen(fd, kind, encoding="utf-8")
 
 
 def atomic_write(path: str | Path, data: str | bytes, what: str = "output") -> None:

@@ -120,6 +120,9 @@ OPTIONS = {
     "calibrate --out": lambda d, t: (["calibrate", str(_snapshot(d)), "--out", str(t)], t),
     "init --out": lambda d, t: (["init", "qwen3-0.6b", "--out", str(t)], t),
     "init --out --force": lambda d, t: (["init", "qwen3-0.6b", "--force", "--out", str(t)], t),
+    "model build lock": lambda d, t: (["model", "build", "smollm2-135m-instruct", "--dir", str(d)],
+                                      d / ".smollm2-135m-instruct.lock"),
+    "whatif --out": lambda d, t: (["whatif", str(_snapshot(d)), "--out", str(t)], t),
 }
 
 
@@ -170,7 +173,7 @@ def test_a_run_as_root_never_replaces_a_device_or_fifo_in_a_subprocess(tmp_path:
 
 # -- the floor functions, over every kind ------------------------------------------------------
 
-WRITERS = ["check_output", "open_append", "atomic_write"]
+WRITERS = ["check_output", "open_append", "open_write", "atomic_write"]
 
 
 @settings(max_examples=120, deadline=None)
@@ -188,6 +191,8 @@ def test_safeio_writers_refuse_every_non_regular_kind(kind: str, writer: str, na
                 safeio.check_output(p)
             elif writer == "open_append":
                 safeio.open_append(p).close()
+            elif writer == "open_write":
+                safeio.open_write(p).close()
             else:
                 safeio.atomic_write(p, "x")
         assert str(p) in str(e.value) and "\n" not in str(e.value)
@@ -205,6 +210,10 @@ def test_an_absent_path_or_a_regular_file_is_written(tmp_path: Path, writer: str
             with safeio.open_append(p) as f:
                 f.write("more\n")
             assert p.read_text().endswith("more\n")
+        elif writer == "open_write":
+            with safeio.open_write(p) as f:
+                f.write(b"new\n")
+            assert p.read_text() == "new\n"
         else:
             safeio.atomic_write(p, "new\n")
             assert p.read_text() == "new\n" and stat.S_IMODE(p.stat().st_mode) == 0o600
