@@ -52,7 +52,7 @@ def groups_of(path: str, doc: dict[str, Any],
     from kvtui.errors import ScenarioError
     from kvtui.explore.prediction import Target, model_from_snapshot
     from kvtui.explore.refit import measured_steps
-    from kvtui.explore.resume_guard import mode_problem
+    from kvtui.explore.resume_guard import step_problem
     from kvtui.scenario.loader import scenario_from_snapshot
 
     try:
@@ -64,9 +64,11 @@ def groups_of(path: str, doc: dict[str, Any],
     for md in doc.get("modes") or []:
         if not isinstance(md, dict):
             continue
-        why = mode_problem(md)  # figures no run can give (a load of 1e300, a NaN latency) are not fitted
-        if why:
-            raise UsageError(f"{path}: mode {md.get('name')!r}: {why}: impossible figures, not fitted")
+        for i, st in enumerate(md.get("steps") or []):
+            # figures no run can give (a load of 1e300, a NaN latency) are not fitted
+            why = step_problem(st) if isinstance(st, dict) else "not a step object"
+            if why:
+                raise UsageError(f"{path}: mode {md.get('name')!r}: steps[{i}]: {why}: impossible figures, not fitted")
         steps = measured_steps(md.get("steps") or [])
         if not steps:
             continue
