@@ -57,7 +57,9 @@ RANGES: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("ramp", "burst_size"): (1, 100_000, False),
     ("ramp", "warmup_s"): (0, DAY_S, False),
     ("ramp", "window_s"): (0, DAY_S, False),
-    ("ramp", "window_requests"): (0, 100_000_000, False),
+    # A step holds its window's records in memory (live or modelled): a count window of 1e8 requests
+    # was in range, ~100 GB. As many as a modelled step may simulate (kvtui.engines.sim.budget).
+    ("ramp", "window_requests"): (0, 500_000, False),
     ("ramp", "min_samples"): (1, 100_000_000, False),
     ("ramp", "resolution"): (0, 1_000_000, False),
     ("ramp", "confidence"): (0.5, 1, False),  # and < 1: scenario/checks.py (a test at confidence 1 never decides)
