@@ -156,6 +156,7 @@ def _via_file(tmp_path, raw: str) -> str:
 @pytest.mark.parametrize("raw", [
     f"/version={DEEP}", "/version=[1]", '/version="x"', f'/version={{"version": {HUGE}}}',
     f"/tokenize={DEEP}", '/tokenize={"tokens": 5}', f'/tokenize={{"tokens": [{HUGE}]}}', "/tokenize=[]",
+    '/version={"version": "' + "v" * (9 << 20) + '"}',  # past safeio.MAX_ANSWER_BYTES: not read whole
 ], ids=lambda r: r[:40])
 def test_a_hostile_answer_to_version_or_tokenize_is_no_figure_and_no_traceback(tmp_path, runs, fault_server_factory,
                                                                               raw) -> None:
@@ -180,3 +181,19 @@ def test_a_hostile_v1_models_is_one_line(tmp_path, runs, fault_server_factory, r
     rc = h.wait()
     out = h.stdout() + h.stderr()
     assert rc == 1 and "Traceback" not in out and "/v1/models" in out, out[-3000:]
+
+
+def test_an_answer_past_the_cap_is_not_read_whole(tmp_path, fault_server_factory) -> None:
+    """kvtui.safeio.fetch stops reading at MAX_ANSWER_BYTES: the answer is cut, and no figure."""
+
+    from kvtui import safeio
+
+    srv = fault_server_factory("--raw", _via_file(tmp_path, '/version={"version": "' + "v" * (9 << 20) + '"}'))
+    with httpx.Client(trust_env=False, timeout=30) as c:
+        ans = safeio.fetch(c, "GET", srv.url + "/version")
+        small = safeio.fetch(c, "GET", srv.url + "/v1/models")
+    assert ans.status_code == 200 and ans.cut and len(ans.body) <= safeio.MAX_ANSWER_BYTES
+    assert ans.field("version") is None
+    with pytest.raises(ValueError):
+        ans.json()
+    assert not small.cut and isinstance(small.field("data"), list)
