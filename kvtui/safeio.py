@@ -1,4 +1,5 @@
-"""Read input files safely: regular files only, with a size cap, never blocking.
+"""Read untrusted input safely: files (regular files only, with a size cap, never blocking),
+JSON (bounded depth, sizes and numbers), a server's answer (a bounded body, bounded JSON).
 
 `/dev/zero` as a scenario ended in MemoryError and a FIFO hung kvtui forever. Every file
 kvtui reads on a user's word (scenario, snapshot, journal, import, resume, dataset) goes
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from kvtui.errors import UsageError
 
@@ -47,6 +49,19 @@ def open_regular(path: str | Path, what: str, cap: int) -> int:
     except BaseException:
         os.close(fd)
         raise
+
+
+def input_problem(path: str | Path) -> str | None:
+    """Why `path`, when it exists, is no file to read (a FIFO, a device, a socket, a directory:
+    following links, as a reader does); None when it is a regular file or absent. For an input
+    named by another file (a snapshot's records sidecar), checked before anything runs."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # absent (or unreachable): its reader says so
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return f"is {_kind(st.st_mode)}, not a regular file"
 
 
 def read_bytes_file(path: str | Path, what: str, cap: int) -> bytes:
@@ -125,8 +140,18 @@ def open_append(path: str | Path, what: str = "output", binary: bool = False, mo
     O_NOFOLLOW: a link planted after the check is not followed; O_NONBLOCK: a FIFO planted
     after the check fails at once (ENXIO) instead of waiting for a reader; fstat: a device
     opened meanwhile is closed unwritten."""
+    return _open_checked(path, what, binary, mode, os.O_APPEND)
+
+
+def open_write(path: str | Path, what: str = "output", binary: bool = True, mode: int = 0o600):
+    """`path` opened for writing from its start (created 0600, truncated), with open_append's checks:
+    for a scratch file kvtui renames into place itself (a part file of a download)."""
+    return _open_checked(path, what, binary, mode, os.O_TRUNC)
+
+
+def _open_checked(path: str | Path, what: str, binary: bool, mode: int, how: int):
     check_output(path, what)
-    flags = (os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK
+    flags = (os.O_WRONLY | os.O_CREAT | how | os.O_NONBLOCK
              | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         fd = os.open(str(path), flags, mode)
@@ -143,9 +168,10 @@ def open_append(path: str | Path, what: str = "output", binary: bool = False, mo
     except BaseException:
         os.close(fd)
         raise
+    kind = "a" if how == os.O_APPEND else "w"
     if binary:
-        return os.fdopen(fd, "ab")
-    return os.fdopen(fd, "a", encoding="utf-8")
+        return os.fdopen(fd, kind + "b")
+    return os.fdopen(fd, kind, encoding="utf-8")
 
 
 def atomic_write(path: str | Path, data: str | bytes, what: str = "output") -> None:
@@ -173,25 +199,35 @@ def atomic_write(path: str | Path, data: str | bytes, what: str = "output") -> N
         raise
 
 
-# -- JSON read from a file: bounded depth and string sizes -------------------------------------
+# -- JSON read from a file: bounded depth, string sizes and numbers ----------------------------
 #
 # `[` × 200k raised RecursionError out of export, diff and resume; a 100 MB string made them
-# hang. Everything kvtui reads as JSON from a user's file (snapshot, journal lines, records,
-# imports) goes through `loads`: the C parser (which stops itself at the interpreter's recursion
-# limit: that becomes one line), then one iterative walk refusing a document deeper than
-# MAX_DEPTH or with a string (key or value) longer than MAX_STRING. Nothing kvtui writes comes
-# near either: a snapshot is ~8 levels deep, its longest string a log line.
+# hang; an integer of 5,000 digits raised ValueError (Python's int-from-text limit) out of all of
+# them, and a load of 1e999 (infinity) an OverflowError out of calibrate. Everything kvtui reads
+# as JSON from a user's file (snapshot, journal lines, records, imports) goes through `loads`: the
+# C parser (which stops itself at the interpreter's recursion limit and at 4,300 digits: each
+# becomes one line), then one iterative walk refusing a document deeper than MAX_DEPTH, with a
+# string (key or value) longer than MAX_STRING, or — for kvtui's own files — a number kvtui never
+# writes: NaN, ±Infinity (a literal, or 1e999 overflowing to one) or an integer past ±MAX_INT
+# (kvtui writes an infinite latency as the string "inf", and no count or seed comes near 2**64).
+# Nothing kvtui writes comes near any bound: a snapshot is ~8 levels deep, its longest string a
+# log line.
 
 MAX_DEPTH = 64
 MAX_STRING = 1 * MiB
+MAX_INT = 2**64
 
 
 class JSONBoundsError(ValueError):
-    """A JSON document past MAX_DEPTH or MAX_STRING, or nested past the parser's limit."""
+    """A JSON document past MAX_DEPTH, MAX_STRING or the numbers kvtui writes, or past the parser's limits."""
 
 
-def check_bounds(doc: object, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING) -> None:
-    """Raise JSONBoundsError when `doc` is nested deeper than max_depth or holds a longer string."""
+def check_bounds(doc: object, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING,
+                 numbers: bool = True) -> None:
+    """Raise JSONBoundsError when `doc` is nested deeper than max_depth or holds a longer string;
+    with `numbers`, also when it holds a number that is not finite or an integer past ±MAX_INT."""
+    import math
+
     stack: list[tuple[object, int]] = [(doc, 1)]
     while stack:
         x, d = stack.pop()
@@ -208,17 +244,31 @@ def check_bounds(doc: object, max_depth: int = MAX_DEPTH, max_string: int = MAX_
                     stack.append((v, d + 1))
             else:
                 stack.extend((v, d + 1) for v in x)
+        elif not numbers or x is None or isinstance(x, bool):
+            continue
+        elif isinstance(x, float):
+            if not math.isfinite(x):
+                raise JSONBoundsError(f"a number {x!r} (NaN, Infinity or past a float's range), which kvtui "
+                                      "never writes")
+        elif isinstance(x, int) and not -MAX_INT <= x <= MAX_INT:
+            raise JSONBoundsError(f"an integer of {len(str(abs(x))):,} digits (at most ±2**64)")
 
 
-def loads(text: str | bytes, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING) -> object:
-    """json.loads, bounded: JSONBoundsError (a ValueError) past the bounds, never RecursionError."""
+def loads(text: str | bytes, max_depth: int = MAX_DEPTH, max_string: int = MAX_STRING,
+          numbers: bool = True) -> object:
+    """json.loads, bounded: JSONBoundsError (a ValueError) past the bounds, never RecursionError.
+    `numbers=False` for files of other tools (a bench result may hold NaN): only depth and sizes."""
     import json
 
     try:
         doc = json.loads(text)
     except RecursionError:
         raise JSONBoundsError(f"nested more than {max_depth} levels deep") from None
-    check_bounds(doc, max_depth, max_string)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # the parser's own limit: an integer of more than 4,300 digits
+        raise JSONBoundsError("an integer of more than 4,300 digits (at most ±2**64)") from None
+    check_bounds(doc, max_depth, max_string, numbers)
     return doc
 
 
@@ -234,3 +284,61 @@ def longest_run_without(text: str, ch: str = '"') -> int:
         best = max(best, i - start)
         start = i + 1
     return best
+
+
+# -- a server's answer that is not streamed ---------------------------------------------------
+#
+# A server's answer (/v1/models, /version, /tokenize, a quality prompt's completion) is untrusted
+# input as a file is. httpx's Response.json() read the whole body, however large, and the
+# parser's own limits escaped as RecursionError (an answer nested 100,000 deep) or a bare
+# ValueError (an integer of 5,000 digits), and `.get` on an answer that was a list raised
+# AttributeError: each a traceback out of an external engine's start or the token-space
+# discovery. `fetch` reads at most MAX_ANSWER_BYTES and gives back an `Answer` whose `json()`
+# raises ValueError and nothing else (bounded as `loads` bounds a file), and whose `field()` is
+# None for any other shape.
+
+MAX_ANSWER_BYTES = 8 << 20  # vLLM's largest such answer (a long completion with logprobs) is a few hundred kB
+
+
+class Answer:
+    """Duck-typed like the part of httpx.Response the callers use: status_code, text, json()."""
+
+    def __init__(self, status_code: int, body: bytes, cut: bool = False):
+        self.status_code = status_code
+        self.body = body
+        self.cut = cut  # more than MAX_ANSWER_BYTES came: the rest was not read
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        """The answer's JSON; ValueError (only) when it is not JSON within `loads`' bounds."""
+        if self.cut:
+            raise ValueError(f"an answer of more than {MAX_ANSWER_BYTES >> 20} MiB")
+        try:
+            return loads(self.body, numbers=False)  # another tool's numbers: NaN is the caller's to judge
+        except RecursionError:  # loads maps it; belt and braces for a parser that does not
+            raise ValueError("nested too deeply") from None
+
+    def field(self, key: str) -> Any:
+        """`key` of the answer when it is a JSON object, else None (never raises)."""
+        try:
+            doc = self.json()
+        except ValueError:
+            return None
+        return doc.get(key) if isinstance(doc, dict) else None
+
+
+def fetch(client: Any, method: str, url: str, **kw: Any) -> Answer:
+    """One request through `client`, its body read to at most MAX_ANSWER_BYTES. Raises what the
+    request raises (httpx.HTTPError)."""
+    parts: list[bytes] = []
+    n = 0
+    with client.stream(method, url, **kw) as r:
+        for chunk in r.iter_bytes():
+            n += len(chunk)
+            if n > MAX_ANSWER_BYTES:
+                return Answer(r.status_code, b"".join(parts), cut=True)
+            parts.append(chunk)
+        return Answer(r.status_code, b"".join(parts))

@@ -52,6 +52,7 @@ def groups_of(path: str, doc: dict[str, Any],
     from kvtui.errors import ScenarioError
     from kvtui.explore.prediction import Target, model_from_snapshot
     from kvtui.explore.refit import measured_steps
+    from kvtui.explore.resume_guard import step_problem
     from kvtui.scenario.loader import scenario_from_snapshot
 
     try:
@@ -61,11 +62,18 @@ def groups_of(path: str, doc: dict[str, Any],
     gpu = gpu_of(path, doc, sc)
     out = []
     for md in doc.get("modes") or []:
+        if not isinstance(md, dict):
+            continue
+        for i, st in enumerate(md.get("steps") or []):
+            # figures no run can give (a load of 1e300, a NaN latency) are not fitted
+            why = step_problem(st) if isinstance(st, dict) else "not a step object"
+            if why:
+                raise UsageError(f"{path}: mode {md.get('name')!r}: steps[{i}]: {why}: impossible figures, not fitted")
         steps = measured_steps(md.get("steps") or [])
         if not steps:
             continue
         try:
-            mode = sc.mode(md.get("name"))
+            mode = sc.mode(str(md.get("name")))
         except (KeyError, ValueError, UsageError):
             raise UsageError(f"{path}: modes[{md.get('name')!r}]: not a mode of the snapshot's scenario") from None
         model = mode.model or sc.server.model
@@ -109,7 +117,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{', '.join(args.snapshots)}: snapshots of different GPUs ({', '.join(sorted(gpus))}): "
                          "one calibration is for one GPU")
     gpu = gpus.pop()
-    cal, summary = refit_groups(groups, prior, 2 * (WARM_EVALUATIONS if x0 else MAX_EVALUATIONS), x0)
+    from kvtui.engines.sim.budget import SimulationCut
+
+    try:
+        cal, summary = refit_groups(groups, prior, 2 * (WARM_EVALUATIONS if x0 else MAX_EVALUATIONS), x0)
+    except SimulationCut as e:  # a step of the snapshots the simulator may not model (kvtui.engines.sim.budget)
+        raise UsageError(f"{', '.join(args.snapshots)}: modes[].steps: {e}") from None
     out = Path(args.out or f"calibration-{gpu.lower()}.toml")
     name = out.stem
     meta = {"name": name, "gpu": gpu, "vllm": prior.vllm, "base": prior.name,

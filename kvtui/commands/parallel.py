@@ -99,19 +99,32 @@ class ParallelRun:
     def _pump(self, lane: Lane, proc: subprocess.Popen, log: Path) -> None:
         """A lane's output into its log file and, prefixed with its device, onto ours."""
         assert proc.stdout is not None
+        from kvtui.errors import UsageError
         from kvtui.safeio import open_append
 
-        with open_append(log, "lane log", binary=True) as f:
+        sink = None
+        try:
+            sink = open_append(log, "lane log", binary=True)
+        except (UsageError, OSError) as e:  # a node put there since _start checked: said; the lane is still read
+            self.say(f"kvtui: lane {lane.label}: {e}; its output is shown here only")
+        try:
             for raw in iter(proc.stdout.readline, b""):
-                f.write(raw)
-                f.flush()
+                if sink is not None:
+                    sink.write(raw)
+                    sink.flush()
                 self.say(f"({lane.label}) {raw.decode('utf-8', 'replace').rstrip()}")
+        finally:
+            if sink is not None:
+                sink.close()
 
     # -- lanes -----------------------------------------------------------------------------
     def _start(self, lane: Lane, mode: str) -> None:
         i = sum(len(ln.ran) for ln in self.lanes)
         out = self.dir / f"{i:02d}-{_safe(mode)}.json"
         log = out.with_suffix(".log")
+        from kvtui.safeio import check_output
+
+        check_output(log, "lane log")  # a FIFO there would stop the lane's output, then the lane (the lane checks out)
         argv = lane_argv(self.path, mode, out, self.args, self.overrides)
         proc = subprocess.Popen(argv, env=lane_env(self.scenario, lane.devices), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True)

@@ -26,13 +26,23 @@ def check_fast(scenario: Any, fast: bool) -> None:
     if fast and scenario.server.replicas > 1:
         raise UsageError(f"--fast models one server; server.replicas = {scenario.server.replicas} runs live "
                          "(without --fast), each replica its own kvtui sim serve")
-    if fast:
+    if fast or _modelled(scenario):
         check_fast_bounded(scenario)
+
+
+def _modelled(scenario: Any) -> bool:
+    """A live run whose steps are judged in modelled time too (kvtui.explore.sim_model): the same
+    offline simulation runs for each step, so the same bounds hold."""
+    from kvtui.explore.sim_model import applies
+
+    return any(applies(scenario, m) for m in scenario.modes)
 
 
 # An offline step simulates every request of the step in memory, in this process: its work is
 # bounded by the requests it must see. ramp.min_samples = 100000000 (in range for a live run)
-# once ran at 100 % CPU to 2 GB. Past these, --fast is refused up front, naming the field.
+# once ran at 100 % CPU to 2 GB, with --fast and, judged in modelled time, on the live simulator
+# too. Past these it is refused up front, naming the field; whatever passes is still bounded
+# step by step as it runs (kvtui.engines.sim.budget).
 FAST_MAX_REQUESTS = 100_000  # per step: ~100 MB of records, seconds of simulation
 FAST_MAX_LOAD_SECONDS = 2_000_000  # ramp.max × (warmup_s + window_s): the requests a step can start
 
@@ -42,13 +52,13 @@ def check_fast_bounded(scenario: Any) -> None:
     src = scenario.source or "the scenario"
     for field, value in (("min_samples", r.min_samples), ("window_requests", r.window_requests)):
         if value > FAST_MAX_REQUESTS:
-            raise UsageError(f"{src}: ramp.{field} = {value:,}: with --fast every step simulates at least that many "
-                             f"requests in memory; at most {FAST_MAX_REQUESTS:,} (or run it live, without --fast)")
+            raise UsageError(f"{src}: ramp.{field} = {value:,}: the simulator models every step with at least that "
+                             f"many requests in memory; at most {FAST_MAX_REQUESTS:,} (or measure a real engine)")
     span = r.max * (r.warmup_s + r.window_s)
     if span > FAST_MAX_LOAD_SECONDS:
         raise UsageError(f"{src}: ramp.max = {r.max:g} with warmup_s + window_s = {r.warmup_s + r.window_s:g} s: "
-                         f"with --fast a step would simulate up to {span:,.0f} request-seconds; at most "
-                         f"{FAST_MAX_LOAD_SECONDS:,} (lower ramp.max or the window, or run it live)")
+                         f"the simulator would model up to {span:,.0f} request-seconds a step; at most "
+                         f"{FAST_MAX_LOAD_SECONDS:,} (lower ramp.max or the window, or measure a real engine)")
 
 
 def check_outputs(args: argparse.Namespace) -> None:

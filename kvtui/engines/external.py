@@ -15,6 +15,7 @@ import httpx
 from kvtui.engines.base import Endpoint, EngineInfo, LogSink, Replica, StartupFacts
 from kvtui.engines.registry import register
 from kvtui.errors import EngineError
+from kvtui.safeio import fetch
 from kvtui.scenario.schema import Mode, Scenario
 
 
@@ -94,8 +95,9 @@ class ExternalEngine:
             elif ml is not None:
                 max_len = ml if max_len is None else min(max_len, ml)
         try:
-            v = self._client.get("/version")
-            self._info.version = v.json().get("version") if v.status_code == 200 else None
+            v = fetch(self._client, "GET", "/version")  # bounded, untrusted (kvtui.safeio)
+            got = v.field("version") if v.status_code == 200 else None
+            self._info.version = str(got)[:80] if got is not None else None
         except (httpx.HTTPError, ValueError):
             self._info.version = None
         base, basic, headers = bases[0]
@@ -144,7 +146,7 @@ class ExternalEngine:
                name: str = "") -> tuple[str, int | None]:
         """(the model to use, its max_model_len) from one server's /v1/models; EngineError when unusable."""
         try:
-            r = client.get("/v1/models")
+            r = fetch(client, "GET", "/v1/models")  # bounded, untrusted (kvtui.safeio)
         except httpx.HTTPError as e:
             raise EngineError("connect", f"cannot reach {name}{base}: {type(e).__name__}: {e}")
         if r.status_code == 401:

@@ -34,6 +34,9 @@ class Measured:
     # What goes to the records file, where it differs from `records` (a continued step's modelled twin:
     # each request once, when it ends); None: `records`.
     written: list[Record] | None = None
+    # Why the mode cannot go on (a modelled step past its bound: kvtui.engines.sim.budget): the
+    # step is kept without a verdict, the mode ends with this error.
+    mode_error: str | None = None
 
 
 class Controls(Protocol):

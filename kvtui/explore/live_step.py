@@ -92,7 +92,8 @@ class LiveStepExecutor:
         run.mode_started(md)
         run.emit(ev.EngineReady(mode.name, md["server"], md["engine_info"]))
         self.endpoint, self.facts = endpoint, facts
-        self.modelled = ModelledSteps.for_mode(sc, mode, run.salt, md["index"], getattr(run, "sim_calibration", None))
+        self.modelled = ModelledSteps.for_mode(sc, mode, run.salt, md["index"], getattr(run, "sim_calibration", None),
+                                               halt=lambda: bool(run.stop_reason or run.skipping))
         self.telemetry = TelemetryLoop(run.emit, engine, endpoint, facts, mode.name, run.t0,
                                        sc.server.tensor_parallel_size)
         self.telemetry.on_failure = lambda why: run.stop(f"kvtui failed: {why}")

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from kvtui.engines.base import StartupFacts
+from kvtui.engines.sim.budget import STOPPED, refusal
 from kvtui.engines.sim.fastrun import OfflineServer, SimConfigError
 from kvtui.explore import events as ev
 from kvtui.explore.evaluate import StepContext
@@ -31,8 +32,9 @@ class OfflineStepExecutor:
         run = self.run
         try:
             # the run's calibration (kvtui run --fast --calibration FILE) is the simulated GPU's speed
-            self.server = srv = OfflineServer(run.scenario, mode, run.salt, calibration=getattr(run, "sim_calibration",
-                                                                                              None))
+            self.server = srv = OfflineServer(run.scenario, mode, run.salt,
+                                              calibration=getattr(run, "sim_calibration", None),
+                                              halt=lambda: run.stopping or run.skipping)
         except SimConfigError as e:
             self.server = None
             md["error"] = {"kind": "oom_kv", "message": f"mode {mode.name}: {e}"}
@@ -65,12 +67,14 @@ class OfflineStepExecutor:
 
         ctx = StepContext(load=load, closed=run.closed, t_window_start=res.window_start or res.t_start,
                           t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
-                          gpu_mem_used_gib_max=srv.gpu_mem_used_gib(), max_num_seqs=srv.facts.max_num_seqs)
+                          gpu_mem_used_gib_max=srv.gpu_mem_used_gib(), max_num_seqs=srv.facts.max_num_seqs,
+                          cut=bool(res.ended), aborted=self._cut_why(res.ended))
         extra = {"index": index, "why": why, "started_at": time.time(), "duration_s": round(res.t_end - res.t_start, 2),
                  "t_window_start": ctx.t_window_start, "t_window_end": ctx.t_window_end, "fast": True,
                  "engine_limits": res.limited_by}
         self._rows = srv.series_rows(res, load)
-        return Measured(list(res.records), ctx, extra, check_samples=False)
+        return Measured(list(res.records), ctx, extra, check_samples=False, aborted=bool(res.ended),
+                        mode_error=refusal(res.ended, load))
 
     def _continuous(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str, need: int) -> Measured:
         """One step of the continuous protocol (kvtui.engines.sim.continuous) in modelled time."""
@@ -79,11 +83,21 @@ class OfflineStepExecutor:
         res, ctx, extra, self._counter = continuous_step(srv, run.scenario, mode, md, load, index, why, need,
                                                          self._counter)
         run.records_written += write_records(run.records_path, res.to_write())
+        ctx.cut, ctx.aborted = bool(res.ended), self._cut_why(res.ended)
         head = {"index": index, "why": why, "started_at": time.time()}
         timing = {k: extra.pop(k) for k in ("duration_s", "t_window_start", "t_window_end", "t_end")}
         extra = {**head, **timing, "fast": True, **extra}
         self._rows = srv.series_rows(res, load)
-        return Measured(list(res.records), ctx, extra, check_samples=False)
+        return Measured(list(res.records), ctx, extra, check_samples=False, aborted=bool(res.ended),
+                        mode_error=refusal(res.ended, load))
+
+    def _cut_why(self, ended: str) -> str | None:
+        """Why a step was cut short (its `aborted`): the run's stop or skip, or the bound it reached."""
+        if not ended:
+            return None
+        if ended == STOPPED:
+            return self.run.stop_reason or "skipped"
+        return f"bound reached: {ended}"
 
     def dead(self) -> str | None:
         return None  # a model does not die
@@ -103,7 +117,7 @@ class OfflineStepExecutor:
         return True  # an offline mode is measured again, never continued (Resume.take)
 
     def interrupt(self) -> None:
-        pass  # the loop checks the stop between steps; a step takes well under a second
+        pass  # each step's loop looks at the run's stop itself (OfflineServer.halt, kvtui.engines.sim.budget)
 
     def teardown(self) -> None:
         self.server = None

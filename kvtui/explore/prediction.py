@@ -110,11 +110,13 @@ def curve_point(step: dict[str, Any]) -> dict[str, Any]:
 class Simulator:
     """One mode on the offline simulator, stepped load after load (the prediction's measurer)."""
 
-    def __init__(self, scenario: Scenario, mode: Mode, calibration: Calibration, closed: bool):
+    def __init__(self, scenario: Scenario, mode: Mode, calibration: Calibration, closed: bool,
+                 halt: Callable[[], bool] | None = None):
         from kvtui.engines.sim.fastrun import OfflineServer
 
         self.scenario, self.mode, self.closed = scenario, mode, closed
-        self.server = OfflineServer(scenario, mode, PREDICT_SALT, calibration=calibration)
+        # halt: the run's stop, which each simulated step looks at (kvtui.engines.sim.budget)
+        self.server = OfflineServer(scenario, mode, PREDICT_SALT, calibration=calibration, halt=halt)
         self.counter = 0
         self.index = 0
         self._steps: list[dict[str, Any]] = []  # the loads predicted so far (their E2E spreads the next)
@@ -130,6 +132,10 @@ class Simulator:
         else:
             res = self.server.step(self.mode.name, self.index, load, self.closed, self.counter, need)
             self.counter += len(res.records) + 1
+        if res.ended:  # part of a step is no step: nothing is predicted from it
+            from kvtui.engines.sim.budget import SimulationCut, refusal
+
+            raise SimulationCut(refusal(res.ended, load) or "the run is stopping")
         self.index += 1
         ctx = StepContext(load=load, closed=self.closed, t_window_start=res.window_start or res.t_start,
                           t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
@@ -152,6 +158,8 @@ class Simulator:
         if e2e is None:
             first = self.server.step(self.mode.name, self.index, load, True, self.counter, need)
             self.counter += len(first.records) + 1
+            if first.ended:
+                return first  # cut: the caller says why
             ends = sorted(r.e2e for r in first.records if r.ok and r.e2e is not None)
             e2e = ends[len(ends) // 2] if ends else None
         ramp = ramp_for(load, None, True, e2e, sc.ramp.warmup_s)
@@ -205,12 +213,13 @@ def model_from_snapshot(model_ref: str | None, prediction: dict[str, Any] | None
 
 
 def predict_mode(scenario: Scenario, mode: Mode, calibration: Calibration, target: Target | None = None,
-                 nvml: Callable[[], tuple[str | None, str]] = _nvml_gpu) -> dict[str, Any]:
+                 nvml: Callable[[], tuple[str | None, str]] = _nvml_gpu,
+                 halt: Callable[[], bool] | None = None) -> dict[str, Any]:
     """The prediction for one mode (see the module's docstring). Never raises for a shape it cannot
     simulate: it says so (covered False) and the search falls back to the KV-bound guess."""
+    from kvtui.engines.sim.budget import SimulationCut
     from kvtui.engines.sim.fastrun import SimConfigError
     from kvtui.engines.sim.server import SIM_VERSION
-    from kvtui.predict.calibration_file import factors_dict
 
     t0 = time.monotonic()
     target = target or resolve_target(scenario, mode, nvml)
@@ -224,10 +233,22 @@ def predict_mode(scenario: Scenario, mode: Mode, calibration: Calibration, targe
     closed = scenario.ramp.load == "concurrency"
     sc = _sim_scenario(scenario, target)
     try:
-        sim = Simulator(sc, mode, calibration, closed)
+        sim = Simulator(sc, mode, calibration, closed, halt)
     except (SimConfigError, KvtuiError) as e:
         return {**base, "covered": False, "why": f"the simulator cannot start this mode: {e}", "knee": None,
                 "curve": []}
+    try:
+        return _predicted(base, sc, sim, closed, t0, calibration)
+    except SimulationCut as e:
+        return {**base, "covered": False, "why": f"the simulator cannot model this mode's steps: {e}", "knee": None,
+                "curve": []}
+
+
+def _predicted(base: dict[str, Any], sc: Scenario, sim: Simulator, closed: bool, t0: float,
+               calibration: Calibration) -> dict[str, Any]:
+    """predict_mode's search on the simulator (SimulationCut where a step could not be simulated)."""
+    from kvtui.predict.calibration_file import factors_dict
+
     kv = sim.server.facts.kv_bound_concurrency(int(_mean_tokens(sc))) if closed else None
     # The predicted search: kvtui's fast search on the simulator, without confirmation (the model
     # is its own repeat), at the scenario's resolution.

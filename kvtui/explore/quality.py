@@ -33,6 +33,8 @@ import math
 import time
 from typing import Any
 
+from kvtui.safeio import fetch
+
 MIN_EXACT_MATCH = 0.5
 MIN_LOGPROB_AGREEMENT = 0.9
 QUALITY_SALT = 0x51A11  # fixed: the same prompts in every mode and every run
@@ -127,11 +129,11 @@ def collect_outputs(endpoint: Any, scenario: Any, space: Any, dummy_weights: boo
             if q.logprobs:
                 body["logprobs"] = 1
             try:
-                r = client.post("/v1/completions", json=body)
+                r = fetch(client, "POST", "/v1/completions", json=body)  # bounded, untrusted (kvtui.safeio)
                 if r.status_code == 400 and extras:
                     extras = {}  # a server that refuses vLLM's extra field: ask without it
                     body.pop("return_tokens_as_token_ids", None)
-                    r = client.post("/v1/completions", json=body)
+                    r = fetch(client, "POST", "/v1/completions", json=body)
             except httpx.HTTPError as e:
                 result["errors"].append(f"prompt {i}: {type(e).__name__}: {str(e)[:120]}")
                 result["outputs"].append(None)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kvtui.engines.sim.roofline import Calibration
 from kvtui.explore import prediction as pred
@@ -53,11 +53,12 @@ Group = tuple[Scenario, Mode, pred.Target, list[dict[str, Any]]]
 
 
 def refit(scenario: Scenario, mode: Mode, target: pred.Target, base: Calibration,
-          steps: list[dict[str, Any]], x0: list[float] | None = None) -> tuple[Calibration, dict[str, Any]]:
+          steps: list[dict[str, Any]], x0: list[float] | None = None,
+          halt: Callable[[], bool] | None = None) -> tuple[Calibration, dict[str, Any]]:
     """(the refitted calibration, a summary for the snapshot) from one mode's measured `steps`.
     x0: the last refit's multipliers (a warm start needs fewer evaluations)."""
     cal, summary = refit_groups([(scenario, mode, target, steps)], base,
-                                MAX_EVALUATIONS if x0 is None else WARM_EVALUATIONS, x0)
+                                MAX_EVALUATIONS if x0 is None else WARM_EVALUATIONS, x0, halt)
     cal.name = f"{base.name} refitted on {len(steps)} step{'s' if len(steps) != 1 else ''} of this run"
     summary["calibration"] = cal.name
     summary["after_step"] = len(steps)
@@ -66,8 +67,11 @@ def refit(scenario: Scenario, mode: Mode, target: pred.Target, base: Calibration
 
 
 def refit_groups(groups: list[Group], base: Calibration, max_evaluations: int = 2 * MAX_EVALUATIONS,
-                 x0: list[float] | None = None) -> tuple[Calibration, dict[str, Any]]:
-    """One fit over several modes' steps (`kvtui calibrate`: every mode of every snapshot at once)."""
+                 x0: list[float] | None = None,
+                 halt: Callable[[], bool] | None = None) -> tuple[Calibration, dict[str, Any]]:
+    """One fit over several modes' steps (`kvtui calibrate`: every mode of every snapshot at once).
+    A step the simulator cannot model to its end (the run's stop `halt`, a bound) raises
+    SimulationCut (kvtui.engines.sim.budget)."""
     t0 = time.monotonic()
     prepared = [(pred._sim_scenario(sc, target), mode, sc.ramp.load == "concurrency", steps)
                 for sc, mode, target, steps in groups]
@@ -77,7 +81,7 @@ def refit_groups(groups: list[Group], base: Calibration, max_evaluations: int = 
         cal = fit.apply(base, REFIT_PARAMS, x)
         out: list[float] = []
         for sc, mode, closed, steps in prepared:
-            sim = pred.Simulator(sc, mode, cal, closed)
+            sim = pred.Simulator(sc, mode, cal, closed, halt)
             for meas in steps:
                 got = sim.step(float(meas["load"]))
                 for (key, pct), w in FIGURE_WEIGHTS.items():
@@ -114,6 +118,7 @@ class Predictor:
         self.targets: dict[str, pred.Target] = {}
         self.x: list[float] | None = None  # the last refit's multipliers
         self._pending: threading.Thread | None = None
+        self.halt: Callable[[], bool] | None = None  # the run's stop: simulated steps look at it (sim.budget)
 
     def join(self) -> None:
         t, self._pending = self._pending, None
@@ -125,7 +130,7 @@ class Predictor:
         kw = {"nvml": nvml} if nvml is not None else {}
         target = pred.resolve_target(scenario, mode, **kw)
         self.targets[mode.name] = target
-        out = pred.predict_mode(scenario, mode, self.calibration, target)
+        out = pred.predict_mode(scenario, mode, self.calibration, target, halt=self.halt)
         out["prior_calibration"] = self.prior.name
         out["refits"] = []
         return out
@@ -135,7 +140,7 @@ class Predictor:
         p = md["prediction"]
         try:
             # From the prior each time (a fit over every step so far, not a drift of drifts), warm-started.
-            cal, summary = refit(scenario, mode, target, self.prior, steps, self.x)
+            cal, summary = refit(scenario, mode, target, self.prior, steps, self.x, self.halt)
         except Exception as e:  # advice: a failed refit keeps the calibration it had
             summary = {"after_step": len(steps), "error": f"{type(e).__name__}: {e}"}
             p.setdefault("refits", []).append(summary)
@@ -143,7 +148,7 @@ class Predictor:
         self.x = [summary["multipliers"][q.label] for q in REFIT_PARAMS]
         self.calibration = cal
         if again:
-            re = pred.predict_mode(scenario, mode, cal, target)
+            re = pred.predict_mode(scenario, mode, cal, target, halt=self.halt)
             summary["knee"] = re.get("knee")
             summary["curve"] = re.get("curve")
         p.setdefault("refits", []).append(summary)

@@ -180,11 +180,12 @@ class Resume:
         """
         lines: list[str] = []
         srcs: set[Path] = set()
+        from kvtui.explore.resume_guard import records_source
+
         for prev in self.resumes:
-            name, path = prev.get("records"), prev.get("_path")
-            if not name or not path:
+            src = records_source(prev)
+            if src is None:
                 continue
-            src = Path(name) if Path(name).is_absolute() else Path(path).with_name(name)
             srcs.add(src.resolve())
             want: dict[str, int | None] = {}  # mode -> records of steps below this index (None: all)
             for mname, m in self.origin.items():

@@ -10,12 +10,17 @@ Settings of one mode that changed are not refused: that mode is measured again (
 
 A resumed snapshot's figures are untrusted input too: a negative count, an error rate above 1,
 a NaN latency, a load of 0 are refused, naming the mode, step and field — never kept as a
-finished mode.
+finished mode. So are figures that contradict each other: a step kept as PASS whose own stored
+latency (or error rate, or goodput) fails this SLO — the scenario copy inside a snapshot can be
+edited to match while its steps were judged under another — an answer (best_concurrency) that
+is no passed step's load, and a mode measured by another engine than this run's (a vLLM mode's
+steps would be kept under a simulated run's label, or the reverse).
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Iterator
 
 from kvtui.errors import UsageError
@@ -81,6 +86,14 @@ def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+MAX_COUNT = 2**53  # no run makes more requests than a float counts exactly
+
+
+def _count(v: Any) -> bool:
+    """A whole number ≥ 0 (an int, or a float with no fraction, as a /metrics counter gives it)."""
+    return _num(v) and math.isfinite(v) and v >= 0 and float(v).is_integer() and v <= MAX_COUNT
+
+
 def step_problem(st: dict[str, Any]) -> str | None:
     """Why a stored step's figures are impossible (None when each is in its range)."""
     for k in ("load", "concurrency"):
@@ -89,8 +102,8 @@ def step_problem(st: dict[str, Any]) -> str | None:
             return f"{k} = {v!r} (a load is a finite number above 0)"
     for k in COUNTS:
         v = st.get(k)
-        if v is not None and not (_num(v) and math.isfinite(v) and v >= 0):
-            return f"{k} = {v!r} (a count is ≥ 0)"
+        if v is not None and not _count(v):
+            return f"{k} = {v!r} (a count is a whole number from 0 to 2**53)"
     if _num(st.get("errors")) and _num(st.get("requests")) and st["errors"] > st["requests"]:
         return f"errors = {st['errors']!r} > requests = {st['requests']!r}"
     for k in FRACTIONS:
@@ -103,8 +116,8 @@ def step_problem(st: dict[str, Any]) -> str | None:
             return f"{k} = {v!r} (≥ 0 and finite)"
     for grp in ("samples", "server_tokens"):
         for k, v in (st.get(grp) or {}).items() if isinstance(st.get(grp), dict) else ():
-            if v is not None and not (_num(v) and math.isfinite(v) and v >= 0):
-                return f"{grp}.{k} = {v!r} (a count is ≥ 0)"
+            if v is not None and not _count(v):
+                return f"{grp}.{k} = {v!r} (a count is a whole number from 0 to 2**53)"
     for k in LATENCIES:
         d = st.get(k)
         if d is None:
@@ -122,24 +135,79 @@ def step_problem(st: dict[str, Any]) -> str | None:
     return None
 
 
-def mode_problem(m: dict[str, Any]) -> str | None:
+def verdict_problem(st: dict[str, Any], slo: Any) -> str | None:
+    """Why a step stored as PASS cannot have passed `slo` by its own stored figures (None when it
+    can, or is no PASS): each latency target's percentile, the error rate, the goodput."""
+    if st.get("passed") is not True:
+        return None
+    for metric, pct, limit in slo.targets():
+        d = st.get(f"{metric}_ms")
+        v = d.get(pct) if isinstance(d, dict) else None
+        if v is None or not _num(v) or v > limit:
+            return (f"passed = true, but its {metric}_ms.{pct} = {v!r} does not meet "
+                    f"{metric}_{pct}_ms ≤ {limit:g}")
+    er = st.get("error_rate")
+    if _num(er) and er > slo.max_error_rate:
+        return f"passed = true, but its error_rate = {er!r} is above max_error_rate {slo.max_error_rate:g}"
+    g = st.get("goodput")
+    if slo.min_goodput and _num(g) and g < slo.min_goodput:
+        return f"passed = true, but its goodput = {g!r} is below min_goodput {slo.min_goodput:g}"
+    if st.get("cut"):
+        return "passed = true on a step cut short (no verdict is given on one)"
+    return None
+
+
+def engine_problem(m: dict[str, Any], engine: str) -> str | None:
+    """Why a stored mode was measured by another engine than `engine` (None when it was not)."""
+    if m.get("engine") not in (None, engine):
+        return f"engine = {m.get('engine')!r} there, {engine!r} in this scenario"
+    sim = m.get("simulated")
+    if sim is not None and sim is not (engine == "sim"):
+        what = "the simulator" if engine == "sim" else "not the simulator"
+        return f"simulated = {sim!r} there, but this scenario's engine {engine!r} is {what}"
+    return None
+
+
+def mode_problem(m: dict[str, Any], slo: Any = None) -> str | None:
+    """Why a stored mode's figures are impossible or contradict each other (None when they do not).
+    `slo`: the SLO its verdicts were judged under (each PASS is checked against its own figures)."""
     best = m.get("best_concurrency")
     if best is not None and not (_num(best) and math.isfinite(best) and best > 0):
         return f"best_concurrency = {best!r} (a load is a finite number above 0)"
     for i, st in enumerate(m.get("steps") or []):
         if not isinstance(st, dict):
             return f"steps[{i}] is not a step object"
-        why = step_problem(st)
+        why = step_problem(st) or (verdict_problem(st, slo) if slo is not None else None)
         if why:
             return f"steps[{i}]: {why}"
+    if best is not None and m.get("complete") is not False:  # a finished mode answers from it as it is
+        passed = {float(st["load"]) for st in m.get("steps") or []
+                  if st.get("passed") is True and not st.get("remeasured") and _num(st.get("load"))}
+        if float(best) not in passed:
+            return (f"best_concurrency = {best!r}, but no step passed at that load "
+                    f"(passed: {', '.join(f'{x:g}' for x in sorted(passed)) or 'none'})")
     return None
+
+
+def records_source(prev: dict[str, Any]) -> Path | None:
+    """The records sidecar a resumed snapshot names (beside it, or absolute), or None."""
+    name, path = prev.get("records"), prev.get("_path")
+    if not isinstance(name, str) or not name or not path:
+        return None
+    return Path(name) if Path(name).is_absolute() else Path(path).with_name(name)
 
 
 def check_resumable(scenario_doc: dict[str, Any], resumes: list[dict[str, Any]]) -> None:
     """One UsageError line (exit 2) when a resumed snapshot was measured under another workload,
     SLO, model or engine, or holds figures no run can give."""
+    from kvtui.safeio import input_problem
+
     for prev in resumes:
         src = prev.get("_path") or "(snapshot)"
+        rec = records_source(prev)
+        why_not = input_problem(rec) if rec is not None else None
+        if why_not:  # read to carry its records over: a FIFO there once hung the resume
+            raise UsageError(f"--resume {src}: its records {rec} {why_not}: not read")
         diff = differing_field(prev.get("scenario") or {}, scenario_doc)
         if diff:
             name, a, b = diff
@@ -147,10 +215,18 @@ def check_resumable(scenario_doc: dict[str, Any], resumes: list[dict[str, Any]])
                              "judged under another measurement, and a resume keeps their verdicts; run "
                              "afresh, or resume with the same settings (the SLO edit of kvtui replay "
                              "re-judges a run from its records)")
+        from kvtui.scenario.slo_table import slo_of
+
+        slo = slo_of(scenario_doc)
+        engine = (scenario_doc.get("server") or {}).get("engine")
         for m in prev.get("modes") or []:
             if not isinstance(m, dict):
                 continue
-            why = mode_problem(m)
+            other = engine_problem(m, engine) if isinstance(engine, str) else None
+            if other:
+                raise UsageError(f"--resume {src}: mode {m.get('name')!r}: {other}: its steps were measured by "
+                                 "another engine; run afresh")
+            why = mode_problem(m, slo)
             if why:
                 raise UsageError(f"--resume {src}: mode {m.get('name')!r}: {why}: impossible figures, "
                                  "not resumed")

@@ -116,6 +116,7 @@ class Run:
         # The prediction per mode and its recalibration (kvtui.explore.refit); a --fast run's steps
         # are the simulator's own, so it is not refitted unless asked (bench: a perturbed truth).
         self.predictor = predict_loop.make_predictor(calibration, refit if refit is not None else not fast)
+        self.predictor.halt = lambda: self.stopping or self.skipping  # its simulated steps stop with the run
         self.sim_calibration = self.predictor.prior if calibration is not None else None
         self.writer: SnapshotWriter | None = None
         self.doc: dict[str, Any] = {}
@@ -407,6 +408,10 @@ class Run:
             # complete, the run fails, and --resume continues it (never a final-looking knee).
             md["error"] = {"kind": "client", "message": f"the load generator failed: {m.ctx.client_failure}"}
             self.emit(ev.RunError(mode.name, md["error"]["message"]))
+            return None
+        if m.mode_error:  # the step could not be measured to its end (a modelled step past its bound)
+            md["error"] = {"kind": "bounded", "message": m.mode_error}
+            self.emit(ev.RunError(mode.name, f"mode {mode.name}: {m.mode_error}"))
             return None
         if m.aborted and (self.stopping or self._skip.is_set()):
             return None

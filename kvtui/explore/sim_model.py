@@ -17,8 +17,9 @@ of the live run, never as the server's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+from kvtui.engines.sim.budget import refusal
 from kvtui.engines.sim.fastrun import OfflineServer, SimConfigError, step_metrics
 from kvtui.explore.evaluate import StepContext, evaluate_step
 from kvtui.explore.executor import Measured
@@ -40,20 +41,22 @@ def applies(scenario: Scenario, mode: Mode) -> bool:
 class ModelledSteps:
     """One mode's steps in modelled time, beside the live ones (module docstring)."""
 
-    def __init__(self, scenario: Scenario, mode: Mode, salt: int, index: int, calibration: Any = None):
+    def __init__(self, scenario: Scenario, mode: Mode, salt: int, index: int, calibration: Any = None,
+                 halt: Callable[[], bool] | None = None):
         self.scenario = scenario
-        self.server = OfflineServer(scenario, mode, salt, calibration=calibration)
+        # halt: the run's stop or skip, which the modelled step's loop looks at (kvtui.engines.sim.budget)
+        self.server = OfflineServer(scenario, mode, salt, calibration=calibration, halt=halt)
         # The counters `kvtui run --fast` uses: the live demo and its --fast twin give one answer. The live
         # records are not written when these are (LiveStepExecutor.measure), so no id is written twice.
         self.counter = 1_000_000 * (index + 1)
 
     @classmethod
-    def for_mode(cls, scenario: Scenario, mode: Mode, salt: int, index: int,
-                 calibration: Any = None) -> "ModelledSteps | None":
+    def for_mode(cls, scenario: Scenario, mode: Mode, salt: int, index: int, calibration: Any = None,
+                 halt: Callable[[], bool] | None = None) -> "ModelledSteps | None":
         if not applies(scenario, mode):
             return None
         try:
-            return cls(scenario, mode, salt, index, calibration)
+            return cls(scenario, mode, salt, index, calibration, halt)
         except SimConfigError:
             return None  # the live server started, so this cannot happen; if it does, the live figures stand
 
@@ -88,6 +91,11 @@ class ModelledSteps:
                               t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
                               gpu_mem_used_gib_max=self.server.gpu_mem_used_gib(),
                               max_num_seqs=self.server.facts.max_num_seqs)
+        if res.ended:  # the run's stop, or a bound (kvtui.engines.sim.budget): no verdict on the step
+            live.ctx.cut = True
+            live.ctx.aborted = live.ctx.aborted or refusal(res.ended, load) or "stopped while modelled"
+            return Measured(live.records, live.ctx, dict(live.extra), aborted=True, check_samples=False,
+                            mode_error=refusal(res.ended, load))
         extra.update(t_window_start=ctx.t_window_start, t_window_end=ctx.t_window_end, modelled=True,
                      engine_limits=res.limited_by)
         extra.pop("autoscale", None)

@@ -74,7 +74,7 @@ def _token_bearing(choice: dict[str, Any], chat: bool) -> tuple[bool, str | None
         # None comes back as the text: the caller flags the record (text_null).
         if "text" in choice and choice["text"] is None:
             return (False, None)
-        return ("text" in choice, choice.get("text") or "")
+        return ("text" in choice, choice.get("text", ""))  # text 0 or [] is no token text: malformed below
     delta = choice.get("delta") or {}
     if "content" not in delta or delta["content"] is None:
         return (False, "")
@@ -125,9 +125,13 @@ def _event(line: bytes, rec: Record, chat: bool, now: float, last: float | None,
         return _DONE
     try:
         data = json.loads(payload)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError) as e:
+        # Not JSON, or JSON past the parser's limits (nested past the recursion limit, an integer
+        # of more than 4,300 digits): the server's malformed event, never kvtui's own failure.
         rec.status, rec.error = "error", "sse_malformed"
-        rec.detail = f"not JSON: {payload[:80].decode('utf-8', 'replace')!r}"
+        what = "not JSON" if isinstance(e, (json.JSONDecodeError, UnicodeDecodeError)) else \
+            f"JSON past the parser's limits ({type(e).__name__})"
+        rec.detail = f"{what}: {payload[:80].decode('utf-8', 'replace')!r}"
         return _FAILED
     if not isinstance(data, dict):
         rec.status, rec.error = "error", "sse_malformed"

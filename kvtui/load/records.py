@@ -7,11 +7,10 @@ the load-generator process and the controller read the same clock.
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 # Error classes a record can carry (status != "ok").
 ERROR_CLASSES = (
@@ -160,30 +159,66 @@ class Damaged:
         return f"{path}: {self.count} damaged line(s) skipped (first at line {self.first_line})"
 
 
+# A records line is one request (its inter-token gaps: a 10,000-token answer is ~100 kB). A
+# line past this is no record: it is skipped, counted, and never held whole in memory.
+MAX_RECORD_LINE = 4 << 20
+
+
 def iter_record_lines(path: Path, damaged: Damaged | None = None) -> Iterator[str]:
     """The non-empty lines of a records file (or of its .gz, as archived results keep them).
 
     Read as bytes and decoded line by line: a line cut inside a multi-byte character (a
     crash mid-write) is skipped and counted in `damaged`, never fatal to the whole file.
+
+    The file is untrusted input like any other (its name comes from a snapshot): opened
+    through kvtui.safeio (regular files only, non-blocking: a FIFO named there once hung a
+    --resume that ignored SIGTERM), at most SNAPSHOT_CAP bytes read (unpacked, for a .gz),
+    and no line held past MAX_RECORD_LINE. Anything else is an OSError naming the file.
     """
+    import errno
+    import os
+
+    from kvtui.errors import UsageError
+    from kvtui.safeio import SNAPSHOT_CAP, open_regular, read_bytes_file
+
     path = Path(path)
     gz = path if path.suffix == ".gz" else path.with_name(path.name + ".gz")
     from kvtui.load.records_cols import cols_path, decode_lines
 
     cols = cols_path(path)
-    if not path.exists() and not gz.exists() and cols.exists():
-        # the compact archive of a published run (kvtui/load/records_cols.py): the same lines
-        yield from decode_lines(cols.read_bytes())
-        return
-    opener: io.BufferedIOBase  # GzipFile or BufferedReader: both iterate over bytes lines
-    if gz.exists() and not (path.exists() and path.suffix != ".gz"):
+    try:
+        if not path.exists() and not gz.exists() and cols.exists():
+            # the compact archive of a published run (kvtui/load/records_cols.py): the same lines
+            yield from decode_lines(read_bytes_file(cols, "records archive", SNAPSHOT_CAP))
+            return
+        src = gz if gz.exists() and not (path.exists() and path.suffix != ".gz") else path
+        fh = os.fdopen(open_regular(src, "records", SNAPSHOT_CAP), "rb")
+    except UsageError as e:  # not a regular file, or too large: the callers' "cannot read" path
+        raise OSError(errno.EINVAL, str(e)) from None
+    if src is gz:
         import gzip
 
-        opener = gzip.open(gz, "rb")
+        f: Any = gzip.GzipFile(fileobj=fh, mode="rb")
     else:
-        opener = open(path, "rb")
-    with opener as f:
-        for lineno, raw in enumerate(f, 1):
+        f = fh
+    with fh, f:
+        lineno = total = 0
+        while True:
+            raw = f.readline(MAX_RECORD_LINE + 1)
+            if not raw:
+                return
+            lineno += 1
+            total += len(raw)
+            long = len(raw) > MAX_RECORD_LINE
+            while raw and not raw.endswith(b"\n") and len(raw) > MAX_RECORD_LINE:
+                raw = f.readline(MAX_RECORD_LINE + 1)  # the rest of an overlong line, never held whole
+                total += len(raw)
+            if total > SNAPSHOT_CAP:
+                raise OSError(errno.EFBIG, f"{src}: more than a records file can be ({SNAPSHOT_CAP >> 20:,} MiB)")
+            if long:
+                if damaged is not None:
+                    damaged.add(lineno)
+                continue
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kvtui.errors import UsageError
+from kvtui.safeio import fetch
 from kvtui.scenario.dataset import Dataset  # noqa: F401 - kvtui.load.workload.Dataset, its old home
 from kvtui.scenario.schema import Length, Workload
 
@@ -283,7 +284,7 @@ def discover_token_space(base_url: str, model: str, headers: dict[str, str], tim
             if not check():
                 return None
             try:
-                r = client.post("/tokenize", json={"model": model, **payload})
+                r = fetch(client, "POST", "/tokenize", json={"model": model, **payload})  # bounded (kvtui.safeio)
             except httpx.HTTPError:
                 return None
             if r.status_code != 200:
@@ -343,8 +344,9 @@ def _vocab_hint(client: Any, model: str, check: Callable[[], bool] = lambda: Tru
         if not check():
             return False
         try:
-            r = client.post("/tokenize", json={"model": model, "prompt": f"t{i}", "add_special_tokens": False})
-            return r.status_code == 200 and r.json().get("tokens") == [i]
+            r = fetch(client, "POST", "/tokenize",
+                      json={"model": model, "prompt": f"t{i}", "add_special_tokens": False})
+            return r.status_code == 200 and r.field("tokens") == [i]
         except Exception:
             return False
 

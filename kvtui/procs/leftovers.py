@@ -56,11 +56,13 @@ def write_entry(run_id: str, groups: dict[int, tuple[int, str]], pids: dict[int,
             "pids": {str(p): {"start": s, "label": lbl} for p, (s, lbl) in pids.items()},
             "watchdog": {"pid": watchdog_pid, "start": watchdog.start_time(watchdog_pid)} if watchdog_pid else None,
         }
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, path)
+        from kvtui.errors import UsageError
+        from kvtui.safeio import atomic_write
+
+        try:  # a private temp file renamed into place: a link or FIFO planted at its name is refused
+            atomic_write(path, json.dumps(doc), "process registry")
+        except UsageError:
+            pass
     except OSError:
         pass  # a registry we cannot write must not stop a run: the watchdog still guards it
 

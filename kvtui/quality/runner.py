@@ -27,6 +27,7 @@ from kvtui.quality.tasks import (
     quotation_items,
     score,
 )
+from kvtui.safeio import fetch
 
 GOT_CHARS = 120  # how much of each answer the snapshot keeps (enough to see what went wrong)
 MARGIN_TOKENS = 32  # passkey prompts stay this far below max_context (answer + template slack)
@@ -69,8 +70,9 @@ def _tokenizer(client: Any, model: str) -> Callable[[list[dict[str, str]]], int 
         if not state["ok"]:
             return None
         try:
-            r = client.post("/tokenize", json={"model": model, "messages": messages, "add_generation_prompt": True})
-            n = r.json().get("count") if r.status_code == 200 else None
+            r = fetch(client, "POST", "/tokenize", json={"model": model, "messages": messages,
+                                                         "add_generation_prompt": True})
+            n = r.field("count") if r.status_code == 200 else None
         except Exception:  # no /tokenize (an external server): estimate, and say so
             n = None
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
@@ -88,7 +90,7 @@ def _ask(client: Any, model: str, item: Item) -> dict[str, Any]:
         body.update(logprobs=True, top_logprobs=1, return_tokens_as_token_ids=True)
     t0 = time.monotonic()
     try:
-        r = client.post("/v1/chat/completions", json=body)
+        r = fetch(client, "POST", "/v1/chat/completions", json=body)  # bounded, untrusted (kvtui.safeio)
     except Exception as e:  # httpx errors and the like: the item's error, never the run's
         return {"error": f"{type(e).__name__}: {str(e)[:100]}"}
     if r.status_code != 200:

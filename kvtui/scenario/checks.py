@@ -21,6 +21,7 @@ from kvtui.scenario.schema import (
     SEARCHES,
     Scenario,
     hijacks,
+    listens,
     out_of_range,
 )
 
@@ -113,17 +114,77 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # What kvtui sets on the server's command line: an extra_args spelling of one (--host=0.0.0.0,
 # --host 0.0.0.0, an abbreviation argparse accepts such as --hos, --api_key with vLLM's
 # underscore spelling) would open the server beyond loopback, or change its key or port.
-OWNED_FLAGS = ("--host", "--port", "--api-key")
+# So would one that moves the API server elsewhere (a Unix socket, none at all, TLS that kvtui's
+# plain-HTTP loopback client cannot speak: each once left the start waiting for its timeout) or
+# makes a data-parallel rank listen on an address.
+OWNED_FLAGS = ("--host", "--port", "--api-key", "--uds", "--headless", "--ssl-keyfile", "--ssl-certfile",
+               "--ssl-ca-certs", "--ssl-cert-reqs", "--data-parallel-address", "--data-parallel-rpc-port")
+
+
+def _flag_name(arg: str) -> str | None:
+    """`arg`'s flag name, lower case with dashes (`--api_key=k` → `--api-key`), or None for a value."""
+    if not arg.startswith("--"):
+        return None
+    return arg.split("=", 1)[0].replace("_", "-").lower()
 
 
 def owned_flag(arg: str) -> str | None:
     """The kvtui-owned flag `arg` spells (exactly, abbreviated, with =value or _), or None."""
-    if not arg.startswith("--"):
-        return None
-    name = arg.split("=", 1)[0].replace("_", "-").lower()
-    if len(name) < 4:  # "--h", "--p": argparse finds them ambiguous (--help, --pipeline-…)
+    name = _flag_name(arg)
+    if name is None or len(name) < 4:  # "--h", "--p": argparse finds them ambiguous (--help, --pipeline-…)
         return None
     return next((f for f in OWNED_FLAGS if f.startswith(name)), None)
+
+
+# Flags that make vLLM load code named by the scenario: a model repository's own Python
+# (--trust-remote-code), a plugin file (--tool-parser-plugin), a class or module by import path
+# (--worker-extension-cls, --middleware, --logits-processors, a kv connector's module_path in
+# --kv-transfer-config). The same rule as the environment's: known flags in any abbreviation,
+# any flag whose name holds a code word, and any JSON value whose keys do.
+CODE_FLAGS = ("--trust-remote-code", "--tool-parser-plugin", "--reasoning-parser-plugin", "--middleware",
+              "--worker-extension-cls", "--worker-cls", "--logits-processors", "--logits-processor-pattern",
+              "--kv-transfer-config", "--kv-events-config", "--distributed-executor-backend", "--hf-overrides")
+CODE_WORDS = ("plugin", "module", "cls", "class", "middleware", "processor", "extension", "hook", "remote-code",
+              "script", "import", "exec", "connector", "backend")
+CODE_VALUE_WORDS = ("plugin", "module", "cls", "class", "path", "dir", "file", "cache", "backend", "hook", "script",
+                    "import", "exec", "connector", "auto_map", "remote")
+
+
+def code_flag(arg: str) -> str | None:
+    """Why the extra_args word `arg` makes the server load code named by the scenario, or None."""
+    name = _flag_name(arg)
+    if name is not None:
+        if len(name) >= 5 and any(f.startswith(name) for f in CODE_FLAGS):
+            return "makes the server load code named in the scenario"
+        if any(w in name for w in CODE_WORDS):
+            return "names code for the server to load (a plugin, module, class or remote code)"
+    # a JSON value (after its flag, or joined to it with '='): the names of its keys, at any depth
+    text = arg if name is None else (arg.split("=", 1)[1] if "=" in arg else "")
+    if text.lstrip().startswith("{"):
+        keys = _json_keys(text)
+        if any(w in k for k in keys for w in CODE_VALUE_WORDS):
+            return "holds a configuration naming code, a path or a cache for the server to load"
+    return None
+
+
+def _json_keys(text: str) -> list[str]:
+    """Every key of a JSON object, lower case, at any depth; for text that is not JSON (vLLM may
+    read it another way), the whole text as one 'key' (the rule errs towards asking)."""
+    from kvtui.safeio import loads
+
+    try:
+        doc = loads(text)
+    except ValueError:
+        return [text.lower()]
+    keys, stack = [], [doc]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            keys += [str(k).lower() for k in x]
+            stack += list(x.values())
+        elif isinstance(x, list):
+            stack += x
+    return keys
 
 
 def _check_strings(sc: Scenario, probs: _Problems) -> None:
@@ -148,11 +209,15 @@ def _check_strings(sc: Scenario, probs: _Problems) -> None:
     for path, value in [(("server", "model"), s.model), (("server", "served_model_name"), s.served_model_name),
                         (("server", "host"), s.host), (("server", "gpu"), s.gpu), (("server", "url"), s.url),
                         (("server", "metrics_url"), s.metrics_url), (("workload", "dataset"), sc.workload.dataset),
-                        (("name",), sc.name)] + [(("modes", i, "model"), m.model) for i, m in enumerate(sc.modes)] \
+                        (("name",), sc.name), (("description",), sc.description), (("server", "api_key"), s.api_key)] \
+            + [(("server", "replica_urls", i), u) for i, u in enumerate(s.replica_urls)] \
+            + [(("server", "metrics_urls", i), u) for i, u in enumerate(s.metrics_urls)] \
+            + [(("modes", i, "model"), m.model) for i, m in enumerate(sc.modes)] \
             + [(("modes", i, key), getattr(m, key)) for i, m in enumerate(sc.modes)
                for key in ("dtype", "kv_cache_dtype", "quantization")]:
         if value and _CONTROL.search(value):
-            probs.add(path, f"must not contain control characters (NUL, escape sequences), got {value!r}")
+            shown = "a value with one (not shown: a secret)" if path == ("server", "api_key") else repr(value)
+            probs.add(path, f"must not contain control characters (NUL, escape sequences), got {shown}")
 
 
 def _check_replicas(sc: Scenario, probs: _Problems) -> None:
@@ -173,6 +238,13 @@ def _check_replicas(sc: Scenario, probs: _Problems) -> None:
     if s.replicas > 1 and s.url and s.engine != "external":
         probs.add(("server", "url"), f"engine {s.engine!r} launches its {s.replicas} replicas itself: url is for "
                                      "the external engine; give replicas or url, not both")
+    else:
+        # A launching engine ignored them silently (it measures its own server, not the one named).
+        for key in ("url", "metrics_url"):
+            if getattr(s, key) and s.engine in ("sim", "vllm"):
+                probs.add(("server", key), f"only for the external engine: engine {s.engine!r} launches its own "
+                                           f"server and measures that one (engine = \"external\" to measure a "
+                                           "running server)")
     if s.replica_urls and s.url:
         probs.add(("server", "url"), "give either url (one server or a gateway, with metrics_urls) or replica_urls "
                                      "(kvtui spreads the requests), not both")
@@ -248,7 +320,10 @@ def _check(sc: Scenario, probs: _Problems) -> None:
         if not ds.is_absolute() and sc.source:
             ds = Path(sc.source).parent / ds
         if not ds.is_file():
-            probs.add(("workload", "dataset"), f"no such file: {ds}")
+            from kvtui.safeio import input_problem
+
+            why = input_problem(ds) if ds.exists() else None  # a device, a FIFO, a folder: said as what it is
+            probs.add(("workload", "dataset"), f"{ds} {why}" if why else f"no such file: {ds}")
         else:
             w.dataset = str(ds)
             from kvtui.errors import UsageError
@@ -325,8 +400,18 @@ def _check(sc: Scenario, probs: _Problems) -> None:
 
 
 def _check_env_trust(sc: Scenario, probs: _Problems) -> None:
-    for path, env in [(("server",), sc.server.env)] + [(("modes", i), m.env) for i, m in enumerate(sc.modes)]:
+    holders = [(("server",), sc.server.env, sc.server.extra_args)] + [(("modes", i), m.env, m.extra_args)
+                                                                      for i, m in enumerate(sc.modes)]
+    for path, env, args in holders:
         for k in env:
             if hijacks(k):
                 probs.add(path + ("env", k), f"{k} changes which code the server runs: refused unless --allow-env "
                                              "(a scenario is data; see docs/FAULTS.md, trust model)")
+            elif listens(k):
+                probs.add(path + ("env", k), f"{k} changes where the server listens or is reached (kvtui keeps it "
+                                             "on loopback): refused unless --allow-env (docs/FAULTS.md: trust model)")
+        for j, a in enumerate(args):
+            why = code_flag(a)
+            if why:
+                probs.add(path + ("extra_args",), f"argument {j + 1} {a.split('=', 1)[0]!r} {why}: refused unless "
+                                                   "--allow-env (a scenario is data; see docs/FAULTS.md, trust model)")

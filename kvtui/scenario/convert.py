@@ -32,9 +32,12 @@ class _Problems:
 
     def add(self, path: tuple, message: str, line: int | None = None) -> None:
         dotted = _dotted(path)
+        given = self.index.override(path) if self.index is not None else None
         if line is None:
             line = self.index.line(path) if self.index else 0
         where = f"{self.source}:{line}" if line else self.source
+        if given is not None:  # the value came from the command line: said there
+            where = f"{self.source}: --set {given}"
         self.items.append(f"{where}: {dotted}: {message}" if dotted else f"{where}: {message}")
 
 

@@ -176,10 +176,11 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = (),
             m = re.search(r"at line (\d+)", str(e))
             line = m.group(1) if m else str(max(1, len(text.splitlines())))  # "at end of document": the last line
             raise ScenarioError([f"{source}:{line}: TOML syntax: {str(e).split(' (at')[0]}"])
+    index = LineIndex(text)
     for item in overrides:
         opath, value = parse_override(item)
         _apply_override(doc, opath, value)
-    index = LineIndex(text) if text else None
+        index.set_by_override(opath, item)
     return scenario_from_dict(doc, source, index, allow_env=allow_env)
 
 

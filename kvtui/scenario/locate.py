@@ -66,3 +66,19 @@ class LineIndex:
                 return self._lines[p]
             p = p[:-1]
         return 0
+
+    # A value given on the command line (`--set ramp.max=8.5`) is reported there, not at the
+    # file's line of the key it replaced (that line holds another value).
+    def set_by_override(self, path: tuple, text: str) -> None:
+        self._overrides = getattr(self, "_overrides", {})
+        self._overrides[tuple(int(x) if isinstance(x, str) and x.isdigit() else x for x in path)] = text
+
+    def override(self, path: tuple) -> str | None:
+        """The `--set` that gave `path` (or a table above it) its value, or None."""
+        found = getattr(self, "_overrides", {})
+        p = tuple(path)
+        while p:
+            if p in found:
+                return found[p]
+            p = p[:-1]
+        return None

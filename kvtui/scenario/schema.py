@@ -57,7 +57,9 @@ RANGES: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("ramp", "burst_size"): (1, 100_000, False),
     ("ramp", "warmup_s"): (0, DAY_S, False),
     ("ramp", "window_s"): (0, DAY_S, False),
-    ("ramp", "window_requests"): (0, 100_000_000, False),
+    # A step holds its window's records in memory (live or modelled): a count window of 1e8 requests
+    # was in range, ~100 GB. As many as a modelled step may simulate (kvtui.engines.sim.budget).
+    ("ramp", "window_requests"): (0, 500_000, False),
     ("ramp", "min_samples"): (1, 100_000_000, False),
     ("ramp", "resolution"): (0, 1_000_000, False),
     ("ramp", "confidence"): (0.5, 1, False),  # and < 1: scenario/checks.py (a test at confidence 1 never decides)
@@ -115,19 +117,47 @@ HIJACK_FAMILIES = ("LD_", "DYLD_", "GLIBC_", "MALLOC_", "PYTHON", "PYTORCH_", "T
 HIJACK_WORDS = ("PATH", "PLUGIN", "PRELOAD", "LIBRARY", "LIB", "INJECT", "MODULE", "EXTENSION", "HOOK",
                 "_DIR", "_HOME", "_ROOT", "_FILE", "_CONF", "_CONFIG", "SCRIPT", "_CMD", "COMMAND", "_EXEC",
                 "STARTUP", "CALLBACK", "BUNDLE", "_SO")
+# Whole words of a name (split at "_") that name a program to run or what builds one: a compiler
+# and its flags (Triton and torch's inductor build C at run time with $CC / $CXX, nvcc reads
+# NVCC_PREPEND_FLAGS / NVCC_CCBIN: CC=/tmp/x runs /tmp/x), a helper a library execs (GIT_ASKPASS,
+# EDITOR), the user's HOME (Python's user site-packages and their .pth files live under it) and
+# caches of compiled code (torch.compile's and Hugging Face's hold code that is loaded again),
+# and switches that let code in (VLLM_ALLOW_INSECURE_SERIALIZATION, VLLM_SERVER_DEV_MODE).
+HIJACK_TOKENS = frozenset({"CC", "CXX", "CPP", "LD", "AS", "AR", "NVCC", "CCBIN", "HOSTCXX", "CUDAHOSTCXX", "FLAGS",
+                           "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "NVCCFLAGS", "COMPILER", "LINKER", "ASKPASS",
+                           "EDITOR", "VISUAL", "PAGER", "BROWSER", "SHELL", "EXE", "EXECUTABLE", "BIN", "BINARY",
+                           "PROGRAM", "OPTIONS", "OPTS", "HOME", "RC", "PROFILE", "CACHE",
+                           # a switch that lets code in: insecure (pickle) serialization, remote code,
+                           # eval of generated code, development endpoints that call into the workers
+                           "INSECURE", "UNSAFE", "TRUST", "CODE", "EVAL", "DEV"})
+# Whole words that say where a server listens or is reached: the loopback rule (server.host)
+# holds for every route, so these need the user's word too.
+LISTEN_TOKENS = frozenset({"HOST", "IP", "ADDR", "ADDRESS", "PORT", "IFNAME", "IFACE", "INTERFACE"})
 SAFE_EXACT = frozenset({"PYTORCH_CUDA_ALLOC_CONF", "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
-                        "PYTHONFAULTHANDLER", "PYTHONIOENCODING", "PYTHONUTF8", "TORCH_NCCL_ASYNC_ERROR_HANDLING"})
+                        "PYTHONFAULTHANDLER", "PYTHONIOENCODING", "PYTHONUTF8", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                        "VLLM_MM_INPUT_CACHE_GIB", "VLLM_DISABLE_COMPILE_CACHE"})
+
+
+def _tokens(name: str) -> set[str]:
+    return {t for t in name.upper().split("_") if t}
 
 
 def hijacks(name: str) -> bool:
     """Does this env variable let a value run code in the server (interpreter, loader, libcuda,
-    NCCL, torch, search paths)? A family or word rule, not only a list: a new variable of those
-    kinds is caught without being named here."""
+    NCCL, torch, search paths, compilers, helpers, caches of compiled code)? A family, word and
+    whole-word rule, not only a list: a new variable of those kinds is caught without being
+    named here."""
     if name in SAFE_EXACT:
         return False
     up = name.upper()
     return (name in HIJACK_ENV or up.startswith(HIJACK_PREFIXES) or up.startswith(HIJACK_FAMILIES)
-            or any(w in up for w in HIJACK_WORDS))
+            or any(w in up for w in HIJACK_WORDS) or bool(_tokens(name) & HIJACK_TOKENS))
+
+
+def listens(name: str) -> bool:
+    """Does this env variable say where the server (or its workers) listens or is reached
+    (VLLM_HOST_IP, MASTER_ADDR, VLLM_PORT, NCCL_SOCKET_IFNAME)?"""
+    return name not in SAFE_EXACT and bool(_tokens(name) & LISTEN_TOKENS)
 
 
 def out_of_range(key: tuple[str, str], value: float) -> str | None:

@@ -158,6 +158,7 @@ def parse_metrics(text: str, t: float, *, select: bool = True) -> MetricsSample:
     hist_vals: dict[str, dict[int, Histogram]] = defaultdict(dict)
     cache_config: dict[str, str] = {}
     seen_vllm = False
+    bad: dict[str, str] = {}  # field or histogram key -> its first series out of range
     # Per `engine` label (vLLM's data-parallel ranks): the gauges and preemptions of each rank.
     per_engine: dict[str, dict[tuple[str, int], list[float]]] = defaultdict(lambda: defaultdict(list))
     try:
@@ -174,6 +175,12 @@ def parse_metrics(text: str, t: float, *, select: bool = True) -> MetricsSample:
                     continue
                 kind, key, rank, part = hit
                 value = float(s.value)
+                if not _valid(key, value, part):
+                    # checked series by series, before any sum or mean: -5 on one engine and +10 on
+                    # another must not pass as 5, nor 1.5 and 0.3 as a mean of 0.9
+                    bad.setdefault(key, f"{key}{part}={value!r}"
+                                        + (f" (engine {s.labels['engine']})" if "engine" in s.labels else ""))
+                    continue
                 if key in _PER_ENGINE and "engine" in s.labels:
                     per_engine[str(s.labels["engine"])][(key, rank)].append(value)
                 if kind == "gauge":
@@ -198,8 +205,16 @@ def parse_metrics(text: str, t: float, *, select: bool = True) -> MetricsSample:
         return failed_sample(t, "no vllm:* metrics in the /metrics body")
 
     sample = MetricsSample(t=t, cache_config=cache_config)
-    for key, gauges in gauge_vals.items():
-        vals = gauges[min(gauges)]
+    for key, why in bad.items():  # a field with one series out of range is no figure at all
+        sample.out_of_range.append(why)
+        gauge_vals.pop(key, None)
+        counter_vals.pop(key, None)
+        hist_vals.pop(key, None)
+        for figs in per_engine.values():
+            for k in [k for k in figs if k[0] == key]:
+                del figs[k]
+    for key, by_rank in gauge_vals.items():
+        vals = by_rank[min(by_rank)]
         if key == "kv_usage":
             setattr(sample, key, sum(vals) / len(vals))
         else:
@@ -218,13 +233,35 @@ def parse_metrics(text: str, t: float, *, select: bool = True) -> MetricsSample:
 
 # /metrics values are untrusted numbers too: `kv_cache_usage_perc 57.0` was once shown as "KV
 # 5700%" and passed; a negative running count was stored; a NaN printed as "nan%". Each series
-# has a valid range; a value outside it is dropped (None) and named in `out_of_range`.
-def _valid(field: str, v: float) -> bool:
+# has a valid range; a value outside it is dropped (None) and named in `out_of_range`: every
+# series as it is parsed (before any sum over labels), and the totals again (a sum can overflow).
+MAX_COUNT = 2.0**53  # a count past what a float holds exactly is no count (1e308 requests running)
+
+
+def _valid(field: str, v: float, part: str = "") -> bool:
     if not math.isfinite(v):
         return False
     if field == "kv_usage":
         return 0.0 <= v <= 1.0  # a fraction (vLLM's *_perc gauges are 0–1)
-    return v >= 0.0  # every count, counter and histogram part
+    if part == "_sum":
+        return v >= 0.0  # a histogram's sum of seconds
+    # every count: requests running or waiting, a counter, a histogram's count and buckets
+    return 0.0 <= v <= MAX_COUNT and v.is_integer()
+
+
+def histogram_problem(h: Histogram) -> str | None:
+    """Why a histogram's parts cannot be one histogram (None when they can): each part in its
+    range, buckets that never go down as `le` grows, and a +Inf bucket equal to the count."""
+    if not _valid("", h.sum, "_sum") or not _valid("", h.count):
+        return f"sum={h.sum!r} count={h.count!r}"
+    prev = 0.0
+    for le, c in sorted(h.buckets.items()):
+        if not _valid("", c) or c < prev:
+            return f"bucket le={le:g} = {c!r} after {prev!r}"
+        prev = c
+    if math.inf in h.buckets and h.buckets[math.inf] != h.count:
+        return f"+Inf bucket {h.buckets[math.inf]!r} != count {h.count!r}"
+    return None
 
 
 def check_ranges(sample: MetricsSample) -> MetricsSample:
@@ -235,9 +272,9 @@ def check_ranges(sample: MetricsSample) -> MetricsSample:
             sample.out_of_range.append(f"{name}={v!r}")
             setattr(sample, name, None)
     for key, h in list(sample.histograms.items()):
-        parts = [h.sum, h.count, *h.buckets.values()]
-        if not all(_valid(key, float(x)) for x in parts):
-            sample.out_of_range.append(f"{key} histogram")
+        why = histogram_problem(h)
+        if why:
+            sample.out_of_range.append(f"{key} histogram ({why})")
             del sample.histograms[key]
     for eng, figs in sample.engines.items():
         for name, v in list(figs.items()):

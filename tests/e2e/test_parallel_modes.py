@@ -170,3 +170,23 @@ def test_parallel_json_is_the_answer_alone_on_stdout(tmp_path):
     assert parsed["run"]["snapshot"] == str(out) and parsed["run"]["simulated"] is True
     assert {row["mode"] for row in parsed["rows"]} == {"baseline", "fp8-kv"}
     assert "lane" in r.stderr and "ANSWER:" not in r.stdout
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_node_where_a_lane_log_goes_is_refused_and_never_hangs(tmp_path, kind):
+    """Outputs checked like inputs (issue 30), the lanes' files too: a FIFO planted where a lane's
+    log goes once stopped the log pump, then the lane (its output pipe full), then the run."""
+    sc = tmp_path / "par.toml"
+    sc.write_text(SCENARIO)
+    out = tmp_path / "par.json"
+    lanes = tmp_path / "par.lanes"
+    lanes.mkdir()
+    node = lanes / "00-baseline.log"
+    if kind == "fifo":
+        os.mkfifo(node)
+    else:
+        node.symlink_to(tmp_path / "elsewhere.log")
+    p = kvtui("run", str(sc), "--parallel", "--headless", "--fast", "--out", str(out))
+    assert p.returncode == 2 and "00-baseline.log" in p.stderr and "not a regular file" in p.stderr, p.stdout + p.stderr
+    assert os.path.lexists(node) and (node.is_fifo() if kind == "fifo" else node.is_symlink())
+    assert not (tmp_path / "elsewhere.log").exists()

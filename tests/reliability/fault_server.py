@@ -36,6 +36,7 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -110,8 +111,14 @@ def _lie(spec, truth: int):
 
 
 async def _answer_stream(a: dict, prompt: int, max_tokens: int):
-    """A stream of exactly max_tokens tokens, told as the answer spec `a` says."""
+    """A stream of exactly max_tokens tokens, told as the answer spec `a` says; `raw`: these
+    event payloads as they are (each sent as `data: PAYLOAD`), then [DONE]."""
     nl = "\r\n" if a.get("crlf") else "\n"
+    if "raw" in a:
+        for payload in a["raw"]:
+            yield ("data: " + payload + nl + nl).encode()
+        yield ("data: [DONE]" + nl + nl).encode()
+        return
     per = max(1, int(a.get("per_chunk", 1)))
     gap = float(a.get("gap_ms", 0.0)) / 1000
     events: list[bytes] = []
@@ -199,7 +206,29 @@ async def metrics(request: Request):
     return JSONResponse({"detail": "Not Found"}, status_code=404)
 
 
+def _raw(path: str) -> Response | None:
+    """The body `--raw PATH=TEXT` gives this route, as it is (HTTP 200), or None."""
+    for item in ARGS.raw:
+        route, _, text = item.partition("=")
+        if route == path:
+            if text.startswith("@"):  # a body too long for a command line: from a file
+                text = Path(text[1:]).read_text()
+            return Response(text, media_type="application/json")
+    return None
+
+
+async def tokenize(request: Request):
+    return _raw("/tokenize") or JSONResponse({"detail": "Not Found"}, status_code=404)
+
+
+async def version(request: Request):
+    return _raw("/version") or JSONResponse({"version": "fault-server"})
+
+
 async def models(request: Request):
+    raw = _raw("/v1/models")
+    if raw is not None:
+        return raw
     if ARGS.models_data is not None:
         return JSONResponse({"object": "list", "data": json.loads(ARGS.models_data)})
     return JSONResponse({"object": "list", "data": [{"id": "fault", "object": "model", "max_model_len": ARGS.max_model_len}]})
@@ -213,7 +242,8 @@ app = Starlette(routes=[
     Route("/v1/completions", completions, methods=["POST"]),
     Route("/metrics", metrics),
     Route("/v1/models", models),
-    Route("/version", lambda r: JSONResponse({"version": "fault-server"})),
+    Route("/version", version),
+    Route("/tokenize", tokenize, methods=["POST"]),
     Route("/health", lambda r: Response(status_code=200)),
     Route("/_stats", stats),
     Route("/_answer", set_answer, methods=["POST"]),
@@ -244,6 +274,8 @@ if __name__ == "__main__":
     ap.add_argument("--max-model-len", type=int, default=4096)
     ap.add_argument("--models-data", help="JSON for /v1/models' data (a malformed one, say)")
     ap.add_argument("--answer", help="JSON answer spec from the start (as POST /_answer)")
+    ap.add_argument("--raw", action="append", default=[], metavar="PATH=TEXT",
+                    help="answer GET/POST PATH (/version, /v1/models, /tokenize) with TEXT as it is (@FILE: its text)")
     ARGS = ap.parse_args()
     if ARGS.answer:
         STATE["answer"] = json.loads(ARGS.answer)

@@ -231,10 +231,12 @@ def test_escape_sequences_from_a_snapshot_never_reach_the_terminal(tmp_path, arg
 
 
 def test_headless_output_has_no_escape_sequences(tmp_path):
+    """An escape in a scenario's description is refused at load (issue 30: descriptions were let
+    through), and the refusal shows it escaped, never raw."""
     sp = tmp_path / "s.toml"
     sp.write_text(BASE.replace('name = "h"', 'description = "d\\u001b[2J"'))
     rc, out, err = _cli(["run", str(sp), "--headless", "--fast", "--out", str(tmp_path / "o.json")])
-    assert rc == 0, err
+    assert rc == 2 and "description: must not contain control characters" in err, err
     assert "\x1b" not in out + err
 
 

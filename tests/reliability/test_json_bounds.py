@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,40 @@ def test_loads_bounds_are_exact(depth, width) -> None:
     else:
         with pytest.raises(safeio.JSONBoundsError):
             safeio.loads(text)
+
+
+# -- numbers kvtui never writes: NaN, ±Infinity, past a float, past 2**64, past 4,300 digits -----
+
+NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999", str(2**64 + 1), "1" + "0" * 5000]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(reader=st.sampled_from(list(READERS)), literal=st.sampled_from(NUMBERS),
+       where=st.sampled_from(["top", "mode", "step"]))
+def test_a_number_kvtui_never_writes_is_one_line_exit_2_for_every_reader(tmp_path_factory, reader, literal,
+                                                                         where) -> None:
+    """An integer of 5,000 digits was a ValueError traceback out of every reader; a load of 1e999
+    an OverflowError out of calibrate; NaN and Infinity are no figures kvtui writes ("inf" is its
+    infinite latency, a string)."""
+    d = tmp_path_factory.mktemp("num")
+    p = _setup(d, snapshot_with(literal, where))
+    rc, err = cli(*READERS[reader](p, d))
+    _refused(rc, err, p)
+
+
+@pytest.mark.parametrize("literal", NUMBERS)
+def test_such_a_number_in_a_journal_line_or_a_record_is_a_damaged_line(tmp_path, literal) -> None:
+    from kvtui.snapshot.file import load_journal
+
+    j = tmp_path / "r.json.journal"
+    head = json.dumps({"event": "header", "t": 0, "data": {"schema": "kvtui.snapshot/1"}})
+    j.write_text(head + "\n" + '{"event": "mode", "t": %s, "data": {"name": "m", "steps": []}}\n' % literal)
+    assert "1 damaged line(s) skipped" in load_journal(j)["load_warnings"][-1]
+    assert record_from_line('{"id": "x", "mode": "m", "step": 0, "load": %s}' % literal) is None
+
+
+def test_another_tools_nan_still_imports(tmp_path) -> None:
+    """`numbers=False` for other tools' files: a vLLM bench result may hold NaN (its std of nothing)."""
+    assert math.isnan(safeio.loads('{"x": NaN}', numbers=False)["x"])
+    with pytest.raises(safeio.JSONBoundsError):
+        safeio.loads('{"x": NaN}')

@@ -38,11 +38,20 @@ def body(gauges: dict[str, float], counters: dict[str, float], hist: tuple[str, 
     return "\n".join(lines) + "\n"
 
 
-def valid(field: str, v: float) -> bool:
-    return math.isfinite(v) and (0 <= v <= 1 if field == "kv_usage" else v >= 0)
+def valid(field: str, v: float, part: str = "") -> bool:
+    """The range of each series: kv usage a fraction, a histogram's sum ≥ 0, every other figure a
+    count (a whole number from 0 to 2**53)."""
+    if not math.isfinite(v):
+        return False
+    if field == "kv_usage":
+        return 0 <= v <= 1
+    if part == "_sum":
+        return v >= 0
+    return 0 <= v <= 2**53 and float(v).is_integer()
 
 
-EDGE = st.sampled_from([0.0, 1.0, 1.0000001, -0.0000001, -1.0, 57.0, 100.0, math.nan, math.inf, -math.inf, 1e300])
+EDGE = st.sampled_from([0.0, 1.0, 1.0000001, -0.0000001, -1.0, 57.0, 100.0, math.nan, math.inf, -math.inf, 1e300,
+                        1e308, 2.0**53, 2.0**53 + 2, 2.5, 0.5])
 
 
 @given(field=st.sampled_from(GAUGE_FIELDS), v=st.one_of(EDGE, st.floats(-1e6, 1e6, allow_nan=False)))
@@ -71,13 +80,13 @@ def test_every_counter_at_and_past_its_range(field, v) -> None:
 @given(key=st.sampled_from(list(_HISTOGRAMS)), total=EDGE, count=st.sampled_from([0.0, 5.0, -1.0, math.nan]))
 def test_every_histogram_at_and_past_its_range(key, total, count) -> None:
     s = parse_metrics(body(GOOD, BASE_COUNTERS, (key, total, count)), t=0.0)
-    if valid(key, total) and valid(key, count):
+    if valid(key, total, "_sum") and valid(key, count):
         assert key in s.histograms
     else:
-        assert key not in s.histograms and f"{key} histogram" in s.out_of_range
+        assert key not in s.histograms and any(x.startswith(key) for x in s.out_of_range)
 
 
-@given(field=st.sampled_from(COUNTER_FIELDS), drop=st.floats(0.001, 1e6))
+@given(field=st.sampled_from(COUNTER_FIELDS), drop=st.integers(1, 10**6))
 def test_a_counter_that_goes_down_is_a_flagged_reset_and_no_delta(field, drop) -> None:
     before = parse_metrics(body(GOOD, {**BASE_COUNTERS, field: 1e6}), t=0.0)
     after = parse_metrics(body(GOOD, {**BASE_COUNTERS, field: 1e6 - drop}), t=1.0)
@@ -126,3 +135,45 @@ def test_the_markdown_report_and_the_step_table_say_which_metrics_were_out_of_ra
     md = render_markdown(doc)
     assert f"**/metrics out of range** at load {step['load']:.0f}: kv_usage=57.0" in md
     assert out_of_range(step) == " ⚑ /metrics out of range: kv_usage=57.0"
+
+
+def _series(name: str, engine: str, v: float) -> str:
+    return f'{name}{{engine="{engine}",model_name="m"}} {num(v)}'
+
+
+@given(field=st.sampled_from(GAUGE_FIELDS), bad=EDGE, good=st.sampled_from([0.0, 0.3, 1.0, 10.0]))
+def test_one_engine_out_of_range_is_never_hidden_by_the_sum_or_mean_over_engines(field, bad, good) -> None:
+    """Each series is checked before it is summed or averaged: running -5 on one engine and 10 on
+    another is not 5; kv usage 1.5 and 0.3 is not a mean of 0.9."""
+    if field == "kv_usage":
+        good = min(good, 1.0)
+    lines = [_series(_GAUGES[f][0], "0", v) for f, v in GOOD.items() if f != field]
+    lines += [_series(_GAUGES[field][0], "0", bad), _series(_GAUGES[field][0], "1", good)]
+    lines += [f'{_COUNTERS[f][0]}_total{{model_name="m"}} 10' for f in COUNTER_FIELDS]
+    s = parse_metrics("\n".join(lines) + "\n", t=0.0)
+    total = (bad + good) / 2 if field == "kv_usage" else bad + good
+    if valid(field, bad) and valid(field, good) and valid(field, total):
+        assert getattr(s, field) is not None and not s.out_of_range
+    else:
+        assert getattr(s, field) is None and any(x.startswith(field) for x in s.out_of_range)
+        if not valid(field, bad):  # the engine's own figure is dropped too, not shown per engine
+            assert all(field not in figs for figs in s.engines.values())
+
+
+@pytest.mark.parametrize("buckets, count, why", [
+    ({"0.1": 5, "0.5": 3, "+Inf": 5}, 5, "bucket"),  # a cumulative bucket that goes down
+    ({"0.1": 2, "+Inf": 4}, 5, "+Inf bucket"),  # +Inf is not the count
+    ({"0.1": 2.5, "+Inf": 5}, 5, "bucket"),  # half a request
+])
+def test_a_histogram_that_cannot_be_one_is_dropped_and_named(buckets, count, why) -> None:
+    n = _HISTOGRAMS["ttft"][0]
+    lines = [f'{n}_bucket{{le="{le}",model_name="m"}} {c}' for le, c in buckets.items()]
+    lines += [f'{n}_sum{{model_name="m"}} 1.0', f'{n}_count{{model_name="m"}} {count}']
+    s = parse_metrics(body(GOOD, BASE_COUNTERS) + "\n".join(lines) + "\n", t=0.0)
+    assert "ttft" not in s.histograms and any(x.startswith("ttft") and why in x for x in s.out_of_range), s.out_of_range
+
+
+def test_a_gauge_written_as_a_string_is_a_failed_scrape_not_a_figure() -> None:
+    s = parse_metrics(body(GOOD, BASE_COUNTERS).replace(f"{_GAUGES['running'][0]}{{model_name=\"m\"}} 3.0",
+                                                        f'{_GAUGES["running"][0]}{{model_name="m"}} "3"'), t=0.0)
+    assert not s.ok and s.running is None and "unparseable" in (s.error or "")

@@ -120,6 +120,9 @@ OPTIONS = {
     "calibrate --out": lambda d, t: (["calibrate", str(_snapshot(d)), "--out", str(t)], t),
     "init --out": lambda d, t: (["init", "qwen3-0.6b", "--out", str(t)], t),
     "init --out --force": lambda d, t: (["init", "qwen3-0.6b", "--force", "--out", str(t)], t),
+    "model build lock": lambda d, t: (["model", "build", "smollm2-135m-instruct", "--dir", str(d)],
+                                      d / ".smollm2-135m-instruct.lock"),
+    "whatif --out": lambda d, t: (["whatif", str(_snapshot(d)), "--out", str(t)], t),
 }
 
 
@@ -170,7 +173,7 @@ def test_a_run_as_root_never_replaces_a_device_or_fifo_in_a_subprocess(tmp_path:
 
 # -- the floor functions, over every kind ------------------------------------------------------
 
-WRITERS = ["check_output", "open_append", "atomic_write"]
+WRITERS = ["check_output", "open_append", "open_write", "atomic_write"]
 
 
 @settings(max_examples=120, deadline=None)
@@ -188,6 +191,8 @@ def test_safeio_writers_refuse_every_non_regular_kind(kind: str, writer: str, na
                 safeio.check_output(p)
             elif writer == "open_append":
                 safeio.open_append(p).close()
+            elif writer == "open_write":
+                safeio.open_write(p).close()
             else:
                 safeio.atomic_write(p, "x")
         assert str(p) in str(e.value) and "\n" not in str(e.value)
@@ -205,6 +210,10 @@ def test_an_absent_path_or_a_regular_file_is_written(tmp_path: Path, writer: str
             with safeio.open_append(p) as f:
                 f.write("more\n")
             assert p.read_text().endswith("more\n")
+        elif writer == "open_write":
+            with safeio.open_write(p) as f:
+                f.write(b"new\n")
+            assert p.read_text() == "new\n"
         else:
             safeio.atomic_write(p, "new\n")
             assert p.read_text() == "new\n" and stat.S_IMODE(p.stat().st_mode) == 0o600
@@ -237,3 +246,60 @@ def test_open_append_refuses_a_fifo_without_waiting_for_a_reader(tmp_path: Path)
     os.mkfifo(p)
     with pytest.raises(UsageError, match="FIFO"):
         safeio.open_append(p)
+
+
+# -- a device node where no root is needed: a user namespace ----------------------------------
+#
+# Not root (a developer's machine), mknod is refused, so the device cases above skip. In a user
+# and mount namespace (`unshare -Urm`, no privilege needed where the kernel allows it) the
+# system's /dev/null can be bind-mounted onto a file in tmp: a real character device node at a
+# path kvtui is told to write. This runs as root too (CI), so the same proof runs everywhere.
+
+_DRIVER = r'''
+import json, os, stat, subprocess, sys
+node, argv = sys.argv[1], json.loads(sys.argv[2])
+open(node, "w").close()
+subprocess.run(["mount", "--bind", "/dev/null", node], check=True)
+def kind(p):
+    s = os.lstat(p)
+    return [stat.S_IFMT(s.st_mode), s.st_rdev, s.st_ino]
+before = kind(node)
+folder = os.path.dirname(node)
+listing = sorted(os.listdir(folder))
+p = subprocess.run([sys.executable, "-m", "kvtui", *argv], capture_output=True, text=True, timeout=120)
+print(json.dumps({"rc": p.returncode, "err": p.stderr, "before": before, "after": kind(node),
+                  "listing_before": listing, "listing_after": sorted(os.listdir(folder))}))
+'''
+
+
+def _userns() -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _userns(), reason="no user namespaces here (unshare -Urm refused)")
+@pytest.mark.parametrize("option", ["run --out", "run journal sidecar", "run records sidecar", "export --out",
+                                    "diff --out", "import --out", "calibrate --out", "init --out --force"])
+def test_in_a_user_namespace_a_device_node_is_never_replaced(tmp_path, option) -> None:
+    import json
+    import subprocess
+    import sys
+
+    d = tmp_path / "w"
+    d.mkdir()
+    argv, node = OPTIONS[option](d, d / "target.out")
+    driver = tmp_path / "driver.py"
+    driver.write_text(_DRIVER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    p = subprocess.run(["unshare", "-Urm", sys.executable, str(driver), str(node), json.dumps([str(a) for a in argv])],
+                       capture_output=True, text=True, timeout=180, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    assert res["before"][0] == stat.S_IFCHR and res["before"][1] == os.makedev(1, 3), res
+    assert res["rc"] == 2 and "character device" in res["err"], res["err"][-2000:]
+    assert res["after"] == res["before"]  # the same node, not a file put in its place
+    assert res["listing_after"] == res["listing_before"]  # no sidecar, no temp file beside it

@@ -171,3 +171,85 @@ def test_resume_of_a_parallel_run_killed_before_its_join_finds_its_lanes(base, t
     assert "lane snapshot(s)" in e
     doc = load_snapshot(again)
     assert sorted(doc["resumed_from"]["modes"]) == ["first", "second"]
+
+
+# -- figures that contradict each other, counts that are no counts, another engine --------------
+
+def _guard(sc: Path, doc: dict) -> str:
+    from kvtui.scenario import load_scenario
+
+    with pytest.raises(UsageError) as e:
+        check_resumable(load_scenario(sc).to_dict(), [doc])
+    return str(e.value)
+
+
+@pytest.mark.parametrize("field, value", [("requests", 2.5), ("requests", 1e308), ("errors", 0.5),
+                                          ("samples.ttft", 2**60), ("running_max", 1.5)])
+def test_a_count_that_is_no_whole_number_is_refused(base, field, value) -> None:
+    sc, snap = base
+    doc = copy.deepcopy(load_snapshot(snap))
+    _set(doc["modes"][0]["steps"][0], field, value)
+    assert "whole number" in _guard(sc, doc)
+
+
+def test_a_pass_its_own_figures_fail_under_this_slo_is_refused(base) -> None:
+    """The scenario copy inside a snapshot can be edited to match while its steps were judged under
+    another SLO: each kept PASS is checked against its own stored figures (and its checks list,
+    which could be edited too, is not what is read)."""
+    sc, snap = base
+    doc = copy.deepcopy(load_snapshot(snap))
+    step = next(s for s in doc["modes"][0]["steps"] if s["passed"] is True)
+    step["tpot_ms"]["p95"] = 99.0
+    msg = _guard(sc, doc)
+    assert "passed = true, but its tpot_ms.p95 = 99.0 does not meet tpot_p95_ms ≤ 35" in msg
+
+
+def test_an_answer_that_is_no_passed_load_is_refused(base) -> None:
+    sc, snap = base
+    doc = copy.deepcopy(load_snapshot(snap))
+    doc["modes"][0]["best_concurrency"] = 1000.0
+    assert "best_concurrency = 1000.0, but no step passed at that load" in _guard(sc, doc)
+
+
+@pytest.mark.parametrize("engine, simulated", [("vllm", False), ("external", False), ("sim", False)])
+def test_a_mode_measured_by_another_engine_is_refused(base, engine, simulated) -> None:
+    sc, snap = base
+    doc = copy.deepcopy(load_snapshot(snap))
+    doc["modes"][0]["engine"], doc["modes"][0]["simulated"] = engine, simulated
+    msg = _guard(sc, doc)
+    assert "another engine" in msg and ("engine = " in msg or "simulated = False" in msg), msg
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999", "1" + "0" * 30, "1" + "0" * 5000])
+def test_numbers_kvtui_never_writes_refuse_the_resumed_file_in_one_line(base, tmp_path, literal) -> None:
+    sc, snap = base
+    text = snap.read_text().replace('"requests": ', f'"requests": {literal}, "was": ', 1)
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    rc, o, e = cli("run", sc, "--headless", "--fast", "--resume", bad, "--out", tmp_path / "r.json")
+    assert rc == 2 and len(e.strip().splitlines()) == 1 and str(bad) in e and "Traceback" not in e, o + e
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_resumed_snapshots_records_that_are_no_file_are_refused_up_front(base, tmp_path, kind) -> None:
+    """A FIFO where the resumed snapshot's records are once hung the resume (and SIGTERM with it)."""
+    import os
+    import shutil
+    import stat
+
+    sc, snap = base
+    d = tmp_path / "in"
+    d.mkdir()
+    shutil.copy(snap, d / "base.json")
+    rec = d / load_snapshot(snap)["records"]
+    if kind == "fifo":
+        os.mkfifo(rec)
+    elif kind == "device":
+        if os.geteuid() != 0:
+            pytest.skip("a device node needs root (CI runs as root)")
+        os.mknod(rec, 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # what /dev/zero is, made here
+    else:
+        rec.mkdir()
+    rc, o, e = cli("run", sc, "--headless", "--fast", "--resume", d / "base.json", "--out", tmp_path / "r.json")
+    assert rc == 2 and "its records" in e and "not a regular file" in e and len(e.strip().splitlines()) == 1, o + e
+    assert not (tmp_path / "r.json.journal").exists()

@@ -139,3 +139,61 @@ def test_malformed_v1_models_is_one_line(tmp_path, runs, fault_server_factory, d
     rc = h.wait()
     out = h.stdout() + h.stderr()
     assert rc == 1 and "Traceback" not in out and "/v1/models: 'data' is not a list" in out
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+HUGE = "1" + "0" * 5000
+
+
+def _via_file(tmp_path, raw: str) -> str:
+    """PATH=@FILE for the fault server: a body past a command line's length goes through a file."""
+    route, _, text = raw.partition("=")
+    body = tmp_path / "raw_body.json"
+    body.write_text(text)
+    return f"{route}=@{body}"
+
+
+@pytest.mark.parametrize("raw", [
+    f"/version={DEEP}", "/version=[1]", '/version="x"', f'/version={{"version": {HUGE}}}',
+    f"/tokenize={DEEP}", '/tokenize={"tokens": 5}', f'/tokenize={{"tokens": [{HUGE}]}}', "/tokenize=[]",
+    '/version={"version": "' + "v" * (9 << 20) + '"}',  # past safeio.MAX_ANSWER_BYTES: not read whole
+], ids=lambda r: r[:40])
+def test_a_hostile_answer_to_version_or_tokenize_is_no_figure_and_no_traceback(tmp_path, runs, fault_server_factory,
+                                                                              raw) -> None:
+    """Answers that are not streamed are untrusted input too (kvtui.safeio.fetch): nested past the
+    parser's limit, a 5,000-digit integer, a list where an object belongs: the run goes on without
+    that figure (no version; synthetic token ids, said), never a traceback."""
+    srv = fault_server_factory("--raw", _via_file(tmp_path, raw))
+    h = headless(tmp_path, external_scenario(tmp_path, srv.url))
+    runs.append(h)
+    rc = h.wait()
+    out = h.stdout() + h.stderr()
+    assert rc == 0 and "Traceback" not in out, out[-3000:]
+
+
+@pytest.mark.parametrize("raw", [f"/v1/models={DEEP}", f'/v1/models={{"data": {DEEP}}}',
+                                 f'/v1/models={{"data": [{{"id": "m", "max_model_len": {HUGE}}}]}}', "/v1/models=[1]"],
+                         ids=lambda r: r[:40])
+def test_a_hostile_v1_models_is_one_line(tmp_path, runs, fault_server_factory, raw) -> None:
+    srv = fault_server_factory("--raw", _via_file(tmp_path, raw))
+    h = headless(tmp_path, external_scenario(tmp_path, srv.url))
+    runs.append(h)
+    rc = h.wait()
+    out = h.stdout() + h.stderr()
+    assert rc == 1 and "Traceback" not in out and "/v1/models" in out, out[-3000:]
+
+
+def test_an_answer_past_the_cap_is_not_read_whole(tmp_path, fault_server_factory) -> None:
+    """kvtui.safeio.fetch stops reading at MAX_ANSWER_BYTES: the answer is cut, and no figure."""
+
+    from kvtui import safeio
+
+    srv = fault_server_factory("--raw", _via_file(tmp_path, '/version={"version": "' + "v" * (9 << 20) + '"}'))
+    with httpx.Client(trust_env=False, timeout=30) as c:
+        ans = safeio.fetch(c, "GET", srv.url + "/version")
+        small = safeio.fetch(c, "GET", srv.url + "/v1/models")
+    assert ans.status_code == 200 and ans.cut and len(ans.body) <= safeio.MAX_ANSWER_BYTES
+    assert ans.field("version") is None
+    with pytest.raises(ValueError):
+        ans.json()
+    assert not small.cut and isinstance(small.field("data"), list)

@@ -154,3 +154,45 @@ def test_usage_fields_by_finish_reason_against_what_was_streamed(liar, out, drop
     assert o <= max(MAX_TIMED_TOKENS_PER_CHUNK * chunks, words) * STREAMED_SLACK + 1, rec
     if finish == "length":
         assert o == max_tokens, rec
+
+
+TOKEN = '{"id": "x", "choices": [{"index": 0, "text": " t", "finish_reason": null}]}'
+LAST = '{"id": "x", "choices": [{"index": 0, "text": " t", "finish_reason": "length"}]}'
+
+
+def _usage(p: str, o: str) -> str:
+    return '{"id": "x", "choices": [], "usage": {"prompt_tokens": %s, "completion_tokens": %s}}' % (p, o)
+
+
+# Shapes a hostile server can send that the issue did not quote: each is the server's named
+# error or a named flag, never a figure and never blamed on kvtui's own client ("client").
+SHAPES = {
+    "nested 100k deep": ["[" * 100_000 + "]" * 100_000],
+    "an object nested 100k deep": ['{"a":' * 100_000 + "1" + "}" * 100_000],
+    "an integer of 5,000 digits": [TOKEN, LAST, _usage("1" + "0" * 5000, "2")],
+    "usage 1e999": [TOKEN, LAST, _usage("16", "1e999")],
+    "usage NaN": [TOKEN, LAST, _usage("NaN", "2")],
+    "usage a float": [TOKEN, LAST, _usage("16", "2.0")],
+    "usage a string": [TOKEN, LAST, _usage('"16"', "2")],
+    "usage negative": [TOKEN, LAST, _usage("16", "-2")],
+    "usage 10**18": [TOKEN, LAST, _usage("16", str(10**18))],
+    "usage true": [TOKEN, LAST, _usage("true", "2")],
+    "text 0": ['{"id": "x", "choices": [{"index": 0, "text": 0}]}', LAST, _usage("16", "2")],
+    "text a list": ['{"id": "x", "choices": [{"index": 0, "text": []}]}', LAST, _usage("16", "2")],
+    "no choices at all": ['{"id": "x"}', _usage("16", "2")],
+    "empty choices": ['{"id": "x", "choices": []}', _usage("16", "2")],
+    "a chat delta on completions": ['{"id": "x", "choices": [{"index": 0, "delta": {"content": " t"}}]}',
+                                    _usage("16", "2")],
+    "choices an object": ['{"id": "x", "choices": {"0": {"text": " t"}}}', _usage("16", "2")],
+    "usage without choices and no tokens": [_usage("16", "2")],
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_hostile_event_shapes_are_the_servers_named_error_or_a_flag(liar, shape) -> None:
+    rec = liar_request(liar.url, {"raw": SHAPES[shape]}, prompt_len=16, max_tokens=2)
+    if rec.ok:
+        assert rec.flags and set(rec.flags) <= set(RECORD_FLAGS), (shape, rec)
+    else:
+        assert rec.error in ERROR_CLASSES and rec.error != "client" and rec.detail, (shape, rec)
+    assert rec.output_tokens in (None, 2) and rec.prompt_tokens in (None, 16), (shape, rec)

@@ -31,7 +31,8 @@ def lm():
 
 def scenario(tmp_path, engine="external", extra=""):
     p = tmp_path / "q.toml"
-    p.write_text(f'[server]\nengine = "{engine}"\nurl = "http://127.0.0.1:1"\n[quality]\nenabled = true\nprompts = 6\n'
+    url = 'url = "http://127.0.0.1:1"\n' if engine == "external" else ""  # a launching engine takes no url
+    p.write_text(f'[server]\nengine = "{engine}"\n{url}[quality]\nenabled = true\nprompts = 6\n'
                  f'prompt_tokens = 40\nmax_tokens = 12\n{extra}')
     return load_scenario(p)
 

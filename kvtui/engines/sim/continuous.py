@@ -35,6 +35,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.fast import FastStepResult, SampleFn, _point, _unique_hashes
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest
 from kvtui.load.records import Record
@@ -126,9 +127,16 @@ class ContinuousClient:
         heapq.heapify(self.sends)
 
     # -- one step ----------------------------------------------------------------------------
-    def step(self, plan: StepPlan, index: int, counter: int) -> tuple[FastStepResult, StepInfo, int]:
+    def step(self, plan: StepPlan, index: int, counter: int,
+             budget: StepBudget | None = None) -> tuple[FastStepResult, StepInfo, int]:
+        """One step; `budget` bounds it and carries the run's stop (kvtui.engines.sim.budget): a step
+        it ends is cut where it stood, its requests in flight cancelled and not carried on."""
+        budget = budget if budget is not None else StepBudget()
         s = self.s
         info = StepInfo()
+        if budget.refuse_load(plan.load):  # never begun: no slot, no request
+            return FastStepResult([], [_point(s)], s.stats(), s.stats(), s.now, None, None, s.now,
+                                  ended=budget.ended), info, counter
         released: list[Record] = []
         if plan.drain_before:
             released = self.release()  # written once, under the step they were sent in
@@ -228,7 +236,10 @@ class ContinuousClient:
 
         first_only = plan.tail == "first_token"
         done = False
+        tokens = iterations = 0
         while not done:
+            if budget.over(len(records), tokens, iterations):
+                break
             while self.sends and self.sends[0][0] <= s.now:
                 t, slot = heapq.heappop(self.sends)
                 if slot < self.slots:
@@ -272,6 +283,8 @@ class ContinuousClient:
                 s.idle_until(min(nxt))
                 continue
             out = s.step()
+            iterations += 1
+            tokens += len(out.tokens)
             t = s.now
             for rid in out.tokens:
                 ent = self.live[rid]
@@ -308,6 +321,10 @@ class ContinuousClient:
             window_end = t_end
         if cohort_end is not None:
             window_end = max(window_start, cohort_end)
+        if budget.ended:  # cut short: nothing goes on into a next step (the server drains first)
+            for r in [ent[0] for ent in self.live.values()] + [x[2] for x in self.ingest]:
+                r.status, r.error, r.detail = "error", "cancelled", "the step ended while in flight"
+            self.drain()
         # What the step is evaluated on: the carried-in requests as its warm-up, then its own; a request
         # still in flight goes on into the next step, and a cut copy of it stays here (its tokens so
         # far). What is written: each request once, when it ends (its own record, with the step it was
@@ -332,7 +349,8 @@ class ContinuousClient:
         info.warmup_s = round(window_start - t0, 3)
         info.window_s = round(window_end - window_start, 3)
         info.tail_s = round(t_end - window_end, 3)
-        res = FastStepResult(out_recs, series, before, s.stats(), t0, window_start, window_end, t_end, written=ended)
+        res = FastStepResult(out_recs, series, before, s.stats(), t0, window_start, window_end, t_end, written=ended,
+                             ended=budget.ended)
         return res, info, state["counter"]
 
     def release(self) -> list[Record]:

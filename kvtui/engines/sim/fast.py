@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest, SimStats
 from kvtui.load.records import Record
 
@@ -58,6 +59,7 @@ class FastStepResult:
     t_end: float = 0.0
     steps: int = 0  # engine iterations simulated
     limited_by: dict[str, int] = field(default_factory=dict)  # step-time term -> steps it dominated
+    ended: str = ""  # StepBudget.ended: the run's stop or a bound cut the step short ("" it ran to its end)
     # What goes to the records file, where that differs from `records` (the continuous client: each
     # request once, when it ends, never a cut copy); None: `records` themselves.
     written: list[Record] | None = None
@@ -109,6 +111,7 @@ def simulate_step(
     cancel_tail: bool = True,
     warm_wait_s: float | None = None,
     send_delay: Callable[[int], float] | None = None,
+    budget: StepBudget | None = None,
 ) -> FastStepResult:
     """Simulate one load step. `load` = concurrency (closed) or req/s (open).
 
@@ -123,13 +126,19 @@ def simulate_step(
     send_delay(streams) -> seconds between a send and the request leaving the client, given
     how many requests the engine is running at that moment. None (default): the client sends
     at once. A replay of a real run passes that client's measured delay (bench/sim_vs_h200.py:
-    kvtui's client before per-slot connections waited for its shared httpx pool)."""
+    kvtui's client before per-slot connections waited for its shared httpx pool).
+
+    budget: the step's bounds and the run's stop (kvtui.engines.sim.budget); a fresh default
+    one when None. A step it ends is cut where it stood (in flight: cancelled), `ended` says why."""
+    budget = budget if budget is not None else StepBudget()
     s = sched_factory if isinstance(sched_factory, SchedulerSim) else sched_factory()
     rng = random.Random((seed * 1_000_003 + step_index) & 0xFFFFFFFF)
     hrng = random.Random(rng.getrandbits(64))
     bs = s.block_size
     t0 = s.now
     before = s.stats()
+    if budget.refuse_load(load):  # never begun: no slot, no request
+        return FastStepResult([], [_point(s)], before, before, t0, None, None, t0, ended=budget.ended)
     series: list[SeriesPoint] = [_point(s)]
     next_series = t0 + series_dt
     records: list[Record] = []
@@ -159,6 +168,7 @@ def simulate_step(
     window_live = 0
     limits: dict[str, int] = {}
     steps = 0
+    tokens = 0
 
     def phase_at(t: float) -> str:
         nonlocal window_start, window_end, window_closed
@@ -213,6 +223,8 @@ def simulate_step(
             live[req.rid] = [rec, None, slot]
 
     while True:
+        if budget.over(len(records), tokens, steps):
+            break
         # dispatch every send due by now (a request sent mid-step joins at the next step)
         while sends and sends[0][0] <= s.now:
             t, slot = heapq.heappop(sends)
@@ -236,6 +248,7 @@ def simulate_step(
             continue
         out = s.step()
         steps += 1
+        tokens += len(out.tokens)
         limits[out.limited_by] = limits.get(out.limited_by, 0) + 1
         t = s.now
         for rid in out.tokens:
@@ -284,10 +297,10 @@ def simulate_step(
         rec.status, rec.error, rec.detail = "error", "cancelled", "the step ended while in flight"
     ingest.clear()
     for rid, (rec, last, slot) in list(live.items()):
-        if cancel_tail:
+        if cancel_tail or budget.ended:  # a step cut short finishes nothing more
             rec.status, rec.error, rec.detail = "error", "cancelled", "the step ended while in flight"
             s.abort(rid)
-    if not cancel_tail:
+    if not cancel_tail and not budget.ended:
         while s.has_work():
             out = s.step()
             for rid in out.tokens:
@@ -301,7 +314,8 @@ def simulate_step(
                 rec, last, _ = live.pop(rid)
                 rec.t_last, rec.prompt_tokens, rec.output_tokens = last, rec.expected_prompt_tokens, len(rec.itl) + 1
     series.append(_point(s))
-    return FastStepResult(records, series, before, s.stats(), t0, window_start, window_end, t_end, steps, limits)
+    return FastStepResult(records, series, before, s.stats(), t0, window_start, window_end, t_end, steps, limits,
+                          ended=budget.ended)
 
 
 def simulate_ramp(

@@ -8,10 +8,11 @@ Every figure is labelled SIMULATED (fast, offline).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from kvtui.engines.base import StartupFacts
 from kvtui.engines.sim import catalog
+from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.fast import FastStepResult, simulate_step
 from kvtui.engines.sim.scheduler import SchedulerSim, SimConfigError
 from kvtui.engines.sim.server import SIM_VERSION, block_hashes
@@ -64,9 +65,11 @@ class OfflineServer:
     """One mode's simulated server, stepped in virtual time. Raises SimConfigError when the mode
     does not fit (the live simulator's startup would fail the same way)."""
 
-    def __init__(self, scenario: Scenario, mode: Mode, salt: int, calibration: Any = None):
+    def __init__(self, scenario: Scenario, mode: Mode, salt: int, calibration: Any = None,
+                 halt: Callable[[], bool] | None = None):
         self.scenario = scenario
         self.salt = salt
+        self.halt = halt  # the run's stop or skip: every step's loop looks at it (kvtui.engines.sim.budget)
         s = scenario.server
         model = catalog.load_model(mode.model or s.model)
         self.sched = SchedulerSim(model, catalog.load_gpu(s.gpu), mode, s, calibration=calibration,
@@ -98,13 +101,14 @@ class OfflineServer:
         sc, r = self.scenario, self.scenario.ramp
         res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, 0, sc.seed, mode_name,
                             index,
-                            id_prefix=f"{self.salt:08x}-", counter_start=counter, request_timeout_s=r.request_timeout_s)
-        if len(res.window_records()) < need:
+                            id_prefix=f"{self.salt:08x}-", counter_start=counter, request_timeout_s=r.request_timeout_s,
+                            budget=StepBudget(self.halt))
+        if not res.ended and len(res.window_records()) < need:
             # Too few samples for the SLO's percentiles: the real run extends its window; here, re-run by count.
             res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, need, sc.seed,
                                 mode_name,
                                 index, id_prefix=f"{self.salt:08x}-", counter_start=counter,
-                                request_timeout_s=r.request_timeout_s)
+                                request_timeout_s=r.request_timeout_s, budget=StepBudget(self.halt))
         return res
 
     def plan(self, load: float, need: int, drain_why: str | None, tail: str, test: Any, ramp: Any = None) -> Any:
@@ -130,7 +134,7 @@ class OfflineServer:
             self._client = ContinuousClient(self.sched, self._sample, self.scenario.seed, mode_name,
                                             id_prefix=f"{self.salt:08x}-",
                                             request_timeout_s=self.scenario.ramp.request_timeout_s)
-        return self._client.step(plan, index, counter)
+        return self._client.step(plan, index, counter, StepBudget(self.halt))
 
     def release_records(self) -> list[Any]:
         """The continuous client's requests still in flight at the mode's end, cancelled: their records,

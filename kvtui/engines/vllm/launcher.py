@@ -37,6 +37,7 @@ from kvtui.engines.vllm.logparse import READY, StartupLogParser, clean_line, fac
 from kvtui.errors import EngineError, RunAborted
 from kvtui.procs import reaper
 from kvtui.procs.servers import free_port
+from kvtui.safeio import fetch
 from kvtui.scenario.schema import Mode, Scenario
 from kvtui.secrets import Redactor, is_secret_env, redact_args
 
@@ -436,13 +437,13 @@ class VllmEngine:
             self._parser.facts.startup_s = round(startup_s, 3)
         with httpx.Client(timeout=10.0, headers=ep.headers(), trust_env=False) as c:
             try:
-                v = c.get(ep.base_url + "/version")
+                v = fetch(c, "GET", ep.base_url + "/version")  # bounded, untrusted (kvtui.safeio)
                 if v.status_code == 200:
-                    self._version = str(v.json().get("version") or "") or None
+                    self._version = str(v.field("version") or "")[:80] or None
             except (httpx.HTTPError, ValueError):
                 pass
             try:
-                m = c.get(ep.base_url + "/v1/models")
+                m = fetch(c, "GET", ep.base_url + "/v1/models")
                 if m.status_code == 200:
                     from kvtui.engines.base import served_models
 
