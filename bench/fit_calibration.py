@@ -47,10 +47,10 @@ from scipy.optimize import least_squares
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kvtui.engines.sim.catalog import load_gpu, load_model  # noqa: E402
-from kvtui.engines.sim.estimator import activation_peak_bytes, resolve_settings  # noqa: E402
+from kvtui.predict.catalog import load_gpu, load_model  # noqa: E402
+from kvtui.predict.estimator import activation_peak_bytes, resolve_settings  # noqa: E402
 from kvtui.engines.sim.fast import bench_serve  # noqa: E402
-from kvtui.engines.sim.roofline import DEFAULT_CALIBRATION, Calibration, Roofline, load_calibration, weight_bytes  # noqa: E402
+from kvtui.predict.roofline import DEFAULT_CALIBRATION, Calibration, Roofline, load_calibration, weight_bytes  # noqa: E402
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest  # noqa: E402
 from kvtui.scenario.schema import Mode, Server  # noqa: E402
 

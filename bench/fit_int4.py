@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 import sim_vs_h200 as S  # noqa: E402
 
-from kvtui.engines.sim.roofline import DEFAULT_CALIBRATION, load_calibration  # noqa: E402
+from kvtui.predict.roofline import DEFAULT_CALIBRATION, load_calibration  # noqa: E402
 from kvtui.snapshot.file import load_snapshot  # noqa: E402
 
 MODE = "awq-int4+fp8-kv"

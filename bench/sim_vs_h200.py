@@ -53,9 +53,9 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvtui.engines.sim import catalog  # noqa: E402
+from kvtui.predict import catalog  # noqa: E402
 from kvtui.engines.sim.fast import FastStepResult, simulate_step  # noqa: E402
-from kvtui.engines.sim.roofline import DEFAULT_CALIBRATION, Calibration, load_calibration  # noqa: E402
+from kvtui.predict.roofline import DEFAULT_CALIBRATION, Calibration, load_calibration  # noqa: E402
 from kvtui.engines.sim.scheduler import SchedulerSim  # noqa: E402
 from kvtui.explore.evaluate import StepContext, evaluate_step, ran_to_its_end  # noqa: E402
 from kvtui.load.workload import PromptFactory, TokenSpace  # noqa: E402

@@ -97,7 +97,7 @@ def published(results: Path) -> list[tuple[str, dict[str, Any]]]:
 
 def simulated() -> list[tuple[str, dict[str, Any]]]:
     """Steps of the offline simulator (kvtui's fast client, complete requests) on the 8B shape."""
-    from kvtui.engines.sim import catalog
+    from kvtui.predict import catalog
     from kvtui.engines.sim.fast import simulate_step
     from kvtui.engines.sim.scheduler import SchedulerSim
     from kvtui.scenario.schema import Mode, Server

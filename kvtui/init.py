@@ -11,7 +11,7 @@ the installed vLLM, it writes a scenario with the precision modes that make sens
 
 plus `max_model_len` from the config (lowered when one request of that length would not fit,
 as vLLM would refuse it), an SLO with the defaults explained, and in the header the
-estimator's KV-bound prediction per mode (kvtui/engines/sim/estimator.py: the memory formula,
+estimator's KV-bound prediction per mode (kvtui/predict/estimator.py: the memory formula,
 not a measurement). The text is checked with the scenario loader before it is written, and
 written atomically (a temporary file renamed): never half a scenario.
 """
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from kvtui.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: `kvtui init` loads the estimator only when it runs
-    from kvtui.engines.sim.catalog import GpuSpec
-    from kvtui.engines.sim.estimator import EngineSettings
+    from kvtui.predict.catalog import GpuSpec
+    from kvtui.predict.estimator import EngineSettings
 
 DEFAULT_PROMPT = 2048
 DEFAULT_OUTPUT = 256
@@ -80,8 +80,8 @@ def _slug(s: str) -> str:
 
 def resolve_init_model(arg: str) -> InitModel:
     """The model behind `arg`, offline. Raises UsageError (exit 2) saying what is missing."""
-    from kvtui.engines.sim.catalog import MODELS_DIR, bundled_models
     from kvtui.engines.vllm.modelref import CACHED, DIR, REMOTE, resolve_model
+    from kvtui.predict.catalog import MODELS_DIR, bundled_models
 
     p = Path(arg).expanduser()
     if not p.exists() and arg.lower().removesuffix(".json") in [n.lower() for n in bundled_models()]:
@@ -119,7 +119,7 @@ def resolve_init_model(arg: str) -> InitModel:
 
 def detect_gpu(name: str | None, states: Callable[[], tuple[Any, list[Any]]] | None = None) -> InitGpu:
     """`--gpu NAME` (a what-if), else the first GPU NVML sees, else the what-if default."""
-    from kvtui.engines.sim.catalog import load_gpu
+    from kvtui.predict.catalog import load_gpu
 
     if name:
         g = load_gpu(name)  # UsageError names the catalogue
@@ -261,9 +261,9 @@ def build_init(
     command: str = "",
     states: Callable[[], tuple[Any, list[Any]]] | None = None,
 ) -> InitResult:
-    from kvtui.engines.sim.catalog import load_gpu, model_from_config
-    from kvtui.engines.sim.estimator import estimate_memory, resolve_settings
     from kvtui.engines.vllm.detect import vllm_install
+    from kvtui.predict.catalog import load_gpu, model_from_config
+    from kvtui.predict.estimator import estimate_memory, resolve_settings
 
     if not 0 < util <= 1:
         raise UsageError(f"--gpu-memory-utilization must be in (0, 1], got {util:g}")
@@ -519,8 +519,8 @@ def init_into_user_dir(arg: str) -> tuple[Path | None, str]:
     the user's directory (or find the one written before) and return (path, what happened).
     (None, "") when `arg` is not a model at all, so the caller reports its own problem."""
     from kvtui import paths
-    from kvtui.engines.sim.catalog import bundled_models
     from kvtui.engines.vllm.modelref import CACHED, DIR, resolve_model
+    from kvtui.predict.catalog import bundled_models
 
     if arg.endswith(".toml"):
         return None, ""

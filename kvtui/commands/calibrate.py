@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def gpu_of(path: str, doc: dict[str, Any], sc: Any) -> str:
     """The catalogue name of the GPU a snapshot ran on (the sim's own, else the environment's)."""
-    from kvtui.engines.sim import catalog
+    from kvtui.predict import catalog
 
     env = doc.get("environment") or {}
     names = env.get("gpu_names") or env.get("gpus") or []

@@ -63,9 +63,9 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from kvtui.engines.sim.catalog import load_gpu, load_model
-    from kvtui.engines.sim.estimator import estimate_memory, resolve_settings
-    from kvtui.engines.sim.roofline import load_calibration
+    from kvtui.predict.catalog import load_gpu, load_model
+    from kvtui.predict.estimator import estimate_memory, resolve_settings
+    from kvtui.predict.roofline import load_calibration
 
     if args.context and (args.prompt or args.output):
         raise UsageError("give --context N, or --prompt N and --output N, not both")

@@ -76,9 +76,11 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
 
 
 class HeadlessPrinter:
-    def __init__(self, scenario, out: TextIO = sys.stdout, verbose: bool = False):
+    def __init__(self, scenario, out: TextIO | None = None, verbose: bool = False):
         self.scenario = scenario
-        self.out = out
+        # sys.stdout as it is when the printer is made, not when this module was imported (a default
+        # bound at import kept a stream a test harness had since closed)
+        self.out = out if out is not None else sys.stdout
         self.verbose = verbose
         self.label = ""
         self.done: list[dict[str, Any]] = []  # finished modes, for the quality lines' reference
@@ -196,10 +198,11 @@ class HeadlessPrinter:
             self.out.write(printable(line) + "\n")
 
 
-def print_summary(doc: dict[str, Any], out: TextIO = sys.stdout, wide: bool = False,
+def print_summary(doc: dict[str, Any], out: TextIO | None = None, wide: bool = False,
                   width: int | None = None) -> None:
     """The run's ending: the answer's lines (the winner per question, × against the baseline, why),
     then the comparison as a table that fits the terminal (kvtui.report.fit_table)."""
+    out = out if out is not None else sys.stdout
     import shutil
     import textwrap
 

@@ -79,12 +79,12 @@ def lane_env(scenario: Scenario, devices: list[str]) -> dict[str, str]:
 
 class ParallelRun:
     def __init__(self, scenario: Scenario, path: str, out: Path, args: Any, overrides: list[str],
-                 modes: list[str], lanes: list[list[str]], labels: dict[str, str], stream: TextIO = sys.stdout):
+                 modes: list[str], lanes: list[list[str]], labels: dict[str, str], stream: TextIO | None = None):
         self.scenario, self.path, self.out, self.args, self.overrides = scenario, path, out, args, overrides
         self.pending = list(modes)
         self.lanes = [Lane(d, ", ".join(labels.get(x, x) for x in d)) for d in lanes[:max(1, len(modes))]]
         self.dir = out.with_name(out.stem + ".lanes")
-        self.stream = stream
+        self.stream = stream if stream is not None else sys.stdout  # the stream of now, not of import time
         self.lock = threading.Lock()
         self.stop_reason: str | None = None
 

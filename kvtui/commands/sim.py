@@ -51,8 +51,8 @@ def build_model(args: argparse.Namespace):
         from kvtui.engines.sim.knee import KneeModel
 
         return KneeModel(args.knee, args.knee_tpot_ms / 1000, args.knee_slowdown, args.knee_max_seqs), 128256
-    from kvtui.engines.sim import catalog
     from kvtui.engines.sim.scheduler import SchedulerSim
+    from kvtui.predict import catalog
     from kvtui.scenario.schema import Mode, Server
 
     model = catalog.load_model(args.model)

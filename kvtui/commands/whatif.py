@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if any(o.startswith("server.gpu=") for o in overrides):
         # A what-if on another GPU answers that GPU: a vLLM run's GPU is the environment's, so the
         # --set would otherwise be read and ignored. Said with the GPU the run measured.
-        from kvtui.engines.sim import catalog
+        from kvtui.predict import catalog
 
         try:
             gpu = catalog.load_gpu(str(sc.server.gpu)).name
@@ -174,7 +174,7 @@ def _limit_words(p: dict[str, Any], nxt: dict[str, Any], sc: Any) -> str:
 def _no_fp8(mode: Any, gpu: str) -> str | None:
     """Why an fp8 mode is not predicted on a GPU without FP8 (kvtui init leaves it out there and
     the pre-flight refuses it: the what-if says the same)."""
-    from kvtui.engines.sim import catalog
+    from kvtui.predict import catalog
     from kvtui.preflight.result import FP8_CC, QUANT_CC
 
     q = (mode.quantization or "").lower()
@@ -201,8 +201,8 @@ def _past_model_limit(model_ref: str | None, max_model_len: int) -> str | None:
     """Why a context past the model's own limit (max_position_embeddings) cannot be predicted."""
     if not model_ref:
         return None
-    from kvtui.engines.sim import catalog
     from kvtui.errors import KvtuiError
+    from kvtui.predict import catalog
 
     try:
         limit = catalog.load_model(model_ref).max_position

@@ -21,8 +21,8 @@ from kvtui.scenario.schema import Mode
 
 
 def make_predictor(calibration: Any, refit: bool) -> Predictor:
-    from kvtui.engines.sim.roofline import Calibration
     from kvtui.predict.calibration_file import read_calibration
+    from kvtui.predict.roofline import Calibration
 
     cal = calibration if isinstance(calibration, Calibration) else read_calibration(calibration)
     return Predictor(cal, refit)

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from kvtui.engines.sim.roofline import Calibration
 from kvtui.errors import KvtuiError
 from kvtui.explore.evaluate import StepContext, evaluate_step
 from kvtui.explore.protocol import ramp_for
 from kvtui.explore.search import FastSearch, resolution
+from kvtui.predict.roofline import Calibration
 from kvtui.scenario.schema import Mode, Scenario
 
 PREDICT_SALT = 0x5EED  # fixed: a prediction is the same every time it is made
@@ -55,7 +55,7 @@ def _nvml_gpu() -> tuple[str | None, str]:
 
 
 def resolve_target(scenario: Scenario, mode: Mode, nvml: Callable[[], tuple[str | None, str]] = _nvml_gpu) -> Target:
-    from kvtui.engines.sim import catalog
+    from kvtui.predict import catalog
 
     s = scenario.server
     model_ref = mode.model or s.model
@@ -190,7 +190,7 @@ def model_from_snapshot(model_ref: str | None, prediction: dict[str, Any] | None
     """A model reference the simulator can read here: `model_ref` itself when it reads, else the
     `model_config` the snapshot's prediction kept, written once to a private temporary folder
     named after the model (a run made on a GPU box names its own local path, absent here)."""
-    from kvtui.engines.sim import catalog
+    from kvtui.predict import catalog
 
     if model_ref:
         try:
@@ -345,8 +345,8 @@ def shape_from_facts(server: dict[str, Any], settings: dict[str, Any] | None = N
     measured pool (KV GiB / KV tokens) and whose weights match the measured weights, each within
     3 %. An older snapshot made on a GPU box names its own local path ('/tmp/model8b'); its
     vLLM said 15.0 GiB of weights and 131,072 bytes a token, which is Llama-3.1-8B's shape."""
-    from kvtui.engines.sim import catalog
-    from kvtui.engines.sim.roofline import weight_bytes
+    from kvtui.predict import catalog
+    from kvtui.predict.roofline import weight_bytes
 
     kv_gib, kv_tok, w_gib = server.get("kv_cache_gib"), server.get("kv_cache_tokens"), server.get("weights_gib")
     if not (isinstance(kv_gib, (int, float)) and isinstance(kv_tok, (int, float)) and kv_tok > 0

@@ -19,10 +19,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from kvtui.engines.sim.roofline import Calibration
 from kvtui.explore import prediction as pred
 from kvtui.predict import fit
 from kvtui.predict.calibration_file import factors_dict
+from kvtui.predict.roofline import Calibration
 from kvtui.scenario.schema import Mode, Scenario
 
 REFIT_PARAMS = [

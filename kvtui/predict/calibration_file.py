@@ -1,7 +1,7 @@
 """The calibration file: what `kvtui calibrate` writes and `--calibration FILE` reads.
 
 The same TOML the catalogue's own fit is (kvtui/data/calibration/*.toml, read by
-kvtui.engines.sim.roofline): [meta] says what it was fitted on (GPU, vLLM, which snapshots),
+kvtui.predict.roofline): [meta] says what it was fitted on (GPU, vLLM, which snapshots),
 [step] holds the efficiency factors, [fit] the fit's summary. A bad file is refused in one line
 naming the file and the line or field.
 """
@@ -14,8 +14,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from kvtui.engines.sim.roofline import DEFAULT_CALIBRATION, Calibration
 from kvtui.errors import UsageError
+from kvtui.predict.roofline import DEFAULT_CALIBRATION, Calibration
 
 STEP_DICTS = ("weights_bw_eff", "gemm_eff", "kv_bw_eff")
 STEP_SCALARS = ("attn_eff", "step_overhead_s", "seq_overhead_s", "mixed_overhead_s", "cpu_step_s", "cpu_seq_s",

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Callable, Sequence
 
-from kvtui.engines.sim.roofline import Calibration
+from kvtui.predict.roofline import Calibration
 
 PRIOR_WEIGHT = 0.05  # bench/fit_calibration.py's weight of the pull toward the prior
 

@@ -15,8 +15,8 @@ from kvtui.scenario.schema import Mode, Scenario
 def _sim_shape(ref: str, awq: bool = False) -> str | None:
     """A bundled model shape the simulator knows for `ref`: itself if it loads (a config.json or a
     bundled name), else the closest bundled name by size ("8b", "70b") and family."""
-    from kvtui.engines.sim.catalog import bundled_models, load_model
     from kvtui.errors import UsageError
+    from kvtui.predict.catalog import bundled_models, load_model
 
     try:
         load_model(ref)

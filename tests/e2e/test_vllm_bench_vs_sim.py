@@ -19,9 +19,9 @@ import sys
 
 import pytest
 
-from kvtui.engines.sim import catalog
 from kvtui.engines.sim.fast import bench_serve
 from kvtui.engines.sim.scheduler import SchedulerSim
+from kvtui.predict import catalog
 from kvtui.procs.servers import ServerProcess, free_port
 from kvtui.scenario.schema import Mode, Server
 

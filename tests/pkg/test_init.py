@@ -9,7 +9,7 @@ import json
 import pytest
 
 from kvtui.cli import main
-from kvtui.engines.sim.catalog import MODELS_DIR, bundled_models
+from kvtui.predict.catalog import MODELS_DIR, bundled_models
 from kvtui.scenario import load_scenario
 
 from pkg_helpers import A100, H200, FakeGpuBox, model_dir

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from kvtui.cli import main
-from kvtui.engines.sim.catalog import MODELS_DIR
+from kvtui.predict.catalog import MODELS_DIR
 from kvtui.scenario import load_scenario
 
 from pkg_helpers import FakeGpuBox

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvtui.engines.sim.roofline import Calibration
 from kvtui.predict.fit import FitParam, apply, copy_calibration
+from kvtui.predict.roofline import Calibration
 
 
 def test_copy_is_equal_and_its_dicts_are_its_own():

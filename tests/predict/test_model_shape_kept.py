@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 from kvtui import DATA_DIR
-from kvtui.engines.sim import catalog
 from kvtui.explore.prediction import model_config_of, model_from_snapshot
+from kvtui.predict import catalog
 
 BUNDLED = DATA_DIR / "models" / "llama-3.1-8b.json"
 

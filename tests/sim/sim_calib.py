@@ -7,10 +7,10 @@ import re
 import tomllib
 from pathlib import Path
 
-from kvtui.engines.sim.catalog import load_gpu, load_model
 from kvtui.engines.sim.fast import bench_serve
-from kvtui.engines.sim.roofline import DEFAULT_CALIBRATION
 from kvtui.engines.sim.scheduler import SchedulerSim
+from kvtui.predict.catalog import load_gpu, load_model
+from kvtui.predict.roofline import DEFAULT_CALIBRATION
 from kvtui.scenario.schema import Mode, Server
 
 ROOT = Path(__file__).resolve().parents[2]

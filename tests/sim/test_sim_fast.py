@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.engines.sim.catalog import load_gpu, load_model
 from kvtui.engines.sim.fast import bench_serve, percentile, simulate_ramp, simulate_step
 from kvtui.engines.sim.scheduler import SchedulerSim, SimConfigError, SimRequest, peak_chunk_rate
+from kvtui.predict.catalog import load_gpu, load_model
 from kvtui.scenario.schema import Mode, Scenario, Server
 
 M8B, H200 = load_model("llama-3.1-8b"), load_gpu("H200")

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.engines.sim.catalog import load_gpu, load_model
 from kvtui.engines.sim.fast import simulate_step
-from kvtui.engines.sim.roofline import DEFAULT_CALIBRATION
 from kvtui.engines.sim.scheduler import SchedulerSim
 from kvtui.explore.evaluate import StepContext, evaluate_step
+from kvtui.predict.catalog import load_gpu, load_model
+from kvtui.predict.roofline import DEFAULT_CALIBRATION
 from kvtui.scenario.schema import Mode, Server, Slo
 
 DATA = json.loads((Path(__file__).parent / "data" / "h200_abc_run.json").read_text())

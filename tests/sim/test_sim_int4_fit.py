@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.engines.sim.roofline import load_calibration
+from kvtui.predict.roofline import load_calibration
 from kvtui.snapshot.file import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kvtui.engines.sim.catalog import bundled_models, gpu_names, load_gpu, load_model
-from kvtui.engines.sim.estimator import estimate_memory, resolve_settings
 from kvtui.engines.sim.fast import simulate_step
-from kvtui.engines.sim.roofline import Calibration, load_calibration
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest
+from kvtui.predict.catalog import bundled_models, gpu_names, load_gpu, load_model
+from kvtui.predict.estimator import estimate_memory, resolve_settings
+from kvtui.predict.roofline import Calibration, load_calibration
 from kvtui.scenario.schema import Mode, Server
 
 TINY = load_model("tiny-llama")

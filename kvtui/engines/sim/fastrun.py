@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kvtui.engines.base import StartupFacts
-from kvtui.engines.sim import catalog
 from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.fast import FastStepResult, simulate_step
 from kvtui.engines.sim.scheduler import SchedulerSim, SimConfigError
 from kvtui.engines.sim.server import SIM_VERSION, block_hashes
 from kvtui.load.workload import PromptFactory, TokenSpace
+from kvtui.predict import catalog
 from kvtui.scenario.schema import Mode, Scenario
 
 __all__ = ["OfflineServer", "SimConfigError", "step_metrics", "series_rows"]

@@ -30,9 +30,9 @@ from itertools import count
 
 from kvtui.engines.base import StartupFacts
 from kvtui.engines.sim.blocks import BlockPool, SimRequest, SimSeq
-from kvtui.engines.sim.catalog import GpuSpec, ModelSpec
-from kvtui.engines.sim.estimator import EngineSettings, MemoryEstimate, estimate_memory, resolve_settings
-from kvtui.engines.sim.roofline import Calibration, Roofline, as_calibration
+from kvtui.predict.catalog import GpuSpec, ModelSpec
+from kvtui.predict.estimator import EngineSettings, MemoryEstimate, estimate_memory, resolve_settings
+from kvtui.predict.roofline import Calibration, Roofline, as_calibration
 from kvtui.scenario.lengths import expected
 
 
@@ -469,7 +469,7 @@ def peak_chunk_rate(scenario, mode) -> float:
     Decode-only steps at the top concurrency (capped by max_num_seqs and the KV cache), with the
     context half-way through the output: an upper bound of what the real-time server must emit.
     """
-    from kvtui.engines.sim.catalog import load_gpu, load_model
+    from kvtui.predict.catalog import load_gpu, load_model
 
     srv = scenario.server
     model = load_model(mode.model or srv.model)

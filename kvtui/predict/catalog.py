@@ -22,7 +22,7 @@ from typing import Any
 
 from kvtui.errors import UsageError
 
-DATA = Path(__file__).resolve().parents[2] / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 MODELS_DIR = DATA / "models"
 GPUS_FILE = DATA / "gpus.toml"
 

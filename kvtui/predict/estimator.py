@@ -22,8 +22,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kvtui.engines.sim.catalog import GIB, GpuSpec, ModelSpec
-from kvtui.engines.sim.roofline import Calibration, as_calibration, weight_bytes
+from kvtui.predict.catalog import GIB, GpuSpec, ModelSpec
+from kvtui.predict.roofline import Calibration, as_calibration, weight_bytes
 
 # --- vLLM's defaults (V1 engine, OpenAI server), in one place ---------------------------------
 BLOCK_SIZE = 16

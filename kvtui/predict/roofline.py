@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kvtui.engines.sim.catalog import DATA, GIB, GpuSpec, ModelSpec
+from kvtui.predict.catalog import DATA, GIB, GpuSpec, ModelSpec
 
 CALIBRATION_DIR = DATA / "calibration"
 DEFAULT_CALIBRATION = CALIBRATION_DIR / "h200-vllm-0.26.0.toml"
