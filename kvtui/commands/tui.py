@@ -108,7 +108,7 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
         print(f"kvtui: the run failed: {app.run_error}")
     from kvtui.report.outcome import stopped_line
 
-    stopped = stopped_line(app.run_obj.doc if app.run_obj is not None else None)
+    stopped = stopped_line(app.run_obj.published() if app.run_obj is not None else None)
     if stopped:
         print(f"kvtui: {stopped}")
         if not rc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 
 def mode_started(m: dict[str, Any]) -> bool:
@@ -22,7 +22,7 @@ def no_mode_started(doc: dict[str, Any]) -> bool:
 NO_MODE_STARTED = "no mode started (each mode's error is in the log)"
 
 
-def stopped_line(doc: dict[str, Any] | None) -> str | None:
+def stopped_line(doc: Mapping[str, Any] | None) -> str | None:
     """"the run was stopped before its modes finished (…)", or None for a finished run."""
     run = (doc or {}).get("run") or {}
     if run.get("outcome") != "stopped":
