@@ -60,8 +60,8 @@ def environment_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
         va, vb = getattr(ea, key), getattr(eb, key)
         if va != vb:
             out.append(f"{title}: {va!r} → {vb!r}")
-    versions_a = sorted({(m.engine_info or {}).get("version") or "?" for m in _modes(a)})
-    versions_b = sorted({(m.engine_info or {}).get("version") or "?" for m in _modes(b)})
+    versions_a = sorted({m.info.version or "?" for m in _modes(a)})
+    versions_b = sorted({m.info.version or "?" for m in _modes(b)})
     if versions_a != versions_b:
         out.append(f"server version: {', '.join(versions_a)} → {', '.join(versions_b)}")
     return out

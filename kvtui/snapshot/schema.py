@@ -33,6 +33,7 @@ class Distribution(Document):
     p90: float | None = field("90th percentile (ms)", NUMBER)
     p95: float | None = field("95th percentile (ms; what the default SLO checks)", NUMBER)
     p99: float | None = field("99th percentile (ms); null with too few samples to say", NUMBER)
+    std: float | None = field("standard deviation (ms; an imported `vllm bench` result's own)", NUMBER)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class Step(Document):
     concurrency: float | None = field("the load (same as `load`; the name older readers use)", NUMBER)
     load: float | None = field("the load: concurrent requests, or requests/s for an open-loop (rate) step", NUMBER)
     load_kind: str | None = field("\"concurrency\" (closed loop) or \"rate\" (open loop)", TEXT)
+    rate: float | None = field("the load of an open-loop step imported from `vllm bench` (requests/s; as `load`)",
+                               NUMBER)
     requests: int | None = field("requests counted in the window", INT)
     errors: int | None = field("of them, failed", INT)
     error_rate: float | None = field("errors / requests", NUMBER)
@@ -142,6 +145,8 @@ class Step(Document):
     fast: bool | None = field("measured by the offline fast simulator (no HTTP): SIMULATED", BOOL)
     engine_limits: Mapping[str, Any] | None = field("the offline simulator's engine iterations by what bound each "
                                                  "(idle, compute, weights…)", OBJECT)
+    source: Mapping[str, Any] | None = field("an imported step's origin: {tool, file, date, model_id…} "
+                                             "(kvtui import)", OBJECT)
 
     def number(self, key: str) -> float | None:
         """A numeric field by its JSON key (None when missing, null, a bool or a string)."""
@@ -208,13 +213,85 @@ class Quality(Document):
 
 
 @dataclass(frozen=True)
+class EngineInfo(Document):
+    """The labels that travel with every figure of a mode: which engine, which version, simulated or not."""
+
+    engine: str | None = field("vllm, external or sim (or the tool an imported mode came from)", TEXT)
+    simulated: bool | None = field("true when kvtui's simulator served it: every figure is SIMULATED", BOOL)
+    version: str | None = field("the engine's version (vLLM's, or the simulator's \"kvtui-sim x.y\")", TEXT)
+    command: list[Any] | None = field("the command line kvtui launched, secrets redacted (empty for an external "
+                                      "server)", LIST)
+    gpu_names: list[Any] | None = field("the GPUs it ran on (a simulated one says so)", LIST)
+    dummy_weights: bool | None = field("served with dummy (random) weights: speed and memory only", BOOL)
+    weights: str | None = field("where the weights came from, when known: \"dummy\", or \"real: <model>, …\" "
+                                "for kvtui's own builds", TEXT)
+    time_scale: float | None = field("the simulator's pace: wall seconds per modelled second (1.0 for a real "
+                                     "server)", NUMBER)
+    fast: bool | None = field("the offline fast simulator (no HTTP) measured it", BOOL)
+
+
+@dataclass(frozen=True)
+class ServerFacts(Document):
+    """What a mode's server said about itself at startup (its log lines and /metrics); null: not reported."""
+
+    weights_gib: float | None = field("the weights' memory (GiB)", NUMBER)
+    kv_cache_gib: float | None = field("the KV cache's memory (GiB)", NUMBER)
+    kv_cache_tokens: float | None = field("tokens the KV cache holds", NUMBER)
+    max_concurrency_reported: float | None = field("the concurrency the server says its KV cache holds", NUMBER)
+    max_concurrency_len: float | None = field("the tokens per request that figure assumes", NUMBER)
+    cuda_graph_gib: float | None = field("CUDA graphs' memory (GiB)", NUMBER)
+    activation_peak_gib: float | None = field("the activations' peak memory (GiB)", NUMBER)
+    startup_s: float | None = field("launch to /health answering (s)", NUMBER)
+    load_s: float | None = field("weight loading (s)", NUMBER)
+    compile_s: float | None = field("torch.compile (s)", NUMBER)
+    init_engine_s: float | None = field("profiling, creating the KV cache, warm-up (s)", NUMBER)
+    compile_cache: str | None = field("torch.compile's cache at this start: hit, miss or cold", TEXT)
+    compile_cache_dir: str | None = field("the compile cache's directory", TEXT)
+    num_gpu_blocks: float | None = field("KV cache blocks", NUMBER)
+    block_size: float | None = field("tokens per KV block", NUMBER)
+    kv_cache_dtype: str | None = field("the KV cache's dtype as the server reports it", TEXT)
+    device: str | None = field("GPU or CPU", TEXT)
+    attention_backend: str | None = field("the attention backend", TEXT)
+    max_num_seqs: float | None = field("the most requests it runs at once", NUMBER)
+    max_num_batched_tokens: float | None = field("the most tokens in one batch", NUMBER)
+    prefix_caching: bool | None = field("whether prefix caching was on", BOOL)
+    gpu_total_gib: float | None = field("the GPU's memory (GiB)", NUMBER)
+    gpu_memory_utilization: float | None = field("the share of GPU memory it may use", NUMBER)
+    phases: list[Any] | None = field("the startup phases seen, in order", LIST)
+    warnings: list[Any] | None = field("what the server warned of (uncalibrated fp8 KV scales…)", LIST)
+    engines: float | None = field("data-parallel engines behind the endpoint (the KV figures are their sum)", NUMBER)
+    source: str | None = field("where an imported mode's facts came from (its startup log)", TEXT)
+
+
+@dataclass(frozen=True)
+class Search(Document):
+    """How a mode's search went and what it found (kvtui.explore.search)."""
+
+    strategy: str | None = field("the search: linear, fast (galloping), seeded (from the prediction) or imported",
+                                 TEXT)
+    guess: float | None = field("the load it started from (the KV-bound guess)", NUMBER)
+    seed: float | None = field("a seeded search's start: the predicted knee", NUMBER)
+    best: float | None = field("the max load meeting the SLO", NUMBER)
+    first_fail: float | None = field("the first failing load above it", NUMBER)
+    confirmed: bool | None = field("the best load passed again when measured again", BOOL)
+    flips: int | None = field("how often the same load passed and failed", INT)
+    noisy: bool | None = field("the knee is noisy: a load passed and failed", BOOL)
+    reached_max: bool | None = field("it passed up to the ramp's max (the limit is higher)", BOOL)
+    steps: int | None = field("steps it measured", INT)
+    wall_s: float | None = field("its wall time (s)", NUMBER)
+    describe: str | None = field("the answer in words (\"96 (next 128 fails), confirmed\")", TEXT)
+    done: bool | None = field("it ended by itself (not stopped or skipped)", BOOL)
+    skipped: bool | None = field("the user skipped to the next mode", BOOL)
+
+
+@dataclass(frozen=True)
 class Replica(Document):
     """One server of a mode that ran several replicas behind one router (docs/REPLICAS.md)."""
 
     name: str | None = field("the replica (r0, r1…)", TEXT)
     base_url: str | None = field("its OpenAI-compatible endpoint (loopback)", TEXT)
     metrics_url: str | None = field("its /metrics", TEXT)
-    server: Mapping[str, Any] | None = field("its startup facts (as the mode's `server`)", OBJECT)
+    server: ServerFacts | None = field("its startup facts (as the mode's `server`)", one(ServerFacts))
 
 
 @dataclass(frozen=True)
@@ -227,14 +304,14 @@ class Mode(Document):
                                             "extra_args and env (secrets redacted)", OBJECT)
     engine: str | None = field("vllm, external or sim", TEXT)
     simulated: bool | None = field("true when kvtui's simulator served it, not a GPU", BOOL)
-    server: Mapping[str, Any] | None = field("startup facts: weights_gib, kv_cache_gib, kv_cache_tokens, "
-                                          "max_concurrency_reported, startup_s, cuda_graph_gib, warnings…", OBJECT)
-    engine_info: Mapping[str, Any] | None = field("the engine: version, command line, GPU names, dummy or real weights",
-                                               OBJECT)
+    server: ServerFacts | None = field("what its server said at startup: weights, KV cache, startup time, warnings…",
+                                       one(ServerFacts))
+    engine_info: EngineInfo | None = field("the engine: version, command line, GPU names, dummy or real weights",
+                                           one(EngineInfo))
     best_concurrency: float | None = field("the max load meeting the SLO (null if none); a rate for open-loop runs",
                                            NUMBER)
-    search: Mapping[str, Any] | None = field("the search's answer: best, first_fail, confirmed, flips, noisy, "
-                                          "reached_max, describe…", OBJECT)
+    search: Search | None = field("the search's answer: best, first_fail, confirmed, flips, noisy, reached_max, "
+                                  "describe…", one(Search))
     steps: tuple[Step, ...] | None = field("the steps, in the order they ran", many(Step))
     series: list[Any] | None = field("time series rows: t, load, phase, kv_usage, running, waiting, gpus[] "
                                      "(memory, power, clocks)…", LIST)
@@ -256,6 +333,7 @@ class Mode(Document):
     replicas: tuple[Replica, ...] | None = field("its replicas, when it ran several servers", many(Replica))
     quality: Quality | None = field("its quality pass", one(Quality))
     error: Mapping[str, Any] | None = field("why it has no result: {kind, message, log_tail}", OBJECT)
+    imported_from: list[Any] | None = field("the `vllm bench` result files an imported mode was made from", LIST)
 
     @property
     def all_steps(self) -> tuple[Step, ...]:
@@ -268,12 +346,22 @@ class Mode(Document):
 
     @property
     def first_fail(self) -> float | None:
-        v = (self.search or {}).get("first_fail")
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        v = self.search.first_fail if self.search is not None else None
+        return float(v) if v is not None else None
 
     @property
     def is_simulated(self) -> bool:
-        return bool(self.simulated or (self.engine_info or {}).get("simulated"))
+        return bool(self.simulated or (self.engine_info is not None and self.engine_info.simulated))
+
+    @property
+    def info(self) -> EngineInfo:
+        """`engine_info`, or an empty one where the mode has none."""
+        return self.engine_info or EngineInfo()
+
+    @property
+    def facts(self) -> ServerFacts:
+        """`server`, or an empty one where the mode has none."""
+        return self.server or ServerFacts()
 
     @property
     def error_message(self) -> str | None:
@@ -306,6 +394,8 @@ class ComparisonRow(Document):
     kv_cache_usage_at_knee: float | None = field("fullest KV share there", NUMBER)
     next_load: float | None = field("the first failing load above the best", NUMBER)
     knee_limited_by: str | None = field("what limited it", TEXT)
+    knee_limits: list[Any] | None = field("what limited each failing step at that load", LIST)
+    knee_interval: Mapping[str, Any] | None = field("the knee's interval, as the mode's `knee_interval`", OBJECT)
     preemptions_next: float | None = field("its preemptions", NUMBER)
     peak_gpu_mem_gib: float | None = field("most GPU memory over every step (GiB)", NUMBER)
     peak_gpu_mem_gib_per_gpu: list[Any] | None = field("each GPU's peak (tensor parallel)", LIST)
@@ -326,6 +416,9 @@ class ComparisonRow(Document):
     quality: Mapping[str, Any] | None = field("the quality verdict against the reference mode", OBJECT)
     usd_per_mtok_out_qadj: float | None = field("quality-adjusted $/Mtok out", NUMBER)
     usd_per_mtok_in_qadj: float | None = field("quality-adjusted $/Mtok in", NUMBER)
+    usd_per_mtok_out_qadj_range: Mapping[str, Any] | None = field("quality-adjusted $/Mtok out as a range: {lo, hi, "
+                                                                  "knee_exact, quality_open} (kvtui.quality."
+                                                                  "equivalence.cost_range)", OBJECT)
     j_per_token_out: float | None = field("GPU energy per output token @SLO (J; NVML power, never the simulator's)",
                                           NUMBER)
     energy_change: float | None = field("J/token ÷ the baseline's − 1", NUMBER)
@@ -364,6 +457,7 @@ class Environment(Document):
     gpu_indices: list[Any] | None = field("their indices", LIST)
     joined_on: Any = field("the environments of snapshots a resume joined", ANY)
     gpu_telemetry: str | None = field("why there is no GPU telemetry", TEXT)
+    imported: bool | None = field("the run was imported (kvtui import), not measured by kvtui", BOOL)
 
 
 @dataclass(frozen=True)
@@ -381,6 +475,7 @@ class RunInfo(Document):
     outcome: str | None = field("\"finished\", or \"stopped\" for a run stopped before its modes finished", TEXT)
     modes_not_run: list[Any] | None = field("modes a stopped run never started", LIST)
     modes_cut: list[Any] | None = field("modes a stopped run cut short mid-search", LIST)
+    imported: bool | None = field("the run was imported (kvtui import), not measured by kvtui", BOOL)
 
 
 @dataclass(frozen=True)
@@ -401,6 +496,8 @@ class Run(Document):
     notes: list[Any] | None = field("what a reader must know about the run", LIST)
     warnings: list[Any] | None = field("warnings of the run (modes joined from several devices…)", LIST)
     frozen: Any = field("set on test data frozen from a run", ANY)
+    imported: Mapping[str, Any] | None = field("an imported run's origin: {tool, files, logs, note} (kvtui import)",
+                                               OBJECT)
     load_warnings: list[Any] | None = field("set by the reader, never stored: a damaged, truncated or "
                                             "unknown-version file", LIST)
 
@@ -412,8 +509,9 @@ class Run(Document):
         return next((m for m in self.all_modes if m.name == name), None)
 
 
-DOCUMENTS: tuple[type[Document], ...] = (Run, Environment, RunInfo, Mode, Step, Distribution, Prediction, Quality,
-                                         Replica, ReplicaStep, Comparison, ComparisonRow)
+DOCUMENTS: tuple[type[Document], ...] = (Run, Environment, RunInfo, Mode, EngineInfo, ServerFacts, Search, Step,
+                                         Distribution, Prediction, Quality, Replica, ReplicaStep, Comparison,
+                                         ComparisonRow)
 
 
 def read_run(doc: Mapping[str, Any]) -> Run:

@@ -36,6 +36,7 @@ def test_every_published_snapshot_round_trips_byte_identically(xz):
     assert _serialise_like(text, run.to_dict()) == text
     # Every key of the published runs is one the schema knows: none left in extras.
     assert not run.extras and all(not m.extras and all(not s.extras for s in m.all_steps) for m in run.all_modes)
+    assert all(not m.info.extras and not m.facts.extras and not (m.search and m.search.extras) for m in run.all_modes)
 
 
 def test_the_reader_and_the_schema_agree_on_a_published_run():
@@ -118,3 +119,4 @@ def test_a_snapshot_the_writer_writes_now_round_trips_byte_identically(tmp_path)
     assert _serialise_like(text, Run.from_dict(_decode(json.loads(text))).to_dict()) == text
     run = Run.from_dict(_decode(json.loads(text)))
     assert not run.extras and all(not m.extras and all(not s.extras for s in m.all_steps) for m in run.all_modes)
+    assert all(not m.info.extras and not m.facts.extras and not (m.search and m.search.extras) for m in run.all_modes)
