@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextvars
 import copy
 import dataclasses
-from typing import Any, Callable, ClassVar, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, TypeVar, cast
 
 from kvtui.errors import UsageError
 
@@ -176,6 +176,21 @@ class Document:
         document that no one changes while the view is used (a view renders, compares, reports);
         `from_dict` for one that is kept. Nested documents are views too."""
         return cls._read_as(d, sharing=True)
+
+    @classmethod
+    def of(cls: type[D], d: D | Mapping[str, Any]) -> D:
+        """`d` typed: itself where it is one already, else a view of it (`view`). For the views'
+        functions that take either a document or the dict a caller still holds."""
+        if isinstance(d, cls):
+            return d
+        return cls.view(cast(Mapping[str, Any], d))
+
+    def by_key(self, key: str) -> Any:
+        """The field whose JSON key is `key`, as typed: for a key chosen at run time (a column of a
+        table, a percentile by name). None where `key` is no field of this document, or the field
+        is absent, null or of another type."""
+        s = self.fields().get(key)
+        return getattr(self, s.name) if s is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: the keys read, in their order, then fields set in code, then new extras."""

@@ -54,6 +54,18 @@ class ReplicaStep(Document):
 
 
 @dataclass(frozen=True)
+class SloCheck(Document):
+    """One SLO target judged on a step."""
+
+    target: str | None = field("the target: ttft_p95_ms, tpot_p95_ms, error_rate, goodput…", TEXT)
+    limit: float | None = field("its limit", NUMBER)
+    value: float | None = field("the step's figure; null where too few samples give none", NUMBER)
+    n: int | None = field("samples the figure is computed from", INT)
+    ok: bool | None = field("met (true), missed (false), or undecided (null)", BOOL)
+    why: str | None = field("why it is undecided (too few samples…)", TEXT)
+
+
+@dataclass(frozen=True)
 class Step(Document):
     """One measured load: its figures over the measurement window and its verdict against the SLO."""
 
@@ -78,7 +90,7 @@ class Step(Document):
     goodput: float | None = field("share of counted requests that met every per-request SLO target", NUMBER)
     goodput_req_s: float | None = field("requests/s that met them", NUMBER)
     passed: bool | None = field("the SLO verdict: true, false, or null (undecided: too few samples)", BOOL)
-    checks: list[Any] | None = field("each SLO target: {target, limit, value, n, ok, why}", LIST)
+    checks: tuple[SloCheck, ...] | None = field("each SLO target judged", many(SloCheck))
     prefix_cache_hit_rate: float | None = field("the server's prefix-cache hit rate in the window", NUMBER)
     kv_cache_usage_max: float | None = field("the KV cache's fullest share in the window", NUMBER)
     kv_cache_usage_mean: float | None = field("its mean share", NUMBER)
@@ -153,6 +165,11 @@ class Step(Document):
         s = self.fields().get(key)
         v = getattr(self, s.name) if s is not None else self.extras.get(key)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    def latency(self, metric: str) -> Distribution | None:
+        """A latency's distribution by its name: ttft, tpot, itl or e2e."""
+        d = self.by_key(f"{metric}_ms")
+        return d if isinstance(d, Distribution) else None
 
     @property
     def ran_to_its_end(self) -> bool:
@@ -364,6 +381,11 @@ class Mode(Document):
         return self.server or ServerFacts()
 
     @property
+    def has_error(self) -> bool:
+        """Whether it has an error, of any shape (an older snapshot's may be a bare string)."""
+        return bool(self.error) or bool("error" in self.extras and self.extras["error"])
+
+    @property
     def error_message(self) -> str | None:
         v = (self.error or {}).get("message")
         return v if isinstance(v, str) else None
@@ -510,7 +532,7 @@ class Run(Document):
 
 
 DOCUMENTS: tuple[type[Document], ...] = (Run, Environment, RunInfo, Mode, EngineInfo, ServerFacts, Search, Step,
-                                         Distribution, Prediction, Quality, Replica, ReplicaStep, Comparison,
+                                         SloCheck, Distribution, Prediction, Quality, Replica, ReplicaStep, Comparison,
                                          ComparisonRow)
 
 

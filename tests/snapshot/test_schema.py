@@ -104,12 +104,12 @@ def test_the_committed_snapshot_docs_are_generated_from_the_schema():
 
 
 def test_a_view_reads_the_same_fields_without_copying():
-    d = {"name": "m", "series": [{"t": 1}], "steps": [{"load": 8, "checks": [{"ok": True}]}], "odd": {"x": 1}}
+    d = {"name": "m", "series": [{"t": 1}], "steps": [{"load": 8, "notes": [{"ok": True}]}], "odd": {"x": 1}}
     kept, view = Mode.from_dict(d), Mode.view(d)
     assert view == kept and view.to_dict() == d
-    assert view.series is d["series"] and view.all_steps[0].checks is d["steps"][0]["checks"]
+    assert view.series is d["series"] and view.all_steps[0].notes is d["steps"][0]["notes"]
     assert view.extras["odd"] is d["odd"]
-    assert kept.series is not d["series"] and kept.all_steps[0].checks is not d["steps"][0]["checks"]
+    assert kept.series is not d["series"] and kept.all_steps[0].notes is not d["steps"][0]["notes"]
     assert Mode.from_dict(d).series is not d["series"]  # a view read in between leaves from_dict copying
 
 
