@@ -335,9 +335,8 @@ def step_row(step: StepLike) -> list[str]:
     verdict = {True: "PASS", False: "FAIL", None: "undecided"}[s.passed]
     if not s.ran_to_its_end:
         verdict = "cut short" if s.passed is None else f"{verdict}, cut short"
-    lost = s.replicas_lost
-    if isinstance(lost, list) and lost:  # a replica died mid-step: named where the verdict is read
-        verdict += ", " + ", ".join(str(x.get("name")) for x in lost if isinstance(x, dict)) + " lost"
+    if s.replicas_lost:  # a replica died mid-step: named where the verdict is read
+        verdict += ", " + ", ".join(str(x.name) for x in s.replicas_lost) + " lost"
     lim = s.limited_by
     return [
         fmt(s.index), fmt_load(s.load), s.why or "—", fmt(s.requests),

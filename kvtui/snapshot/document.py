@@ -212,6 +212,12 @@ class Document:
         s = specs[k]
         return s.kind.write(getattr(self, s.name))
 
+    def __bool__(self) -> bool:
+        """Whether it holds any key: an empty document is falsy, as the empty JSON object it reads,
+        so `mode.search or Search()` and `if mode.search:` read as they did over the dicts."""
+        return bool(self.key_order) or bool(self.extras) or any(
+            getattr(self, s.name) is not None for s in self.fields().values())
+
     def has(self, key: str) -> bool:
         """Whether the object has the key (a field read as None may be missing or null)."""
         return key in self.key_order or key in self.extras or (

@@ -51,6 +51,16 @@ class ReplicaStep(Document):
     running_max: float | None = field("most requests it ran at once", NUMBER)
     waiting_max: float | None = field("most requests queued on it", NUMBER)
     preemptions: float | None = field("preemptions it reported in the window", NUMBER)
+    kv_usage_max: float | None = field("a data-parallel engine's (a rank's) fullest KV share, from /metrics", NUMBER)
+
+
+@dataclass(frozen=True)
+class ReplicaLost(Document):
+    """A replica that died during a step (kvtui.explore.replica_step)."""
+
+    name: str | None = field("the replica (r0, r1…)", TEXT)
+    why: str | None = field("what was seen: its process exited, its endpoint stopped answering…", TEXT)
+    failed_requests: int | None = field("its requests that failed with it", INT)
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,29 @@ class SloCheck(Document):
     n: int | None = field("samples the figure is computed from", INT)
     ok: bool | None = field("met (true), missed (false), or undecided (null)", BOOL)
     why: str | None = field("why it is undecided (too few samples…)", TEXT)
+
+
+@dataclass(frozen=True)
+class Deciding(Document):
+    """The SLO figure that decided a predicted verdict."""
+
+    target: str | None = field("the SLO target (tpot_p95_ms…)", TEXT)
+    value: float | None = field("the predicted figure", NUMBER)
+    limit: float | None = field("its limit", NUMBER)
+
+
+@dataclass(frozen=True)
+class StepPrediction(Document):
+    """The simulator's prediction for a step's load, made before it ran (SIMULATED)."""
+
+    passed: bool | None = field("the predicted verdict", BOOL)
+    output_tok_s: float | None = field("predicted output tokens/s", NUMBER)
+    ttft_p95_ms: float | None = field("predicted TTFT p95 (ms)", NUMBER)
+    tpot_p95_ms: float | None = field("predicted TPOT p95 (ms)", NUMBER)
+    limited_by: str | None = field("what the prediction says limits this load", TEXT)
+    knee: float | None = field("the predicted knee when this step ran", NUMBER)
+    interpolated: bool | None = field("read between two predicted loads", BOOL)
+    deciding: Deciding | None = field("the SLO figure that decided the verdict", one(Deciding))
 
 
 @dataclass(frozen=True)
@@ -123,7 +156,8 @@ class Step(Document):
     t_rel_end: float | None = field("its end, same clock", NUMBER)
     send_burst: float | None = field("how many requests were sent at once (lock-step waves when large)", NUMBER)
     autoscale: Mapping[str, Any] | None = field("load-generator workers that ran and why any were added", OBJECT)
-    predicted: Mapping[str, Any] | None = field("the simulator's prediction for this load, before it ran", OBJECT)
+    predicted: StepPrediction | None = field("the simulator's prediction for this load, before it ran",
+                                             one(StepPrediction))
     protocol: str | None = field("how the step was measured: \"classic\" (drained, full tail) or \"continuous\" "
                                  "(docs/PROTOCOL.md)", TEXT)
     drain: Mapping[str, Any] | None = field("whether the server was drained before the step, and why: {before, why}",
@@ -146,10 +180,15 @@ class Step(Document):
     resumed: Any = field("set on a step kept from the snapshot a run resumed", ANY)
     replicas: tuple[ReplicaStep, ...] | None = field("each replica's share (several servers behind one router)",
                                                      many(ReplicaStep))
+    ranks: tuple[ReplicaStep, ...] | None = field("each data-parallel engine's gauges (one server with several "
+                                                  "engines): name, kv_usage_max, running_max, waiting_max",
+                                                  many(ReplicaStep))
     notes: list[Any] | None = field("what a reader must know about this step (requests lost…)", LIST)
     note: str | None = field("a remark on its load (more concurrency than the server's max_num_seqs…)", TEXT)
-    replicas_lost: list[Any] | None = field("replicas that died during the step: {name, …}; its figures stay "
-                                            "those of every request", LIST)
+    replicas_lost: tuple[ReplicaLost, ...] | None = field("replicas that died during the step; its figures stay "
+                                                          "those of every request", many(ReplicaLost))
+    metrics_out_of_range: list[Any] | None = field("/metrics values outside their range in the window: dropped, "
+                                                   "used for no verdict or limit (kvtui.telemetry.prom)", LIST)
     remeasured: bool | None = field("a replica died in this failed step: not the SLO's verdict; its load was "
                                     "measured again on the replicas left (the next step)", BOOL)
     repeat_of: Any = field("the step this one repeats", ANY)
@@ -182,6 +221,41 @@ class Step(Document):
 
 
 @dataclass(frozen=True)
+class PredictionError(Document):
+    """The prediction against what was measured: errors are (predicted − measured) / measured."""
+
+    knee_predicted: float | None = field("the predicted knee", NUMBER)
+    knee_measured: float | None = field("the measured knee", NUMBER)
+    knee_error: float | None = field("predicted − measured knee (in loads)", NUMBER)
+    verdicts_agreed: int | None = field("judged steps whose verdict came out as predicted", INT)
+    verdicts: int | None = field("judged steps", INT)
+    ttft_p95_ms_error_mean: float | None = field("TTFT p95's mean relative error over the judged steps", NUMBER)
+    ttft_p95_ms_error_max: float | None = field("its largest", NUMBER)
+    tpot_p95_ms_error_mean: float | None = field("TPOT p95's mean relative error", NUMBER)
+    tpot_p95_ms_error_max: float | None = field("its largest", NUMBER)
+    output_tok_s_error_mean: float | None = field("output tok/s's mean relative error", NUMBER)
+    output_tok_s_error_max: float | None = field("its largest", NUMBER)
+
+
+@dataclass(frozen=True)
+class Refit(Document):
+    """The simulator's factors refitted on the mode's steps so far (kvtui.explore.refit)."""
+
+    steps: int | None = field("measured steps it was fitted on", INT)
+    after_step: int | None = field("the step after which it ran", INT)
+    loads: list[Any] | None = field("their loads", LIST)
+    calibration: str | None = field("the calibration it makes, in words", TEXT)
+    multipliers: Mapping[str, Any] | None = field("each factor's multiplier against the prior calibration", OBJECT)
+    factors: Mapping[str, Any] | None = field("the refitted factors, per precision", OBJECT)
+    rms_log_error_before: float | None = field("the prior's RMS log error on those steps", NUMBER)
+    rms_log_error_after: float | None = field("the refit's", NUMBER)
+    evaluations: int | None = field("model evaluations the fit took", INT)
+    wall_s: float | None = field("how long it took (s)", NUMBER)
+    knee: float | None = field("the knee predicted again from the refit, where it was", NUMBER)
+    curve: list[Any] | None = field("the curve predicted again, where it was", LIST)
+
+
+@dataclass(frozen=True)
 class Prediction(Document):
     """The simulator's prediction of a mode, made before its first step (SIMULATED, always)."""
 
@@ -201,9 +275,12 @@ class Prediction(Document):
     factors: Mapping[str, Any] | None = field("the efficiency factors used, per precision", OBJECT)
     wall_s: float | None = field("how long the prediction took (s)", NUMBER)
     prior_calibration: str | None = field("the calibration before any refit on this run's steps", TEXT)
-    refits: list[Any] | None = field("factors refitted after each measured step, and the multipliers", LIST)
-    error: Mapping[str, Any] | None = field("the prediction against what was measured (knee error, verdicts "
-                                         "agreed…)", OBJECT)
+    refits: tuple[Refit, ...] | None = field("factors refitted after each measured step, and the multipliers",
+                                             many(Refit))
+    error: PredictionError | None = field("the prediction against what was measured", one(PredictionError))
+    why: str | None = field("why there is no prediction (covered false): a model or GPU the simulator does not cover",
+                            TEXT)
+    model_config: Mapping[str, Any] | None = field("the model's config.json as the simulator read it", OBJECT)
 
 
 @dataclass(frozen=True)
@@ -312,6 +389,16 @@ class Replica(Document):
 
 
 @dataclass(frozen=True)
+class ModeError(Document):
+    """Why a mode has no result."""
+
+    kind: str | None = field("what failed: crashed, oom_kv, bad_context, client, cancelled, lane, or the engine's "
+                             "own kind of start failure", TEXT)
+    message: str | None = field("what happened, in words", TEXT)
+    log_tail: str | None = field("the server log's last lines, secrets redacted", TEXT)
+
+
+@dataclass(frozen=True)
 class Mode(Document):
     """One precision mode's entry: settings, what its server reported at startup, its steps, its answer."""
 
@@ -349,7 +436,7 @@ class Mode(Document):
                                              OBJECT)
     replicas: tuple[Replica, ...] | None = field("its replicas, when it ran several servers", many(Replica))
     quality: Quality | None = field("its quality pass", one(Quality))
-    error: Mapping[str, Any] | None = field("why it has no result: {kind, message, log_tail}", OBJECT)
+    error: ModeError | None = field("why it has no result", one(ModeError))
     imported_from: list[Any] | None = field("the `vllm bench` result files an imported mode was made from", LIST)
 
     @property
@@ -387,8 +474,7 @@ class Mode(Document):
 
     @property
     def error_message(self) -> str | None:
-        v = (self.error or {}).get("message")
-        return v if isinstance(v, str) else None
+        return self.error.message if self.error is not None else None
 
 
 @dataclass(frozen=True)
@@ -531,9 +617,10 @@ class Run(Document):
         return next((m for m in self.all_modes if m.name == name), None)
 
 
-DOCUMENTS: tuple[type[Document], ...] = (Run, Environment, RunInfo, Mode, EngineInfo, ServerFacts, Search, Step,
-                                         SloCheck, Distribution, Prediction, Quality, Replica, ReplicaStep, Comparison,
-                                         ComparisonRow)
+DOCUMENTS: tuple[type[Document], ...] = (Run, Environment, RunInfo, Mode, EngineInfo, ServerFacts, Search, ModeError,
+                                         Step, SloCheck, Distribution, StepPrediction, Deciding, Prediction,
+                                         PredictionError, Refit, Quality, Replica, ReplicaStep,
+                                         ReplicaLost, Comparison, ComparisonRow)
 
 
 def read_run(doc: Mapping[str, Any]) -> Run:
