@@ -192,6 +192,14 @@ class Document:
         s = self.fields().get(key)
         return getattr(self, s.name) if s is not None else None
 
+    def stored(self, key: str) -> Any:
+        """The value under `key` as the file holds it: the field's, or the value kept as it was where
+        it was not of the field's type (an older snapshot's `aborted: true`); None where absent. For
+        an export that writes each key's value through, column by column (the CSV)."""
+        if key in self.extras:
+            return self.extras[key]
+        return self.by_key(key)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: the keys read, in their order, then fields set in code, then new extras."""
         specs = self.fields()

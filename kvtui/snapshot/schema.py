@@ -187,6 +187,11 @@ class Step(Document):
     note: str | None = field("a remark on its load (more concurrency than the server's max_num_seqs…)", TEXT)
     replicas_lost: tuple[ReplicaLost, ...] | None = field("replicas that died during the step; its figures stay "
                                                           "those of every request", many(ReplicaLost))
+    flags: Mapping[str, Any] | None = field("what went wrong in the step's requests, by name: count (timeouts, "
+                                            "truncated streams…), and the client's stall or failure", OBJECT)
+    cut: bool | None = field("the step was cut short: its in-flight requests were lost", BOOL)
+    client_failure: str | None = field("why the load generator could not measure on (a dead worker, a crashed "
+                                       "task): the step has no server verdict", TEXT)
     metrics_out_of_range: list[Any] | None = field("/metrics values outside their range in the window: dropped, "
                                                    "used for no verdict or limit (kvtui.telemetry.prom)", LIST)
     remeasured: bool | None = field("a replica died in this failed step: not the SLO's verdict; its load was "
