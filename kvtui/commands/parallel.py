@@ -274,7 +274,7 @@ def run_parallel(args: Any, scenario: Scenario, path: str, overrides: list[str],
         info = {"lanes": lanes_info, "wall_s": round(wall, 1),
                 "lanes_wall_s_sum": round(sum(r["wall_s"] or 0 for r in lanes_info), 1)}
         join = Run(scenario, out, modes=names, listener=_join_listener(HeadlessPrinter(scenario, out=text_out)),
-                   resume=docs, fast=args.fast, join=missing, join_info=info)
+                   resume=docs, fast=args.fast, join=missing, join_info=info, publish=False)
         doc = join.run()
     finally:
         for s, h in old.items():

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     json_out = bool(getattr(args, "json", False))
     printer = HeadlessPrinter(scenario, out=sys.stderr if json_out else sys.stdout, verbose=args.verbose)
     run_ = Run(scenario, out, modes=args.modes, listener=printer, resume=resume, fast=args.fast,
-               calibration=args.calibration)
+               calibration=args.calibration, publish=False)  # nothing here reads Run.published()
     from kvtui.preflight import gate, modes_to_start
 
     def show(c) -> None:

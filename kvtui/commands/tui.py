@@ -113,15 +113,15 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
     # scenario picked or edited in the setup screen has no such line: the flag is named instead).
     again = (resume_command(typed_argv, app.run_obj.out)
              if autostart and typed_argv is not None and app.run_obj is not None else None)
-    stopped = stopped_line(app.run_obj.doc if app.run_obj is not None else None, again)
+    published = app.run_obj.published() if app.run_obj is not None else None
+    stopped = stopped_line(published, again)
     from kvtui.tui.shutdown import STOPPED_RC
 
     if stopped:
         print(f"kvtui: {stopped}")
         if not rc:
             rc = STOPPED_RC  # a partial run never exits as a finished one
-    elif rc == STOPPED_RC and app.run_obj is not None and (app.run_obj.doc.get("run") or {}).get("outcome") \
-            == "finished":
+    elif rc == STOPPED_RC and published is not None and (published.get("run") or {}).get("outcome") == "finished":
         # q's "stop and quit" came as the last step ended: the snapshot says finished, so does the exit
         print("kvtui: the run finished before the stop reached it: every mode was measured")
         rc = 0

@@ -47,6 +47,7 @@ from typing import Any
 from kvtui.explore import knee_interval
 from kvtui.explore.results import ModeResult, StepResult
 from kvtui.scenario.schema import Scenario
+from kvtui.snapshot.schema import Step
 
 
 def measured_steps(mode: dict[str, Any]) -> list[dict[str, Any]]:
@@ -54,10 +55,14 @@ def measured_steps(mode: dict[str, Any]) -> list[dict[str, Any]]:
     return [s.raw for s in ModeResult.from_dict(mode).measured_steps]
 
 
+def passing_at(step: Step, load: float | None) -> bool:
+    """Whether `step` ran to its end at `load` and passed: at the best load, a knee step (what every
+    "at the knee" figure averages)."""
+    return load is not None and step.ran_to_its_end and step.load == load and bool(step.passed)
+
+
 def _passing_at(mode: ModeResult, load: float | None) -> list[StepResult]:
-    if load is None:
-        return []
-    return [s for s in mode.measured_steps if s.load == load and s.passed]
+    return [s for s in mode.steps if passing_at(s.typed, load)]
 
 
 def _knee(mode: ModeResult) -> list[StepResult]:

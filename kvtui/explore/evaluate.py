@@ -9,12 +9,13 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from kvtui.explore.results import StepResult
 from kvtui.explore.stats import PCTS, min_samples_for, summarize
 from kvtui.load.records import Record
 from kvtui.scenario.schema import Slo
+from kvtui.snapshot.schema import Step
 
 LIMITS = ("errors", "client", "kv_wall", "prefill", "decode")
 LIMIT_WORDS = {
@@ -271,9 +272,9 @@ def no_server_verdict(step: dict[str, Any]) -> bool:
 LOCKSTEP = 0.5  # share of the slots sending within one second that marks a closed loop in lock-step
 
 
-def in_lock_step(step: dict[str, Any]) -> bool:
+def in_lock_step(step: Step | Mapping[str, Any]) -> bool:
     """The step's closed loop sent in waves (`send_burst` ≥ LOCKSTEP)."""
-    return (step.get("send_burst") or 0) >= LOCKSTEP
+    return (Step.of(step).send_burst or 0) >= LOCKSTEP
 
 
 def ran_to_its_end(step: dict[str, Any]) -> bool:

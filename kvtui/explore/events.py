@@ -252,13 +252,22 @@ def detached(event: Event) -> Event:
     for f in dataclasses.fields(event):
         val = getattr(event, f.name)
         if isinstance(val, (dict, list)):
-            changes[f.name] = list(val) if isinstance(event, Records) else _deepcopy(val)
+            changes[f.name] = list(val) if isinstance(event, Records) else deep_copy(val)
     return dataclasses.replace(event, **changes) if changes else event
 
 
-def _deepcopy(val: Any) -> Any:
+# The events after which the run publishes a copy of its whole document (`Run.published`): the
+# points where the document changes in a way a view shows (a mode's start, its engine's facts, its
+# quality, a step, its prediction and search, its end or error, the run's start and end). Log
+# lines, telemetry rows, progress and record batches change nothing a view reads from it.
+PUBLISHED_AFTER: tuple[type[Event], ...] = (RunStarted, ModeStarting, EngineReady, QualityMeasured, StepFinished,
+                                            ModeUpdated, ModeFinished, RunFinished, RunError)
+
+
+def deep_copy(val: Any) -> Any:
+    """A deep copy of a part of the run's document, taken on the run thread."""
     # A refit thread may add to the mode's prediction during the copy (kvtui.explore.refit): a
-    # dict that changed size mid-copy is copied again, as the TUI's export does.
+    # dict that changed size mid-copy is copied again.
     for _ in range(50):
         try:
             return copy.deepcopy(val)

@@ -3,6 +3,9 @@
 The same `Run` serves the headless command and the TUI (which runs it in a worker
 thread). It knows nothing of the screen: it reports through `listener(Event)`, called
 from the run thread and from the telemetry thread — a UI must marshal to its own thread.
+The run owns the only mutable document: a listener gets copies of the events' payloads, and a
+view reads the whole document through `published()`, a copy made on the run thread at each
+milestone (a step, a mode's start and end, the run's end).
 
 The search loop lives here, once; a `StepExecutor` (kvtui.explore.executor) measures each
 step — on a live server, or offline in virtual time (`fast`). The pieces around it:
@@ -18,7 +21,7 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from kvtui.engines import registry
 from kvtui.engines.base import Engine, StartupFacts
@@ -69,6 +72,7 @@ class Run:
         join_info: dict[str, Any] | None = None,
         calibration: Any = None,
         refit: bool | None = None,
+        publish: bool = True,
     ):
         self.scenario = scenario
         # A join (kvtui run --parallel): every mode is taken as its snapshot has it, nothing is
@@ -119,8 +123,14 @@ class Run:
         self.predictor.halt = lambda: self.stopping or self.skipping  # its simulated steps stop with the run
         self.sim_calibration = self.predictor.prior if calibration is not None else None
         self.writer: SnapshotWriter | None = None
-        self.doc: dict[str, Any] = {}
-        self.current_mode: dict[str, Any] | None = None
+        # The document: the run's own, written on the run thread (and by a refit thread into the
+        # mode's prediction). No one else reads it: they read `published()`, a copy of their own.
+        self._doc: dict[str, Any] = {}
+        self._published: Mapping[str, Any] | None = None
+        # False where no one reads published() (the headless commands: their listener prints the
+        # events): a copy of the whole document per milestone is a fifth of a --fast run's time.
+        self.publish = publish
+        self._thread: int | None = None  # the thread that runs run(): the only one that publishes
         self.records_written = 0
 
     # -- what a live step's parts are now (the TUI and tests look at them) ---------------------
@@ -175,6 +185,24 @@ class Run:
     def stop_reason(self) -> str | None:
         return self._stop_reason
 
+    # -- what the run shows of its document ---------------------------------------------------
+    def published(self) -> Mapping[str, Any] | None:
+        """The whole document as it stood at the run's last milestone (`events.PUBLISHED_AFTER`:
+        a mode's start, a step, a mode's end, the run's end…), or None before the run starts (and
+        always where the run was made with publish=False).
+
+        A deep copy made on the run thread and never written again (read-only: a reader that
+        changes it copies it first), so a view on another thread (the TUI's answer screen, its
+        comparison, its export) reads a consistent document while the run goes on writing its
+        own. Any thread may call it."""
+        return self._published
+
+    def _publish(self) -> None:
+        # On the run thread only: it is the one that writes the document (the telemetry thread
+        # emits too, but changes nothing here).
+        if self.publish and threading.get_ident() == self._thread:
+            self._published = ev.deep_copy(self._doc)
+
     # -- events and the journal (kvtui.explore.executor.Controls) -----------------------------
     def emit(self, event: Event) -> None:
         # Warnings, errors and log lines carry no URL password and no known secret.
@@ -184,6 +212,8 @@ class Run:
                 clean = strip_url_password(self.redactor(val)) if hasattr(self, "redactor") else strip_url_password(val)
                 if clean != val:
                     event = dataclasses.replace(event, **{fld: clean})
+        if isinstance(event, ev.PUBLISHED_AFTER):
+            self._publish()  # before the listener hears of it: the copy it reads has what it heard
         if self.listener is not None:
             try:
                 self.listener(ev.detached(event))  # its own copy: the run's document stays the run's
@@ -203,6 +233,7 @@ class Run:
     def mode_finished(self, md: dict[str, Any]) -> None:
         assert self.writer is not None
         self.writer.mode_finished(md)
+        self._publish()  # a mode may end without its event (an engine that failed to start)
 
     def step_finished(self, mode: str, step: dict[str, Any]) -> None:
         assert self.writer is not None
@@ -210,19 +241,20 @@ class Run:
 
     # -- main --------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        self.doc = document.new_doc(self.scenario, self.salt, self.fast, [m.name for m in self.modes], self.t0)
+        self._thread = threading.get_ident()
+        self._doc = document.new_doc(self.scenario, self.salt, self.fast, [m.name for m in self.modes], self.t0)
         if self.join_info is not None:
-            self.doc["run"]["parallel"] = self.join_info
+            self._doc["run"]["parallel"] = self.join_info
         kept: list[dict[str, Any]] = []
         if self.resumes:
-            kept = self._resume.take(self.doc, self.scenario, self.modes, self.fast, join=self.join is not None)
-        self.doc["modes"] = list(kept)
-        self.writer = SnapshotWriter(self.out, self.doc, resumed=[p["_path"] for p in self.resumes if p.get("_path")])
+            kept = self._resume.take(self._doc, self.scenario, self.modes, self.fast, join=self.join is not None)
+        self._doc["modes"] = list(kept)
+        self.writer = SnapshotWriter(self.out, self._doc, resumed=[p["_path"] for p in self.resumes if p.get("_path")])
         if self.resumes:
-            self.records_written += self._resume.carry_records(self.writer, self.doc)
+            self.records_written += self._resume.carry_records(self.writer, self._doc)
         for m in kept:
             self.writer.mode_finished(m)
-        self.emit(ev.RunStarted(None, self.doc))
+        self.emit(ev.RunStarted(None, self._doc))
         done = {m["name"] for m in kept}
         failure: BaseException | None = None
         try:
@@ -249,13 +281,12 @@ class Run:
             self.executor.teardown()
             self.predictor.join()  # a refit still running writes into the mode's entry: before the snapshot
             self._finalize(failure)
-        return self.doc
+        return self._doc
 
     def _run_mode(self, mode: Mode, index: int) -> None:
-        md = document.mode_doc(self.scenario, mode, index, self.doc)
+        md = document.mode_doc(self.scenario, mode, index, self._doc)
         self._prior_series = []
-        self.current_mode = md
-        self.doc["modes"].append(md)
+        self._doc["modes"].append(md)
         self.emit(ev.ModeStarting(mode.name, index, len(self.modes), md))
         ex = self.executor
         partial = self._resume.partial.pop(mode.name, None)
@@ -277,10 +308,10 @@ class Run:
 
     def _not_measured(self, mode: Mode, index: int, why: str) -> None:
         """A joined mode no snapshot has (its lane died before writing one): named, not measured."""
-        md = document.mode_doc(self.scenario, mode, index, self.doc)
+        md = document.mode_doc(self.scenario, mode, index, self._doc)
         md["error"] = {"kind": "lane", "message": why}
         md["finished_at"] = time.time()
-        self.doc["modes"].append(md)
+        self._doc["modes"].append(md)
         self.mode_started(md)
         self.mode_finished(md)
         self.emit(ev.RunError(mode.name, f"mode {mode.name}: {why}"))
@@ -418,15 +449,15 @@ class Run:
         return step
 
     def _finalize(self, failure: BaseException | None) -> None:
-        document.close_doc(self.doc, self.scenario, finished=failure is None and not self.stopping,
+        document.close_doc(self._doc, self.scenario, finished=failure is None and not self.stopping,
                            stop_reason=self._stop_reason, records_written=self.records_written,
                            wall_s=round(time.monotonic() - self.t0, 1))
         if self.writer is not None:
             try:
-                self.writer.finalize(self.doc)
+                self.writer.finalize(self._doc)
             except OSError as e:
                 self.emit(ev.RunError(None, f"cannot write {self.out}: {e.strerror or e}; "
                                             f"the journal {self.writer.journal} keeps every finished step"))
                 raise KvtuiError(f"cannot write {self.out}: {e.strerror or e}; finished steps are in "
                                  f"{self.writer.journal}")
-        self.emit(ev.RunFinished(None, self.doc))
+        self.emit(ev.RunFinished(None, self._doc))

@@ -13,7 +13,7 @@ from typing import Any
 
 from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
 from kvtui.report.text import FIGURE_CELLS, comparison, fmt_knee, fmt_load, fmt_pct, fmt_x
-from kvtui.snapshot.schema import Run
+from kvtui.snapshot.schema import Run, Search
 
 
 def _winners(rows: list[dict[str, Any]], key: str, best: Any) -> tuple[list[str], Any]:
@@ -186,10 +186,10 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
         caveats.append("SIMULATED: kvtui's simulated vLLM, not a GPU")
     eager: list[str] = []
     for tm in typed:
-        s = tm.search or {}
-        if s.get("noisy") or (s.get("flips") or 0) > 0:
-            caveats.append(f"{tm.name}: noisy knee, pass/fail flipped {s.get('flips') or 1}×")
-        if s.get("reached_max"):
+        s = tm.search or Search()
+        if s.noisy or (s.flips or 0) > 0:
+            caveats.append(f"{tm.name}: noisy knee, pass/fail flipped {s.flips or 1}×")
+        if s.reached_max:
             caveats.append(f"{tm.name}: passed up to the ramp's max; the limit is higher")
         waves = [x for x in tm.all_steps if in_lock_step(x.to_dict())]
         if waves:
@@ -198,7 +198,7 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
             where = f"; knee {fmt_load(knee)}" if knee is not None else ""
             caveats.append(f"{tm.name}: steps at {', '.join(fmt_load(x.load) for x in waves)} sent in "
                            f"lock-step waves (their TTFT tail is a wave's queue{where})")
-        if "--enforce-eager" in ((tm.engine_info or {}).get("command") or []):
+        if "--enforce-eager" in (tm.info.command or []):
             eager.append(str(tm.name))
         complete = tm.complete if tm.has("complete") else True  # absent: complete; null or odd: not
         if not complete and not (tm.error or tm.extras.get("error")):

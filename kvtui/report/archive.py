@@ -30,6 +30,7 @@ from kvtui.load.records_cols import CoarseOk, cols_path, decode_lines, encode, s
 from kvtui.safeio import atomic_write
 from kvtui.scenario.schema import Slo
 from kvtui.snapshot.file import XZ, load_snapshot
+from kvtui.snapshot.schema import Run
 
 Windows = dict[tuple[str, int], tuple[float, float]]
 
@@ -39,14 +40,16 @@ def step_windows(doc: dict[str, Any]) -> Windows:
     a (mode, index) that two steps share is left out (its records stay exact)."""
     out: Windows = {}
     twice: set[tuple[str, int]] = set()
-    for m in doc.get("modes") or []:
-        for i, s in enumerate(m.get("steps") or []):
-            key = (m.get("name"), s.get("index", i))
-            if "t_window_start" not in s or "t_window_end" not in s:
+    for m in Run.view(doc).all_modes:
+        for i, s in enumerate(m.all_steps):
+            index = s.index if s.has("index") else i
+            t0, t1 = s.t_window_start, s.t_window_end
+            if m.name is None or index is None or t0 is None or t1 is None:
                 continue
+            key = (m.name, index)
             if key in out:
                 twice.add(key)
-            out[key] = (s["t_window_start"], s["t_window_end"])
+            out[key] = (t0, t1)
     for key in twice:
         del out[key]
     return out
@@ -77,7 +80,7 @@ def check_slos(doc: dict[str, Any]) -> list[Slo]:
     """The run's SLO, a tighter one with goodput and preemption targets, and a looser one."""
     from kvtui.scenario.slo_table import slo_of
 
-    run = slo_of(doc.get("scenario"))
+    run = slo_of(Run.view(doc).scenario)
     tight = Slo(latency={k: v / 2 for k, v in run.latency.items()} | {"itl_p99_ms": 100.0, "e2e_p90_ms": 20000.0},
                 max_error_rate=0.0, min_goodput=0.9, max_preemptions_per_request=0.0)
     loose = Slo(latency={k: v * 3 for k, v in run.latency.items()}, max_error_rate=0.2)

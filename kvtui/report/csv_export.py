@@ -11,7 +11,8 @@ import io
 import math
 from typing import Any
 
-from kvtui.report.compare import knee_steps
+from kvtui.explore.compare import passing_at
+from kvtui.snapshot.schema import Comparison, ComparisonRow, EngineInfo, Environment, Run
 
 LABEL_COLUMNS = ("mode", "engine", "gpu", "version", "simulated", "dummy_weights", "mode_warnings")
 STEP_COLUMNS = (
@@ -41,10 +42,10 @@ COLUMNS = LABEL_COLUMNS + STEP_COLUMNS + DIST_COLUMNS + TAIL_COLUMNS + QUALITY_C
 KNEE_COLUMNS = ("knee_lo", "knee_hi", "knee_confidence", "pass_probability")
 
 
-def _quality_cells(row: dict[str, Any] | None, info: dict[str, Any]) -> dict[str, Any]:
-    q = (row or {}).get("quality") or {}
+def _quality_cells(row: ComparisonRow | None, info: EngineInfo) -> dict[str, Any]:
+    q = (row.quality if row is not None else None) or {}
     suite = q.get("suite") or {}
-    out: dict[str, Any] = {"weights": info.get("weights") or ("dummy" if info.get("dummy_weights") else None)}
+    out: dict[str, Any] = {"weights": info.weights or ("dummy" if info.dummy_weights else None)}
     for t in ("passkey", "quotation"):
         v = (suite.get("tasks") or {}).get(t) or {}
         ci = v.get("ci") or [None, None]
@@ -54,8 +55,9 @@ def _quality_cells(row: dict[str, Any] | None, info: dict[str, Any]) -> dict[str
     agree = (suite.get("tasks") or {}).get("agreement") or {}
     out["quality_agreement_exact"] = agree.get("exact_match_rate")
     out["quality_flagged"] = q.get("flagged") if q and not q.get("skipped") else None
-    out["usd_per_mtok_out"] = (row or {}).get("usd_per_mtok_out")
-    out["usd_per_mtok_out_qadj"] = (row or {}).get("usd_per_mtok_out_qadj")
+    out["usd_per_mtok_out"] = row.usd_per_mtok_out if row is not None else None
+    out["usd_per_mtok_out_qadj"] = row.usd_per_mtok_out_qadj if row is not None else None
+    qadj_range = row.usd_per_mtok_out_qadj_range if row is not None else None
     cells = []
     for name, v in (suite.get("tasks") or {}).items():
         if name == "agreement" or not isinstance(v, dict):
@@ -69,10 +71,10 @@ def _quality_cells(row: dict[str, Any] | None, info: dict[str, Any]) -> dict[str
     out["quality_tasks"] = "; ".join(cells) or None
     # SUITE_COLUMNS are written where a mode has more than the first version's tasks (render_csv)
     out["_suite_columns"] = bool(set(suite.get("tasks") or {}) - {"passkey", "quotation", "agreement"}) or bool(
-        suite.get("equivalence") or (row or {}).get("usd_per_mtok_out_qadj_range") or q.get("at_knee"))
+        suite.get("equivalence") or qadj_range or q.get("at_knee"))
     eq = suite.get("equivalence") or {}
     out["quality_equivalent"] = ("reference" if eq.get("reference") else eq.get("shown")) if eq else None
-    rng = (row or {}).get("usd_per_mtok_out_qadj_range") or {}
+    rng = qadj_range or {}
     out["usd_per_mtok_out_qadj_lo"], out["usd_per_mtok_out_qadj_hi"] = rng.get("lo"), rng.get("hi")
     k = q.get("at_knee") or {}
     out.update(quality_at_knee_changed=k.get("changed"), quality_at_knee_compared=k.get("compared"),
@@ -99,40 +101,43 @@ def _cell(v: Any) -> str:
 
 
 def step_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One dict per step, by column. A step's figures are written through as the file holds them
+    (`stored`: an older snapshot's odd value too); the labels and the mode's figures are read typed."""
     from kvtui.report.text import comparison
 
-    env = doc.get("environment") or {}
+    run = Run.view(doc)
+    env = run.environment or Environment()
     out = []
-    comp_rows = {r.get("mode"): r for r in (comparison(doc).get("rows") or [])} if doc.get("modes") else {}
-    for m in doc.get("modes", []):
-        info = m.get("engine_info") or {}
-        qcells = _quality_cells(comp_rows.get(m.get("name")), info)
-        knee_ids = {id(s) for s in knee_steps(m)}
+    comp_rows = {r.mode: r for r in Comparison.view(comparison(doc)).rows or ()} if run.modes else {}
+    for m in run.all_modes:
+        info = m.info
+        comp_row = comp_rows.get(m.name)
+        qcells = _quality_cells(comp_row, info)
         labels = {
-            "mode": m.get("name"),
-            "engine": info.get("engine") or m.get("engine") or env.get("engine"),
-            "gpu": ", ".join(info.get("gpu_names") or env.get("gpu_names") or []) or None,
-            "version": info.get("version"),
-            "simulated": bool(m.get("simulated") or info.get("simulated") or env.get("simulated")),
-            "dummy_weights": bool(info.get("dummy_weights")),
-            "mode_warnings": list((m.get("server") or {}).get("warnings") or []) or None,
+            "mode": m.name,
+            "engine": info.engine or m.engine or env.engine,
+            "gpu": ", ".join(info.gpu_names or env.gpu_names or []) or None,
+            "version": info.version,
+            "simulated": bool(m.simulated or info.simulated or env.simulated),
+            "dummy_weights": bool(info.dummy_weights),
+            "mode_warnings": list(m.facts.warnings or []) or None,
         }
-        for s in m.get("steps", []):
+        for s in m.all_steps:
             row = dict(labels)
             for k in STEP_COLUMNS:
-                row[k] = s.get(k)
-            row["at_knee"] = id(s) in knee_ids
+                row[k] = s.stored(k)
+            row["at_knee"] = passing_at(s, m.best_concurrency)
             for metric in ("ttft", "tpot", "itl", "e2e"):
-                d = s.get(f"{metric}_ms") or {}
+                d = s.latency(metric)
                 for k in ("n", "mean", "p50", "p90", "p95", "p99"):
-                    row[f"{metric}_ms_{k}"] = d.get(k)
+                    row[f"{metric}_ms_{k}"] = d.stored(k) if d is not None else None
             for k in TAIL_COLUMNS:
-                row[k] = s.get(k)
+                row[k] = s.stored(k)
             row.update(qcells)
-            ki = (comp_rows.get(m.get("name")) or {}).get("knee_interval")
+            ki = comp_row.knee_interval if comp_row is not None else None
             if ki:
                 row.update(knee_lo=ki.get("lo"), knee_hi=ki.get("hi"), knee_confidence=ki.get("confidence"),
-                           pass_probability=(s.get("pass_probability") or {}).get("p"))
+                           pass_probability=(s.pass_probability or {}).get("p"))
             out.append(row)
     return out
 

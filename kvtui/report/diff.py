@@ -15,7 +15,7 @@ from kvtui.explore.document import flatten as _flat
 from kvtui.explore.document import setting_changes
 from kvtui.report.figures import against, comparison
 from kvtui.report.text import caveats, comparison_headers, comparison_row, labels, table
-from kvtui.snapshot.schema import Environment, Mode, Run
+from kvtui.snapshot.schema import Comparison, Environment, Mode, Run
 
 _IGNORED = {("server", "port"), ("server", "startup_timeout_s"), ("server", "stop_timeout_s")}
 
@@ -60,8 +60,8 @@ def environment_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
         va, vb = getattr(ea, key), getattr(eb, key)
         if va != vb:
             out.append(f"{title}: {va!r} → {vb!r}")
-    versions_a = sorted({(m.engine_info or {}).get("version") or "?" for m in _modes(a)})
-    versions_b = sorted({(m.engine_info or {}).get("version") or "?" for m in _modes(b)})
+    versions_a = sorted({m.info.version or "?" for m in _modes(a)})
+    versions_b = sorted({m.info.version or "?" for m in _modes(b)})
     if versions_a != versions_b:
         out.append(f"server version: {', '.join(versions_a)} → {', '.join(versions_b)}")
     return out
@@ -102,7 +102,7 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", name_b
     notes = [n for n in (note,) if n]
     if unmatched:
         notes.append(f"only in one run (no ratio): {', '.join(unmatched)}")
-    kinds = {ca.get("load_kind"), cb.get("load_kind")}
+    kinds = {Comparison.view(ca).load_kind, Comparison.view(cb).load_kind}
     return {
         "rows": rows,
         "note": "; ".join(notes) or None,

@@ -9,9 +9,9 @@ step's output tok/s. The simulator draws no power: no figure there, never an est
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
-from kvtui.snapshot.schema import Mode, Step
+from kvtui.snapshot.schema import Comparison, ComparisonRow, Mode, Run, Step
 
 
 def _num(x: Any) -> float | None:
@@ -65,11 +65,11 @@ def _step_j_per_token(mode: Mode, step: Step) -> float | None:
     return p / tok
 
 
-def mode_j_per_token(mode: dict[str, Any], load: float | None) -> float | None:
+def mode_j_per_token(mode: Mode | Mapping[str, Any], load: float | None) -> float | None:
     """A mode's J/token at `load` (the fastest load meeting the SLO): the mean over its passing steps there."""
     if load is None:
         return None
-    m = Mode.view(mode)
+    m = Mode.of(mode)
     vals = [_step_j_per_token(m, s) for s in m.all_steps if s.load == load and s.passed]
     known = [v for v in vals if v is not None]
     return round(sum(known) / len(known), 4) if known else None
@@ -77,15 +77,19 @@ def mode_j_per_token(mode: dict[str, Any], load: float | None) -> float | None:
 
 def add_energy(doc: dict[str, Any], comp: dict[str, Any]) -> dict[str, Any]:
     """Put `j_per_token_out` (and its Δ against the baseline) on each comparison row, in place."""
-    by_name = {m.get("name"): m for m in doc.get("modes") or [] if isinstance(m, dict)}
-    rows = comp.get("rows") or []
+    by_name = {m.name: m for m in Run.view(doc).all_modes}
+    rows: list[dict[str, Any]] = comp.get("rows") or []  # written to: the comparison's own row dicts
+    j: list[float | None] = []
     for r in rows:
-        m = by_name.get(r.get("mode"))
-        load = r.get("peak_load") if r.get("peak_load") is not None else r.get("best")
+        row = ComparisonRow.view(r)
+        m = by_name.get(row.mode)
+        load = row.peak_load if row.peak_load is not None else row.best
         r["j_per_token_out"] = mode_j_per_token(m, load) if m else None
-    base = next((r for r in rows if r.get("mode") == comp.get("baseline")), None)
-    for r in rows:
-        r["energy_change"] = energy_change(r.get("j_per_token_out"), (base or {}).get("j_per_token_out"))
+        j.append(r["j_per_token_out"])
+    baseline = Comparison.view(comp).baseline
+    base = next((x for x, r in zip(j, rows) if ComparisonRow.view(r).mode == baseline), None)
+    for r, x in zip(rows, j):
+        r["energy_change"] = energy_change(x, base)
     return comp
 
 

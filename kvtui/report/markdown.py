@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from kvtui.report import charts
 from kvtui.report.quality_md import quality_section
@@ -31,6 +31,7 @@ from kvtui.report.text import (
     table,
 )
 from kvtui.snapshot.file import ran_on_devices
+from kvtui.snapshot.schema import Comparison, ComparisonRow, Environment, Mode, Run, RunInfo, Step
 
 
 def _when(epoch: Any) -> str:
@@ -43,7 +44,7 @@ def _load_word(kind: str) -> str:
     return "req/s" if kind == "rate" else "concurrent requests"
 
 
-def _slo_text(sc: dict[str, Any]) -> str:
+def _slo_text(sc: Mapping[str, Any]) -> str:
     slo = sc.get("slo") or {}
     parts = []
     for key, lim in (slo.get("latency") or {}).items():
@@ -71,7 +72,7 @@ def _length(ln: Any) -> str:
     return f"{d} {ln.get('mean', 0):g}±{ln.get('std', 0):g}"
 
 
-def _workload_text(sc: dict[str, Any]) -> str:
+def _workload_text(sc: Mapping[str, Any]) -> str:
     w = sc.get("workload") or {}
     if not w:
         return "—"
@@ -87,68 +88,66 @@ def _workload_text(sc: dict[str, Any]) -> str:
     return s
 
 
-def _answer(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
-    rows = comp.get("rows", [])
-    kind = comp.get("load_kind", "concurrency")
-    unit = _load_word(kind)
-    base = comp.get("baseline")
+def _answer(comp: Comparison) -> list[str]:
+    rows = comp.rows or ()
+    unit = _load_word(comp.load_kind or "concurrency")
+    base = comp.baseline
     out = []
     for r in rows:
-        if r["best"] is None:
-            why = r.get("error") or ("no step met the SLO" if r.get("complete", True) else "did not finish")
-            out.append(f"- **{r['mode']}**: no result at the SLO ({why}).")
+        if r.best is None:
+            why = r.error or ("no step met the SLO" if (r.complete if r.has("complete") else True)
+                              else "did not finish")
+            out.append(f"- **{r.mode}**: no result at the SLO ({why}).")
             continue
-        cost = (f"${r['usd_per_mtok_out']:.3f} per million output tokens" if r.get("usd_per_mtok_out") is not None
+        cost = (f"${r.usd_per_mtok_out:.3f} per million output tokens" if r.usd_per_mtok_out is not None
                 else "cost unknown")
-        if r["mode"] == base:
-            tag = "" if str(r["mode"]).lower() == "baseline" else " (baseline)"
-            knee = fmt_knee(r['best'], r.get('knee_interval'), fmt_load)
-            s = (f"- **{r['mode']}**{tag}: {knee} {unit} at the SLO, "
-                 f"{fmt(r['output_tok_s'])} output tok/s, {cost}.")
+        knee = fmt_knee(r.best, r.knee_interval, fmt_load)
+        if r.mode == base:
+            tag = "" if str(r.mode).lower() == "baseline" else " (baseline)"
+            s = (f"- **{r.mode}**{tag}: {knee} {unit} at the SLO, "
+                 f"{fmt(r.output_tok_s)} output tok/s, {cost}.")
         else:
-            knee = fmt_knee(r['best'], r.get('knee_interval'), fmt_load)
-            s = (f"- **{r['mode']}**: {knee} {unit} ({fmt_x(r.get('best_x'))} the baseline), "
-                 f"{fmt(r['output_tok_s'])} output tok/s ({fmt_x(r.get('tok_s_x'))}), {cost}"
-                 + (f" ({fmt_pct(r.get('cost_out_change'))})" if r.get("cost_out_change") is not None else "") + ".")
+            s = (f"- **{r.mode}**: {knee} {unit} ({fmt_x(r.best_x)} the baseline), "
+                 f"{fmt(r.output_tok_s)} output tok/s ({fmt_x(r.tok_s_x)}), {cost}"
+                 + (f" ({fmt_pct(r.cost_out_change)})" if r.cost_out_change is not None else "") + ".")
         extra = []
-        if r.get("complete") is False:
-            extra.append(f"its search did not finish ({r.get('search') or 'no verdict yet'}): "
+        if r.complete is False:
+            extra.append(f"its search did not finish ({r.search or 'no verdict yet'}): "
                          "resume the run to confirm it")
-        if r.get("peak_load") is not None and r["peak_load"] != r["best"]:
-            extra.append(f"its output tok/s @SLO comes from {fmt_load(r['peak_load'])}, where it peaked: at "
-                         f"{fmt_load(r['best'])} it made {fmt(r.get('knee_output_tok_s'))} tok/s"
-                         + (f" with {fmt(r['preemptions_at_knee'])} preemptions" if r.get("preemptions_at_knee")
-                            else ""))
-        lim = r.get("knee_limited_by")
+        if r.peak_load is not None and r.peak_load != r.best:
+            extra.append(f"its output tok/s @SLO comes from {fmt_load(r.peak_load)}, where it peaked: at "
+                         f"{fmt_load(r.best)} it made {fmt(r.knee_output_tok_s)} tok/s"
+                         + (f" with {fmt(r.preemptions_at_knee)} preemptions" if r.preemptions_at_knee else ""))
+        lim = r.knee_limited_by
         if lim:
             from kvtui.explore.evaluate import LIMIT_WORDS
             from kvtui.report.answer import limit_sentence
 
             words = LIMIT_WORDS.get(lim, lim)
             # the answer's own sentence: every limit the next load's steps failed on, as the answer screen says
-            extra.append(f"the next step: {limit_sentence(r)}")
-            if (r.get("kv_tokens_x") or 0) >= 1.3 and (r.get("best_x") or 0) < 1.1 and lim != "kv_wall":
-                extra.append(f"{fmt_x(r['kv_tokens_x'])} the KV tokens bought little here: {words}, "
+            extra.append(f"the next step: {limit_sentence(r.to_dict())}")
+            if (r.kv_tokens_x or 0) >= 1.3 and (r.best_x or 0) < 1.1 and lim != "kv_wall":
+                extra.append(f"{fmt_x(r.kv_tokens_x)} the KV tokens bought little here: {words}, "
                              "not the KV wall, set the limit")
-        q = r.get("quality") or {}
+        q = r.quality or {}
         if q.get("flagged"):
             extra.append(f"**quality flagged**: {q.get('why')}")
         if extra:
             s = s[:-1] + "; " + "; ".join(extra) + "."
         out.append(s)
-    ok = [r for r in rows if r["best"] is not None]
+    ok = [(r, r.best) for r in rows if r.best is not None]
     if len(ok) > 1:
-        top = max(r["best"] for r in ok)
-        most = [r["mode"] for r in ok if r["best"] == top]
-        priced = [r for r in ok if r.get("usd_per_mtok_out") is not None]
+        top = max(best for _, best in ok)
+        most = [r.mode for r, best in ok if best == top]
+        priced = [(r, usd) for r, _ in ok if (usd := r.usd_per_mtok_out) is not None]
         if len(most) == len(ok):
             line = f"\nEvery mode reaches the same load at the SLO ({fmt_load(top)})"
         else:
             line = f"\nMost {unit} at the SLO: " + ", ".join(f"**{m}**" for m in most) + f" ({fmt_load(top)})"
         if priced:
-            cheap = min(priced, key=lambda r: r["usd_per_mtok_out"])
-            line += f"; cheapest output tokens: **{cheap['mode']}** (${cheap['usd_per_mtok_out']:.3f}/Mtok)"
-        flagged = [r["mode"] for r in rows if (r.get("quality") or {}).get("flagged")]
+            cheap, usd = min(priced, key=lambda ru: ru[1])
+            line += f"; cheapest output tokens: **{cheap.mode}** (${usd:.3f}/Mtok)"
+        flagged = [str(r.mode) for r in rows if (r.quality or {}).get("flagged")]
         if flagged:
             line += f"; quality flagged: {', '.join(flagged)}"
         out.append(line + ".")
@@ -167,57 +166,59 @@ LEGEND = (
 )
 
 
-def _charts_section(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
-    rows = comp.get("rows", [])
-    kind = comp.get("load_kind", "concurrency")
+def _charts_section(comp: Comparison) -> list[str]:
+    rows = comp.rows or ()
+    kind = comp.load_kind or "concurrency"
     out = []
-    if any(r["best"] is not None for r in rows):
+
+    def bars(items: list[tuple[ComparisonRow, float | None, str]]) -> str:
+        return charts.bars([(str(r.mode), v, text) for r, v, text in items])
+
+    if any(r.best is not None for r in rows):
         out += [f"Max {'rate (req/s)' if kind == 'rate' else 'concurrency'} at the SLO", "", "```text",
-                charts.bars([(r["mode"], r["best"],
-                              fmt_load(r["best"])
-                              + (f"  {fmt_x(r.get('best_x'))}" if r.get("best_x") is not None else ""))
-                             for r in rows]), "```", ""]
-    if any(r.get("output_tok_s") is not None for r in rows):
+                bars([(r, r.best, fmt_load(r.best) + (f"  {fmt_x(r.best_x)}" if r.best_x is not None else ""))
+                      for r in rows]), "```", ""]
+    if any(r.output_tok_s is not None for r in rows):
         out += ["Output tok/s @SLO (the fastest load meeting it)", "", "```text",
-                charts.bars([(r["mode"], r.get("output_tok_s"), fmt(r.get("output_tok_s"))) for r in rows]), "```", ""]
-    if any(r.get("usd_per_mtok_out") is not None for r in rows):
+                bars([(r, r.output_tok_s, fmt(r.output_tok_s)) for r in rows]), "```", ""]
+    if any(r.usd_per_mtok_out is not None for r in rows):
         out += ["$ per million output tokens @SLO (shorter is cheaper)", "", "```text",
-                charts.bars([(r["mode"], r.get("usd_per_mtok_out"),
-                              fmt(r.get("usd_per_mtok_out"), 3)
-                              + (f"  {fmt_pct(r.get('cost_out_change'))}" if r.get("cost_out_change") is not None
-                                 else ""))
-                             for r in rows]), "```", ""]
-    if any(r.get("kv_tokens") for r in rows):
+                bars([(r, r.usd_per_mtok_out,
+                       fmt(r.usd_per_mtok_out, 3)
+                       + (f"  {fmt_pct(r.cost_out_change)}" if r.cost_out_change is not None else ""))
+                      for r in rows]), "```", ""]
+    if any(r.kv_tokens for r in rows):
         out += ["KV cache tokens", "", "```text",
-                charts.bars([(r["mode"], r.get("kv_tokens"), fmt(r.get("kv_tokens"))) for r in rows]), "```", ""]
+                bars([(r, r.kv_tokens, fmt(r.kv_tokens)) for r in rows]), "```", ""]
     return out
 
 
-def _mode_charts(doc: dict[str, Any], mode: dict[str, Any]) -> list[str]:
-    steps = mode.get("steps", [])
+def _mode_charts(run: Run, mode: Mode) -> list[str]:
+    steps = mode.all_steps
     if not steps:
         return []
-    slo = ((doc.get("scenario") or {}).get("slo") or {}).get("latency") or {}
+    slo = ((run.scenario or {}).get("slo") or {}).get("latency") or {}
     # One bar per load (the last step at each load: confirmations repeat loads).
-    by_load: dict[float, dict[str, Any]] = {}
+    by_load: dict[float | None, Step] = {}
     for s in steps:
-        by_load[s.get("load")] = s
+        by_load[s.load] = s
     loads = sorted((x for x in by_load if isinstance(x, (int, float))))
-    kind = next((s.get("load_kind") for s in steps if s.get("load_kind")), "concurrency")
+    kind = next((s.load_kind for s in steps if s.load_kind), "concurrency")
     pre = "c=" if kind == "concurrency" else ""
     post = "" if kind == "concurrency" else " req/s"
-    mark = lambda s: {True: "✓", False: "✗", None: "?"}.get(s.get("passed"), "")  # noqa: E731
+    mark = lambda s: {True: "✓", False: "✗", None: "?"}[s.passed]  # noqa: E731
     out = ["```text", "output tok/s by load",
-           charts.bars([(f"{pre}{fmt_load(x)}{post}", by_load[x].get("output_tok_s"),
-                         f"{fmt(by_load[x].get('output_tok_s'))} {mark(by_load[x])}") for x in loads])]
+           charts.bars([(f"{pre}{fmt_load(x)}{post}", by_load[x].output_tok_s,
+                         f"{fmt(by_load[x].output_tok_s)} {mark(by_load[x])}") for x in loads])]
     for key, lim in slo.items():
         metric, p, _ = key.split("_", 2)
         items = []
         for x in loads:
-            v = (by_load[x].get(f"{metric}_ms") or {}).get(p)
+            d = by_load[x].latency(metric)
+            v = d.by_key(p) if d is not None else None
             items.append((f"{pre}{fmt_load(x)}{post}", v, f"{fmt(v, 1)} ms {mark(by_load[x])}"))
         out += ["", f"{metric.upper()} {p} by load (│ = SLO {lim:g} ms)", charts.bars(items, marker=float(lim))]
-    series = mode.get("series") or []
+    series = mode.series or []
     sl = charts.series_lines(series, [("gen_tok_s", "gen tok/s", ""), ("kv_usage", "KV usage", "%"),
                                       ("running", "running", ""), ("waiting", "waiting", ""),
                                       ("gpu_mem_used_gib", "GPU GiB", " GiB")])
@@ -229,27 +230,27 @@ def _mode_charts(doc: dict[str, Any], mode: dict[str, Any]) -> list[str]:
     return out
 
 
-def _server_line(mode: dict[str, Any]) -> str:
-    s = mode.get("server") or {}
-    parts = [f"weights {fmt(s.get('weights_gib'), 2, ' GiB')}",
-             f"KV cache {fmt(s.get('kv_cache_gib'), 2, ' GiB')} = {fmt(s.get('kv_cache_tokens'))} tokens"]
-    if (s.get("engines") or 1) > 1:
-        parts[-1] += f" over {s['engines']} data-parallel engines"  # the weights are each engine's
-    if s.get("max_concurrency_reported") is not None:
-        parts.append(f"max concurrency reported {fmt(s.get('max_concurrency_reported'), 1)}× "
-                     f"at {fmt(s.get('max_concurrency_len'))} tokens")
-    if s.get("cuda_graph_gib") is not None:
-        parts.append(f"CUDA graphs {fmt(s['cuda_graph_gib'], 2, ' GiB')}")
-    if s.get("max_num_seqs"):
-        parts.append(f"max_num_seqs {s['max_num_seqs']}")
-    if s.get("max_num_batched_tokens"):
-        parts.append(f"max_num_batched_tokens {s['max_num_batched_tokens']}")
-    if s.get("prefix_caching") is not None:
-        parts.append(f"prefix caching {'on' if s['prefix_caching'] else 'off'}")
-    if s.get("attention_backend"):
-        parts.append(f"attention {s['attention_backend']}")
-    if s.get("startup_s") is not None:
-        parts.append(f"ready in {fmt(s['startup_s'], 1, ' s')}")
+def _server_line(mode: Mode) -> str:
+    s = mode.facts
+    parts = [f"weights {fmt(s.weights_gib, 2, ' GiB')}",
+             f"KV cache {fmt(s.kv_cache_gib, 2, ' GiB')} = {fmt(s.kv_cache_tokens)} tokens"]
+    if (s.engines or 1) > 1:
+        parts[-1] += f" over {s.engines} data-parallel engines"  # the weights are each engine's
+    if s.max_concurrency_reported is not None:
+        parts.append(f"max concurrency reported {fmt(s.max_concurrency_reported, 1)}× "
+                     f"at {fmt(s.max_concurrency_len)} tokens")
+    if s.cuda_graph_gib is not None:
+        parts.append(f"CUDA graphs {fmt(s.cuda_graph_gib, 2, ' GiB')}")
+    if s.max_num_seqs:
+        parts.append(f"max_num_seqs {s.max_num_seqs}")
+    if s.max_num_batched_tokens:
+        parts.append(f"max_num_batched_tokens {s.max_num_batched_tokens}")
+    if s.prefix_caching is not None:
+        parts.append(f"prefix caching {'on' if s.prefix_caching else 'off'}")
+    if s.attention_backend:
+        parts.append(f"attention {s.attention_backend}")
+    if s.startup_s is not None:
+        parts.append(f"ready in {fmt(s.startup_s, 1, ' s')}")
     from kvtui.engines.vllm.compile_cache import start_line
 
     if start_line(s):
@@ -257,8 +258,8 @@ def _server_line(mode: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _settings_line(mode: dict[str, Any]) -> str:
-    st = mode.get("settings") or {}
+def _settings_line(mode: Mode) -> str:
+    st = mode.settings or {}
     if not st:
         return "—"
     parts = [f"dtype {st.get('dtype', '?')}", f"kv_cache_dtype {st.get('kv_cache_dtype', '?')}",
@@ -272,40 +273,40 @@ def _settings_line(mode: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _mode_section(doc: dict[str, Any], mode: dict[str, Any]) -> list[str]:
-    s = mode.get("search") or {}
-    out = [f"### {mode.get('name')}", "", f"*{mode_label(doc, mode)}*", "",
+def _mode_section(run: Run, mode: Mode) -> list[str]:
+    s = mode.search
+    out = [f"### {mode.name}", "", f"*{mode_label(run, mode)}*", "",
            f"- settings: {_settings_line(mode)}",
            f"- server: {_server_line(mode)}"]
     if s:
-        srch = f"- search: {s.get('strategy', '?')}: {s.get('describe') or '—'}"
-        if s.get("steps") is not None:
-            srch += f"; {s['steps']} steps"
-        if s.get("wall_s") is not None:
-            srch += f" in {fmt(s['wall_s'], 0, ' s')}"
-        if mode.get("predicted_kv_concurrency"):
-            srch += f"; KV-bound prediction {fmt(mode['predicted_kv_concurrency'], 0)}"
+        srch = f"- search: {s.strategy or '?'}: {s.describe or '—'}"
+        if s.steps is not None:
+            srch += f"; {s.steps} steps"
+        if s.wall_s is not None:
+            srch += f" in {fmt(s.wall_s, 0, ' s')}"
+        if mode.predicted_kv_concurrency:
+            srch += f"; KV-bound prediction {fmt(mode.predicted_kv_concurrency, 0)}"
         out.append(srch)
-    cmd = (mode.get("engine_info") or {}).get("command")
+    cmd = mode.info.command
     if cmd:
         out.append("- command: `" + " ".join(cmd) + "`")
-    if mode.get("error"):
-        out.append(f"- **failed**: {mode['error'].get('kind', '')}: {mode['error'].get('message', '')}")
-    for w in (mode.get("server") or {}).get("warnings") or []:
+    if mode.error:
+        out.append(f"- **failed**: {mode.error.kind or ''}: {mode.error.message or ''}")
+    for w in mode.facts.warnings or []:
         out.append(f"- warning: {w}")
     out.append("")
-    if mode.get("steps"):
+    if mode.all_steps:
         heads, rows = step_headers(mode), step_rows(mode)
-        if any(isinstance(s.get("predicted"), dict) for s in mode["steps"]):
+        if any(s.predicted is not None for s in mode.all_steps):
             from kvtui.report.prediction_report import step_prediction
 
             heads = heads + ["predicted"]
-            rows = [r + [step_prediction(s)] for r, s in zip(rows, mode["steps"])]
+            rows = [r + [step_prediction(s)] for r, s in zip(rows, mode.all_steps)]
         out += [table(heads, rows, markdown=True), "",
                 "Latencies in ms; — = too few samples for that percentile (p99 needs hundreds) or not reported; "
                 "∞ = failed requests pushed the percentile to infinity.", ""]
         out += _out_of_range_lines(mode)
-        out += _mode_charts(doc, mode) + [""]
+        out += _mode_charts(run, mode) + [""]
         from kvtui.report.replicas_md import replica_section
 
         out += replica_section(mode)  # several replicas only: nothing for one server
@@ -314,27 +315,26 @@ def _mode_section(doc: dict[str, Any], mode: dict[str, Any]) -> list[str]:
     return out
 
 
-def _out_of_range_lines(mode: dict[str, Any]) -> list[str]:
+def _out_of_range_lines(mode: Mode) -> list[str]:
     """Steps whose /metrics values were outside their range: dropped at parse (no verdict, no
     "limited by" uses them), and said here, where the figures they would have filled are read."""
-    bad = [(s.get("load"), s["metrics_out_of_range"]) for s in mode.get("steps") or []
-           if isinstance(s.get("metrics_out_of_range"), list) and s["metrics_out_of_range"]]
+    bad = [(s.load, s.metrics_out_of_range) for s in mode.all_steps if s.metrics_out_of_range]
     if not bad:
         return []
     return [f"- **/metrics out of range** at load {fmt(load, 0)}: {', '.join(str(x) for x in names)} "
             "(dropped, not used for the verdict or the limit)" for load, names in bad] + [""]
 
 
-def _env_section(doc: dict[str, Any]) -> list[str]:
-    env = doc.get("environment") or {}
+def _env_section(run: Run) -> list[str]:
+    env = run.environment or Environment()
     rows = []
     for key, title in (("engine", "engine"), ("simulated", "simulated"), ("gpu_names", "GPU"),
                        ("gpu_count", "GPU count"), ("gpu_memory_gib", "GPU memory GiB"), ("driver", "driver"),
                        ("cuda", "CUDA"), ("host", "host"), ("platform", "platform"), ("python", "Python"),
                        ("kvtui_version", "kvtui"), ("started_at", "started")):
-        if key not in env:
+        if not env.has(key):
             continue
-        v = env[key]
+        v = env.by_key(key)
         if key == "started_at":
             v = _when(v)
         elif isinstance(v, list):
@@ -342,23 +342,22 @@ def _env_section(doc: dict[str, Any]) -> list[str]:
         elif isinstance(v, bool):
             v = "yes" if v else "no"
         rows.append([title, str(v)])
-    for m in doc.get("modes", []):
-        info = m.get("engine_info") or {}
-        rows.append([f"{m.get('name')}: server",
-                     f"{info.get('engine') or m.get('engine') or '?'} {info.get('version') or '(version unknown)'}"])
-    devices = ran_on_devices(doc.get("modes", []))
+    for m in run.all_modes:
+        info = m.info
+        rows.append([f"{m.name}: server",
+                     f"{info.engine or m.engine or '?'} {info.version or '(version unknown)'}"])
+    devices = ran_on_devices(run.all_modes)
     if len(devices) > 1:  # modes joined from runs on different GPUs (of one host, or of several)
         rows += [[f"{', '.join(ms)}: ran on", d] for d, ms in devices.items()]
-    run = doc.get("run") or {}
-    if run.get("wall_s") is not None:
-        rows.append(["run wall time", f"{run['wall_s']:.0f} s"])
-    if run.get("stop_reason"):
-        rows.append(["stopped", run["stop_reason"]])
+    how = run.run or RunInfo()
+    if how.wall_s is not None:
+        rows.append(["run wall time", f"{how.wall_s:.0f} s"])
+    if how.stop_reason:
+        rows.append(["stopped", how.stop_reason])
     return [table(["", ""], rows, markdown=True)] if rows else ["—"]
 
 
-def _scenario_section(doc: dict[str, Any]) -> list[str]:
-    sc = doc.get("scenario") or {}
+def _scenario_section(sc: Mapping[str, Any]) -> list[str]:
     if not sc:
         return ["—"]
     server = sc.get("server") or {}
@@ -385,44 +384,47 @@ def _scenario_section(doc: dict[str, Any]) -> list[str]:
 
 def render_markdown(doc: dict[str, Any]) -> str:
     """The whole report as Markdown (doc: a scrubbed, portable snapshot document)."""
-    comp = comparison(doc)
-    sc = doc.get("scenario") or {}
-    env = doc.get("environment") or {}
+    comp_doc = comparison(doc)
+    comp = Comparison.view(comp_doc)
+    run = Run.view(doc)
+    sc = run.scenario or {}
+    env = run.environment or Environment()
+    modes = run.all_modes
     title = sc.get("name") or "run"
     lines = [f"# kvtui report: {title}", ""]
-    if env.get("simulated") or any(m.get("simulated") for m in doc.get("modes", [])):
+    if env.simulated or any(m.simulated for m in modes):
         lines += ["> **SIMULATED** — every figure below comes from kvtui's simulated vLLM, not from a GPU.", ""]
-    if doc.get("imported"):
-        lines += [f"> Imported from {doc['imported'].get('tool')} results: "
+    if run.imported:
+        lines += [f"> Imported from {run.imported.get('tool')} results: "
                   "figures that tool does not report are shown as —.", ""]
-    lines += [f"*{labels(doc)}*", ""]
+    lines += [f"*{labels(run)}*", ""]
     if sc.get("description"):
         lines += [sc["description"], ""]
-    when = f"Run of {_when(env.get('started_at'))}" if env.get("started_at") else "Run"
-    lines += [f"{when}: {len(doc.get('modes', []))} mode(s); SLO {_slo_text(sc)}; workload {_workload_text(sc)}.", ""]
-    lines += ["## The answer", ""] + _answer(doc, comp) + [""]
-    lines += ["## Comparison", "", f"Modes vs baseline **{comp.get('baseline') or '—'}** · *{labels(doc)}*", "",
+    when = f"Run of {_when(env.started_at)}" if env.started_at else "Run"
+    lines += [f"{when}: {len(modes)} mode(s); SLO {_slo_text(sc)}; workload {_workload_text(sc)}.", ""]
+    lines += ["## The answer", ""] + _answer(comp) + [""]
+    lines += ["## Comparison", "", f"Modes vs baseline **{comp.baseline or '—'}** · *{labels(run)}*", "",
               table(comparison_headers(doc), comparison_rows(doc), markdown=True), ""]
-    if comp.get("note"):
-        lines += [f"Note: {comp['note']}.", ""]
+    if comp.note:
+        lines += [f"Note: {comp.note}.", ""]
     lines += [LEGEND, ""]
     cv = caveats(doc)
     if cv:
         lines += ["### Caveats", ""] + [f"- {c}" for c in cv] + [""]
-    lines += ["## Quality guard", ""] + quality_section(doc, comp) + [""]
+    lines += ["## Quality guard", ""] + quality_section(doc, comp_doc) + [""]
     from kvtui.report.prediction_report import markdown_section
 
-    lines += markdown_section(doc)  # nothing for a snapshot without predictions: old reports stay as they were
-    ch = _charts_section(doc, comp)
+    lines += markdown_section(run)  # nothing for a snapshot without predictions: old reports stay as they were
+    ch = _charts_section(comp)
     if ch:
-        lines += ["## Charts", "", f"*{labels(doc)}*", ""] + ch
+        lines += ["## Charts", "", f"*{labels(run)}*", ""] + ch
     lines += ["## Modes", ""]
-    for m in doc.get("modes", []):
-        lines += _mode_section(doc, m)
-    lines += ["## Environment", ""] + _env_section(doc) + [""]
-    lines += ["## Scenario", ""] + _scenario_section(doc) + [""]
-    lines += ["---", f"kvtui snapshot schema {doc.get('schema', '?')}, "
-                     f"written by kvtui {doc.get('kvtui_version') or env.get('kvtui_version') or '?'}."]
+    for m in modes:
+        lines += _mode_section(run, m)
+    lines += ["## Environment", ""] + _env_section(run) + [""]
+    lines += ["## Scenario", ""] + _scenario_section(sc) + [""]
+    lines += ["---", f"kvtui snapshot schema {run.schema or '?'}, "
+                     f"written by kvtui {run.kvtui_version or env.kvtui_version or '?'}."]
     text = "\n".join(lines)
     while "\n\n\n" in text:
         text = text.replace("\n\n\n", "\n\n")

@@ -2,41 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
+
+from kvtui.snapshot.schema import Mode, Run, RunInfo
 
 
-def mode_started(m: dict[str, Any]) -> bool:
+def mode_started(m: Mode | Mapping[str, Any]) -> bool:
     """A mode started when its engine came up (an endpoint), or it has steps (measured, or kept)."""
-    return bool(m.get("endpoint") or m.get("steps")) or not m.get("error")
+    mode = Mode.of(m)
+    return bool(mode.endpoint or mode.all_steps) or not mode.has_error
 
 
-def no_mode_started(doc: dict[str, Any]) -> bool:
+def no_mode_started(doc: Mapping[str, Any]) -> bool:
     """True when every mode of the run failed before its first step, none because the user
     stopped it: a failed run (exit 1 headless and in the TUI), not a finished one."""
-    modes = doc.get("modes") or []
+    modes = Run.view(doc).all_modes
     if not modes:
         return False
-    return all(not mode_started(m) and (m.get("error") or {}).get("kind") != "cancelled" for m in modes)
+    return all(not mode_started(m) and (m.error.kind if m.error else None) != "cancelled" for m in modes)
 
 
 NO_MODE_STARTED = "no mode started (each mode's error is in the log)"
 
 
-def stopped_parts(doc: dict[str, Any] | None) -> str | None:
+def stopped_parts(doc: Mapping[str, Any] | None) -> str | None:
     """"cut short: bf16; not run: fp8-kv" for a run stopped before its modes finished (its snapshot's
     run.outcome), None for a finished one. Every view that says a run was partial says this."""
-    run = (doc or {}).get("run") or {}
-    if not isinstance(run, dict) or run.get("outcome") != "stopped":
+    run = (Run.view(doc).run if doc is not None else None) or RunInfo()
+    if run.outcome != "stopped":
         return None
     parts = []
-    if run.get("modes_cut"):
-        parts.append(f"cut short: {', '.join(map(str, run['modes_cut']))}")
-    if run.get("modes_not_run"):
-        parts.append(f"not run: {', '.join(map(str, run['modes_not_run']))}")
+    if run.modes_cut:
+        parts.append(f"cut short: {', '.join(map(str, run.modes_cut))}")
+    if run.modes_not_run:
+        parts.append(f"not run: {', '.join(map(str, run.modes_not_run))}")
     return "; ".join(parts) or "the search did not end"
 
 
-def stopped_caveat(doc: dict[str, Any] | None) -> str | None:
+def stopped_caveat(doc: Mapping[str, Any] | None) -> str | None:
     """The answer's and the report's first caveat for a partial run."""
     what = stopped_parts(doc)
     if what is None:
@@ -44,14 +47,14 @@ def stopped_caveat(doc: dict[str, Any] | None) -> str | None:
     return f"PARTIAL RUN: stopped before its modes finished ({what}); not the whole comparison"
 
 
-def stopped_line(doc: dict[str, Any] | None, resume: str | None = None) -> str | None:
+def stopped_line(doc: Mapping[str, Any] | None, resume: str | None = None) -> str | None:
     """"the run was stopped before its modes finished (…)", or None for a finished run; `resume`:
     the command that continues it (else the flag is named)."""
     what = stopped_parts(doc)
     if what is None:
         return None
-    run = (doc or {}).get("run") or {}
-    why = f"; {run['stop_reason']}" if run.get("stop_reason") else ""
+    run = (Run.view(doc).run if doc is not None else None) or RunInfo()
+    why = f"; {run.stop_reason}" if run.stop_reason else ""
     return (f"the run was stopped before its modes finished ({what}{why}); "
             + (f"continue it: {resume}" if resume else "continue it with --resume SNAPSHOT"))
 

@@ -7,9 +7,10 @@ Only modes with a `prediction` show up: a snapshot without one renders as before
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
-from kvtui.report.text import fmt, fmt_load, table
+from kvtui.report.text import ModeLike, StepLike, fmt, fmt_load, table
+from kvtui.snapshot.schema import Mode, Prediction, PredictionError, Run, Step
 
 HEADERS = ["mode", "predicted knee", "measured knee", "error", "verdicts as predicted", "TPOT p95 err",
            "TTFT p95 err", "out tok/s err", "refits", "calibration (SIMULATED)"]
@@ -19,34 +20,39 @@ def _pct(x: Any) -> str:
     return "—" if x is None else f"{x * 100:+.0f} %"
 
 
-def has_prediction(doc: dict[str, Any]) -> bool:
-    return any(isinstance(m, dict) and isinstance(m.get("prediction"), dict) for m in doc.get("modes") or [])
+def _predicted(doc: Mapping[str, Any] | Run) -> list[Mode]:
+    """The modes with a prediction."""
+    return [m for m in Run.of(doc).all_modes if m.prediction is not None]
 
 
-def row(mode: dict[str, Any]) -> list[str]:
-    p = mode.get("prediction") or {}
-    name = str(mode.get("name") or "?")
-    if not p.get("covered"):
-        return [name, f"none: {p.get('why') or '—'}", fmt_load(mode.get("best_concurrency")), "—", "—", "—", "—", "—",
-                "—", str(p.get("calibration") or "—")]
-    e = p.get("error") or {}
-    refits = p.get("refits") or []
+def has_prediction(doc: Mapping[str, Any] | Run) -> bool:
+    return bool(_predicted(doc))
+
+
+def row(mode: ModeLike) -> list[str]:
+    m = Mode.of(mode)
+    p = m.prediction or Prediction()
+    name = str(m.name or "?")
+    if not p.covered:
+        return [name, f"none: {p.why or '—'}", fmt_load(m.best_concurrency), "—", "—", "—", "—", "—",
+                "—", str(p.calibration or "—")]
+    refits = p.refits or ()
     last = refits[-1] if refits else None
-    mult = ", ".join(f"{k} {v:.2f}" for k, v in (last or {}).get("multipliers", {}).items()) if last else ""
-    agreed = f"{e['verdicts_agreed']}/{e['verdicts']}" if e.get("verdicts") else "—"
-    err = e.get("knee_error")
-    return [name, fmt_load(p.get("knee")), fmt_load(e.get("knee_measured", mode.get("best_concurrency"))),
-            "—" if err is None else f"{err:+g}", agreed, _pct(e.get("tpot_p95_ms_error_mean")),
-            _pct(e.get("ttft_p95_ms_error_mean")), _pct(e.get("output_tok_s_error_mean")),
-            f"{len(refits)}" + (f" (last: {mult})" if mult else ""), str(p.get("calibration") or "—")]
+    mult = ", ".join(f"{k} {v:.2f}" for k, v in (last.multipliers or {}).items()) if last else ""
+    e = p.error or PredictionError()
+    agreed = f"{e.verdicts_agreed}/{e.verdicts}" if e.verdicts else "—"
+    err = e.knee_error
+    return [name, fmt_load(p.knee), fmt_load(e.knee_measured if e.has("knee_measured") else m.best_concurrency),
+            "—" if err is None else f"{err:+g}", agreed, _pct(e.tpot_p95_ms_error_mean),
+            _pct(e.ttft_p95_ms_error_mean), _pct(e.output_tok_s_error_mean),
+            f"{len(refits)}" + (f" (last: {mult})" if mult else ""), str(p.calibration or "—")]
 
 
-def prediction_table(doc: dict[str, Any], markdown: bool = False) -> str:
-    modes = [m for m in doc.get("modes") or [] if isinstance(m, dict) and isinstance(m.get("prediction"), dict)]
-    return table(HEADERS, [row(m) for m in modes], markdown=markdown)
+def prediction_table(doc: Mapping[str, Any] | Run, markdown: bool = False) -> str:
+    return table(HEADERS, [row(m) for m in _predicted(doc)], markdown=markdown)
 
 
-def markdown_section(doc: dict[str, Any]) -> list[str]:
+def markdown_section(doc: Mapping[str, Any] | Run) -> list[str]:
     if not has_prediction(doc):
         return []
     return ["## Predicted against measured", "",
@@ -56,18 +62,18 @@ def markdown_section(doc: dict[str, Any]) -> list[str]:
             prediction_table(doc, markdown=True), ""]
 
 
-def step_prediction(step: dict[str, Any]) -> str:
+def step_prediction(step: StepLike) -> str:
     """A step's predicted verdict and the figure that decided it, for the step tables."""
-    p = step.get("predicted")
-    if not isinstance(p, dict):
+    p = Step.of(step).predicted
+    if p is None:
         return "—"
-    v = "pass" if p.get("passed") else "fail"
-    d = p.get("deciding") or {}
-    if d.get("target") and d.get("value") is not None:
-        v += f" ({d['target'].replace('_ms', '').replace('_', ' ')} {fmt(d['value'], 0)})"
-    elif p.get("tpot_p95_ms") is not None:
-        v += f" (tpot p95 {fmt(p['tpot_p95_ms'], 0)})"
-    return v + ("~" if p.get("interpolated") else "")
+    v = "pass" if p.passed else "fail"
+    d = p.deciding
+    if d is not None and d.target and d.value is not None:
+        v += f" ({d.target.replace('_ms', '').replace('_', ' ')} {fmt(d.value, 0)})"
+    elif p.tpot_p95_ms is not None:
+        v += f" (tpot p95 {fmt(p.tpot_p95_ms, 0)})"
+    return v + ("~" if p.interpolated else "")
 
 
 def diff_lines(a: dict[str, Any], b: dict[str, Any], name_a: str, name_b: str,

@@ -12,9 +12,15 @@ Stable API for the TUI and the exports:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from kvtui.explore.knee_interval import fmt_knee  # noqa: F401 - "46 [40–52]"; the report's and the screens' name
+from kvtui.snapshot.schema import Comparison, ComparisonRow, Distribution, Environment, Mode, Run, Search, Step
+
+# A comparison row, a mode or a step: the typed document, or the dict a caller (the TUI) still holds.
+RowLike = ComparisonRow | Mapping[str, Any]
+ModeLike = Mode | Mapping[str, Any]
+StepLike = Step | Mapping[str, Any]
 
 
 def fmt(x: Any, digits: int = 0, unit: str = "") -> str:
@@ -83,7 +89,7 @@ def comparison(doc: dict[str, Any]) -> dict[str, Any]:
 
 def comparison_headers(doc: dict[str, Any] | None = None, load_kind: str | None = None) -> list[str]:
     h = list(COMPARISON_HEADERS)
-    kind = load_kind or (comparison(doc).get("load_kind") if doc is not None else "concurrency")
+    kind = load_kind or (Comparison.view(comparison(doc)).load_kind if doc is not None else "concurrency")
     if kind == "rate":
         h[1], h[3] = "max req/s @SLO", "out tok/s @SLO"
     elif kind == "mixed":
@@ -91,7 +97,7 @@ def comparison_headers(doc: dict[str, Any] | None = None, load_kind: str | None 
     return h
 
 
-def quality_cell(q: dict[str, Any] | None) -> str:
+def quality_cell(q: Mapping[str, Any] | None) -> str:
     if not q:
         return "—"
     if q.get("skipped"):
@@ -110,19 +116,21 @@ def quality_cell(q: dict[str, Any] | None) -> str:
     return ("FLAG " if q.get("flagged") else "ok ") + body
 
 
-def fmt_peak(r: dict[str, Any]) -> str:
+def fmt_peak(r: RowLike) -> str:
     """Peak GPU memory; with several GPUs (tensor parallel) each GPU's peak, "64.1/63.9"."""
-    per = r.get("peak_gpu_mem_gib_per_gpu") or []
+    row = ComparisonRow.of(r)
+    per = row.peak_gpu_mem_gib_per_gpu or []
     if len(per) > 1:
         return "/".join(f"{v:.1f}" for v in per)
-    return fmt(r.get("peak_gpu_mem_gib"), 1)
+    return fmt(row.peak_gpu_mem_gib, 1)
 
 
-def fmt_rate_at(r: dict[str, Any]) -> str:
+def fmt_rate_at(r: RowLike) -> str:
     """Output tok/s @SLO, with the load it came from when that is not the knee ("4,144 @132")."""
-    cell = figure_cell("output_tok_s", r)
-    peak = r.get("peak_load")
-    if peak is not None and r.get("best") is not None and peak != r["best"] and r["output_tok_s"] is not None:
+    row = ComparisonRow.of(r)
+    cell = figure_cell("output_tok_s", row)
+    peak = row.peak_load
+    if peak is not None and row.best is not None and peak != row.best and row.output_tok_s is not None:
         cell += f" @{fmt_load(peak)}"
     return cell
 
@@ -139,69 +147,73 @@ FIGURE_CELLS: dict[str, Callable[[Any], str]] = {
 }
 
 
-def figure_cell(key: str, r: dict[str, Any]) -> str:
+def figure_cell(key: str, r: RowLike) -> str:
     """Row `r`'s figure `key` as every view writes it (FIGURE_CELLS); the knee with its interval
     ("46 [40–52]") where the row has one (kvtui.explore.knee_interval)."""
+    row = ComparisonRow.of(r)
     if key == "best":
-        return fmt_knee(r.get("best"), r.get("knee_interval"), fmt_load)
-    return FIGURE_CELLS[key](r.get(key))
+        return fmt_knee(row.best, row.knee_interval, fmt_load)
+    return FIGURE_CELLS[key](row.by_key(key))
 
 
-def comparison_row(r: dict[str, Any]) -> list[str]:
+def comparison_row(r: RowLike) -> list[str]:
     """One mode's cells (a row of `compare_modes`)."""
     from kvtui.explore.evaluate import LIMIT_WORDS
 
-    lim = r.get("knee_limited_by")
-    c = lambda key: figure_cell(key, r)  # noqa: E731
+    row = ComparisonRow.of(r)
+    lim = row.knee_limited_by
+    c = lambda key: figure_cell(key, row)  # noqa: E731
     return [
-        r["mode"], c("best"), c("best_x"), fmt_rate_at(r), c("tok_s_x"),
-        fmt_peak(r), fmt(r["weights_gib"], 2), c("kv_tokens"), c("kv_tokens_x"),
-        fmt(r["preemptions_at_knee"]), LIMIT_WORDS.get(lim or "", lim or "—"),
+        row.mode or "—", c("best"), c("best_x"), fmt_rate_at(row), c("tok_s_x"),
+        fmt_peak(row), fmt(row.weights_gib, 2), c("kv_tokens"), c("kv_tokens_x"),
+        fmt(row.preemptions_at_knee), LIMIT_WORDS.get(lim or "", lim or "—"),
         c("usd_per_mtok_out"), c("cost_out_change"),
         c("j_per_token_out"), c("energy_change"),
         c("usd_per_mtok_in"), c("cost_in_change"),
         c("usd_per_mtok_out_qadj"),
-        quality_cell(r.get("quality")),
+        quality_cell(row.quality),
     ]
 
 
 def comparison_rows(doc: dict[str, Any]) -> list[list[str]]:
     """The comparison table's rows, one per mode, cells as shown (stable signature for the TUI)."""
-    return [comparison_row(r) for r in comparison(doc).get("rows", [])]
+    return [comparison_row(r) for r in Comparison.view(comparison(doc)).rows or ()]
 
 
 # -- labels and caveats ------------------------------------------------------------------------
 
 
-def labels(doc: dict[str, Any]) -> str:
+def labels(doc: Mapping[str, Any] | Run) -> str:
     """The caveats that travel with every figure: engine, GPU, version, SIMULATED."""
-    env = doc.get("environment", {})
-    versions = sorted({(m.get("engine_info") or {}).get("version") or "?" for m in doc.get("modes", [])}) or ["?"]
-    parts = [f"engine {env.get('engine', '?')}", f"GPU {', '.join(env.get('gpu_names') or ['?'])}",
+    run = Run.of(doc)
+    env = run.environment or Environment()
+    modes = run.all_modes
+    versions = sorted({m.info.version or "?" for m in modes}) or ["?"]
+    parts = [f"engine {env.engine or '?'}", f"GPU {', '.join(env.gpu_names or ['?'])}",
              f"version {', '.join(versions)}"]
-    if env.get("simulated") or any(m.get("simulated") for m in doc.get("modes", [])):
+    if env.simulated or any(m.simulated for m in modes):
         parts.append("SIMULATED")
-    if any((m.get("engine_info") or {}).get("dummy_weights") for m in doc.get("modes", [])):
+    if any(m.info.dummy_weights for m in modes):
         parts.append("dummy weights")
-    real = sorted({w.split(",")[0] for m in doc.get("modes", [])
-                   if isinstance(w := (m.get("engine_info") or {}).get("weights"), str) and w.startswith("real: ")})
+    real = sorted({w.split(",")[0] for m in modes if isinstance(w := m.info.weights, str) and w.startswith("real: ")})
     if real:
         parts.append("real weights (" + "; ".join(r[len("real: "):] for r in real) + ")")
     return " · ".join(parts)
 
 
-def mode_label(doc: dict[str, Any], mode: dict[str, Any]) -> str:
+def mode_label(doc: Mapping[str, Any] | Run, mode: ModeLike) -> str:
     """mode · engine · GPU · version (· SIMULATED · dummy weights) for one mode's figures."""
-    env = doc.get("environment", {})
-    info = mode.get("engine_info") or {}
-    gpus = info.get("gpu_names") or env.get("gpu_names") or ["?"]
-    parts = [f"mode {mode.get('name')}", f"engine {info.get('engine') or mode.get('engine') or env.get('engine', '?')}",
-             f"GPU {', '.join(gpus)}", f"version {info.get('version') or '?'}"]
-    if mode.get("simulated") or info.get("simulated"):
+    env = Run.of(doc).environment or Environment()
+    m = Mode.of(mode)
+    info = m.info
+    gpus = info.gpu_names or env.gpu_names or ["?"]
+    parts = [f"mode {m.name}", f"engine {info.engine or m.engine or env.engine or '?'}",
+             f"GPU {', '.join(gpus)}", f"version {info.version or '?'}"]
+    if m.simulated or info.simulated:
         parts.append("SIMULATED")
-    if info.get("dummy_weights"):
+    if info.dummy_weights:
         parts.append("dummy weights")
-    elif isinstance(info.get("weights"), str) and info["weights"].startswith("real: "):
+    elif isinstance(info.weights, str) and info.weights.startswith("real: "):
         parts.append("real weights")
     return " · ".join(parts)
 
@@ -214,81 +226,82 @@ def caveats(doc: dict[str, Any]) -> list[str]:
     partial = stopped_caveat(doc)
     if partial:  # before any figure is quoted: the run did not measure every mode it was asked for
         out.append(partial)
-    env = doc.get("environment", {})
-    modes = doc.get("modes", [])
-    comp = comparison(doc)
-    rows = {r["mode"]: r for r in comp.get("rows", [])}
-    if env.get("simulated") or any(m.get("simulated") for m in modes):
+    run = Run.view(doc)
+    env = run.environment or Environment()
+    modes = run.all_modes
+    comp = Comparison.view(comparison(doc))
+    rows = {r.mode: r for r in comp.rows or ()}
+    if env.simulated or any(m.simulated for m in modes):
         out.append("SIMULATED: figures come from kvtui's simulated vLLM, not from a GPU")
-    dummy = [m["name"] for m in modes if (m.get("engine_info") or {}).get("dummy_weights")]
+    dummy = [str(m.name) for m in modes if m.info.dummy_weights]
     if dummy:
         out.append(f"dummy weights ({', '.join(dummy)}): speed and memory only, outputs carry no accuracy")
     by_warning: dict[str, list[str]] = {}
     for m in modes:
-        for w in (m.get("server") or {}).get("warnings") or []:
-            by_warning.setdefault(w, []).append(str(m.get("name")))
+        for w in m.facts.warnings or []:
+            by_warning.setdefault(w, []).append(str(m.name))
     for w, names in by_warning.items():
         out.append(f"{w} ({', '.join(names)})" if len(names) < len(modes) or len(modes) == 1 else f"{w} (every mode)")
-    scaled = [((m.get("engine_info") or {}).get("time_scale") or 1.0, m["name"]) for m in modes]
+    scaled = [(m.info.time_scale or 1.0, m.name) for m in modes]
     for word in ("slow motion", "fast-forward"):
         named = [f"{n} {speed_words(ts).removeprefix(word).strip()}" for ts, n in scaled
                  if speed_words(ts).startswith(word)]
         if named:
             out.append(f"simulator in {word} ({', '.join(named)}): figures scaled back to modelled time")
-    hits = [(n, r.get("prefix_cache_hit_rate_at_knee")) for n, r in rows.items()]
+    hits = [(n, r.prefix_cache_hit_rate_at_knee) for n, r in rows.items()]
     known = [(n, h) for n, h in hits if h is not None]
     if known:
         out.append("prefix-cache hit rate at the knee: " + ", ".join(f"{n} {h:.0%}" for n, h in known)
                    + ("  (above 5 %: prompt throughput and TTFT are flattered)" if any(h > 0.05 for _, h in known)
                       else ""))
-    elif modes and ((doc.get("scenario") or {}).get("server") or {}).get("enable_prefix_caching") is False:
+    elif modes and ((run.scenario or {}).get("server") or {}).get("enable_prefix_caching") is False:
         out.append("prefix caching off (server.enable_prefix_caching = false): no prompt-cache flattery")
     elif modes:
         out.append("prefix-cache hit rate at the knee: not reported by the server")
     from kvtui.explore.evaluate import in_lock_step
 
     for m in modes:
-        s = m.get("search") or {}
-        if s.get("noisy"):
-            out.append(f"{m['name']}: the knee is noisy, the same load passed and failed: {s.get('describe')}")
-        if s.get("reached_max"):
-            out.append(f"{m['name']}: passed up to the ramp's max; the real limit is higher")
-        if m.get("error"):
-            out.append(f"{m['name']}: failed: {(m.get('error') or {}).get('message')}")
-        elif not m.get("complete", True):
-            out.append(f"{m['name']}: did not finish (stopped or interrupted)")
-        waves = [s_ for s_ in m.get("steps", []) if in_lock_step(s_)]
+        s = m.search or Search()
+        if s.noisy:
+            out.append(f"{m.name}: the knee is noisy, the same load passed and failed: {s.describe}")
+        if s.reached_max:
+            out.append(f"{m.name}: passed up to the ramp's max; the real limit is higher")
+        if m.has_error:
+            out.append(f"{m.name}: failed: {m.error_message}")
+        elif not (m.complete if m.has("complete") else True):
+            out.append(f"{m.name}: did not finish (stopped or interrupted)")
+        waves = [s_ for s_ in m.all_steps if in_lock_step(s_)]
         if waves:
-            out.append(f"{m['name']}: the closed loop ran in lock-step at load "
-                       + ", ".join(f"{fmt_load(s_.get('load'))} ({s_['send_burst']:.0%} of the slots sent within 1 s)"
+            out.append(f"{m.name}: the closed loop ran in lock-step at load "
+                       + ", ".join(f"{fmt_load(s_.load)} ({s_.send_burst or 0:.0%} of the slots sent within 1 s)"
                                    for s_ in waves)
                        + ": those steps' TTFT tail is a wave's queue (fixed lengths keep waves together; "
                          "a length distribution breaks them up)"
                        # with the knee, so "lock-step at 11" beside a knee of 14 reads as the step it was
-                       + (f"; its knee: {fmt_load(m['best_concurrency'])}"
-                          if isinstance(m.get("best_concurrency"), (int, float)) else ""))
-        lagged = [s_.get("load") for s_ in m.get("steps", []) if s_.get("client_limited")]
+                       + (f"; its knee: {fmt_load(m.best_concurrency)}"
+                          if isinstance(m.best_concurrency, (int, float)) else ""))
+        lagged = [s_.load for s_ in m.all_steps if s_.client_limited]
         if lagged:
-            out.append(f"{m['name']}: the client lagged at load {', '.join(fmt_load(x) for x in lagged)}")
-    rf = doc.get("resumed_from") or {}
+            out.append(f"{m.name}: the client lagged at load {', '.join(fmt_load(x) for x in lagged)}")
+    rf = run.resumed_from or {}
     if rf.get("modes"):
         prev = (rf.get("environment") or {}).get("gpu_names")
-        cur = env.get("gpu_names")
+        cur = env.gpu_names
         out.append(f"modes {', '.join(rf['modes'])} kept from an earlier run"
                    + (f" on {', '.join(prev)}" if prev and prev != cur else ""))
     for m in modes:
-        c = m.get("continued")
+        c = m.continued
         if c:
-            out.append(f"{m['name']}: continued after an interruption; "
+            out.append(f"{m.name}: continued after an interruption; "
                        f"{c.get('steps')} of its steps were measured before it")
-    for w in doc.get("warnings") or []:
+    for w in run.warnings or []:
         out.append(w)
-    for w in doc.get("load_warnings") or []:
+    for w in run.load_warnings or []:
         out.append(w)
-    if doc.get("imported"):
-        out.append(f"imported from {doc['imported'].get('tool')}: "
+    if run.imported:
+        out.append(f"imported from {run.imported.get('tool')}: "
                    "figures it does not report are shown as —, never estimated")
-    cost = comp.get("cost") or {}
+    cost = comp.cost or {}
     if cost:
         out.append(f"cost: ${cost.get('gpu_hourly_usd', 0):g}/GPU-hour × {cost.get('gpus', 1)} GPU(s); "
                    + ("failed requests' GPU time billed to the successful tokens" if cost.get("count_failed", True)
@@ -297,10 +310,10 @@ def caveats(doc: dict[str, Any]) -> list[str]:
 
 
 def comparison_table(doc: dict[str, Any], markdown: bool = False) -> str:
-    comp = comparison(doc)
-    head = f"Modes vs baseline {comp.get('baseline') or '—'} ({labels(doc)})"
+    comp = Comparison.view(comparison(doc))
+    head = f"Modes vs baseline {comp.baseline or '—'} ({labels(doc)})"
     body = table(comparison_headers(doc), comparison_rows(doc), markdown)
-    note = f"\nnote: {comp['note']}" if comp.get("note") else ""
+    note = f"\nnote: {comp.note}" if comp.note else ""
     return f"{head}\n{body}{note}"
 
 
@@ -312,44 +325,41 @@ STEP_HEADERS = (
 )
 
 
-def step_headers(mode: dict[str, Any]) -> list[str]:
+def step_headers(mode: ModeLike) -> list[str]:
     h = list(STEP_HEADERS)
-    kind = next((s.get("load_kind") for s in mode.get("steps", []) if s.get("load_kind")), "concurrency")
+    kind = next((s.load_kind for s in Mode.of(mode).all_steps if s.load_kind), "concurrency")
     h[1] = "c" if kind == "concurrency" else "req/s"
     return h
 
 
-def _pct(step: dict[str, Any], metric: str, p: str) -> str:
-    d = step.get(f"{metric}_ms") or {}
-    return fmt(d.get(p), 1)
+def _pct(d: Distribution | None, p: str) -> str:
+    return fmt(d.by_key(p) if d is not None else None, 1)
 
 
-def step_row(step: dict[str, Any]) -> list[str]:
-    from kvtui.explore.evaluate import ran_to_its_end
-
-    verdict = {True: "PASS", False: "FAIL", None: "undecided"}.get(step.get("passed"), "—")
-    if not ran_to_its_end(step):
-        verdict = "cut short" if step.get("passed") is None else f"{verdict}, cut short"
-    lost = step.get("replicas_lost")
-    if isinstance(lost, list) and lost:  # a replica died mid-step: named where the verdict is read
-        verdict += ", " + ", ".join(str(x.get("name")) for x in lost if isinstance(x, dict)) + " lost"
+def step_row(step: StepLike) -> list[str]:
+    s = Step.of(step)
+    verdict = {True: "PASS", False: "FAIL", None: "undecided"}[s.passed]
+    if not s.ran_to_its_end:
+        verdict = "cut short" if s.passed is None else f"{verdict}, cut short"
+    if s.replicas_lost:  # a replica died mid-step: named where the verdict is read
+        verdict += ", " + ", ".join(str(x.name) for x in s.replicas_lost) + " lost"
     return [
-        fmt(step.get("index")), fmt_load(step.get("load")), step.get("why") or "—", fmt(step.get("requests")),
-        fmt(step.get("errors")), fmt(step.get("output_tok_s")), fmt(step.get("input_tok_s")),
-        _pct(step, "ttft", "p50"), _pct(step, "ttft", "p95"), _pct(step, "ttft", "p99"),
-        _pct(step, "tpot", "p50"), _pct(step, "tpot", "p95"), _pct(step, "tpot", "p99"),
-        _pct(step, "itl", "p99"), _pct(step, "e2e", "p95"),
-        fmt_share(step.get("goodput")), fmt_share(step.get("kv_cache_usage_max")), fmt(step.get("preemptions")),
-        fmt_share(step.get("prefix_cache_hit_rate")), fmt(step.get("gpu_mem_used_gib_max"), 2),
-        verdict, limit_cell(step),
+        fmt(s.index), fmt_load(s.load), s.why or "—", fmt(s.requests),
+        fmt(s.errors), fmt(s.output_tok_s), fmt(s.input_tok_s),
+        _pct(s.ttft_ms, "p50"), _pct(s.ttft_ms, "p95"), _pct(s.ttft_ms, "p99"),
+        _pct(s.tpot_ms, "p50"), _pct(s.tpot_ms, "p95"), _pct(s.tpot_ms, "p99"),
+        _pct(s.itl_ms, "p99"), _pct(s.e2e_ms, "p95"),
+        fmt_share(s.goodput), fmt_share(s.kv_cache_usage_max), fmt(s.preemptions),
+        fmt_share(s.prefix_cache_hit_rate), fmt(s.gpu_mem_used_gib_max, 2),
+        verdict, limit_cell(s),
     ]
 
 
-def step_rows(mode: dict[str, Any]) -> list[list[str]]:
-    return [step_row(s) for s in mode.get("steps", [])]
+def step_rows(mode: ModeLike) -> list[list[str]]:
+    return [step_row(s) for s in Mode.of(mode).all_steps]
 
 
-def quality_lines(mode: str, q: dict[str, Any] | None, reference: str | None = None) -> list[str]:
+def quality_lines(mode: str, q: Mapping[str, Any] | None, reference: str | None = None) -> list[str]:
     """One line per quality task of a mode: accuracy [95 % CI] (n), Δ against the reference, verdict.
 
         [fp8-kv] quality passkey: 22/24 = 92% [74–98%], Δ −4.2 pt [−14–+6], p 0.62: within noise
@@ -392,7 +402,7 @@ def quality_lines(mode: str, q: dict[str, Any] | None, reference: str | None = N
     return out
 
 
-def equal_quality_lines(mode: str, q: dict[str, Any], reference: str | None = None) -> list[str]:
+def equal_quality_lines(mode: str, q: Mapping[str, Any], reference: str | None = None) -> list[str]:
     """Equivalence to the reference (TOST), pooled and per task, and the answers under the knee's load, one line
     each."""
     from kvtui.quality.equivalence import task_statements
@@ -424,47 +434,49 @@ def speed_words(time_scale: float | None) -> str:
     return ""
 
 
-def limit_cell(step: dict[str, Any]) -> str:
+def limit_cell(step: StepLike) -> str:
     """A step table's limit cell, in the verdict's terms: what limited a failing step; for a
     passing one only the limit it came near ("near KV wall"), never a bare limit beside PASS."""
     from kvtui.explore.evaluate import LIMIT_WORDS
 
-    lim = step.get("limited_by") or ""
+    s = Step.of(step)
+    lim = s.limited_by or ""
     if not lim:
         return "—"
     words = LIMIT_WORDS.get(lim, lim)
-    if step.get("passed") is True:
+    if s.passed is True:
         return f"near {words}" if lim == "kv_wall" else "—"
     return words
 
 
-def verdict_words(step: dict[str, Any]) -> str:
+def verdict_words(step: StepLike) -> str:
     """A step's verdict in words that agree with themselves: a FAIL names the SLO figure that failed
     and what limited it ("FAIL TPOT p95 53 > 50 ms (limited by decode)"); a PASS never says "limited
     by" (at most the nearest limit: "PASS (nearest limit: KV 97 %)")."""
     from kvtui.explore.evaluate import LIMIT_WORDS
 
-    passed = step.get("passed")
-    lim = step.get("limited_by") or ""
+    s = Step.of(step)
+    passed = s.passed
+    lim = s.limited_by or ""
     words = LIMIT_WORDS.get(lim, lim)
     if passed is True:
-        kv = step.get("kv_cache_usage_max")
+        kv = s.kv_cache_usage_max
         if lim == "kv_wall" and isinstance(kv, (int, float)):
             return f"PASS (nearest limit: KV {kv:.0%})"
         return "PASS"
     if passed is False:
-        failed = [c for c in step.get("checks") or [] if c.get("ok") is False]
+        failed = [c for c in s.checks or () if c.ok is False]
         what = ""
         if failed:
             c = failed[0]
-            t = str(c.get("target") or "")
+            t = str(c.target or "")
             parts = t.split("_")
             if len(parts) >= 3 and parts[-1] == "ms":  # "tpot_p95_ms"
-                v, lim_ = fmt(c.get("value")), fmt(c.get("limit"))
+                v, lim_ = fmt(c.value), fmt(c.limit)
                 if v == lim_:  # 150.4 > 150 must not read "150 > 150"
-                    v = fmt(c.get("value"), 1)
+                    v = fmt(c.value, 1)
                 what = f" {parts[0].upper()} {parts[1]} {v} > {lim_} ms"
             elif t:
-                what = f" {t.replace('_', ' ')} {c.get('value')} vs {c.get('limit')}"
+                what = f" {t.replace('_', ' ')} {c.value} vs {c.limit}"
         return "FAIL" + what + (f" (limited by {words})" if lim else "")
     return "UNDECIDED" + (f" ({words})" if lim else "")

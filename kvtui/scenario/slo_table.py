@@ -3,7 +3,7 @@ an `Slo` written as the [slo] table a snapshot keeps, and a snapshot's [slo] rea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from kvtui.scenario.schema import SLO_KEY, Slo
 
@@ -25,7 +25,7 @@ def slo_table(slo: Slo) -> dict[str, Any]:
     return d
 
 
-def slo_of(scenario: dict[str, Any] | None) -> Slo:
+def slo_of(scenario: Mapping[str, Any] | None) -> Slo:
     sd = (scenario or {}).get("slo") or {}
     slo = Slo()
     lat = sd.get("latency")

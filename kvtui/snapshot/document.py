@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextvars
 import copy
 import dataclasses
-from typing import Any, Callable, ClassVar, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, TypeVar, cast
 
 from kvtui.errors import UsageError
 
@@ -177,6 +177,29 @@ class Document:
         `from_dict` for one that is kept. Nested documents are views too."""
         return cls._read_as(d, sharing=True)
 
+    @classmethod
+    def of(cls: type[D], d: D | Mapping[str, Any]) -> D:
+        """`d` typed: itself where it is one already, else a view of it (`view`). For the views'
+        functions that take either a document or the dict a caller still holds."""
+        if isinstance(d, cls):
+            return d
+        return cls.view(cast(Mapping[str, Any], d))
+
+    def by_key(self, key: str) -> Any:
+        """The field whose JSON key is `key`, as typed: for a key chosen at run time (a column of a
+        table, a percentile by name). None where `key` is no field of this document, or the field
+        is absent, null or of another type."""
+        s = self.fields().get(key)
+        return getattr(self, s.name) if s is not None else None
+
+    def stored(self, key: str) -> Any:
+        """The value under `key` as the file holds it: the field's, or the value kept as it was where
+        it was not of the field's type (an older snapshot's `aborted: true`); None where absent. For
+        an export that writes each key's value through, column by column (the CSV)."""
+        if key in self.extras:
+            return self.extras[key]
+        return self.by_key(key)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: the keys read, in their order, then fields set in code, then new extras."""
         specs = self.fields()
@@ -196,6 +219,12 @@ class Document:
             return copy.deepcopy(self.extras[k])
         s = specs[k]
         return s.kind.write(getattr(self, s.name))
+
+    def __bool__(self) -> bool:
+        """Whether it holds any key: an empty document is falsy, as the empty JSON object it reads,
+        so `mode.search or Search()` and `if mode.search:` read as they did over the dicts."""
+        return bool(self.key_order) or bool(self.extras) or any(
+            getattr(self, s.name) is not None for s in self.fields().values())
 
     def has(self, key: str) -> bool:
         """Whether the object has the key (a field read as None may be missing or null)."""

@@ -18,10 +18,10 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from kvtui.errors import UsageError
-from kvtui.snapshot.schema import SCHEMA, SUPPORTED  # noqa: F401 - the version lives in the schema; read here too
+from kvtui.snapshot.schema import SCHEMA, SUPPORTED, Mode  # noqa: F401 - the version lives in the schema; read here too
 
 
 def _encode(x: Any) -> Any:
@@ -348,17 +348,18 @@ def load_journal(path: Path) -> dict[str, Any]:
     return doc
 
 
-def ran_on_devices(modes: list[dict[str, Any]]) -> dict[str, list[str]]:
+def ran_on_devices(modes: Sequence[Mode | Mapping[str, Any]]) -> dict[str, list[str]]:
     """Device (host and GPU index/uuid) → the modes that ran on it, for modes that say ("ran_on")."""
     out: dict[str, list[str]] = {}
-    for m in modes:
-        name = str(m.get("name"))
-        cont = m.get("continued") or {}
-        parts = [(m.get("ran_on") or {}, name)]
-        if cont.get("ran_on") and cont["ran_on"] != m.get("ran_on"):
+    for mode in modes:
+        m = Mode.of(mode)
+        name = str(m.name)
+        cont = m.continued or {}
+        parts = [(m.ran_on or {}, name)]
+        if cont.get("ran_on") and cont["ran_on"] != m.ran_on:
             # A mode continued elsewhere: its first steps ran on the earlier device.
             parts = [(cont["ran_on"], f"{name} steps 1–{cont.get('steps')}"),
-                     (m.get("ran_on") or {}, f"{name} from step {(cont.get('steps') or 0) + 1}")]
+                     (m.ran_on or {}, f"{name} from step {(cont.get('steps') or 0) + 1}")]
         for r, label in parts:
             if not r.get("gpu_uuids"):
                 continue

@@ -33,6 +33,7 @@ class Distribution(Document):
     p90: float | None = field("90th percentile (ms)", NUMBER)
     p95: float | None = field("95th percentile (ms; what the default SLO checks)", NUMBER)
     p99: float | None = field("99th percentile (ms); null with too few samples to say", NUMBER)
+    std: float | None = field("standard deviation (ms; an imported `vllm bench` result's own)", NUMBER)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,51 @@ class ReplicaStep(Document):
     running_max: float | None = field("most requests it ran at once", NUMBER)
     waiting_max: float | None = field("most requests queued on it", NUMBER)
     preemptions: float | None = field("preemptions it reported in the window", NUMBER)
+    kv_usage_max: float | None = field("a data-parallel engine's (a rank's) fullest KV share, from /metrics", NUMBER)
+
+
+@dataclass(frozen=True)
+class ReplicaLost(Document):
+    """A replica that died during a step (kvtui.explore.replica_step)."""
+
+    name: str | None = field("the replica (r0, r1…)", TEXT)
+    why: str | None = field("what was seen: its process exited, its endpoint stopped answering…", TEXT)
+    failed_requests: int | None = field("its requests that failed with it", INT)
+
+
+@dataclass(frozen=True)
+class SloCheck(Document):
+    """One SLO target judged on a step."""
+
+    target: str | None = field("the target: ttft_p95_ms, tpot_p95_ms, error_rate, goodput…", TEXT)
+    limit: float | None = field("its limit", NUMBER)
+    value: float | None = field("the step's figure; null where too few samples give none", NUMBER)
+    n: int | None = field("samples the figure is computed from", INT)
+    ok: bool | None = field("met (true), missed (false), or undecided (null)", BOOL)
+    why: str | None = field("why it is undecided (too few samples…)", TEXT)
+
+
+@dataclass(frozen=True)
+class Deciding(Document):
+    """The SLO figure that decided a predicted verdict."""
+
+    target: str | None = field("the SLO target (tpot_p95_ms…)", TEXT)
+    value: float | None = field("the predicted figure", NUMBER)
+    limit: float | None = field("its limit", NUMBER)
+
+
+@dataclass(frozen=True)
+class StepPrediction(Document):
+    """The simulator's prediction for a step's load, made before it ran (SIMULATED)."""
+
+    passed: bool | None = field("the predicted verdict", BOOL)
+    output_tok_s: float | None = field("predicted output tokens/s", NUMBER)
+    ttft_p95_ms: float | None = field("predicted TTFT p95 (ms)", NUMBER)
+    tpot_p95_ms: float | None = field("predicted TPOT p95 (ms)", NUMBER)
+    limited_by: str | None = field("what the prediction says limits this load", TEXT)
+    knee: float | None = field("the predicted knee when this step ran", NUMBER)
+    interpolated: bool | None = field("read between two predicted loads", BOOL)
+    deciding: Deciding | None = field("the SLO figure that decided the verdict", one(Deciding))
 
 
 @dataclass(frozen=True)
@@ -59,6 +105,8 @@ class Step(Document):
     concurrency: float | None = field("the load (same as `load`; the name older readers use)", NUMBER)
     load: float | None = field("the load: concurrent requests, or requests/s for an open-loop (rate) step", NUMBER)
     load_kind: str | None = field("\"concurrency\" (closed loop) or \"rate\" (open loop)", TEXT)
+    rate: float | None = field("the load of an open-loop step imported from `vllm bench` (requests/s; as `load`)",
+                               NUMBER)
     requests: int | None = field("requests counted in the window", INT)
     errors: int | None = field("of them, failed", INT)
     error_rate: float | None = field("errors / requests", NUMBER)
@@ -75,7 +123,7 @@ class Step(Document):
     goodput: float | None = field("share of counted requests that met every per-request SLO target", NUMBER)
     goodput_req_s: float | None = field("requests/s that met them", NUMBER)
     passed: bool | None = field("the SLO verdict: true, false, or null (undecided: too few samples)", BOOL)
-    checks: list[Any] | None = field("each SLO target: {target, limit, value, n, ok, why}", LIST)
+    checks: tuple[SloCheck, ...] | None = field("each SLO target judged", many(SloCheck))
     prefix_cache_hit_rate: float | None = field("the server's prefix-cache hit rate in the window", NUMBER)
     kv_cache_usage_max: float | None = field("the KV cache's fullest share in the window", NUMBER)
     kv_cache_usage_mean: float | None = field("its mean share", NUMBER)
@@ -108,7 +156,8 @@ class Step(Document):
     t_rel_end: float | None = field("its end, same clock", NUMBER)
     send_burst: float | None = field("how many requests were sent at once (lock-step waves when large)", NUMBER)
     autoscale: Mapping[str, Any] | None = field("load-generator workers that ran and why any were added", OBJECT)
-    predicted: Mapping[str, Any] | None = field("the simulator's prediction for this load, before it ran", OBJECT)
+    predicted: StepPrediction | None = field("the simulator's prediction for this load, before it ran",
+                                             one(StepPrediction))
     protocol: str | None = field("how the step was measured: \"classic\" (drained, full tail) or \"continuous\" "
                                  "(docs/PROTOCOL.md)", TEXT)
     drain: Mapping[str, Any] | None = field("whether the server was drained before the step, and why: {before, why}",
@@ -135,10 +184,20 @@ class Step(Document):
     resumed: Any = field("set on a step kept from the snapshot a run resumed", ANY)
     replicas: tuple[ReplicaStep, ...] | None = field("each replica's share (several servers behind one router)",
                                                      many(ReplicaStep))
+    ranks: tuple[ReplicaStep, ...] | None = field("each data-parallel engine's gauges (one server with several "
+                                                  "engines): name, kv_usage_max, running_max, waiting_max",
+                                                  many(ReplicaStep))
     notes: list[Any] | None = field("what a reader must know about this step (requests lost…)", LIST)
     note: str | None = field("a remark on its load (more concurrency than the server's max_num_seqs…)", TEXT)
-    replicas_lost: list[Any] | None = field("replicas that died during the step: {name, …}; its figures stay "
-                                            "those of every request", LIST)
+    replicas_lost: tuple[ReplicaLost, ...] | None = field("replicas that died during the step; its figures stay "
+                                                          "those of every request", many(ReplicaLost))
+    flags: Mapping[str, Any] | None = field("what went wrong in the step's requests, by name: count (timeouts, "
+                                            "truncated streams…), and the client's stall or failure", OBJECT)
+    cut: bool | None = field("the step was cut short: its in-flight requests were lost", BOOL)
+    client_failure: str | None = field("why the load generator could not measure on (a dead worker, a crashed "
+                                       "task): the step has no server verdict", TEXT)
+    metrics_out_of_range: list[Any] | None = field("/metrics values outside their range in the window: dropped, "
+                                                   "used for no verdict or limit (kvtui.telemetry.prom)", LIST)
     remeasured: bool | None = field("a replica died in this failed step: not the SLO's verdict; its load was "
                                     "measured again on the replicas left (the next step)", BOOL)
     repeat_of: Any = field("the step this one repeats", ANY)
@@ -146,12 +205,19 @@ class Step(Document):
     fast: bool | None = field("measured by the offline fast simulator (no HTTP): SIMULATED", BOOL)
     engine_limits: Mapping[str, Any] | None = field("the offline simulator's engine iterations by what bound each "
                                                  "(idle, compute, weights…)", OBJECT)
+    source: Mapping[str, Any] | None = field("an imported step's origin: {tool, file, date, model_id…} "
+                                             "(kvtui import)", OBJECT)
 
     def number(self, key: str) -> float | None:
         """A numeric field by its JSON key (None when missing, null, a bool or a string)."""
         s = self.fields().get(key)
         v = getattr(self, s.name) if s is not None else self.extras.get(key)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    def latency(self, metric: str) -> Distribution | None:
+        """A latency's distribution by its name: ttft, tpot, itl or e2e."""
+        d = self.by_key(f"{metric}_ms")
+        return d if isinstance(d, Distribution) else None
 
     @property
     def ran_to_its_end(self) -> bool:
@@ -161,6 +227,41 @@ class Step(Document):
     def sample_count(self, metric: str) -> int:
         v = (self.samples or {}).get(metric)
         return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+@dataclass(frozen=True)
+class PredictionError(Document):
+    """The prediction against what was measured: errors are (predicted − measured) / measured."""
+
+    knee_predicted: float | None = field("the predicted knee", NUMBER)
+    knee_measured: float | None = field("the measured knee", NUMBER)
+    knee_error: float | None = field("predicted − measured knee (in loads)", NUMBER)
+    verdicts_agreed: int | None = field("judged steps whose verdict came out as predicted", INT)
+    verdicts: int | None = field("judged steps", INT)
+    ttft_p95_ms_error_mean: float | None = field("TTFT p95's mean relative error over the judged steps", NUMBER)
+    ttft_p95_ms_error_max: float | None = field("its largest", NUMBER)
+    tpot_p95_ms_error_mean: float | None = field("TPOT p95's mean relative error", NUMBER)
+    tpot_p95_ms_error_max: float | None = field("its largest", NUMBER)
+    output_tok_s_error_mean: float | None = field("output tok/s's mean relative error", NUMBER)
+    output_tok_s_error_max: float | None = field("its largest", NUMBER)
+
+
+@dataclass(frozen=True)
+class Refit(Document):
+    """The simulator's factors refitted on the mode's steps so far (kvtui.explore.refit)."""
+
+    steps: int | None = field("measured steps it was fitted on", INT)
+    after_step: int | None = field("the step after which it ran", INT)
+    loads: list[Any] | None = field("their loads", LIST)
+    calibration: str | None = field("the calibration it makes, in words", TEXT)
+    multipliers: Mapping[str, Any] | None = field("each factor's multiplier against the prior calibration", OBJECT)
+    factors: Mapping[str, Any] | None = field("the refitted factors, per precision", OBJECT)
+    rms_log_error_before: float | None = field("the prior's RMS log error on those steps", NUMBER)
+    rms_log_error_after: float | None = field("the refit's", NUMBER)
+    evaluations: int | None = field("model evaluations the fit took", INT)
+    wall_s: float | None = field("how long it took (s)", NUMBER)
+    knee: float | None = field("the knee predicted again from the refit, where it was", NUMBER)
+    curve: list[Any] | None = field("the curve predicted again, where it was", LIST)
 
 
 @dataclass(frozen=True)
@@ -183,9 +284,12 @@ class Prediction(Document):
     factors: Mapping[str, Any] | None = field("the efficiency factors used, per precision", OBJECT)
     wall_s: float | None = field("how long the prediction took (s)", NUMBER)
     prior_calibration: str | None = field("the calibration before any refit on this run's steps", TEXT)
-    refits: list[Any] | None = field("factors refitted after each measured step, and the multipliers", LIST)
-    error: Mapping[str, Any] | None = field("the prediction against what was measured (knee error, verdicts "
-                                         "agreed…)", OBJECT)
+    refits: tuple[Refit, ...] | None = field("factors refitted after each measured step, and the multipliers",
+                                             many(Refit))
+    error: PredictionError | None = field("the prediction against what was measured", one(PredictionError))
+    why: str | None = field("why there is no prediction (covered false): a model or GPU the simulator does not cover",
+                            TEXT)
+    model_config: Mapping[str, Any] | None = field("the model's config.json as the simulator read it", OBJECT)
 
 
 @dataclass(frozen=True)
@@ -212,13 +316,95 @@ class Quality(Document):
 
 
 @dataclass(frozen=True)
+class EngineInfo(Document):
+    """The labels that travel with every figure of a mode: which engine, which version, simulated or not."""
+
+    engine: str | None = field("vllm, external or sim (or the tool an imported mode came from)", TEXT)
+    simulated: bool | None = field("true when kvtui's simulator served it: every figure is SIMULATED", BOOL)
+    version: str | None = field("the engine's version (vLLM's, or the simulator's \"kvtui-sim x.y\")", TEXT)
+    command: list[Any] | None = field("the command line kvtui launched, secrets redacted (empty for an external "
+                                      "server)", LIST)
+    gpu_names: list[Any] | None = field("the GPUs it ran on (a simulated one says so)", LIST)
+    dummy_weights: bool | None = field("served with dummy (random) weights: speed and memory only", BOOL)
+    weights: str | None = field("where the weights came from, when known: \"dummy\", or \"real: <model>, …\" "
+                                "for kvtui's own builds", TEXT)
+    time_scale: float | None = field("the simulator's pace: wall seconds per modelled second (1.0 for a real "
+                                     "server)", NUMBER)
+    fast: bool | None = field("the offline fast simulator (no HTTP) measured it", BOOL)
+
+
+@dataclass(frozen=True)
+class ServerFacts(Document):
+    """What a mode's server said about itself at startup (its log lines and /metrics); null: not reported."""
+
+    weights_gib: float | None = field("the weights' memory (GiB)", NUMBER)
+    kv_cache_gib: float | None = field("the KV cache's memory (GiB)", NUMBER)
+    kv_cache_tokens: float | None = field("tokens the KV cache holds", NUMBER)
+    max_concurrency_reported: float | None = field("the concurrency the server says its KV cache holds", NUMBER)
+    max_concurrency_len: float | None = field("the tokens per request that figure assumes", NUMBER)
+    cuda_graph_gib: float | None = field("CUDA graphs' memory (GiB)", NUMBER)
+    activation_peak_gib: float | None = field("the activations' peak memory (GiB)", NUMBER)
+    startup_s: float | None = field("launch to /health answering (s)", NUMBER)
+    load_s: float | None = field("weight loading (s)", NUMBER)
+    compile_s: float | None = field("torch.compile (s)", NUMBER)
+    init_engine_s: float | None = field("profiling, creating the KV cache, warm-up (s)", NUMBER)
+    compile_cache: str | None = field("torch.compile's cache at this start: hit, miss or cold", TEXT)
+    compile_cache_dir: str | None = field("the compile cache's directory", TEXT)
+    num_gpu_blocks: float | None = field("KV cache blocks", NUMBER)
+    block_size: float | None = field("tokens per KV block", NUMBER)
+    kv_cache_dtype: str | None = field("the KV cache's dtype as the server reports it", TEXT)
+    device: str | None = field("GPU or CPU", TEXT)
+    attention_backend: str | None = field("the attention backend", TEXT)
+    max_num_seqs: float | None = field("the most requests it runs at once", NUMBER)
+    max_num_batched_tokens: float | None = field("the most tokens in one batch", NUMBER)
+    prefix_caching: bool | None = field("whether prefix caching was on", BOOL)
+    gpu_total_gib: float | None = field("the GPU's memory (GiB)", NUMBER)
+    gpu_memory_utilization: float | None = field("the share of GPU memory it may use", NUMBER)
+    phases: list[Any] | None = field("the startup phases seen, in order", LIST)
+    warnings: list[Any] | None = field("what the server warned of (uncalibrated fp8 KV scales…)", LIST)
+    engines: float | None = field("data-parallel engines behind the endpoint (the KV figures are their sum)", NUMBER)
+    source: str | None = field("where an imported mode's facts came from (its startup log)", TEXT)
+
+
+@dataclass(frozen=True)
+class Search(Document):
+    """How a mode's search went and what it found (kvtui.explore.search)."""
+
+    strategy: str | None = field("the search: linear, fast (galloping), seeded (from the prediction) or imported",
+                                 TEXT)
+    guess: float | None = field("the load it started from (the KV-bound guess)", NUMBER)
+    seed: float | None = field("a seeded search's start: the predicted knee", NUMBER)
+    best: float | None = field("the max load meeting the SLO", NUMBER)
+    first_fail: float | None = field("the first failing load above it", NUMBER)
+    confirmed: bool | None = field("the best load passed again when measured again", BOOL)
+    flips: int | None = field("how often the same load passed and failed", INT)
+    noisy: bool | None = field("the knee is noisy: a load passed and failed", BOOL)
+    reached_max: bool | None = field("it passed up to the ramp's max (the limit is higher)", BOOL)
+    steps: int | None = field("steps it measured", INT)
+    wall_s: float | None = field("its wall time (s)", NUMBER)
+    describe: str | None = field("the answer in words (\"96 (next 128 fails), confirmed\")", TEXT)
+    done: bool | None = field("it ended by itself (not stopped or skipped)", BOOL)
+    skipped: bool | None = field("the user skipped to the next mode", BOOL)
+
+
+@dataclass(frozen=True)
 class Replica(Document):
     """One server of a mode that ran several replicas behind one router (docs/REPLICAS.md)."""
 
     name: str | None = field("the replica (r0, r1…)", TEXT)
     base_url: str | None = field("its OpenAI-compatible endpoint (loopback)", TEXT)
     metrics_url: str | None = field("its /metrics", TEXT)
-    server: Mapping[str, Any] | None = field("its startup facts (as the mode's `server`)", OBJECT)
+    server: ServerFacts | None = field("its startup facts (as the mode's `server`)", one(ServerFacts))
+
+
+@dataclass(frozen=True)
+class ModeError(Document):
+    """Why a mode has no result."""
+
+    kind: str | None = field("what failed: crashed, oom_kv, bad_context, client, cancelled, lane, or the engine's "
+                             "own kind of start failure", TEXT)
+    message: str | None = field("what happened, in words", TEXT)
+    log_tail: str | None = field("the server log's last lines, secrets redacted", TEXT)
 
 
 @dataclass(frozen=True)
@@ -231,14 +417,14 @@ class Mode(Document):
                                             "extra_args and env (secrets redacted)", OBJECT)
     engine: str | None = field("vllm, external or sim", TEXT)
     simulated: bool | None = field("true when kvtui's simulator served it, not a GPU", BOOL)
-    server: Mapping[str, Any] | None = field("startup facts: weights_gib, kv_cache_gib, kv_cache_tokens, "
-                                          "max_concurrency_reported, startup_s, cuda_graph_gib, warnings…", OBJECT)
-    engine_info: Mapping[str, Any] | None = field("the engine: version, command line, GPU names, dummy or real weights",
-                                               OBJECT)
+    server: ServerFacts | None = field("what its server said at startup: weights, KV cache, startup time, warnings…",
+                                       one(ServerFacts))
+    engine_info: EngineInfo | None = field("the engine: version, command line, GPU names, dummy or real weights",
+                                           one(EngineInfo))
     best_concurrency: float | None = field("the max load meeting the SLO (null if none); a rate for open-loop runs",
                                            NUMBER)
-    search: Mapping[str, Any] | None = field("the search's answer: best, first_fail, confirmed, flips, noisy, "
-                                          "reached_max, describe…", OBJECT)
+    search: Search | None = field("the search's answer: best, first_fail, confirmed, flips, noisy, reached_max, "
+                                  "describe…", one(Search))
     steps: tuple[Step, ...] | None = field("the steps, in the order they ran", many(Step))
     series: list[Any] | None = field("time series rows: t, load, phase, kv_usage, running, waiting, gpus[] "
                                      "(memory, power, clocks)…", LIST)
@@ -259,7 +445,8 @@ class Mode(Document):
                                              OBJECT)
     replicas: tuple[Replica, ...] | None = field("its replicas, when it ran several servers", many(Replica))
     quality: Quality | None = field("its quality pass", one(Quality))
-    error: Mapping[str, Any] | None = field("why it has no result: {kind, message, log_tail}", OBJECT)
+    error: ModeError | None = field("why it has no result", one(ModeError))
+    imported_from: list[Any] | None = field("the `vllm bench` result files an imported mode was made from", LIST)
 
     @property
     def all_steps(self) -> tuple[Step, ...]:
@@ -272,17 +459,31 @@ class Mode(Document):
 
     @property
     def first_fail(self) -> float | None:
-        v = (self.search or {}).get("first_fail")
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        v = self.search.first_fail if self.search is not None else None
+        return float(v) if v is not None else None
 
     @property
     def is_simulated(self) -> bool:
-        return bool(self.simulated or (self.engine_info or {}).get("simulated"))
+        return bool(self.simulated or (self.engine_info is not None and self.engine_info.simulated))
+
+    @property
+    def info(self) -> EngineInfo:
+        """`engine_info`, or an empty one where the mode has none."""
+        return self.engine_info or EngineInfo()
+
+    @property
+    def facts(self) -> ServerFacts:
+        """`server`, or an empty one where the mode has none."""
+        return self.server or ServerFacts()
+
+    @property
+    def has_error(self) -> bool:
+        """Whether it has an error, of any shape (an older snapshot's may be a bare string)."""
+        return bool(self.error) or bool("error" in self.extras and self.extras["error"])
 
     @property
     def error_message(self) -> str | None:
-        v = (self.error or {}).get("message")
-        return v if isinstance(v, str) else None
+        return self.error.message if self.error is not None else None
 
 
 @dataclass(frozen=True)
@@ -310,6 +511,8 @@ class ComparisonRow(Document):
     kv_cache_usage_at_knee: float | None = field("fullest KV share there", NUMBER)
     next_load: float | None = field("the first failing load above the best", NUMBER)
     knee_limited_by: str | None = field("what limited it", TEXT)
+    knee_limits: list[Any] | None = field("what limited each failing step at that load", LIST)
+    knee_interval: Mapping[str, Any] | None = field("the knee's interval, as the mode's `knee_interval`", OBJECT)
     preemptions_next: float | None = field("its preemptions", NUMBER)
     peak_gpu_mem_gib: float | None = field("most GPU memory over every step (GiB)", NUMBER)
     peak_gpu_mem_gib_per_gpu: list[Any] | None = field("each GPU's peak (tensor parallel)", LIST)
@@ -330,6 +533,9 @@ class ComparisonRow(Document):
     quality: Mapping[str, Any] | None = field("the quality verdict against the reference mode", OBJECT)
     usd_per_mtok_out_qadj: float | None = field("quality-adjusted $/Mtok out", NUMBER)
     usd_per_mtok_in_qadj: float | None = field("quality-adjusted $/Mtok in", NUMBER)
+    usd_per_mtok_out_qadj_range: Mapping[str, Any] | None = field("quality-adjusted $/Mtok out as a range: {lo, hi, "
+                                                                  "knee_exact, quality_open} (kvtui.quality."
+                                                                  "equivalence.cost_range)", OBJECT)
     j_per_token_out: float | None = field("GPU energy per output token @SLO (J; NVML power, never the simulator's)",
                                           NUMBER)
     energy_change: float | None = field("J/token ÷ the baseline's − 1", NUMBER)
@@ -368,6 +574,7 @@ class Environment(Document):
     gpu_indices: list[Any] | None = field("their indices", LIST)
     joined_on: Any = field("the environments of snapshots a resume joined", ANY)
     gpu_telemetry: str | None = field("why there is no GPU telemetry", TEXT)
+    imported: bool | None = field("the run was imported (kvtui import), not measured by kvtui", BOOL)
 
 
 @dataclass(frozen=True)
@@ -385,6 +592,7 @@ class RunInfo(Document):
     outcome: str | None = field("\"finished\", or \"stopped\" for a run stopped before its modes finished", TEXT)
     modes_not_run: list[Any] | None = field("modes a stopped run never started", LIST)
     modes_cut: list[Any] | None = field("modes a stopped run cut short mid-search", LIST)
+    imported: bool | None = field("the run was imported (kvtui import), not measured by kvtui", BOOL)
 
 
 @dataclass(frozen=True)
@@ -405,6 +613,8 @@ class Run(Document):
     notes: list[Any] | None = field("what a reader must know about the run", LIST)
     warnings: list[Any] | None = field("warnings of the run (modes joined from several devices…)", LIST)
     frozen: Any = field("set on test data frozen from a run", ANY)
+    imported: Mapping[str, Any] | None = field("an imported run's origin: {tool, files, logs, note} (kvtui import)",
+                                               OBJECT)
     load_warnings: list[Any] | None = field("set by the reader, never stored: a damaged, truncated or "
                                             "unknown-version file", LIST)
 
@@ -416,8 +626,10 @@ class Run(Document):
         return next((m for m in self.all_modes if m.name == name), None)
 
 
-DOCUMENTS: tuple[type[Document], ...] = (Run, Environment, RunInfo, Mode, Step, Distribution, Prediction, Quality,
-                                         Replica, ReplicaStep, Comparison, ComparisonRow)
+DOCUMENTS: tuple[type[Document], ...] = (Run, Environment, RunInfo, Mode, EngineInfo, ServerFacts, Search, ModeError,
+                                         Step, SloCheck, Distribution, StepPrediction, Deciding, Prediction,
+                                         PredictionError, Refit, Quality, Replica, ReplicaStep,
+                                         ReplicaLost, Comparison, ComparisonRow)
 
 
 def read_run(doc: Mapping[str, Any]) -> Run:

@@ -6,10 +6,9 @@ A mixin of `kvtui.tui.app.KvtuiApp`."""
 
 from __future__ import annotations
 
-import copy
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from textual import work
 from textual.app import SystemCommand
@@ -82,16 +81,11 @@ class DocumentActions(AppHost):
             shown = None
         self.push_screen(CompareScreen(text, shown))
 
-    def _current_doc(self) -> dict[str, Any] | None:
-        """A consistent copy of the run's document (the run thread keeps writing it)."""
-        if self.run_obj is not None and self.run_obj.doc:
-            for _ in range(20):
-                try:
-                    return copy.deepcopy(self.run_obj.doc)
-                except RuntimeError:  # changed size during the copy: try again
-                    time.sleep(0.005)
-            return None
-        return self.state.doc or None
+    def _current_doc(self) -> Mapping[str, Any] | None:
+        """The run's document as it last published it (a copy made on the run thread, read-only:
+        `export_doc` copies it before applying anything), else the replayed snapshot's."""
+        published = self.run_obj.published() if self.run_obj is not None else None
+        return published or self.state.doc or None
 
     def action_export(self) -> None:
         self._export()

@@ -54,7 +54,7 @@ class RunEvents(StateHost):
         if mv is None:
             return
         md = data.get("mode") or {}
-        mv.doc = md  # the run fills in its prediction and refits as it goes
+        mv.doc = md  # a copy of its own (events.detached); ModeUpdated brings the later ones
         mv.index = data.get("index", mv.index)
         mv.settings = md.get("settings") or {}
         mv.engine = md.get("engine") or ""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from kvtui.explore.evaluate import LIMIT_WORDS
 from kvtui.explore.reevaluate import reevaluate_modes  # noqa: F401 - the app's SLO worker
@@ -213,11 +213,11 @@ class RunState(RunEvents, SnapshotLoading):
                 mv.view_steps.update(by_index)
         self._bump(steps=True, header=True)
 
-    def export_doc(self, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    def export_doc(self, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The document as shown: the run's (or the snapshot's), with an edited SLO applied."""
         import copy
 
-        doc = copy.deepcopy(base if base is not None else self.doc)
+        doc: dict[str, Any] = copy.deepcopy(dict(base) if base is not None else self.doc)
         doc.pop("_path", None)
         for m in doc.get("modes") or []:
             mv = self.modes.get(m.get("name"))

@@ -36,6 +36,7 @@ def test_every_published_snapshot_round_trips_byte_identically(xz):
     assert _serialise_like(text, run.to_dict()) == text
     # Every key of the published runs is one the schema knows: none left in extras.
     assert not run.extras and all(not m.extras and all(not s.extras for s in m.all_steps) for m in run.all_modes)
+    assert all(not m.info.extras and not m.facts.extras and not (m.search and m.search.extras) for m in run.all_modes)
 
 
 def test_the_reader_and_the_schema_agree_on_a_published_run():
@@ -103,12 +104,12 @@ def test_the_committed_snapshot_docs_are_generated_from_the_schema():
 
 
 def test_a_view_reads_the_same_fields_without_copying():
-    d = {"name": "m", "series": [{"t": 1}], "steps": [{"load": 8, "checks": [{"ok": True}]}], "odd": {"x": 1}}
+    d = {"name": "m", "series": [{"t": 1}], "steps": [{"load": 8, "notes": [{"ok": True}]}], "odd": {"x": 1}}
     kept, view = Mode.from_dict(d), Mode.view(d)
     assert view == kept and view.to_dict() == d
-    assert view.series is d["series"] and view.all_steps[0].checks is d["steps"][0]["checks"]
+    assert view.series is d["series"] and view.all_steps[0].notes is d["steps"][0]["notes"]
     assert view.extras["odd"] is d["odd"]
-    assert kept.series is not d["series"] and kept.all_steps[0].checks is not d["steps"][0]["checks"]
+    assert kept.series is not d["series"] and kept.all_steps[0].notes is not d["steps"][0]["notes"]
     assert Mode.from_dict(d).series is not d["series"]  # a view read in between leaves from_dict copying
 
 
@@ -118,3 +119,4 @@ def test_a_snapshot_the_writer_writes_now_round_trips_byte_identically(tmp_path)
     assert _serialise_like(text, Run.from_dict(_decode(json.loads(text))).to_dict()) == text
     run = Run.from_dict(_decode(json.loads(text)))
     assert not run.extras and all(not m.extras and all(not s.extras for s in m.all_steps) for m in run.all_modes)
+    assert all(not m.info.extras and not m.facts.extras and not (m.search and m.search.extras) for m in run.all_modes)

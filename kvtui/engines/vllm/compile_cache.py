@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
+
+from kvtui.snapshot.schema import ServerFacts
 
 ENV = "VLLM_CACHE_ROOT"
 ENV_KVTUI = "KVTUI_VLLM_CACHE_ROOT"
@@ -69,18 +71,18 @@ def state(parsed: str | None, had_graphs: bool) -> str | None:
     return parsed
 
 
-def start_line(server: Mapping[str, object]) -> str:
+def start_line(server: ServerFacts | Mapping[str, Any]) -> str:
     """The start's phases with the cache state, for the screen and the reports: "load 3.1 s,
     torch.compile 17.3 s (cache cold), engine init 41.1 s" — "" for a start that says nothing of its
     cache (the simulator, a snapshot from before: their lines stay as they were)."""
-    st = server.get("compile_cache")
+    facts = ServerFacts.of(server)
+    st = facts.compile_cache
     if not st:
         return ""
     parts = []
-    for key, name in (("load_s", "load"), ("compile_s", "torch.compile"), ("init_engine_s", "engine init")):
-        v = server.get(key)
+    for v, name in ((facts.load_s, "load"), (facts.compile_s, "torch.compile"), (facts.init_engine_s, "engine init")):
         if isinstance(v, (int, float)):
-            parts.append(f"{name} {v:.1f} s" + (f" (cache {st})" if key == "compile_s" else ""))
+            parts.append(f"{name} {v:.1f} s" + (f" (cache {st})" if name == "torch.compile" else ""))
     if not any(p.startswith("torch.compile") for p in parts):
         parts.append(f"torch.compile cache {st}")
     return ", ".join(parts)
