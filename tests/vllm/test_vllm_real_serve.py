@@ -302,7 +302,9 @@ def test_engine_core_death_is_reported(servers):
         time.sleep(0.1)
     assert reason is not None and reason.startswith("crashed: ")
     if status == 503:
-        assert "/health answered 503" in reason
+        # the 503 was seen; by the time check_alive looked, the API server may already have exited
+        # (then the exit and the log's cause are the reason, which is what a crash report should say)
+        assert "/health answered 503" in reason or ("exit status" in reason and "EngineDead" in reason), reason
     s.engine.stop()
     assert proc_in_group(s.pgid) == []
 
