@@ -35,6 +35,14 @@ def tiny_model(tmp_path_factory):
     return d
 
 
+def _steps(mode: dict) -> list[tuple]:
+    """A mode's steps in one line each: what an assertion on a CI machine needs to say why it failed."""
+    return [(s["load"], s.get("passed"), s.get("limited_by"), s.get("preemptions"), s.get("kv_cache_usage_max"),
+             s.get("waiting_max"), s.get("error_rate"), s.get("client_limited"), s.get("prefix_cache_hit_rate"),
+             (s.get("drain") or {}).get("why") if isinstance(s.get("drain"), dict) else s.get("drain"))
+            for s in mode.get("steps") or []]
+
+
 def test_fp8_kv_doubles_tokens_and_avoids_the_kv_wall(tiny_model, tmp_path):
     # The shipped scenario at its wall only: 24 x 1,328 tokens do not fit kv-auto's 24,320 and fit
     # fp8's twice that. Its loads below the wall (8, 16) cost minutes each on two cores and feed no
@@ -51,7 +59,8 @@ def test_fp8_kv_doubles_tokens_and_avoids_the_kv_wall(tiny_model, tmp_path):
         # reason, named, and the run goes on; the kv-auto half still has to hit its KV wall.
         assert fp8["error"]["kind"] == "unsupported" and "AVX-512" in fp8["error"]["message"], fp8.get("error")
         walls = [s for s in auto["steps"] if s["preemptions"] or ((s["kv_cache_usage_max"] or 0) >= 0.95 and s["waiting_max"])]
-        assert not auto.get("error") and auto["series"] and walls
+        assert not auto.get("error") and auto["series"], auto.get("error")
+        assert walls, _steps(auto)
         pytest.skip(f"the fp8 half: {no_fp8}")
     for m in (auto, fp8):
         assert not m.get("error"), m.get("error")
@@ -64,18 +73,18 @@ def test_fp8_kv_doubles_tokens_and_avoids_the_kv_wall(tiny_model, tmp_path):
     # always answers); the KV gauge needs a scrape inside the window, which a starved CPU
     # server can miss (None), so it is not required for a wall.
     walls = [s for s in auto["steps"] if s["preemptions"] or ((s["kv_cache_usage_max"] or 0) >= 0.95 and s["waiting_max"])]
-    assert walls, [(s["load"], s["kv_cache_usage_max"], s["preemptions"]) for s in auto["steps"]]
+    assert walls, _steps(auto)
     for wall in walls:
         twin = [s for s in fp8["steps"] if s["load"] == wall["load"]]
-        assert twin
+        assert twin, _steps(fp8)
         for s in twin:
-            assert s["preemptions"] == 0
-            assert (s["kv_cache_usage_max"] or 0) < 0.9
-    assert any(s["limited_by"] == "kv_wall" for s in walls), [
-        (s["load"], s["limited_by"], s["error_rate"], s["client_limited"], s["preemptions"]) for s in walls
-    ]
-    # Unique prompts: the server's prefix cache never hits.
-    assert all((s["prefix_cache_hit_rate"] or 0) < 0.01 for m in (auto, fp8) for s in m["steps"])
+            assert s["preemptions"] == 0 and (s["kv_cache_usage_max"] or 0) < 0.9, _steps(fp8)
+    assert any(s["limited_by"] == "kv_wall" for s in walls), _steps(auto)
+    # Unique prompts: the server's prefix cache never hits, except where a preempted request is recomputed
+    # (vLLM finds its own prompt blocks still cached: a wall step's hits are the server's, not a shared prefix).
+    hits = [(m["name"], s["load"], s["prefix_cache_hit_rate"], s["preemptions"]) for m in (auto, fp8) for s in m["steps"]
+            if not s["preemptions"] and (s["prefix_cache_hit_rate"] or 0) >= 0.01]
+    assert not hits, hits
     # The search ran and its answer is in the snapshot (reported, not asserted).
     print("search:", auto["search"]["describe"], "|", fp8["search"]["describe"])
     kinds = [e.kind for e in events]
