@@ -18,7 +18,9 @@ WHAT=${1:-all}
 PROTOCOL=${PROTOCOL:-continuous}
 OUT=${OUT:-/tmp/runs}; mkdir -p /tmp/runs "$OUT"
 PY=${PYTHON:-python3}
-SNAP=/tmp/runs/answer.json
+# SCENARIO=NAME runs a shipped scenario instead (e.g. h200-llama8b, the published 2k/256 workload) under TAG.
+TAG=${TAG:-answer}
+LATEST=/tmp/runs/$TAG.latest   # the path of the newest snapshot (each run writes its own --out; the next resumes it)
 SC=/tmp/runs/answer.toml
 cat >"$SC" <<TOML
 name = "h200-answer-8k512"
@@ -71,7 +73,9 @@ itl_p95_ms = 300
 max_error_rate = 0.01
 max_preemptions_per_request = 0
 TOML
+[ -n "${SCENARIO:-}" ] && SC=$SCENARIO
 if [ "${SIM:-0}" = 1 ]; then
+  [ -n "${SCENARIO:-}" ] && { SC=/tmp/runs/$TAG.toml; cp "$($PY -c 'import sys; from pathlib import Path; from kvtui.paths import find_scenario; print(find_scenario(Path(sys.argv[1])))' "$SCENARIO")" "$SC"; }
   sed -i 's/^engine = "vllm"/engine = "sim"/; s#^model = "/tmp/model8b"#model = "llama-3.1-8b"#' "$SC"
   extra=(--fast)
 else
@@ -101,20 +105,38 @@ print(f"comparison: start {tot['start']:.0f} s, windows {tot['windows']:.0f} s, 
 PYEOF
 }
 run_mode() {
-  local mode=$1 res=()
-  [ -f "$SNAP" ] && res=(--resume "$SNAP")
+  local mode=$1 res=() out
+  out=/tmp/runs/$TAG-$mode-$(date +%s).json   # a run never shares its --out: each run its own, resuming the last
+  [ -f "$LATEST" ] && res=(--resume "$(cat "$LATEST")")
   t0=$(date +%s)
-  $PY -m kvtui run "$SC" --mode "$mode" --headless --out /tmp/runs/answer-$mode.json "${res[@]}" "${extra[@]}" \
-    >/tmp/runs/answer-$mode.run.log 2>&1
+  timeout -s INT "${TIMEOUT:-100000}" $PY -m kvtui run "$SC" --mode "$mode" --headless --out "$out" "${res[@]}" "${extra[@]}" \
+    >"${out%.json}.run.log" 2>&1
   echo "$mode: rc=$? in $(( $(date +%s) - t0 )) s"
-  cp /tmp/runs/answer-$mode.json "$SNAP" 2>/dev/null
-  grep -E "^\[|^kvtui: (warning|error)" /tmp/runs/answer-$mode.run.log | grep -v "INFO\|WARNING" | tail -8
-  cp /tmp/runs/answer-$mode.json /tmp/runs/answer-$mode.run.log "$OUT/" 2>/dev/null
+  [ -f "$out" ] && echo "$out" > "$LATEST"
+  grep -E "^\[|^kvtui: (warning|error)" "${out%.json}.run.log" | grep -v "INFO\|WARNING" | tail -8
+}
+finished() {  # the modes the snapshot holds as finished (search done), one per line
+  [ -f "$LATEST" ] || return 0
+  $PY -c 'import json,sys; [print(m["name"]) for m in json.load(open(sys.argv[1]))["modes"] if (m.get("search") or {}).get("done")]' "$(cat "$LATEST")"
+}
+bundle() {  # everything this call measured, in one file ($OUT takes 8 files at most)
+  tar -C /tmp/runs -cJf "$OUT/$TAG-runs-$(date +%H%M%S).tar.xz" . 2>/dev/null
 }
 case "$WHAT" in
   report) ;;
-  all) rm -f "$SNAP" /tmp/runs/answer-*.json /tmp/runs/answer-*.records.jsonl /tmp/runs/answer-*.journal.jsonl; for m in bf16 fp8-kv fp8-w fp8-w+kv; do run_mode "$m"; done ;;
+  next)  # one device call: the modes not yet finished, in order, within ${BUDGET_S:-560} s from now; a mode cut by
+         # the call's end is resumed by the next call (--resume keeps its steps)
+    t_end=$(( $(date +%s) + ${BUDGET_S:-560} ))
+    for m in ${MODES:-bf16 fp8-kv fp8-w fp8-w+kv}; do
+      finished | grep -qxF "$m" && continue
+      left=$(( t_end - $(date +%s) ))
+      [ "$left" -lt "${MIN_MODE_S:-150}" ] && { echo "next: ${left} s left in this call: $m waits for the next"; break; }
+      TIMEOUT=$(( left - 10 )) run_mode "$m"
+    done
+    echo "finished: $(finished | tr '\n' ' ')"
+    bundle ;;
+  all) rm -f "$LATEST" /tmp/runs/$TAG-*; for m in bf16 fp8-kv fp8-w fp8-w+kv; do run_mode "$m"; done ;;
   *) run_mode "$WHAT" ;;
 esac
-[ -f "$SNAP" ] && split "$SNAP" | tee "$OUT/answer-split.txt" && cp "$SNAP" "$OUT/answer.json" 2>/dev/null
+[ -f "$LATEST" ] && split "$(cat "$LATEST")" | tee "$OUT/$TAG-split.txt"
 exit 0
