@@ -20,8 +20,8 @@ from typing import Any, Callable, Mapping
 from kvtui.explore import events
 from kvtui.explore.events import check_kind
 from kvtui.scenario.slo_table import slo_of
-from kvtui.snapshot.document import Document
 from kvtui.snapshot.schema import EngineInfo, Environment, Mode, Quality, Run, RunInfo, Search, ServerFacts
+from kvtui.tui.cellfmt import as_stored
 from kvtui.tui.loglines import classify_log_line
 from kvtui.tui.modeview import ModeView
 from kvtui.tui.series import Series, _num
@@ -381,10 +381,10 @@ class SnapshotLoading(StateHost):
             if info.command:
                 self._append_log(name, "command: " + " ".join(map(str, info.command)), "")
             if f:
-                self._append_log(name, f"startup {_as_kept(f, 'startup_s')} s: weights {_as_kept(f, 'weights_gib')} "
-                                       f"GiB, KV cache {_as_kept(f, 'kv_cache_gib')} GiB = "
-                                       f"{_as_kept(f, 'kv_cache_tokens')} tokens, "
-                                       f"max concurrency reported {_as_kept(f, 'max_concurrency_reported')}", "fact")
+                self._append_log(name, f"startup {as_stored(f, 'startup_s')} s: weights {as_stored(f, 'weights_gib')} "
+                                       f"GiB, KV cache {as_stored(f, 'kv_cache_gib')} GiB = "
+                                       f"{as_stored(f, 'kv_cache_tokens')} tokens, "
+                                       f"max concurrency reported {as_stored(f, 'max_concurrency_reported')}", "fact")
                 from kvtui.engines.vllm.compile_cache import start_line
 
                 if start_line(f):
@@ -409,9 +409,4 @@ def _step_dicts(m: Mode) -> list[dict[str, Any]]:
     """The mode's steps as the state keeps them: dicts of their own, as the snapshot holds them
     (the search's replay and the SLO's re-evaluation, kvtui.explore, read dicts)."""
     return [s.to_dict() for s in m.all_steps]
-
-
-def _as_kept(doc: Document, key: str) -> Any:
-    """A figure as the snapshot keeps it (null shows as None, as it always did), or — where the key is absent."""
-    return doc.stored(key) if doc.has(key) else "—"
 
