@@ -230,6 +230,20 @@ class Step(Document):
 
 
 @dataclass(frozen=True)
+class CurvePoint(Document):
+    """One load of a predicted curve: the offline simulator's step at that load (SIMULATED;
+    kvtui.explore.prediction.curve_point)."""
+
+    load: float | None = field("the simulated load", NUMBER)
+    passed: bool | None = field("its simulated verdict", BOOL)
+    ttft_p95_ms: float | None = field("simulated TTFT p95 (ms)", NUMBER)
+    tpot_p95_ms: float | None = field("simulated TPOT p95 (ms)", NUMBER)
+    output_tok_s: float | None = field("simulated output tokens/s", NUMBER)
+    limited_by: str | None = field("what limited the simulated step (empty: nothing)", TEXT)
+    deciding: Deciding | None = field("the SLO figure that decided its verdict", one(Deciding))
+
+
+@dataclass(frozen=True)
 class PredictionError(Document):
     """The prediction against what was measured: errors are (predicted − measured) / measured."""
 
@@ -261,7 +275,7 @@ class Refit(Document):
     evaluations: int | None = field("model evaluations the fit took", INT)
     wall_s: float | None = field("how long it took (s)", NUMBER)
     knee: float | None = field("the knee predicted again from the refit, where it was", NUMBER)
-    curve: list[Any] | None = field("the curve predicted again, where it was", LIST)
+    curve: tuple[CurvePoint, ...] | None = field("the curve predicted again, where it was", many(CurvePoint))
 
 
 @dataclass(frozen=True)
@@ -279,8 +293,7 @@ class Prediction(Document):
     reached_max: bool | None = field("the prediction passed up to the ramp's max", BOOL)
     resolution: float | None = field("the load step of the predicted search", NUMBER)
     kv_bound_guess: float | None = field("concurrency the KV cache holds (KV tokens / tokens per request)", NUMBER)
-    curve: list[Any] | None = field("predicted figures per load: {load, passed, ttft_p95_ms, tpot_p95_ms, "
-                                    "output_tok_s, limited_by…}", LIST)
+    curve: tuple[CurvePoint, ...] | None = field("predicted figures per load, in load order", many(CurvePoint))
     factors: Mapping[str, Any] | None = field("the efficiency factors used, per precision", OBJECT)
     wall_s: float | None = field("how long the prediction took (s)", NUMBER)
     prior_calibration: str | None = field("the calibration before any refit on this run's steps", TEXT)
@@ -290,6 +303,15 @@ class Prediction(Document):
     why: str | None = field("why there is no prediction (covered false): a model or GPU the simulator does not cover",
                             TEXT)
     model_config: Mapping[str, Any] | None = field("the model's config.json as the simulator read it", OBJECT)
+
+    @property
+    def now(self) -> Prediction | Refit | None:
+        """The prediction as it stands now: the latest refit that predicted again (it has a curve),
+        else the prediction itself; None where it covers nothing (the same rule as
+        kvtui.explore.predict_loop.current, which the run reads on its own dicts)."""
+        if not self.covered:
+            return None
+        return next((r for r in reversed(self.refits or ()) if r.curve), self)
 
 
 @dataclass(frozen=True)
@@ -447,6 +469,9 @@ class Mode(Document):
     quality: Quality | None = field("its quality pass", one(Quality))
     error: ModeError | None = field("why it has no result", one(ModeError))
     imported_from: list[Any] | None = field("the `vllm bench` result files an imported mode was made from", LIST)
+    records_file: str | None = field("an older resume's pointer to the earlier run's records sidecar, for a mode it "
+                                     "kept (no longer written: a resume copies kept modes' records into its own)",
+                                     TEXT)
 
     @property
     def all_steps(self) -> tuple[Step, ...]:
@@ -627,7 +652,7 @@ class Run(Document):
 
 
 DOCUMENTS: tuple[type[Document], ...] = (Run, Environment, RunInfo, Mode, EngineInfo, ServerFacts, Search, ModeError,
-                                         Step, SloCheck, Distribution, StepPrediction, Deciding, Prediction,
+                                         Step, SloCheck, Distribution, StepPrediction, Deciding, Prediction, CurvePoint,
                                          PredictionError, Refit, Quality, Replica, ReplicaStep,
                                          ReplicaLost, Comparison, ComparisonRow)
 

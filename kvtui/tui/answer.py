@@ -3,12 +3,13 @@ mode's latency against the load on one chart. A finished run ends here; a replay
 
 The figures come from `kvtui.report.answer.build_answer` (the same data the exports use), on
 the document as shown (an edited SLO applied). 80×24 keeps the headline, the winners, the
-mode table and the footer; the chart and the reasons come with more rows.
+mode table and the footer; the chart and the reasons come with more rows. Its rows are read as the
+schema's typed `ComparisonRow`s, the steps on the chart as `Step`s (kvtui.snapshot.schema).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,6 +20,7 @@ from textual.widgets import DataTable, Static
 
 from kvtui.report.answer import build_answer, headline
 from kvtui.report.text import figure_cell, fmt_load, quality_cell
+from kvtui.snapshot.schema import ComparisonRow, Step
 from kvtui.tui.charts import Chart, _finite, hexrgb
 from kvtui.tui.footer import KeyFooter
 from kvtui.tui.keys import bindings
@@ -69,16 +71,17 @@ def fit_columns(cols: list[tuple[str, str]], rows: list[dict[str, str]], room: i
     return cols
 
 
-def answer_cells(r: dict[str, Any], base: str | None) -> dict[str, str]:
+def answer_cells(r: ComparisonRow | Mapping[str, Any], base: str | None) -> dict[str, str]:
     from kvtui.explore.evaluate import LIMIT_WORDS
 
-    lim = r.get("knee_limited_by")
-    c = lambda key: figure_cell(key, r)  # noqa: E731 - each figure written by its one rule (report/text.py)
+    row = ComparisonRow.of(r)
+    lim = row.knee_limited_by
+    c = lambda key: figure_cell(key, row)  # noqa: E731 - each figure written by its one rule (report/text.py)
     tok = c("output_tok_s")
-    if r.get("peak_load") is not None and r.get("best") is not None and r["peak_load"] != r["best"]:
-        tok += f"@{fmt_load(r['peak_load'])}"
+    if row.peak_load is not None and row.best is not None and row.peak_load != row.best:
+        tok += f"@{fmt_load(row.peak_load)}"
     return {
-        "mode": str(r["mode"]) + (" (base)" if r["mode"] == base else ""),
+        "mode": str(row.mode) + (" (base)" if row.mode == base else ""),
         "best": c("best"),
         "best_x": c("best_x"),
         "tok": tok,
@@ -89,7 +92,7 @@ def answer_cells(r: dict[str, Any], base: str | None) -> dict[str, str]:
         "qadj": c("usd_per_mtok_out_qadj"),
         "kv": c("kv_tokens"),
         "limit": LIMIT_WORDS.get(lim or "", lim or "—"),
-        "quality": quality_cell(r.get("quality")),
+        "quality": quality_cell(row.quality),
     }
 
 
@@ -115,12 +118,11 @@ class LoadLatencyChart(Chart):
         loads: list[float] = []
         knees: list[tuple[float, float, tuple[int, int, int], str]] = []
         for i, m in enumerate(st.modes.values()):
-            latest: dict[float, dict[str, Any]] = {}
-            for s in st.steps_of(m, upto_cursor=False):
-                if s.get("load") is not None:
-                    latest[float(s["load"])] = s
-            xy = [(x, y) for x in sorted(latest)
-                  if (y := _finite((latest[x].get(f"{self.metric}_ms") or {}).get(self.pct))) is not None]
+            latest: dict[float, Step] = {}
+            for s in map(Step.of, st.steps_of(m, upto_cursor=False)):
+                if s.load is not None:
+                    latest[float(s.load)] = s
+            xy = [(x, y) for x in sorted(latest) if (y := self.figure(latest[x])) is not None]
             if not xy:
                 continue
             color, marker = pal.line(i), MARKERS[i % len(MARKERS)]
@@ -129,7 +131,7 @@ class LoadLatencyChart(Chart):
             ymax = max(ymax, max(p[1] for p in xy))
             best = st.best(m, upto_cursor=False)
             if best is not None and best in latest:
-                y = _finite((latest[best].get(f"{self.metric}_ms") or {}).get(self.pct))
+                y = self.figure(latest[best])
                 if y is not None:
                     knees.append((best, y, color, m.name))
         if not loads:
@@ -159,6 +161,11 @@ class LoadLatencyChart(Chart):
             self.border_title = title
             self.call_after_refresh(self.refresh)
         return ""  # one legend for both charts, under them (AnswerScreen.legend)
+
+    def figure(self, s: Step) -> float | None:
+        """The step's percentile of the chart's metric (its TTFT p95…), where it is a finite number."""
+        d = s.latency(self.metric)
+        return _finite(d.by_key(self.pct)) if d is not None else None
 
 
 class AnswerScreen(Screen):
@@ -261,7 +268,7 @@ class AnswerScreen(Screen):
             head.append("= " if q["tie"] else "★ ", style=f"bold {th.success}")
             head.append(who, style="bold")
             head.append(f"  {q['text']}")
-        if ans.get("note"):
+        if ans["note"]:  # build_answer's keys are always there
             head.append(f"\nnote: {ans['note']}", style=th.warning or "")
         self.query_one("#answer-head", Static).update(head)
         self._fill_table(ans)
@@ -309,9 +316,10 @@ class AnswerScreen(Screen):
         table = self.query_one("#answer-table", DataTable)
         table.clear(columns=True)
         lw = self.state.load_word
-        has_q = any(r.get("quality") for r in ans["rows"])
-        has_j = any(r.get("j_per_token_out") is not None for r in ans["rows"])
-        has_qadj = any(r.get("usd_per_mtok_out_qadj") is not None for r in ans["rows"])
+        rows = [ComparisonRow.of(r) for r in ans["rows"]]
+        has_q = any(r.quality for r in rows)
+        has_j = any(r.j_per_token_out is not None for r in rows)
+        has_qadj = any(r.usd_per_mtok_out_qadj is not None for r in rows)
         cols = [(k, h.format(lw=lw)) for k, h in ANSWER_COLUMNS
                 if (k != "quality" or has_q) and (k != "j" or has_j) and (k != "qadj" or has_qadj)]
         th = self.app.current_theme
@@ -319,18 +327,18 @@ class AnswerScreen(Screen):
         won_src = {"best": "best", "tok": "output_tok_s", "usd": "usd_per_mtok_out", "j": "j_per_token_out",
                    "qadj": "usd_per_mtok_out_qadj"}
         shown: list[dict[str, tuple[str, bool]]] = []
-        for r in ans["rows"]:
+        for r in rows:
             cells = answer_cells(r, ans["baseline"])
-            won = {k: k in won_src and r["mode"] in winners.get(won_src[k], set()) and len(ans["rows"]) > 1
+            won = {k: k in won_src and r.mode in winners.get(won_src[k], set()) and len(rows) > 1
                    for k in cells}
             shown.append({k: (("★" if won[k] else "") + v, won[k]) for k, v in cells.items()})
         cols = fit_columns(cols, [{k: v for k, (v, _) in row.items()} for row in shown],
                            self.size.width - 4)  # the body's padding and its scrollbar
         for k, h in cols:
             table.add_column(h, key=k)
-        for r, row_cells in zip(ans["rows"], shown):
+        for r, row_cells in zip(rows, shown):
             row = [Text(row_cells[k][0], style=f"bold {th.success}" if row_cells[k][1] else "") for k, _ in cols]
-            table.add_row(*row, key=str(r["mode"]))
+            table.add_row(*row, key=str(r.mode))
 
     def _paths_text(self) -> Text:
         st = self.state

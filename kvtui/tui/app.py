@@ -25,6 +25,7 @@ from kvtui.errors import KvtuiError
 from kvtui.explore import events
 from kvtui.procs import tracker
 from kvtui.scenario.schema import Scenario
+from kvtui.snapshot.schema import Mode, Search, Step
 from kvtui.tui.controls import Controls
 from kvtui.tui.documents import DocumentActions, SloResult, write_markdown  # noqa: F401 - imported from here
 from kvtui.tui.keys import bindings
@@ -246,15 +247,16 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         ev = message.event
         self.state.ingest(ev)
         if isinstance(ev, events.ModeFinished):
-            d = ev.data
-            best = d.get("best_concurrency")
+            m = Mode.view(ev.mode_doc)
+            search = m.search or Search()
+            best = m.best_concurrency
             if best is not None:
                 text = f"{ev.mode}: best {self.state.load_word}={best:g}"
-            elif d.get("complete") is False or (d.get("search") or {}).get("done") is False:
+            elif m.complete is False or search.done is False:
                 # A stop mid-mode: lower loads may never have been tried; no verdict to claim.
                 text = f"{ev.mode}: stopped before its search finished: no verdict"
             else:
-                text = f"{ev.mode}: {(d.get('search') or {}).get('describe') or 'no result'}"
+                text = f"{ev.mode}: {search.describe or 'no result'}"
             self.notify(text, title="mode finished", timeout=6)
         elif isinstance(ev, events.RunError):
             self.notify(str(ev.data), severity="error", timeout=10)
@@ -272,7 +274,7 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             # The run ends on its answer (over the dashboard: d goes back to it).
             self.call_after_refresh(self.show_answer)
         elif isinstance(ev, events.StepFinished) and self.state.edited:
-            self._reevaluate_new_step(self.state.view_slo, ev.mode, ev.data.get("index"))
+            self._reevaluate_new_step(self.state.view_slo, ev.mode, Step.view(ev.step).index)
 
     def on_setup_screen_start_requested(self, message: Any) -> None:
         self.start_run(message.scenario, modes=message.modes)

@@ -21,6 +21,7 @@ from rich.style import Style
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
+from kvtui.snapshot.schema import Step
 from kvtui.tui.legend import fit_legend, fit_text, fit_title
 from kvtui.tui.redraw import RedrawnOnChange
 from kvtui.tui.state import ModeView, RunState
@@ -270,9 +271,9 @@ def time_scale(mv: ModeView | None) -> float:
     """The simulator's wall seconds per modelled second (1 for a real server)."""
     if mv is None:
         return 1.0
-    ts = _finite((mv.info or {}).get("time_scale"))
+    ts = _finite(mv.info.time_scale)
     if ts is None:
-        ts = next((_finite(s.get("time_scale")) for s in mv.steps if _finite(s.get("time_scale"))), None)
+        ts = next((t for s in mv.steps if (t := _finite(Step.of(s).time_scale))), None)
     return ts if ts and ts > 0 else 1.0
 
 
@@ -316,20 +317,20 @@ class MemoryChart(TimeChart):
 
     def data_key(self) -> Any:
         mv = self.viewed()
-        return super().data_key() + (tuple(sorted((mv.server or {}).items(), key=str)) if mv else (),)
+        return super().data_key() + (mv.server if mv else (),)  # the startup facts (a document compares by value)
 
     def draw(self, plt: "Plot", mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         if mv is None or not len(mv.series):
             self.empty(plt, "waiting for the server…")
             return ""
         s, b = mv.series, self.buckets(w)
-        f = mv.server or {}
+        f = mv.server
         xs, used = self.view(mv, "gpu_mem_used_gib", b)
         kx, kv = self.view(mv, "kv_in_use_gib", b)
-        total = s.last("gpu_mem_total_gib") or f.get("gpu_total_gib")
-        weights = _finite(f.get("weights_gib")) or 0.0
-        static = weights + (_finite(f.get("activation_peak_gib")) or 0.0) + (_finite(f.get("cuda_graph_gib")) or 0.0)
-        pool = _finite(f.get("kv_cache_gib"))
+        total = s.last("gpu_mem_total_gib") or f.gpu_total_gib
+        weights = _finite(f.weights_gib) or 0.0
+        static = weights + (_finite(f.activation_peak_gib) or 0.0) + (_finite(f.cuda_graph_gib) or 0.0)
+        pool = _finite(f.kv_cache_gib)
         items: list[LegendItem] = []
         per_gpu = sorted(k for k in s.cols if k.startswith("gpu") and k.endswith("_mem_gib"))
         if len(per_gpu) > 1:

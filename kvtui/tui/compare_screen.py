@@ -10,6 +10,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from kvtui.snapshot.schema import Comparison
 from kvtui.tui.keys import bindings
 
 
@@ -58,7 +59,7 @@ class CompareScreen(ModalScreen[None]):
             if doc is None:  # no document to tabulate: the plain text
                 raise ValueError("no document")
             headers, rows = comparison_headers(doc), comparison_rows(doc)
-            note = comparison(doc).get("note")
+            note = Comparison.view(comparison(doc)).note
         except Exception:  # a half-written mode must not take the screen down: the plain text then
             self.query_one("#compare-head", Static).update(Text(self.text, no_wrap=True))
             table.display = False

@@ -2,7 +2,8 @@
 thread), compare the modes, export the document as shown (and its Markdown report), save a
 screenshot, and the command palette that lists every action.
 
-A mixin of `kvtui.tui.app.KvtuiApp`."""
+A mixin of `kvtui.tui.app.KvtuiApp`. The documents are read through the snapshot schema's typed
+views (`Run`, `Step`); the export writes its own copy's keys as a dict (it makes that document)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from textual.worker import Worker
 from kvtui.errors import KvtuiError
 from kvtui.explore.reevaluate import ModeRecords, ViewSteps, reevaluate_modes
 from kvtui.scenario.schema import Slo
+from kvtui.snapshot.schema import Run, RunInfo, Step
 from kvtui.tui.host import AppHost
 
 # What an SLO worker gives back to the app (KvtuiApp.on_worker_state_changed): the SLO it
@@ -55,7 +57,7 @@ class DocumentActions(AppHost):
         mv = self.state.modes.get(mode or "")
         if slo is None or mv is None or index is None:
             return
-        step = next((s for s in mv.steps if s.get("index") == index), None)
+        step = next((s for s in mv.steps if Step.of(s).index == index), None)
         if step is not None:
             self._reevaluate_step(slo, [(mv.name, [step], self.state.records_file_for(mv))], {(mv.name, index)})
 
@@ -108,18 +110,20 @@ class DocumentActions(AppHost):
         base = self._current_doc()
         if not base:
             raise ValueError("nothing to export yet")
-        doc = self.state.export_doc(base)
-        doc["exported"] = {"at": time.time(), "by": "kvtui tui",
-                           "finished": bool((doc.get("run") or {}).get("finished")),
+        doc = self.state.export_doc(base)  # its own copy, which this writes to
+        run = Run.view(doc)
+        finished = bool((run.run or RunInfo()).finished)
+        doc["exported"] = {"at": time.time(), "by": "kvtui tui", "finished": finished,
                            "replay_of": self.state.source_name or None}
         stamp = time.strftime("%Y%m%d-%H%M%S")
         if self.state.replay:
+            # where the reader found the replayed file (kvtui.snapshot.file adds "_path"; no key of the run's)
             src = Path(self.snapshot.get("_path") or "snapshot.json") if self.snapshot else Path("snapshot.json")
             folder, stem = src.parent, src.name.split(".json")[0]  # run.json and run.json.journal → run
         else:
             out = self.run_obj.out if self.run_obj is not None else Path("runs/kvtui.json")
             folder, stem = out.parent, out.stem
-        rec = doc.get("records")
+        rec = run.records
         if rec and not Path(rec).is_absolute():
             doc["records"] = rec  # the sidecar sits in the same folder as the export
         path = folder / f"{stem}-export-{stamp}.json"
@@ -138,7 +142,7 @@ class DocumentActions(AppHost):
             path = fallback / path.name
             atomic_write(path, dumps(doc))
         md_path = None
-        if (doc.get("run") or {}).get("finished") or self.state.replay:
+        if finished or self.state.replay:
             md_path = write_markdown(doc, path.with_suffix(".md"))
             if md_path is not None:
                 self.reports.append(md_path)

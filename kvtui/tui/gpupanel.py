@@ -3,10 +3,11 @@ and the KV in use), NVML's used/total, SM utilisation, power, SM clock and J/tok
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from rich.text import Text
 
+from kvtui.snapshot.schema import Step
 from kvtui.tui.charts import fmt_num, hexrgb
 from kvtui.tui.redraw import KeyedText
 from kvtui.tui.state import RunState
@@ -44,10 +45,10 @@ class MemoryBar(KeyedText):
             t.append("— (startup facts come when the server is ready)", style="dim")
             return t
         f = mv.server
-        w = _f(f.get("weights_gib")) or 0.0
-        a = _f(f.get("activation_peak_gib")) or 0.0
-        g = _f(f.get("cuda_graph_gib")) or 0.0
-        kv = _f(f.get("kv_cache_gib")) or 0.0
+        w = _f(f.weights_gib) or 0.0
+        a = _f(f.activation_peak_gib) or 0.0
+        g = _f(f.cuda_graph_gib) or 0.0
+        kv = _f(f.kv_cache_gib) or 0.0
         t_max = st.t_max()
         usage = None
         total = None
@@ -59,7 +60,7 @@ class MemoryBar(KeyedText):
             total = tv[-1] if tv else None
             uv = mv.series.values("gpu_mem_used_gib", t_max)
             used = uv[-1] if uv else None
-        total = total or _f(f.get("gpu_total_gib"))
+        total = total or _f(f.gpu_total_gib)
         denom = total or (w + a + g + kv) or 1.0
         narrow = (self.size.width or 80) < 130
         width = 12 if narrow else max(10, min(40, (self.size.width or 80) - 90))
@@ -100,7 +101,7 @@ class MemoryBar(KeyedText):
             t.append(f"{in_use:.2f}" + (f" ({usage:.0%})" if usage is not None else ""))
         t.append(" │ NVML ", style="dim")
         t.append(f"{fmt_num(used)}/{fmt_num(total)}" + ("" if narrow else " GiB"))
-        tokens = f.get("kv_cache_tokens")
+        tokens = f.kv_cache_tokens
         util = (mv.series.values("gpu_util_pct", t_max) or [None])[-1]
         power = (mv.series.values("gpu_power_w", t_max) or [None])[-1]
         clock = (mv.series.values("gpu_sm_clock_mhz", t_max) or [None])[-1]
@@ -121,12 +122,12 @@ class MemoryBar(KeyedText):
         return t
 
 
-def step_j_per_token(mv: Any, steps: list[dict[str, Any]]) -> float | None:
+def step_j_per_token(mv: Any, steps: Sequence[Step | Mapping[str, Any]]) -> float | None:
     """Energy per output token of the last step shown: mean power over its times / its output tok/s."""
     if not steps:
         return None
-    s = steps[-1]
-    lo, hi, tok = _f(s.get("t_rel_start")), _f(s.get("t_rel_end")), _f(s.get("output_tok_s"))
+    s = Step.of(steps[-1])
+    lo, hi, tok = _f(s.t_rel_start), _f(s.t_rel_end), _f(s.output_tok_s)
     col = mv.series.cols.get("gpu_power_w")
     if lo is None or hi is None or not tok or not col:
         return None

@@ -2,17 +2,26 @@
 
 Mixins of `kvtui.tui.state.RunState` (they use its fields and helpers: `_mode`, `_bump`,
 `_append_log`, `modes`, …); kept apart so the state itself stays a small model.
+
+They read the run's documents through the snapshot schema's typed views (kvtui.snapshot.schema:
+`Run`, `Mode`, `ServerFacts`, `EngineInfo`, `Search`, `Quality`…) and keep views: each event's
+payload is the TUI's own copy (kvtui.explore.events.detached) and a replayed snapshot is read, never
+written, so a view (no copy) shares nothing anyone changes. Still dicts: the scenario (a document
+of its own schema), telemetry rows (thousands per mode) and the envelopes of the events' payloads
+(a step's start, the load generator's progress, an engine's {facts, info}).
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from kvtui.explore import events
 from kvtui.explore.events import check_kind
 from kvtui.scenario.slo_table import slo_of
+from kvtui.snapshot.schema import EngineInfo, Environment, Mode, Quality, Run, RunInfo, Search, ServerFacts
+from kvtui.tui.cellfmt import as_stored
 from kvtui.tui.loglines import classify_log_line
 from kvtui.tui.modeview import ModeView
 from kvtui.tui.series import Series, _num
@@ -37,13 +46,14 @@ class RunEvents(StateHost):
             handler(self, ev.mode, ev.data)
 
     def _on_run_started(self, _name: str | None, doc: dict[str, Any]) -> None:
+        run = Run.view(doc)
         self.doc = doc
-        self.scenario = doc.get("scenario") or {}
-        self.environment = doc.get("environment") or {}
+        self.scenario = run.scenario or {}
+        self.environment = run.environment or Environment()
         self.slo = slo_of(self.scenario)
         self.status = "running"
-        requested = (doc.get("run") or {}).get("modes_requested") or []
-        for m in doc.get("modes") or []:  # modes kept from a resumed snapshot
+        requested = (run.run or RunInfo()).modes_requested or []
+        for m in run.all_modes:  # modes kept from a resumed snapshot
             self._load_mode(m, kept=True)
         for n in requested:
             self._mode(n)
@@ -53,12 +63,12 @@ class RunEvents(StateHost):
         mv = self._mode(name)
         if mv is None:
             return
-        md = data.get("mode") or {}
+        md = Mode.view(data.get("mode") or {})
         mv.doc = md  # a copy of its own (events.detached); ModeUpdated brings the later ones
         mv.index = data.get("index", mv.index)
-        mv.settings = md.get("settings") or {}
-        mv.engine = md.get("engine") or ""
-        mv.simulated = bool(md.get("simulated"))
+        mv.settings = md.settings or {}
+        mv.engine = md.engine or ""
+        mv.simulated = bool(md.simulated)
         mv.status = "starting"
         mv.t_start = self.series_t_now(mv)
         mv.started_mono = time.monotonic()
@@ -101,8 +111,9 @@ class RunEvents(StateHost):
         mv = self._mode(name)
         if mv is None:
             return
-        suite = (q or {}).get("suite") or {}
-        for task, t in ((q or {}).get("tasks") or {}).items():
+        quality = Quality.view(q or {})
+        suite = quality.suite or {}
+        for task, t in (quality.tasks or {}).items():
             if task == "agreement" or not isinstance(t, dict) or t.get("n") is None:
                 continue
             lo, hi = (t.get("ci") or [0, 0])[:2]
@@ -117,13 +128,13 @@ class RunEvents(StateHost):
         mv = self._mode(name)
         if mv is None:
             return
-        mv.server = dict(data.get("facts") or {})
-        mv.info = dict(data.get("info") or {})
+        mv.server = ServerFacts.view(data.get("facts") or {})
+        mv.info = EngineInfo.view(data.get("info") or {})
         mv.status = "running"
         mv.phase = "ready"
         mv.parser = None
         if mv.predicted_kv is None:
-            mv.predicted_kv = self.kv_bound(mv.server.get("kv_cache_tokens"))
+            mv.predicted_kv = self.kv_bound(mv.server.kv_cache_tokens)
         self._bump(header=True)
 
     def kv_bound(self, kv_tokens: Any) -> float | None:
@@ -196,7 +207,7 @@ class RunEvents(StateHost):
         mv = self._mode(name)
         if mv is None:
             return
-        mv.doc = md  # the run's entry after its prediction or a step: a copy of its own
+        mv.doc = Mode.view(md)  # the run's entry after its prediction or a step: a copy of its own
         self._bump(header=True)
 
     def _on_step_finished(self, name: str | None, step: dict[str, Any]) -> None:
@@ -215,46 +226,51 @@ class RunEvents(StateHost):
         self._finish_mode(mv, md)
         self._bump(steps=True, header=True)
 
-    def _finish_mode(self, mv: ModeView, md: dict[str, Any]) -> None:
-        mv.search = dict(md.get("search") or {})
-        mv.run_best = md.get("best_concurrency")
-        mv.predicted_kv = md.get("predicted_kv_concurrency")
-        mv.doc = md
-        mv.knee_limited_by = md.get("knee_limited_by")
-        if md.get("server"):
-            mv.server = dict(md["server"])
-        if md.get("engine_info"):
-            mv.info = dict(md["engine_info"])
-        err = md.get("error")
-        mv.error = (err or {}).get("message") if isinstance(err, dict) else (str(err) if err else None)
+    def _finish_mode(self, mv: ModeView, md: Mode | Mapping[str, Any]) -> None:
+        m = Mode.of(md)
+        mv.search = m.search or Search()
+        mv.run_best = m.best_concurrency
+        mv.predicted_kv = m.predicted_kv_concurrency
+        mv.doc = m
+        mv.knee_limited_by = m.knee_limited_by
+        if m.server:
+            mv.server = m.server
+        if m.engine_info:
+            mv.info = m.engine_info
+        if m.error is not None:
+            mv.error = m.error.message
+        else:  # an older snapshot's error may be a bare string, kept as stored
+            err = m.stored("error")
+            mv.error = str(err) if err else None
         if mv.error:
             mv.status = "failed"
-        elif mv.search.get("skipped"):
+        elif mv.search.skipped:
             mv.status = "skipped"
-        elif md.get("complete") is False:
+        elif m.complete is False:
             mv.status = "stopped"
         else:
             mv.status = "done"
         mv.parser = None
-        if len(mv.series) == 0 and md.get("series"):  # offline (fast) modes send no telemetry events
-            for row in md["series"]:
+        if len(mv.series) == 0 and m.series:  # offline (fast) modes send no telemetry events
+            for row in m.series:
                 self._add_row(mv, row)
-        if len(mv.steps) < len(md.get("steps") or []):
-            mv.steps = [dict(s) for s in md["steps"]]
+        if len(mv.steps) < len(m.all_steps):
+            mv.steps = _step_dicts(m)
 
     def _on_run_finished(self, _name: str | None, doc: dict[str, Any]) -> None:
-        run = doc.get("run") or {}
-        self.comparison = doc.get("comparison")
-        self.stop_reason = run.get("stop_reason")
-        self.status = "finished" if run.get("finished") else "stopped"
+        r = Run.view(doc)
+        run = r.run or RunInfo()
+        self.comparison = r.comparison
+        self.stop_reason = run.stop_reason
+        self.status = "finished" if run.finished else "stopped"
         from kvtui.report.outcome import NO_MODE_STARTED, no_mode_started
 
         if no_mode_started(doc):  # a failed run, not a finished one
             self.status, self.stop_reason = "failed", NO_MODE_STARTED
         self.finished_at = time.time()
         self.step = None
-        for m in doc.get("modes") or []:
-            mv = self.modes.get(m.get("name"))
+        for m in r.all_modes:
+            mv = self.modes.get(m.name) if m.name is not None else None
             if mv is not None and mv.status in ("starting", "running", "waiting"):
                 self._finish_mode(mv, m)
         for mv in self.modes.values():
@@ -304,87 +320,93 @@ _BY_KIND: dict[str, type[events.Event]] = {t.kind: t for t in events.EVENT_TYPES
 class SnapshotLoading(StateHost):
     """Replay: a saved document, every mode at once."""
 
-    def _load_mode(self, m: dict[str, Any], kept: bool = False) -> ModeView:
-        mv = self._mode(m.get("name") or f"mode{len(self.modes)}")
+    def _load_mode(self, md: Mode | Mapping[str, Any], kept: bool = False) -> ModeView:
+        m = Mode.of(md)
+        mv = self._mode(m.name or f"mode{len(self.modes)}")
         assert mv is not None
-        mv.index = m.get("index", mv.index)
-        mv.settings = m.get("settings") or {}
-        mv.engine = m.get("engine") or ""
-        mv.simulated = bool(m.get("simulated"))
-        mv.steps = [dict(s) for s in m.get("steps") or []]
-        mv.records_file = m.get("records_file")
+        mv.index = m.index if m.index is not None else mv.index
+        mv.settings = m.settings or {}
+        mv.engine = m.engine or ""
+        mv.simulated = bool(m.simulated)
+        mv.steps = _step_dicts(m)
+        mv.records_file = m.records_file
         mv.series = Series()
         mv._last_preempt = None
-        for row in m.get("series") or []:
+        for row in m.series or []:
             if isinstance(row, dict):
                 self._add_row(mv, row)
         self._finish_mode(mv, m)
         if kept:
             mv.status = "kept"
-        elif not m.get("complete") and not mv.error:
+        elif not m.complete and not mv.error:
             mv.status = "stopped"
         return mv
 
     def load_snapshot(self, doc: dict[str, Any]) -> None:
         """Show a saved run (replay): every mode, cursor on the last step of the first mode."""
+        run = Run.view(doc)
         self.doc = doc
         self.replay = True
         self.status = "replay"
-        self.scenario = doc.get("scenario") or {}
-        self.environment = doc.get("environment") or {}
+        self.scenario = run.scenario or {}
+        self.environment = run.environment or Environment()
         self.slo = slo_of(self.scenario)
-        self.comparison = doc.get("comparison")
-        self.stop_reason = (doc.get("run") or {}).get("stop_reason")
+        self.comparison = run.comparison
+        self.stop_reason = (run.run or RunInfo()).stop_reason
         self.modes = {}
-        for m in doc.get("modes") or []:
-            if isinstance(m, dict):
-                self._load_mode(m)
+        for m in run.all_modes:
+            self._load_mode(m)
         self.current = next(iter(self.modes), None)
         self.viewing = self.current
         mv = self.viewed
         self.cursor = (len(mv.steps) - 1) if mv and mv.steps else None
-        path = doc.get("_path")
+        path = doc.get("_path")  # where the reader found it (kvtui.snapshot.file): not a key of the run's
         self.source_name = Path(path).name if path else ""
-        rec = doc.get("records")
+        rec = run.records
         if rec and path:
             p = Path(rec)
             self.records_path = p if p.is_absolute() else Path(path).with_name(p.name)
-        for w in doc.get("load_warnings") or []:
+        for w in run.load_warnings or []:
             self.notices.append(("warning", w))
-        self._replay_log(doc)
+        self._replay_log(run)
         self._bump(steps=True, header=True)
 
-    def _replay_log(self, doc: dict[str, Any]) -> None:
+    def _replay_log(self, run: Run) -> None:
         """Snapshots keep no server log; the log pane shows what they do keep about each server."""
         self._append_log(None, "replay: the server's own log is not stored in snapshots; what the snapshot keeps:",
                          "kvtui")
-        for m in doc.get("modes") or []:
-            name = m.get("name")
-            info = m.get("engine_info") or {}
-            f = m.get("server") or {}
-            if info.get("command"):
-                self._append_log(name, "command: " + " ".join(map(str, info["command"])), "")
+        for m in run.all_modes:
+            name = m.name
+            info, f = m.info, m.facts
+            if info.command:
+                self._append_log(name, "command: " + " ".join(map(str, info.command)), "")
             if f:
-                self._append_log(name, f"startup {f.get('startup_s', '—')} s: weights {f.get('weights_gib', '—')} GiB, "
-                                       f"KV cache {f.get('kv_cache_gib', '—')} GiB = "
-                                       f"{f.get('kv_cache_tokens', '—')} tokens, "
-                                       f"max concurrency reported {f.get('max_concurrency_reported', '—')}", "fact")
+                self._append_log(name, f"startup {as_stored(f, 'startup_s')} s: weights {as_stored(f, 'weights_gib')} "
+                                       f"GiB, KV cache {as_stored(f, 'kv_cache_gib')} GiB = "
+                                       f"{as_stored(f, 'kv_cache_tokens')} tokens, "
+                                       f"max concurrency reported {as_stored(f, 'max_concurrency_reported')}", "fact")
                 from kvtui.engines.vllm.compile_cache import start_line
 
                 if start_line(f):
                     self._append_log(name, "start: " + start_line(f), "fact")
-                if f.get("phases"):
-                    self._append_log(name, "phases: " + " → ".join(f["phases"]), "fact")
-                for w in f.get("warnings") or []:
+                if f.phases:
+                    self._append_log(name, "phases: " + " → ".join(f.phases), "fact")
+                for w in f.warnings or []:
                     self._append_log(name, f"warning: {w}", "warning")
-            err = m.get("error")
-            if isinstance(err, dict):
-                self._append_log(name, f"error ({err.get('kind')}): {err.get('message')}", "error")
-                for line in str(err.get("log_tail") or "").splitlines()[-40:]:
+            err = m.error
+            if err is not None:
+                self._append_log(name, f"error ({err.kind}): {err.message}", "error")
+                for line in str(err.log_tail or "").splitlines()[-40:]:
                     self._append_log(name, line)
-            search = m.get("search") or {}
-            if search.get("describe"):
-                self._append_log(name, f"search ({search.get('strategy')}): {search['describe']}", "kvtui")
-        for w in doc.get("warnings") or []:
+            search = m.search or Search()
+            if search.describe:
+                self._append_log(name, f"search ({search.strategy}): {search.describe}", "kvtui")
+        for w in run.warnings or []:
             self._append_log(None, f"warning: {w}", "warning")
+
+
+def _step_dicts(m: Mode) -> list[dict[str, Any]]:
+    """The mode's steps as the state keeps them: dicts of their own, as the snapshot holds them
+    (the search's replay and the SLO's re-evaluation, kvtui.explore, read dicts)."""
+    return [s.to_dict() for s in m.all_steps]
 

@@ -1,10 +1,12 @@
 """A latency metric's p50/p95 per step against the load: the SLO as a line (the axis clipped at 3×
-its target so the line stays visible), the best load and the KV-bound prediction marked apart."""
+its target so the line stays visible), the best load and the KV-bound prediction marked apart.
+Steps are read through the snapshot schema's typed `Step`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
+from kvtui.snapshot.schema import Step
 from kvtui.tui.charts import Chart, LegendItem, _finite
 from kvtui.tui.modeview import ModeView
 from kvtui.tui.predicted import draw_predicted, prediction_key
@@ -14,13 +16,14 @@ if TYPE_CHECKING:
     from textual_plotext.plot import Plot
 
 
-def _points(steps: list[dict[str, Any]], field: str, pct: str) -> list[tuple[float, float]]:
-    """(load, the step's `field` at `pct`) of each step where that figure is a finite number."""
+def _points(steps: Sequence[Step], metric: str, pct: str) -> list[tuple[Any, float]]:
+    """(load, the step's `metric` latency at `pct`) of each step where that figure is a finite number."""
     out = []
     for s in steps:
-        y = _finite((s.get(field) or {}).get(pct))
+        d = s.latency(metric)
+        y = _finite(d.by_key(pct)) if d is not None else None
         if y is not None:
-            out.append((s["load"], y))
+            out.append((s.load, y))
     return out
 
 
@@ -53,35 +56,35 @@ class LatencyChart(Chart):
 
     def draw(self, plt: Plot, mv: ModeView | None, w: int, h: int, pal: ChartPalette) -> str:
         st = self.state
-        steps = st.steps_of(mv) if mv else []
+        steps = [Step.of(s) for s in st.steps_of(mv)] if mv else []
         if not steps:
             self.empty(plt, "no step finished yet")
             return ""
         m = self.METRIC
-        pts = sorted(steps, key=lambda s: s.get("load") or 0)
+        pts = sorted(steps, key=lambda s: s.load or 0)
         # One point per load on the line: the latest step there (a repeat overrides, as in the search);
         # earlier repeats stay as dots.
-        latest: dict[float, dict[str, Any]] = {}
+        latest: dict[float, Step] = {}
         for s in steps:
-            if s.get("load") is not None:
-                latest[s["load"]] = s
+            if s.load is not None:
+                latest[s.load] = s
         line_pts = [latest[x] for x in sorted(latest)]
-        repeats = [s for s in steps if s.get("load") is not None and latest.get(s["load"]) is not s]
+        repeats = [s for s in steps if s.load is not None and latest.get(s.load) is not s]
         items: list[LegendItem] = []
         ymax = 0.0
         series = [("p50", pal.line(0)), ("p95", pal.line(1))]
         for k, (pct, color) in enumerate(series):
-            xy = _points(line_pts, f"{m}_ms", pct)
+            xy = _points(line_pts, m, pct)
             if xy:
                 plt.plot([p[0] for p in xy], [p[1] for p in xy], color=color, marker=self.mark(k))
                 items.append((pct, color, self.mark(k)))
                 ymax = max(ymax, max(p[1] for p in xy))
-            rxy = _points(repeats, f"{m}_ms", pct)
+            rxy = _points(repeats, m, pct)
             if rxy:
                 plt.scatter([p[0] for p in rxy], [p[1] for p in rxy], color=color, marker="•")
                 ymax = max(ymax, max(p[1] for p in rxy))
         if self.STALLS:
-            xy = _points(pts, "itl_ms", "p99")
+            xy = _points(pts, "itl", "p99")
             if xy:
                 plt.scatter([p[0] for p in xy], [p[1] for p in xy], color=pal.line(4), marker="x")
                 items.append(("ITL p99", pal.line(4), "x"))
@@ -93,7 +96,7 @@ class LatencyChart(Chart):
                 items.append((f"SLO {limit:g}", pal.slo))
                 ymax = max(ymax, limit)
         best = st.best(mv)
-        loads = [s["load"] for s in pts if s.get("load") is not None]
+        loads = [s.load for s in pts if s.load is not None]
         lo, hi = min(loads), max(loads)
         pred = mv.predicted_kv if mv else None
         if pred and lo * 0.5 <= pred <= hi * 1.5:  # the KV-bound prediction beside the best load

@@ -8,8 +8,9 @@ that re-predicted (kvtui.explore.refit), the refitted one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
+from kvtui.snapshot.schema import Prediction, Refit, Step
 from kvtui.tui.charts import LegendItem, _finite
 from kvtui.tui.modeview import ModeView
 from kvtui.tui.themes import RGB
@@ -18,11 +19,11 @@ if TYPE_CHECKING:
     from textual_plotext.plot import Plot
 
 
-def prediction_of(mv: ModeView | None) -> dict[str, Any] | None:
-    from kvtui.explore.predict_loop import current
-
-    doc = mv.doc if mv is not None else None
-    return current(doc) if isinstance(doc, dict) else None
+def prediction_of(mv: ModeView | None) -> Prediction | Refit | None:
+    """The mode's prediction as it stands now (`Prediction.now`: the latest refit that predicted
+    again, else the prediction); None where it has none or it covers nothing."""
+    p = mv.doc.prediction if mv is not None else None
+    return p.now if p is not None else None
 
 
 def prediction_key(mv: ModeView | None) -> Any:
@@ -30,7 +31,7 @@ def prediction_key(mv: ModeView | None) -> Any:
     p = prediction_of(mv)
     if mv is None or p is None:
         return None
-    return (p.get("knee"), len(p.get("curve") or []), len(((mv.doc or {}).get("prediction") or {}).get("refits") or []))
+    return (p.knee, len(p.curve or ()), len((mv.doc.prediction or Prediction()).refits or ()))
 
 
 def draw_predicted(plt: Plot, mv: ModeView | None, metric: str, lo: float, hi: float, color: RGB,
@@ -41,15 +42,15 @@ def draw_predicted(plt: Plot, mv: ModeView | None, metric: str, lo: float, hi: f
         return []
     key = f"{metric}_p95_ms"
     xy: list[tuple[float, float]] = []
-    for c in p.get("curve") or []:
-        y = _finite(c.get(key))
-        if lo <= c.get("load", -1) <= hi and y is not None:
-            xy.append((c["load"], y))
+    for c in p.curve or ():
+        y = _finite(c.by_key(key))
+        if c.load is not None and lo <= c.load <= hi and y is not None:
+            xy.append((c.load, y))
     items: list[LegendItem] = []
     if xy:
         plt.plot([q[0] for q in xy], [min(q[1], top) for q in xy], color=color, marker="·")
         items.append(("sim p95", color, "·"))
-    knee = p.get("knee")
+    knee = p.knee
     if knee is not None and lo <= knee <= hi:
         plt.vertical_line(knee, color=color)
         plt.text(f"sim {knee:g}", knee, top * 0.9, color=color, alignment="center")
@@ -61,7 +62,7 @@ def has_prediction(mv: ModeView | None) -> bool:
     return prediction_of(mv) is not None
 
 
-def predicted_cell(step: dict[str, Any]) -> str:
+def predicted_cell(step: Step | Mapping[str, Any]) -> str:
     from kvtui.report.prediction_report import step_prediction
 
     return step_prediction(step)

@@ -4,11 +4,17 @@ From the search's own plan (`kvtui.explore.plan.steps_left`: the mode's strategy
 verdicts and played out against an assumed knee, hence "about") and the wall durations of the
 steps already run. Modes not started yet are assumed to need as
 many steps as this one, plus its engine start.
+
+The steps and the search are read through the snapshot schema's typed views; the step in flight
+and the load generator's progress are the events' own payloads ({mode, load, index, why},
+{phase, elapsed_s, …}), and the ramp is the scenario's.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
+
+from kvtui.snapshot.schema import Search, Step
 
 
 def fmt_eta(s: float | None) -> str:
@@ -22,14 +28,15 @@ def fmt_eta(s: float | None) -> str:
     return f"{s / 3600:.1f} h"
 
 
-def _durations(steps: list[dict[str, Any]]) -> list[float]:
+def _durations(steps: Sequence[Step | Mapping[str, Any]]) -> list[float]:
     out = []
-    for s in steps:
-        a, b = s.get("t_rel_start"), s.get("t_rel_end")
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > a:
+    for step in steps:
+        s = Step.of(step)
+        a, b = s.t_rel_start, s.t_rel_end
+        if a is not None and b is not None and b > a:
             out.append(float(b - a))
-        elif isinstance(s.get("duration_s"), (int, float)):
-            out.append(float(s["duration_s"]))
+        elif s.duration_s is not None:
+            out.append(float(s.duration_s))
     return out
 
 
@@ -44,17 +51,16 @@ def progress(state: Any) -> dict[str, Any] | None:
         return None
     ramp = (state.scenario or {}).get("ramp") or {}
     done = len(mv.steps)
-    srch = mv.search or (mv.doc or {}).get("search") or {}  # live: the run's own entry (its search starts there)
-    guess = srch.get("guess", mv.predicted_kv)  # where the search started (the KV-bound guess)
-    left = max(1, steps_left(ramp, mv.steps, state.closed, guess=guess, seed=srch.get("seed")))
+    srch = mv.search or mv.doc.search or Search()  # live: the run's own entry (its search starts there)
+    guess = srch.guess if srch.has("guess") else mv.predicted_kv  # where the search started (the KV-bound guess)
+    left = max(1, steps_left(ramp, mv.steps, state.closed, guess=guess, seed=srch.seed))
     durs = _durations(mv.steps) or _durations([s for m in state.modes.values() for s in m.steps])
     mean = sum(durs) / len(durs) if durs else None
     elapsed = float((state.progress or {}).get("elapsed_s") or 0.0)
     eta_mode = None if mean is None else max(0.0, left * mean - min(elapsed, mean))
     waiting = [m for m in state.modes.values() if m.status == "waiting"]
-    startup = (mv.server or {}).get("startup_s")
-    per_mode = (None if mean is None
-                else (done + left) * mean + (float(startup) if isinstance(startup, (int, float)) else 0.0))
+    startup = mv.server.startup_s
+    per_mode = None if mean is None else (done + left) * mean + (float(startup) if startup is not None else 0.0)
     eta_run = None if eta_mode is None or per_mode is None else eta_mode + len(waiting) * per_mode
     return {"n": done + 1, "about": done + left, "eta_mode_s": eta_mode, "eta_run_s": eta_run,
             "modes_left": len(waiting)}

@@ -5,7 +5,9 @@ snapshot document (replay), and keeps per mode: the startup facts, the steps as 
 the steps re-evaluated under an edited SLO, and the telemetry as a bounded columnar
 series that views downsample to their width. Widgets read it; nothing here draws.
 
-Every mutation bumps a version counter, so a view redraws only what changed.
+Every mutation bumps a version counter, so a view redraws only what changed. The run's
+documents are read through the snapshot schema's typed views (kvtui.snapshot.schema); the
+scenario is the dict of its own schema (kvtui.scenario).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kvtui.explore.reevaluate import reevaluate_modes  # noqa: F401 - the app's 
 from kvtui.explore.search import best_load  # noqa: F401 - the knee rule lives with the search
 from kvtui.scenario.schema import Slo
 from kvtui.scenario.slo_table import slo_from_table, slo_of, slo_table  # noqa: F401
+from kvtui.snapshot.schema import Comparison, EngineInfo, Environment, Mode, ServerFacts, Step
 from kvtui.tui.ingest import SERIES_KEYS, RunEvents, SnapshotLoading  # noqa: F401
 from kvtui.tui.loglines import classify_log_line
 from kvtui.tui.modeview import ModeView  # noqa: F401 - also this module's name for it
@@ -37,8 +40,8 @@ class RunState(RunEvents, SnapshotLoading):
     def reset(self) -> None:
         """Empty, as new: a new run starts over in the same object (the widgets keep a reference)."""
         self.doc: dict[str, Any] = {}
-        self.scenario: dict[str, Any] = {}
-        self.environment: dict[str, Any] = {}
+        self.scenario: Mapping[str, Any] = {}
+        self.environment: Environment = Environment()
         self.modes: dict[str, ModeView] = {}
         self.current: str | None = None  # mode the run is on
         self.viewing: str | None = None  # mode the user picked (None: follow the run)
@@ -52,7 +55,7 @@ class RunState(RunEvents, SnapshotLoading):
         self.log: collections.deque[tuple[str | None, str, str]] = collections.deque(maxlen=LOG_MAX)
         self.log_total = 0  # lines ever appended (views track what they have shown)
         self.notices: collections.deque[tuple[str, str]] = collections.deque(maxlen=NOTICES_MAX)
-        self.comparison: dict[str, Any] | None = None
+        self.comparison: Comparison | None = None
         self.replay = False
         self.source_name = ""  # snapshot file name (replay)
         self.records_path: Path | None = None
@@ -139,7 +142,7 @@ class RunState(RunEvents, SnapshotLoading):
             return None
         partial = (upto_cursor and self.replay and self.cursor is not None and mv is self.viewed
                    and self.cursor < len(mv.steps) - 1)
-        if not self.edited and not partial and "best" in mv.search:
+        if not self.edited and not partial and mv.search.has("best"):
             return mv.run_best
         return best_load(self.steps_of(mv, upto_cursor))
 
@@ -150,30 +153,30 @@ class RunState(RunEvents, SnapshotLoading):
             return None
         if self.cursor >= len(mv.steps) - 1:
             return None
-        return mv.steps[self.cursor].get("t_rel_end")
+        return Step.of(mv.steps[self.cursor]).t_rel_end
 
     def labels(self) -> dict[str, Any]:
         """The caveats that travel with every figure."""
         env = self.environment
         mv = self.viewed
-        info = (mv.info if mv else {}) or {}
-        server = (mv.server if mv else {}) or {}
-        version = info.get("version")
+        info = mv.info if mv else EngineInfo()
+        server = mv.server if mv else ServerFacts()
+        version = info.version
         if not version:
-            vs = sorted({str(v) for m in self.modes.values() if (v := (m.info or {}).get("version"))})
+            vs = sorted({str(v) for m in self.modes.values() if (v := m.info.version)})
             version = ", ".join(vs) if vs else None
-        warnings = list(server.get("warnings") or [])
+        warnings = list(server.warnings or [])
         return {
             "scenario": self.scenario.get("name") or "—",
             "mode": mv.name if mv else "—",
             "mode_pos": f"{mv.index + 1}/{len(self.modes)}" if mv else "",
-            "engine": (env.get("engine") or (mv.engine if mv else "")
+            "engine": (env.engine or (mv.engine if mv else "")
                        or (self.scenario.get("server") or {}).get("engine") or "—"),
-            "gpu": ", ".join(env.get("gpu_names") or []) or "—",
+            "gpu": ", ".join(env.gpu_names or []) or "—",
             "version": version or "—",
-            "simulated": bool(env.get("simulated") or (mv.simulated if mv else False)),
-            "dummy_weights": bool(info.get("dummy_weights")),
-            "time_scale": info.get("time_scale") or 1.0,
+            "simulated": bool(env.simulated or (mv.simulated if mv else False)),
+            "dummy_weights": bool(info.dummy_weights),
+            "time_scale": info.time_scale or 1.0,
             "warnings": warnings,
         }
 
@@ -219,11 +222,12 @@ class RunState(RunEvents, SnapshotLoading):
 
         doc: dict[str, Any] = copy.deepcopy(dict(base) if base is not None else self.doc)
         doc.pop("_path", None)
-        for m in doc.get("modes") or []:
-            mv = self.modes.get(m.get("name"))
+        for m in doc.get("modes") or []:  # the export's own copy: its mode dicts are written to
+            mode = Mode.view(m)
+            mv = self.modes.get(mode.name) if mode.name is not None else None
             if mv is None:
                 continue
-            if not m.get("series") and len(mv.series):
+            if not mode.series and len(mv.series):
                 m["series"] = [
                     {"t": t, **{k: col[i] for k, col in mv.series.cols.items()
                                 if col[i] is not None and k != "preempt"}}
@@ -231,7 +235,7 @@ class RunState(RunEvents, SnapshotLoading):
                 ]
             if self.edited:
                 m["steps"] = [copy.deepcopy(s) for s in mv.shown_steps(True)]
-                m["best_concurrency_at_run_slo"] = m.get("best_concurrency")
+                m["best_concurrency_at_run_slo"] = mode.stored("best_concurrency")  # written through, as read
                 m["best_concurrency"] = best_load(m["steps"])
         if self.view_slo is not None:  # edited
             from kvtui.report.compare import compare_modes
@@ -242,14 +246,14 @@ class RunState(RunEvents, SnapshotLoading):
                 "note": "pass/fail and best concurrency recomputed from the per-request records under this SLO; "
                         "the search ran under run_slo",
             }
-            doc["comparison"] = compare_modes(doc, doc.get("scenario"))
+            doc["comparison"] = compare_modes(doc)  # under the document's own scenario
         elif "comparison" not in doc:
             from kvtui.report.compare import compare_modes
 
-            doc["comparison"] = compare_modes(doc, doc.get("scenario"))
+            doc["comparison"] = compare_modes(doc)  # under the document's own scenario
         return doc
 
 
-def limit_word(step: dict[str, Any]) -> str:
-    lim = step.get("limited_by") or ""
+def limit_word(step: Step | Mapping[str, Any]) -> str:
+    lim = Step.of(step).limited_by or ""
     return LIMIT_WORDS.get(lim, lim) or "—"

@@ -9,17 +9,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import collections
     from pathlib import Path
-    from typing import Any
+    from typing import Any, Mapping
 
     from kvtui.scenario.schema import Slo
+    from kvtui.snapshot.schema import Comparison, Environment, Mode
     from kvtui.tui.modeview import ModeView
 
     class StateHost:
         """`RunState`'s attributes (kvtui/tui/state.py sets them) and the helpers its mixins call."""
 
         doc: dict[str, Any]
-        scenario: dict[str, Any]
-        environment: dict[str, Any]
+        scenario: Mapping[str, Any]
+        environment: Environment
         modes: dict[str, ModeView]
         current: str | None
         viewing: str | None
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
         records_seen: int
         slo: Slo
         notices: collections.deque[tuple[str, str]]
-        comparison: dict[str, Any] | None
+        comparison: Comparison | None
         replay: bool
         source_name: str
         records_path: Path | None
@@ -47,8 +48,8 @@ if TYPE_CHECKING:
         def _append_log(self, mode: str | None, line: str, kind: str | None = None) -> None: ...
         # -- defined by RunEvents, called by SnapshotLoading ----------------------------------------
         def _add_row(self, mv: ModeView, row: dict[str, Any]) -> None: ...
-        def _finish_mode(self, mv: ModeView, md: dict[str, Any]) -> None: ...
+        def _finish_mode(self, mv: ModeView, md: Mode | Mapping[str, Any]) -> None: ...
         # -- defined by SnapshotLoading, called by RunEvents ----------------------------------------
-        def _load_mode(self, m: dict[str, Any], kept: bool = False) -> ModeView: ...
+        def _load_mode(self, md: Mode | Mapping[str, Any], kept: bool = False) -> ModeView: ...
 else:
     StateHost = object

@@ -1,15 +1,18 @@
-"""The step table: one row per finished step of the viewed mode; ★ marks the best load."""
+"""The step table: one row per finished step of the viewed mode; ★ marks the best load.
+
+Each step is read through the snapshot schema's typed `Step` (the state keeps the dicts)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from rich.text import Text
 from textual.widgets import DataTable
 
-from kvtui.explore.evaluate import in_lock_step, ran_to_its_end
+from kvtui.explore.evaluate import in_lock_step
 from kvtui.report.text import limit_cell
-from kvtui.tui.cellfmt import _f, fmt_load, fmt_ms, fmt_share  # noqa: F401
+from kvtui.snapshot.schema import Step
+from kvtui.tui.cellfmt import _f, as_stored, fmt_load, fmt_ms, fmt_share  # noqa: F401
 from kvtui.tui.charts import fmt_num
 from kvtui.tui.predicted import has_prediction, predicted_cell
 from kvtui.tui.state import RunState
@@ -87,38 +90,40 @@ class StepTable(DataTable):
         self._rows_key = None
         self._n_rows = 0
 
-    def row_cells(self, s: dict[str, Any], best: float | None, th: Any) -> dict[str, Any]:
-        passed = s.get("passed")
+    def row_cells(self, step: Step | Mapping[str, Any], best: float | None, th: Any) -> dict[str, Any]:
+        s = Step.of(step)
+        passed = s.passed
         verdict = {True: Text("✓ PASS", style=f"bold {th.success}"), False: Text("✗ FAIL", style=f"bold {th.error}"),
                    None: Text("? n/a", style="dim")}[passed]
-        measured = ran_to_its_end(s)
+        measured = s.ran_to_its_end
         if not measured and passed is not False:
             verdict = Text("✂ cut", style="dim")  # a stop ended it: no verdict (older snapshots kept theirs)
-        if s.get("flags") and passed is not False:
+        if s.flags and passed is not False:
             # Untrusted server numbers or the client's own failure: the flag, never a plain n/a.
-            verdict = Text("⚑ " + ",".join(sorted(s["flags"]))[:24], style=f"bold {th.warning or 'yellow'}")
-        is_best = best is not None and s.get("load") == best and passed and measured
-        samples = s.get("samples") or {}
-        why = s.get("why") or ""
+            verdict = Text("⚑ " + ",".join(sorted(s.flags))[:24], style=f"bold {th.warning or 'yellow'}")
+        is_best = best is not None and s.load == best and passed and measured
+        samples = s.samples or {}
+        why = s.why or ""
         return {
             "mark": Text("★", style=f"bold {th.success}") if is_best else Text(""),
-            "load": Text(fmt_load(s.get("load")), style="bold" if is_best else ""),
+            "load": Text(fmt_load(s.load), style="bold" if is_best else ""),
             "verdict": verdict,
             "limit": limit_cell(s),  # a PASS says only the limit it came near, as the headless line does
-            "n": str(samples.get("ttft", s.get("requests", "—"))),
-            "req_s": fmt_num(s.get("request_s")),
-            "tok_s": fmt_num(s.get("output_tok_s")),
-            "ttft": fmt_ms((s.get("ttft_ms") or {}).get("p95")),
-            "tpot": fmt_ms((s.get("tpot_ms") or {}).get("p95")),
-            "itl": fmt_ms((s.get("itl_ms") or {}).get("p99")),
-            "e2e": fmt_ms((s.get("e2e_ms") or {}).get("p95")),
-            "goodput": fmt_share(s.get("goodput")),
+            # the TTFT samples, else the requests counted, each as the step keeps it
+            "n": str(samples["ttft"] if "ttft" in samples else as_stored(s, "requests")),
+            "req_s": fmt_num(s.request_s),
+            "tok_s": fmt_num(s.output_tok_s),
+            "ttft": fmt_ms(_pct(s, "ttft", "p95")),
+            "tpot": fmt_ms(_pct(s, "tpot", "p95")),
+            "itl": fmt_ms(_pct(s, "itl", "p99")),
+            "e2e": fmt_ms(_pct(s, "e2e", "p95")),
+            "goodput": fmt_share(s.goodput),
             # A /metrics value out of its range was dropped (never a verdict or a label): flagged, not "—".
-            "kv": "⚑ range" if any("kv" in str(x) for x in s.get("metrics_out_of_range") or []) else
-                  fmt_share(s.get("kv_cache_usage_max")),
-            "preempt": fmt_load(s.get("preemptions")),
-            "prefix": fmt_share(s.get("prefix_cache_hit_rate")),
-            "errors": str(s.get("errors", "—")),
+            "kv": "⚑ range" if any("kv" in str(x) for x in s.metrics_out_of_range or []) else
+                  fmt_share(s.kv_cache_usage_max),
+            "preempt": fmt_load(s.preemptions),
+            "prefix": fmt_share(s.prefix_cache_hit_rate),
+            "errors": str(as_stored(s, "errors")),
             "why": ("" if why == "search" else why) + (" lock-step" if in_lock_step(s) else "") + out_of_range(s),
             "pred": predicted_cell(s),
         }
@@ -158,7 +163,13 @@ class StepTable(DataTable):
             self.move_cursor(row=self.row_count - 1 if follow else cursor_row)
 
 
-def out_of_range(s: dict[str, Any]) -> str:
+def _pct(s: Step, metric: str, pct: str) -> Any:
+    """A latency's percentile (p95, p99…) of the step; None where it has none."""
+    d = s.latency(metric)
+    return d.by_key(pct) if d is not None else None
+
+
+def out_of_range(step: Step | Mapping[str, Any]) -> str:
     """The step's /metrics values that were out of range (kvtui.telemetry.prom.check_ranges), in words."""
-    bad = s.get("metrics_out_of_range")
-    return (" ⚑ /metrics out of range: " + ", ".join(str(x) for x in bad)) if isinstance(bad, list) and bad else ""
+    bad = Step.of(step).metrics_out_of_range
+    return (" ⚑ /metrics out of range: " + ", ".join(str(x) for x in bad)) if bad else ""

@@ -1,7 +1,9 @@
 """Dashboard widgets other than the charts: header, status line, memory split, step table, log, slider.
 
 Each reads the `RunState` when the dashboard's timer asks it to (`sync()`), on the UI
-thread, and redraws only when the part of the state it shows changed.
+thread, and redraws only when the part of the state it shows changed. Steps are read through the
+snapshot schema's typed `Step`; the step in flight and the load generator's progress are the
+events' own payloads, and the app's controls (paused, hold, stopping) its own flags.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from textual.widget import Widget
 from textual.widgets import RichLog, Static
 
 from kvtui.report.text import speed_words
+from kvtui.snapshot.schema import Step
 from kvtui.tui.charts import fmt_num
 from kvtui.tui.redraw import KeyedText
 from kvtui.tui.state import RunState, limit_word
@@ -164,9 +167,9 @@ class StatusBar(Static):
         elif st.replay and mv is not None:
             steps = mv.steps
             if steps and st.cursor is not None:
-                s = mv.shown_steps(st.edited)[st.cursor]
+                s = Step.of(mv.shown_steps(st.edited)[st.cursor])
                 t.append(f"{st.source_name} · {mv.name} step {st.cursor + 1}/{len(steps)} "
-                         f"{lw}={fmt_load(s.get('load'))}",
+                         f"{lw}={fmt_load(s.load)}",
                          style="bold")
             else:
                 t.append(f"{st.source_name} · {mv.name}: no steps", style="bold")
@@ -199,7 +202,7 @@ class StatusBar(Static):
         if mv is not None and mv.predicted_kv:
             t.append(f" · KV-bound ≈{mv.predicted_kv:,.0f}", style="dim")
         if mv is not None and mv.knee_limited_by:
-            t.append(f" · knee: {limit_word({'limited_by': mv.knee_limited_by})}", style="dim")
+            t.append(f" · knee: {limit_word(Step(limited_by=mv.knee_limited_by))}", style="dim")
         parts.append(t)
 
         if len(st.modes) > 1:
@@ -331,17 +334,17 @@ class StepSlider(Widget, can_focus=True):
             return t
         cur = st.cursor if st.cursor is not None else n - 1
         pos = 0 if n == 1 else round(cur / (n - 1) * (width - 1))
-        steps = mv.shown_steps(st.edited)
+        steps = [Step.of(s) for s in mv.shown_steps(st.edited)]
         th = self.app.current_theme
         ticks = ["─"] * width
         for i, s in enumerate(steps):
             x = 0 if n == 1 else round(i / (n - 1) * (width - 1))
-            ticks[x] = "┼" if s.get("passed") else "┴"
+            ticks[x] = "┼" if s.passed else "┴"
         for i, ch in enumerate(ticks):
             style = f"bold {th.primary}" if i == pos else ("dim" if i > pos else "")
             t.append("●" if i == pos else ch, style=style)
         s = steps[cur]
-        t.append(f"  {cur + 1}/{n} t={fmt_num(s.get('t_rel_end'))}s", style="bold")
+        t.append(f"  {cur + 1}/{n} t={fmt_num(s.t_rel_end)}s", style="bold")
         return t
 
     def action_move(self, delta: int) -> None:
