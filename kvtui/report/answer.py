@@ -13,7 +13,7 @@ from typing import Any
 
 from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
 from kvtui.report.text import FIGURE_CELLS, comparison, fmt_knee, fmt_load, fmt_pct, fmt_x
-from kvtui.snapshot.schema import Run, Search
+from kvtui.snapshot.schema import Mode, Run, Search
 
 
 def _winners(rows: list[dict[str, Any]], key: str, best: Any) -> tuple[list[str], Any]:
@@ -121,8 +121,14 @@ def at_knee_lines(doc: dict[str, Any]) -> list[str]:
     """'fp8-kv at its knee (64): 2 of 150 answers changed, accuracy Δ −0.7 pt within noise' per mode that ran it."""
     from kvtui.quality.under_load import sentence
 
-    return [sentence(str(m.get("name")), (m.get("quality") or {})["at_knee"]) for m in doc.get("modes") or []
-            if isinstance(m, dict) and isinstance((m.get("quality") or {}).get("at_knee"), dict)]
+    out = []
+    for m in doc.get("modes") or []:
+        if not isinstance(m, dict):
+            continue
+        md = Mode.of(m)
+        if md.quality is not None and md.quality.at_knee is not None:  # a dict reads as one, `{}` included
+            out.append(sentence(str(md.stored("name")), m["quality"]["at_knee"]))
+    return out
 
 
 def build_answer(doc: dict[str, Any]) -> dict[str, Any]:

@@ -196,7 +196,7 @@ def _quality_diff(a: dict[str, Any], b: dict[str, Any], name_a: str, name_b: str
         if not ta or not tb:
             continue
         tol = float(((Run.view(b).scenario or {}).get("quality") or {}).get("tolerance_pt", 2.0) or 0.0)
-        v = compare_suites(dict(ta), dict(tb), tol)
+        v = compare_suites({k: t.to_dict() for k, t in ta.items()}, {k: t.to_dict() for k, t in tb.items()}, tol)
         for task, t in v["tasks"].items():
             if not isinstance(t, dict) or t.get("reference_accuracy") is None:
                 continue

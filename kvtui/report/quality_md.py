@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvtui.report.text import fmt, fmt_share, table
+from kvtui.snapshot.schema import Mode, QualityAtKnee, QualityTask
 
 
 def quality_section(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
@@ -139,7 +140,11 @@ def at_knee_section(doc: dict[str, Any]) -> list[str]:
     """Quality at the operating point: the answers under the knee's load against the same mode's alone."""
     from kvtui.quality.under_load import sentence
 
-    modes = [m for m in doc.get("modes") or [] if isinstance((m.get("quality") or {}).get("at_knee"), dict)]
+    modes: list[tuple[Mode, QualityAtKnee, dict[str, Any]]] = []
+    for m in doc.get("modes") or []:
+        md = Mode.of(m)
+        if md.quality is not None and md.quality.at_knee is not None:
+            modes.append((md, md.quality.at_knee, m["quality"]["at_knee"]))
     if not modes:
         return []
     out = ["", "### Quality at the knee", "",
@@ -150,22 +155,21 @@ def at_knee_section(doc: dict[str, Any]) -> list[str]:
     heads = ["mode", "knee", "in flight (load + items)", "changed", "accuracy Δ (95 %)", "p", "verdict",
              "top-1 agreement", "preemptions", "phase"]
     trows = []
-    for m in modes:
-        k = m["quality"]["at_knee"]
-        if k.get("skipped"):
-            trows.append([m.get("name"), "—", "—", "—", "—", "—", f"not measured: {k['skipped']}", "—", "—", "—"])
+    for md, k, _ in modes:
+        if k.skipped:
+            trows.append([md.stored("name"), "—", "—", "—", "—", "—", f"not measured: {k.skipped}", "—", "—", "—"])
             continue
-        v = k.get("vs_alone") or {}
+        v = k.vs_alone or {}
         ci = v.get("delta_ci_pt") or [None, None]
         agree = (v.get("tasks") or {}).get("agreement") or {}
-        trows.append([m.get("name"), fmt(k.get("load")), f"{k.get('generator_load')} + {k.get('concurrency')}",
+        trows.append([md.stored("name"), fmt(k.load), f"{k.generator_load} + {k.concurrency}",
                       f"{v.get('changed', 0)} of {v.get('compared', 0)}",
                       "—" if v.get("delta_pt") is None else f"{v['delta_pt']:+.1f} pt [{ci[0]:+.1f}…{ci[1]:+.1f}]",
                       "—" if v.get("p_value") is None else f"{v['p_value']:.3g}", v.get("verdict") or "—",
-                      fmt_share(agree.get("top1_agreement"), 1), fmt(k.get("preemptions")),
-                      "—" if k.get("wall_s") is None else f"{k['wall_s']:.0f} s"])
+                      fmt_share(agree.get("top1_agreement"), 1), fmt(k.preemptions),
+                      "—" if k.wall_s is None else f"{k.wall_s:.0f} s"])
     out.append(table(heads, trows, markdown=True))
-    out += [""] + [f"- {sentence(str(m.get('name')), m['quality']['at_knee'])}" for m in modes]
+    out += [""] + [f"- {sentence(str(md.stored('name')), raw)}" for md, _, raw in modes]
     return out
 
 
@@ -173,17 +177,19 @@ def harness_notes(doc: dict[str, Any]) -> list[str]:
     """Each lm-evaluation-harness suite once: its scoring, shots, items, or why it did not run."""
     seen: dict[str, str] = {}
     for m in doc.get("modes") or []:
-        for name, t in ((m.get("quality") or {}).get("tasks") or {}).items():
-            if not isinstance(t, dict) or not str(t.get("source") or "").startswith("lm-eval") or name in seen:
+        q = Mode.of(m).quality
+        tasks: dict[str, QualityTask] = dict(q.tasks or {}) if q is not None else {}
+        for name, t in tasks.items():
+            if not (t.source or "").startswith("lm-eval") or name in seen:
                 continue
-            if t.get("not_run"):
-                seen[name] = f"- `{name}` ({t['source']}): not run: {t['not_run']}"
+            if t.not_run:
+                seen[name] = f"- `{name}` ({t.source}): not run: {t.not_run}"
             else:
-                shots = t.get("num_fewshot")
-                by_task = t.get("by_task") or {}
-                seen[name] = (f"- `{name}`: {t.get('scoring')}, {shots if shots is not None else '?'}-shot, "
-                              f"{t.get('n')} items a mode"
+                shots = t.num_fewshot
+                by_task = t.by_task or {}
+                seen[name] = (f"- `{name}`: {t.scoring}, {shots if shots is not None else '?'}-shot, "
+                              f"{t.n} items a mode"
                               + (f" from its {len(by_task)} tasks" if by_task else "")
-                              + f" (dataset {t.get('dataset')}); the harness built the prompts and scored the answers"
-                              + (f"; {t['shots_note']}" if t.get("shots_note") else ""))
+                              + f" (dataset {t.dataset}); the harness built the prompts and scored the answers"
+                              + (f"; {t.shots_note}" if t.shots_note else ""))
     return ["", "Suites through lm-evaluation-harness:", ""] + list(seen.values()) if seen else []

@@ -22,7 +22,7 @@ def _doc(obj: object) -> str:
 
 def _kind(name: str) -> str:
     for n in _NESTED:
-        if name in (n, f"list of {n}"):
+        if name in (n, f"list of {n}", f"{n} by name"):
             return name.replace(n, f"[{n}](#{n.lower()})")
     return name
 

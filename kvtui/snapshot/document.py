@@ -102,6 +102,20 @@ def many(cls: type[Document]) -> Kind:
     return Kind(f"list of {cls.__name__}", read, lambda t: None if t is None else [d.to_dict() for d in t])
 
 
+def by_name(cls: type[Document]) -> Kind:
+    """A JSON object whose values are nested documents, by name (kept as a dict, the keys in their order).
+    An object with anything but objects for values is kept as it was, the field reading as None."""
+    def read(v: Any) -> Any:
+        if v is None:
+            return None
+        if not isinstance(v, dict) or not all(isinstance(x, dict) for x in v.values()):
+            raise ValueError(f"{cls.__name__} by name")
+        return {k: cls._read(x) for k, x in v.items()}
+
+    return Kind(f"{cls.__name__} by name", read,
+                lambda m: None if m is None else {k: d.to_dict() for k, d in m.items()})
+
+
 def field(doc: str, kind: Kind = ANY, key: str | None = None) -> Any:
     """A document's field: `doc` says what it means, `kind` what its value is, `key` its JSON key
     when it differs from the attribute's name."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from kvtui.snapshot.document import ANY, BOOL, INT, LIST, NUMBER, OBJECT, TEXT, Document, field, many, one
+from kvtui.snapshot.document import ANY, BOOL, INT, LIST, NUMBER, OBJECT, TEXT, Document, by_name, field, many, one
 
 SCHEMA = "kvtui.snapshot/1"  # the version a snapshot says it is ("schema"); bump it for a change readers must know
 SUPPORTED = ("kvtui.snapshot/1",)  # the versions this kvtui reads without a warning
@@ -315,6 +315,79 @@ class Prediction(Document):
 
 
 @dataclass(frozen=True)
+class QualityTask(Document):
+    """One quality task's answers in a mode (kvtui.quality.runner; a harness suite's through kvtui.quality.harness;
+    the agreement task's outputs for the smoke comparator)."""
+
+    task: str | None = field("the task's name (passkey, needles, quotation, agreement, a task file's or a suite's)",
+                             TEXT)
+    source: str | None = field("where its items came from, when not kvtui's own: the harness (\"lm-eval …\")", TEXT)
+    scoring: str | None = field("how an answer is scored (exact, contains…; a harness suite's metric and filter)",
+                                TEXT)
+    not_run: str | None = field("why a harness suite did not run here (its figures are then null)", TEXT)
+    n: int | None = field("items asked (null for a suite not run)", INT)
+    correct: int | None = field("of them, answered right", INT)
+    errors: int | None = field("of them, requests that failed (counted wrong); the agreement task's is a list of "
+                               "\"id: why\", kept as it was", INT)
+    accuracy: float | None = field("correct / n", NUMBER)
+    ci: list[Any] | None = field("the accuracy's 95 % Wilson interval: [lo, hi]", LIST)
+    by_length: Mapping[str, Any] | None = field("per prompt length (passkey, needles): [correct, n]", OBJECT)
+    prompt_tokens_max: int | None = field("the longest prompt the server counted (tokens)", INT)
+    items: list[Any] | None = field("each item: id, key, ok, got (the answer's start), text_sha, prompt_tokens, "
+                                    "output_tokens, error (a harness item: value, answer, target)", LIST)
+    prompt_digest: str | None = field("the agreement task: digest of its prompts", TEXT)
+    outputs: list[Any] | None = field("the agreement task: each prompt's text, tokens, logprobs, finish_reason "
+                                      "(null where it failed)", LIST)
+    dataset: Any = field("a harness suite's dataset", ANY)
+    num_fewshot: Any = field("a harness suite's shots, as applied", ANY)
+    limit: Any = field("a harness suite's item limit", ANY)
+    wall_s: float | None = field("a harness suite's wall time (s)", NUMBER)
+    harness_score: Any = field("the harness's own figure for the suite", ANY)
+    by_task: Mapping[str, Any] | None = field("a harness group's leaf tasks: [correct, n]", OBJECT)
+    shots_note: str | None = field("why the shots applied differ from those asked for", TEXT)
+    note: str | None = field("a remark on the scoring (a graded metric counted right at 1.0 only)", TEXT)
+
+
+@dataclass(frozen=True)
+class QualitySuite(Document):
+    """The quality suite's run in a mode, before its load (kvtui.quality.runner.run_suite)."""
+
+    wall_s: float | None = field("how long it took (s)", NUMBER)
+    items: int | None = field("items asked", INT)
+    items_digest: str | None = field("digest of the items (the same in every mode)", TEXT)
+    lengths_exact: bool | None = field("prompt lengths counted by the server's tokenizer (false: estimated)", BOOL)
+    started_at: float | None = field("when it started (epoch s)", NUMBER)
+    ended_at: float | None = field("when it ended (epoch s)", NUMBER)
+    concurrency: int | None = field("items in flight at most", INT)
+    stopped: bool | None = field("the run was stopping: items not sent are errors", BOOL)
+
+
+@dataclass(frozen=True)
+class QualityAtKnee(Document):
+    """The mode's quality items again while its knee's load ran (kvtui.explore.knee_quality), or why not."""
+
+    skipped: str | None = field("why it was not measured (its other keys are then absent)", TEXT)
+    load: float | None = field("the knee: the load in flight in all", NUMBER)
+    generator_load: int | None = field("of it, the load generator's requests", INT)
+    concurrency: int | None = field("of it, the quality items in flight at most", INT)
+    wall_s: float | None = field("how long the items took (s)", NUMBER)
+    started_at: float | None = field("when the items started (epoch s)", NUMBER)
+    ended_at: float | None = field("when they ended (epoch s)", NUMBER)
+    items: int | None = field("items asked", INT)
+    tasks: Mapping[str, QualityTask] | None = field("the answers under load, per task (the suite's shape)",
+                                                    by_name(QualityTask))
+    load_requests: int | None = field("the load generator's requests that ran beside them", INT)
+    load_error: str | None = field("why the load failed, if it did", TEXT)
+    stopped: bool | None = field("the run was stopping", BOOL)
+    preemptions: float | None = field("preemptions the server counted while the items ran (an upper bound for "
+                                      "them alone)", NUMBER)
+    kv_cache_usage_max: float | None = field("the KV cache's fullest share while they ran", NUMBER)
+    vs_alone: Mapping[str, Any] | None = field("against the same mode's answers alone (kvtui.quality.under_load): "
+                                               "tasks, changed, compared, paired, only_alone, only_load, delta_pt, "
+                                               "delta_ci_pt, p_value, verdict", OBJECT)
+
+
+@dataclass(frozen=True)
 class Quality(Document):
     """A mode's quality pass, run before its load (docs/QUALITY.md); none of its requests counts in a step."""
 
@@ -328,13 +401,13 @@ class Quality(Document):
     errors: list[Any] | None = field("prompts that failed, and why", LIST)
     logprobs: bool | None = field("whether the server returned logprobs", BOOL)
     wall_s: float | None = field("how long the pass took (s)", NUMBER)
-    tasks: Mapping[str, Any] | None = field("per ground-truth task (passkey, quotation…): n, correct, accuracy, CI",
-                                         OBJECT)
-    suite: Mapping[str, Any] | None = field("the suite's run: items, their digest, wall time", OBJECT)
+    tasks: Mapping[str, QualityTask] | None = field("per task (passkey, quotation, agreement, a harness suite…): n, "
+                                                    "correct, accuracy, CI", by_name(QualityTask))
+    suite: QualitySuite | None = field("the suite's run: items, their digest, wall time", one(QualitySuite))
     skipped: str | None = field("why the pass did not run", TEXT)
-    at_knee: Mapping[str, Any] | None = field("the same items sent while the knee's load ran: load, answers changed "
+    at_knee: QualityAtKnee | None = field("the same items sent while the knee's load ran: load, answers changed "
                                            "against alone, paired accuracy under load, agreement (exact, top-1, "
-                                           "|Δ logprob|), preemptions met (or skipped: why)", OBJECT)
+                                           "|Δ logprob|), preemptions met (or skipped: why)", one(QualityAtKnee))
 
 
 @dataclass(frozen=True)
@@ -653,7 +726,8 @@ class Run(Document):
 
 DOCUMENTS: tuple[type[Document], ...] = (Run, Environment, RunInfo, Mode, EngineInfo, ServerFacts, Search, ModeError,
                                          Step, SloCheck, Distribution, StepPrediction, Deciding, Prediction, CurvePoint,
-                                         PredictionError, Refit, Quality, Replica, ReplicaStep,
+                                         PredictionError, Refit, Quality, QualityTask, QualitySuite,
+                                         QualityAtKnee, Replica, ReplicaStep,
                                          ReplicaLost, Comparison, ComparisonRow)
 
 

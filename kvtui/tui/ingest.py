@@ -112,15 +112,15 @@ class RunEvents(StateHost):
         if mv is None:
             return
         quality = Quality.view(q or {})
-        suite = quality.suite or {}
         for task, t in (quality.tasks or {}).items():
-            if task == "agreement" or not isinstance(t, dict) or t.get("n") is None:
+            if task == "agreement" or t.n is None:
                 continue
-            lo, hi = (t.get("ci") or [0, 0])[:2]
-            self._append_log(name, f"quality {task}: {t.get('correct')}/{t['n']} = {t.get('accuracy', 0):.0%} "
+            lo, hi = (t.ci or [0, 0])[:2]
+            self._append_log(name, f"quality {task}: {t.correct}/{t.n} = {t.accuracy or 0:.0%} "
                                    f"[{lo:.0%}–{hi:.0%}]", "fact")
-        if suite.get("wall_s") is not None:
-            self._append_log(name, f"quality phase took {suite['wall_s']:.0f} s (not counted in any step)", "fact")
+        wall_s = quality.suite.wall_s if quality.suite is not None else None
+        if wall_s is not None:
+            self._append_log(name, f"quality phase took {wall_s:.0f} s (not counted in any step)", "fact")
         mv.phase = "ready"
         self._bump(header=True)
 
