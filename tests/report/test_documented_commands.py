@@ -244,6 +244,17 @@ def _serving(argv: list[str], env: dict[str, str], ready: str) -> str:
                     break
                 time.sleep(0.3)
             assert ready in text and p.poll() is None, f"kvtui {' '.join(argv)} never served (exit {p.poll()}):\n{text}"
+            # `kvtui web` says "serving" just before its server starts: stop it once the port answers, not
+            # during the server's own start (a Ctrl-C there is another case than the documented line's).
+            if "--port" in argv:
+                import socket
+
+                while time.monotonic() < end and p.poll() is None:
+                    try:
+                        socket.create_connection(("127.0.0.1", int(argv[argv.index("--port") + 1])), 1).close()
+                        break
+                    except OSError:
+                        time.sleep(0.2)
         finally:
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
