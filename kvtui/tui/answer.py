@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
-from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
@@ -244,16 +243,10 @@ class AnswerScreen(Screen):
         key = (st.version, st.slo_version, self.app.theme, self.size.width)
         if key == self._key or not self.children:
             return
-        try:
-            self._sync()
-        except NoMatches:
-            # The app's refresh tick can come while the screen's nested children are still being mounted
-            # (CI saw '#answer-head' missing once): not drawn yet, so the next tick draws it.
-            self._key = None
-            return
-        self._key = key
+        self._draw()
+        self._key = key  # once drawn: a tick that met the screen half-mounted (app.redraw) draws it again
 
-    def _sync(self) -> None:
+    def _draw(self) -> None:
         st = self.state
         self.query_one(InfoHeader).sync()
         doc = self.doc()

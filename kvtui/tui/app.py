@@ -30,6 +30,7 @@ from kvtui.tui.controls import Controls
 from kvtui.tui.documents import DocumentActions, SloResult, write_markdown  # noqa: F401 - imported from here
 from kvtui.tui.keys import bindings
 from kvtui.tui.options import REFRESH_HZ, AppOptions  # noqa: F401 - REFRESH_HZ: also this module's name
+from kvtui.tui.redraw import redraw
 from kvtui.tui.shutdown import QUIT_GRACE_S, Shutdown
 from kvtui.tui.state import RunState
 from kvtui.tui.themes import DEFAULT_THEME, ChartPalette, builtin_palette, load_themes, palette_for
@@ -44,6 +45,7 @@ class RunEvent(Message):
     def __init__(self, event: events.Event) -> None:
         super().__init__()
         self.event = event  # a copy of its own (kvtui.explore.events.detached): the UI thread may keep it
+
 
 
 class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
@@ -151,10 +153,9 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         """The one redraw timer: only the visible screen's views, only what changed."""
         self.ticks += 1
         if self.dashboard is not None and self.dashboard.is_attached:
-            self.dashboard.sync()
-        sync = getattr(self.screen, "sync", None)
-        if sync is not None and self.screen is not self.dashboard:
-            sync()
+            redraw(self.dashboard)
+        if self.screen is not self.dashboard and hasattr(self.screen, "sync"):
+            redraw(self.screen)
 
     LIVE_ONLY = ("toggle_pause", "stop_run", "skip_mode", "hold", "nudge")
 
@@ -305,7 +306,8 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             for p in problems:
                 self.notify(p, severity="warning", timeout=10)
             self.notify(f"verdicts recomputed under {slo.describe()}: best {changes}", title="SLO applied", timeout=8)
-            self.dashboard and self.dashboard.sync()
+            if self.dashboard:
+                redraw(self.dashboard)
         elif w.group == "slo-step" and event.state == WorkerState.SUCCESS:
             step_res: SloResult | None = w.result
             if step_res is None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtui.tui.host import AppHost
+from kvtui.tui.redraw import redraw
 
 
 class Controls(AppHost):
@@ -32,7 +33,7 @@ class Controls(AppHost):
         from kvtui.tui.screens import DashboardScreen
 
         if isinstance(self.screen, AnswerScreen):
-            self.screen.sync()
+            redraw(self.screen)
             return
         if not isinstance(self.screen, DashboardScreen) or not self.state.modes:
             return  # a dialog is open, or nothing to answer yet
@@ -49,7 +50,8 @@ class Controls(AppHost):
             box = self.dashboard.query("#logbox")
             if box and box.first().collapsed:
                 self.dashboard.action_toggle_log()
-        self.dashboard and self.dashboard.sync()
+        if self.dashboard:
+            redraw(self.dashboard)
 
     def snapshot_path(self) -> Path | None:
         """Where this run's (or this replay's) snapshot is on disk."""
@@ -98,7 +100,8 @@ class Controls(AppHost):
         else:
             r.pause()
             self.notify("pausing after this step")
-        self.dashboard and self.dashboard.sync()
+        if self.dashboard:
+            redraw(self.dashboard)
 
     def action_stop_run(self) -> None:
         if not self.run_active:
@@ -128,7 +131,8 @@ class Controls(AppHost):
         if self.run_active and self.run_obj is not None:
             on = self.run_obj.hold()
             self.notify("holding this load: steps repeat until h again" if on else "hold released: the search goes on")
-            self.dashboard and self.dashboard.sync()
+            if self.dashboard:
+                redraw(self.dashboard)
 
     def action_nudge(self, delta: int) -> None:
         if self.run_active and self.run_obj is not None:
@@ -140,18 +144,21 @@ class Controls(AppHost):
     def action_replay_step(self, delta: int) -> None:
         if self.state.replay:
             self.state.move_cursor(delta)
-            self.dashboard and self.dashboard.sync()
+            if self.dashboard:
+                redraw(self.dashboard)
 
     def action_cycle_mode(self) -> None:
         name = self.state.cycle_view(1)
         if name:
             self.notify(f"showing mode {name}")
-            self.dashboard and self.dashboard.sync()
+            if self.dashboard:
+                redraw(self.dashboard)
 
     def action_cycle_theme(self) -> None:
         names = self._theme_names or [self.theme]
         i = names.index(self.theme) if self.theme in names else -1
         self.theme = names[(i + 1) % len(names)]
         self.notify(f"theme {self.theme}", timeout=2)
-        self.dashboard and self.dashboard.sync()
+        if self.dashboard:
+            redraw(self.dashboard)
 

@@ -1,4 +1,5 @@
-"""What the dashboard's one timer calls on each chart and sparkline: redraw only when the data changed.
+"""What the app's one timer calls: each screen's `sync` (`redraw`), and on each chart and sparkline a
+redraw only when the data changed.
 
 A view names its data with `data_key()` (versions, cursor, size of what it reads); the timer
 calls `update_if_changed()` on the visible views, and only a changed key costs a redraw.
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from rich.text import Text
+from textual.css.query import NoMatches
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -19,6 +22,23 @@ if TYPE_CHECKING:  # the mixin's host: what it calls (`refresh`) is checked agai
     _Host = Widget
 else:  # at run time the mixin is a plain class: the widget comes after it in each view's bases
     _Host = object
+
+
+def guarded(screen: Screen[Any], draw: Callable[[], Any]) -> None:
+    """Draw a screen unless it is still composing or already being torn down (the app exiting removes
+    the children before the screen; CI once saw the answer screen's head not yet mounted): nothing to
+    draw then, and the timer's next tick draws what is there."""
+    if not screen.is_mounted:
+        return
+    try:
+        draw()
+    except NoMatches:
+        return
+
+
+def redraw(screen: Screen[Any]) -> None:
+    """A screen's `sync`, as the app's timer calls it (`guarded`)."""
+    guarded(screen, screen.sync)  # type: ignore[attr-defined]
 
 
 class RedrawnOnChange(_Host):

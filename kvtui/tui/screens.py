@@ -8,7 +8,6 @@ from typing import Any
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
-from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Collapsible
 
@@ -17,7 +16,7 @@ from kvtui.tui.compare_screen import CompareScreen  # noqa: F401 - imported from
 from kvtui.tui.footer import KeyFooter
 from kvtui.tui.keys import bindings
 from kvtui.tui.latency_charts import TpotChart, TtftChart
-from kvtui.tui.redraw import RedrawnOnChange
+from kvtui.tui.redraw import RedrawnOnChange, guarded
 from kvtui.tui.replicas_panel import ReplicaPanel
 from kvtui.tui.slo_form import DEFAULT_SLO_KEYS, SloForm, SloScreen, parse_value  # noqa: F401
 from kvtui.tui.sparks import Spark
@@ -110,14 +109,7 @@ class DashboardScreen(Screen):
 
     def sync(self) -> None:
         """Bring every visible view up to date with the state (called from the app's timer)."""
-        if not self.is_mounted:
-            return
-        try:
-            self._sync_views()
-        except NoMatches:
-            # The timer can fire while the screen is still composing or already being torn down
-            # (the app exiting removes the children before the screen): nothing to redraw then.
-            return
+        guarded(self, self._sync_views)
 
     def _sync_views(self) -> None:
         with self.app.batch_update():
