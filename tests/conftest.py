@@ -83,7 +83,7 @@ def _queue(item: pytest.Item) -> str:
 # the machine (with AVX-512 the vLLM CPU build starts in half the time, and the live queue is the
 # longer; without, the vLLM queue is), and a niced quiet test never competes with a live one for
 # the CPU. A module belongs here only if it starts no `kvtui sim serve`, no kvtui run and no HTTP
-# server, and asserts nothing that a slow CPU could change. xdist hands out groups largest first
+# server, and asserts nothing that a slow CPU could change (the second set: the modelled demo). xdist hands out groups largest first
 # (by test count): the live queue first, the vLLM queue as soon as the other worker has a slot.
 QUIET_MODULES = frozenset({
     "tests/tui/test_snapshots.py", "tests/tui/test_replay.py", "tests/tui/test_png_export.py",
@@ -94,6 +94,12 @@ QUIET_MODULES = frozenset({
     "tests/sim/test_sim_properties.py", "tests/sim/test_sim_h200_run.py", "tests/report/test_records_cols.py",
     "tests/snapshot/test_published_exports.py",
     "tests/core/test_window_stats.py", "tests/core/test_sequential.py", "tests/core/test_continuous.py",
+}) | frozenset({
+    # Modules that do start a live simulator, but only on the shipped demo, whose every verdict is judged
+    # in the simulator's modelled time (kvtui.explore.sim_model): a slow or busy CPU changes how long they
+    # take, never what they assert (test_demo_deterministic proves it under a busy loop). Niced, they
+    # take no CPU from a live test beside them; they were a quarter of the live queue's time.
+    "tests/e2e/test_sim_demo.py", "tests/e2e/test_demo_deterministic.py",
 })
 
 

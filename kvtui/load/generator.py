@@ -122,7 +122,10 @@ class LoadGenerator:
         if scaler is not None:
             self.n = min(self.n, scaler.max_workers)
 
-    def start(self, timeout_s: float = 60.0) -> None:
+    # A worker is a fresh interpreter importing aiohttp: about a second here, but a stalled CI host
+    # once took over a minute (a test failed on "did not start"); a worker that is truly stuck is
+    # still killed and named at the deadline.
+    def start(self, timeout_s: float = 180.0) -> None:
         ctx = mp.get_context("spawn")  # no fork: the parent may hold threads (NVML, UI)
         for i in range(self.n):
             parent, child = ctx.Pipe(duplex=True)
@@ -513,7 +516,7 @@ class LoadGenerator:
             p.join(max(0.0, deadline - time.monotonic()))
             if p.is_alive():
                 p.kill()
-                p.join(2)
+                p.join(30)  # SIGKILL is not ignored: only a stalled host makes this wait long
             if p.pid and not p.is_alive():
                 reaper.unregister_pid(p.pid)
         for c in self.conns:

@@ -88,3 +88,30 @@ def test_a_step_stopped_by_the_user_or_a_dead_engine_stays_as_measured():
     assert steps.judge(mode, 11.0, 0, 20, True, stopped, stopped=True) is stopped
     dead = _live(11.0, aborted="engine died: exit code -9")
     assert steps.judge(mode, 11.0, 0, 20, True, dead) is dead
+
+
+def _failed(error):
+    from kvtui.load.records import Record
+
+    return Record(id="x", mode="fp8-kv", step=0, load=11.0, phase="window", t_intended=0.0, t_sent=0.0,
+                  status="error", error=error, detail="seen on a stalled host" if error in ("timeout", "connect") else "")
+
+
+@pytest.mark.parametrize("error", ["timeout", "connect"])
+def test_a_live_request_this_host_could_not_finish_leaves_the_verdict_to_the_model(error):
+    # A CI host stalled for over a minute: the live client's connection or read timed out, the live step
+    # had no token in its window, and it stood as measured (no verdict): the same seed, another answer.
+    steps, mode = _modelled()
+    live = _live(11.0, error_burst=True)
+    live.records.extend(_failed(error) for _ in range(3))
+    judged = steps.judge(mode, 11.0, 0, 20, True, live)
+    assert judged is not live and judged.extra["modelled"] is True and judged.records
+    assert f"failed on the client's side: {error}" in judged.extra["live"]["host_limited"]
+
+
+@pytest.mark.parametrize("error", ["http_5xx", "truncated", "sse_malformed"])
+def test_a_live_error_only_the_server_makes_stays_as_measured(error):
+    steps, mode = _modelled()
+    live = _live(11.0)
+    live.records.append(_failed(error))
+    assert steps.judge(mode, 11.0, 0, 20, True, live) is live

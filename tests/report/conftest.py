@@ -28,8 +28,10 @@ SECRETS = (
     "SECRETVALUE-mode-key-9876",  # a mode's OTHER_API_KEY
 )
 
+# TPOT 20 ms up to the knee, 80 ms above it, the target 50 ms between: 30 ms of host delay either side
+# before a verdict moves (with 40 ms above and a 30 ms target, a loaded CI host once moved fp8-kv's knee).
 SCENARIO = knee_toml(
-    "three modes", description="baseline vs fp8 KV vs int4 weights on the simulator's knee model", knee=6, slowdown=2,
+    "three modes", description="baseline vs fp8 KV vs int4 weights on the simulator's knee model", knee=6, slowdown=4,
     server={"time_scale": 1, "api_key": "sk-kvtui-test-APIKEY-0123456789", "secret_env": ["MY_DB_URL"],
             "env": {"MY_DB_URL": "postgres://u:SECRETVALUE-db-42@h/db", "HF_TOKEN": "hf_SECRETVALUE_token_abcdef",
                     "PLAIN_SETTING": "visible-value"}},
@@ -37,7 +39,7 @@ SCENARIO = knee_toml(
            {"name": "fp8-kv", "kv_cache_dtype": "fp8", "extra_args": ["--knee", "8"],
             "env": {"OTHER_API_KEY": "SECRETVALUE-mode-key-9876"}},
            {"name": "w-int4", "quantization": "awq", "extra_args": ["--knee", "4"]}],
-    ramp={"search": "fast", "warmup_s": 0.2, "window_s": 1}, slo={"tpot_p95_ms": 30},
+    ramp={"search": "fast", "warmup_s": 0.2, "window_s": 1}, slo={"tpot_p95_ms": 50},
     cost={"gpu_hourly_usd": 3.5}, quality={"enabled": True},
 )
 
