@@ -189,12 +189,13 @@ class HeadlessPrinter:
             return
         from kvtui.report.compare import compare_modes
         from kvtui.report.text import quality_lines
+        from kvtui.snapshot.schema import ComparisonRow
         from kvtui.terminal import printable
 
         self.done.append(md)
         comp = compare_modes({"modes": list(self.done), "scenario": self.scenario.to_dict()}, self.scenario)
         row = next((r for r in comp["rows"] if r["mode"] == mode), None)
-        for line in quality_lines(mode, (row or {}).get("quality"), comp.get("quality_reference")):
+        for line in quality_lines(mode, ComparisonRow.of(row).quality if row else None, comp.get("quality_reference")):
             self.out.write(printable(line) + "\n")
 
 

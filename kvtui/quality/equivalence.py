@@ -21,9 +21,10 @@ and the result says so.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 from kvtui.quality.stats import paired_difference
+from kvtui.snapshot.schema import CostRange, RowSuite
 
 Z90 = 1.6448536269514722  # two-sided 90 % = each one-sided test at 5 %
 MAX_ITEMS = 1_000_000
@@ -121,13 +122,16 @@ def pooled_pairs(ref: dict[str, Any], mode: dict[str, Any]) -> tuple[int, int, i
     return b, c, n
 
 
-def range_text(rng: dict[str, Any] | None) -> str:
+def range_text(rng: CostRange | Mapping[str, Any] | None) -> str:
     """' ($0.41–0.47 q-adjusted; knee taken as exact)' for a cost_range, '' without one."""
-    if not rng or rng.get("lo") is None:
+    if not rng:
         return ""
-    hi = "open (the mode's accuracy may be 0)" if rng.get("hi") is None else f"{rng['hi']:.3f}"
-    note = "; knee taken as exact" if rng.get("knee_exact") else ""
-    return f" (q-adjusted ${rng['lo']:.3f}–{hi}{note})"
+    r = CostRange.of(rng)
+    if r.lo is None:
+        return ""
+    hi = "open (the mode's accuracy may be 0)" if r.hi is None else f"{r.hi:.3f}"
+    note = "; knee taken as exact" if r.knee_exact else ""
+    return f" (q-adjusted ${r.lo:.3f}–{hi}{note})"
 
 
 def statement(mode: str, reference: str | None, eq: dict[str, Any], task: str | None = None) -> str:
@@ -146,8 +150,9 @@ def statement(mode: str, reference: str | None, eq: dict[str, Any], task: str | 
     return f"{mode} within {eq['margin_pt']:g} pt of {ref}{on}: not shown at n = {eq.get('n')}{ci_s}; {need}"
 
 
-def task_statements(mode: str, reference: str | None, suite: dict[str, Any]) -> list[str]:
+def task_statements(mode: str, reference: str | None, suite: RowSuite | Mapping[str, Any]) -> list[str]:
     """One statement per ground-truth task that has a TOST (compare.py's per-task `equivalence`)."""
-    return [statement(mode, reference, v["equivalence"], name) for name, v in (suite.get("tasks") or {}).items()
+    tasks = RowSuite.of(suite).tasks or {}
+    return [statement(mode, reference, v["equivalence"], name) for name, v in tasks.items()
             if name != "agreement" and isinstance(v, dict) and isinstance(v.get("equivalence"), dict)
             and v["equivalence"].get("n")]

@@ -9,11 +9,11 @@ least energy per token where the GPU reported power, quality where it was measur
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
 from kvtui.report.text import FIGURE_CELLS, comparison, fmt_knee, fmt_load, fmt_pct, fmt_x
-from kvtui.snapshot.schema import Mode, Run, Search
+from kvtui.snapshot.schema import ComparisonRow, CostRange, Equivalence, Mode, Run, Search
 
 
 def _winners(rows: list[dict[str, Any]], key: str, best: Any) -> tuple[list[str], Any]:
@@ -70,47 +70,54 @@ def _so_far(modes: list[dict[str, Any]], name: Any) -> float | None:
     return best_load(m.get("steps") or []) if m else None
 
 
+def _equivalence(r: Mapping[str, Any]) -> Equivalence | None:
+    """A row's pooled equivalence to the reference (TOST), where its quality suite ran."""
+    q = ComparisonRow.of(r).quality
+    eq = q.suite.equivalence if q is not None and q.suite is not None else None
+    return eq if eq else None
+
+
 def equal_quality(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The cheapest $/Mtok out among the modes shown equal in quality to the reference (TOST), with its range;
     None where no mode ran the quality suite."""
     from kvtui.quality.equivalence import range_text
 
-    judged = [r for r in rows if ((r.get("quality") or {}).get("suite") or {}).get("equivalence")]
+    judged = [r for r in rows if _equivalence(r)]
     if not judged:
         return None
-    equal = [r for r in judged if r["quality"]["suite"]["equivalence"].get("reference")
-             or r["quality"]["suite"]["equivalence"].get("shown")]
+    equal = [r for r in judged if (e := _equivalence(r)) is not None and (e.reference or e.shown)]
     names, top = _winners(equal, "usd_per_mtok_out", min)
     if not names:
         return None
     win = next(r for r in equal if r["mode"] == names[0])
-    eq = win["quality"]["suite"]["equivalence"]
-    text = f"${top:.3f}/Mtok" + range_text(win.get("usd_per_mtok_out_qadj_range"))
-    text += (" (the reference)" if eq.get("reference")
-             else f", within {eq['margin_pt']:g} pt of the reference (TOST, 95 %)")
-    close = [r for r in equal if r is not win and _overlaps(win.get("usd_per_mtok_out_qadj_range"),
-                                                             r.get("usd_per_mtok_out_qadj_range"))]
+    eq = _equivalence(win)
+    assert eq is not None  # a row of `equal`
+    rng = ComparisonRow.of(win).usd_per_mtok_out_qadj_range
+    text = f"${top:.3f}/Mtok" + range_text(rng)
+    text += (" (the reference)" if eq.reference
+             else f", within {eq.margin_pt:g} pt of the reference (TOST, 95 %)")
+    close = [r for r in equal if r is not win and _overlaps(rng, ComparisonRow.of(r).usd_per_mtok_out_qadj_range)]
     if close:  # cheapest by its point figure, not beyond the knees' and the Δs' uncertainty
         text += "; its range overlaps " + ", ".join(
-            f"{r['mode']}'s" + range_text(r.get("usd_per_mtok_out_qadj_range")).replace(" (q-adjusted ", " (")
-            for r in close)
+            f"{r['mode']}'s" + range_text(ComparisonRow.of(r).usd_per_mtok_out_qadj_range).replace(
+                " (q-adjusted ", " (") for r in close)
     others = [r for r in judged if r not in equal]
     if others:
         text += "; not shown equal: " + ", ".join(
-            f"{r['mode']}" + (f" (about {e['items_needed']:,} items needed)" if (e := r["quality"]["suite"]
-                              ["equivalence"]).get("items_needed") else " (not at any n: Δ past the margin)")
+            f"{r['mode']}" + (f" (about {e.items_needed:,} items needed)" if (e := _equivalence(r)) is not None
+                              and e.items_needed else " (not at any n: Δ past the margin)")
             for r in others)
     return {"question": "cheapest at equal quality", "key": "usd_per_mtok_out_qadj", "winners": names, "value": top,
             "text": text, "tie": len(names) == len(done_of(rows)) and len(names) > 1}
 
 
-def _overlaps(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+def _overlaps(a: CostRange | None, b: CostRange | None) -> bool:
     """Do two q-adjusted $/Mtok ranges meet? (an open top reaches every higher figure)"""
-    if not a or not b or a.get("lo") is None or b.get("lo") is None:
+    if not a or not b or a.lo is None or b.lo is None:
         return False
-    a_hi = math.inf if a.get("hi") is None else a["hi"]
-    b_hi = math.inf if b.get("hi") is None else b["hi"]
-    return a["lo"] <= b_hi and b["lo"] <= a_hi
+    a_hi = math.inf if a.hi is None else a.hi
+    b_hi = math.inf if b.hi is None else b.hi
+    return a.lo <= b_hi and b.lo <= a_hi
 
 
 def done_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -158,15 +165,15 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
         ask("cheapest at equal quality", "usd_per_mtok_out_qadj", min,
             lambda v: f"${cell['usd_per_mtok_out_qadj'](v)}/Mtok quality-adjusted")
     ask("least energy per output token", "j_per_token_out", min, lambda v: f"{cell['j_per_token_out'](v)} J/token")
-    quality = [r for r in rows if r.get("quality")]
+    quality = [(r, q) for r in rows if (q := ComparisonRow.of(r).quality)]
     if quality:
-        flagged = [str(r["mode"]) for r in quality if (r["quality"] or {}).get("flagged")]
+        flagged = [str(r["mode"]) for r, q in quality if q.flagged]
         text = ("flagged: " + ", ".join(flagged)) if flagged else "no mode flagged"
         # The largest accuracy change of any mode on any ground-truth task, with its verdict:
         # "fp8-w quotation −3.3 pt (within noise, n=150)".
         worst = None
-        for r in quality:
-            for task, t in (((r["quality"] or {}).get("suite") or {}).get("tasks") or {}).items():
+        for r, q in quality:
+            for task, t in ((q.suite.tasks if q.suite else None) or {}).items():
                 if task != "agreement" and isinstance(t, dict) and isinstance(t.get("delta_pt"), (int, float)):
                     if worst is None or t["delta_pt"] < worst[2]["delta_pt"]:
                         worst = (r["mode"], task, t)

@@ -12,7 +12,17 @@ import math
 from typing import Any
 
 from kvtui.explore.compare import passing_at
-from kvtui.snapshot.schema import Comparison, ComparisonRow, EngineInfo, Environment, Run
+from kvtui.snapshot.schema import (
+    Comparison,
+    ComparisonRow,
+    CostRange,
+    EngineInfo,
+    Environment,
+    RowAtKnee,
+    RowQuality,
+    RowSuite,
+    Run,
+)
 
 LABEL_COLUMNS = ("mode", "engine", "gpu", "version", "simulated", "dummy_weights", "mode_warnings")
 STEP_COLUMNS = (
@@ -43,23 +53,24 @@ KNEE_COLUMNS = ("knee_lo", "knee_hi", "knee_confidence", "pass_probability")
 
 
 def _quality_cells(row: ComparisonRow | None, info: EngineInfo) -> dict[str, Any]:
-    q = (row.quality if row is not None else None) or {}
-    suite = q.get("suite") or {}
+    q = (row.quality if row is not None else None) or RowQuality()
+    suite = q.suite or RowSuite()
+    tasks = suite.tasks or {}  # each task's verdict: a plain object (kvtui.quality.verdict)
     out: dict[str, Any] = {"weights": info.weights or ("dummy" if info.dummy_weights else None)}
     for t in ("passkey", "quotation"):
-        v = (suite.get("tasks") or {}).get(t) or {}
+        v = tasks.get(t) or {}
         ci = v.get("ci") or [None, None]
         out.update({f"quality_{t}_accuracy": v.get("accuracy"), f"quality_{t}_ci_lo": ci[0],
                     f"quality_{t}_ci_hi": ci[1],
                     f"quality_{t}_n": v.get("n"), f"quality_{t}_verdict": v.get("verdict")})
-    agree = (suite.get("tasks") or {}).get("agreement") or {}
+    agree = tasks.get("agreement") or {}
     out["quality_agreement_exact"] = agree.get("exact_match_rate")
-    out["quality_flagged"] = q.get("flagged") if q and not q.get("skipped") else None
+    out["quality_flagged"] = q.flagged if q and not q.skipped else None
     out["usd_per_mtok_out"] = row.usd_per_mtok_out if row is not None else None
     out["usd_per_mtok_out_qadj"] = row.usd_per_mtok_out_qadj if row is not None else None
-    qadj_range = row.usd_per_mtok_out_qadj_range if row is not None else None
+    rng = (row.usd_per_mtok_out_qadj_range if row is not None else None) or CostRange()
     cells = []
-    for name, v in (suite.get("tasks") or {}).items():
+    for name, v in tasks.items():
         if name == "agreement" or not isinstance(v, dict):
             continue
         acc, ci = v.get("accuracy"), v.get("ci") or [None, None]
@@ -70,15 +81,13 @@ def _quality_cells(row: ComparisonRow | None, info: EngineInfo) -> dict[str, Any
         cells.append(cell)
     out["quality_tasks"] = "; ".join(cells) or None
     # SUITE_COLUMNS are written where a mode has more than the first version's tasks (render_csv)
-    out["_suite_columns"] = bool(set(suite.get("tasks") or {}) - {"passkey", "quotation", "agreement"}) or bool(
-        suite.get("equivalence") or qadj_range or q.get("at_knee"))
-    eq = suite.get("equivalence") or {}
-    out["quality_equivalent"] = ("reference" if eq.get("reference") else eq.get("shown")) if eq else None
-    rng = qadj_range or {}
-    out["usd_per_mtok_out_qadj_lo"], out["usd_per_mtok_out_qadj_hi"] = rng.get("lo"), rng.get("hi")
-    k = q.get("at_knee") or {}
-    out.update(quality_at_knee_changed=k.get("changed"), quality_at_knee_compared=k.get("compared"),
-               quality_at_knee_delta_pt=k.get("delta_pt"), quality_at_knee_verdict=k.get("verdict") or k.get("skipped"))
+    eq = suite.equivalence
+    out["_suite_columns"] = bool(set(tasks) - {"passkey", "quotation", "agreement"}) or bool(eq or rng or q.at_knee)
+    out["quality_equivalent"] = ("reference" if eq.reference else eq.shown) if eq else None
+    out["usd_per_mtok_out_qadj_lo"], out["usd_per_mtok_out_qadj_hi"] = rng.lo, rng.hi
+    k = q.at_knee or RowAtKnee()
+    out.update(quality_at_knee_changed=k.changed, quality_at_knee_compared=k.compared,
+               quality_at_knee_delta_pt=k.delta_pt, quality_at_knee_verdict=k.verdict or k.skipped)
     return out
 
 

@@ -129,9 +129,8 @@ def _answer(comp: Comparison) -> list[str]:
             if (r.kv_tokens_x or 0) >= 1.3 and (r.best_x or 0) < 1.1 and lim != "kv_wall":
                 extra.append(f"{fmt_x(r.kv_tokens_x)} the KV tokens bought little here: {words}, "
                              "not the KV wall, set the limit")
-        q = r.quality or {}
-        if q.get("flagged"):
-            extra.append(f"**quality flagged**: {q.get('why')}")
+        if r.quality is not None and r.quality.flagged:
+            extra.append(f"**quality flagged**: {r.quality.why}")
         if extra:
             s = s[:-1] + "; " + "; ".join(extra) + "."
         out.append(s)
@@ -147,7 +146,7 @@ def _answer(comp: Comparison) -> list[str]:
         if priced:
             cheap, usd = min(priced, key=lambda ru: ru[1])
             line += f"; cheapest output tokens: **{cheap.mode}** (${usd:.3f}/Mtok)"
-        flagged = [str(r.mode) for r in rows if (r.quality or {}).get("flagged")]
+        flagged = [str(r.mode) for r in rows if r.quality is not None and r.quality.flagged]
         if flagged:
             line += f"; quality flagged: {', '.join(flagged)}"
         out.append(line + ".")

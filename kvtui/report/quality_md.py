@@ -6,17 +6,23 @@ from __future__ import annotations
 from typing import Any
 
 from kvtui.report.text import fmt, fmt_share, table
-from kvtui.snapshot.schema import Mode, QualityAtKnee, QualityTask
+from kvtui.snapshot.schema import ComparisonRow, Mode, QualityAtKnee, QualityTask, RowQuality, RowSuite
+
+
+def _quality(r: dict[str, Any]) -> RowQuality:
+    """A comparison row's quality verdict, typed; empty (falsy) where the row has none."""
+    return ComparisonRow.of(r).quality or RowQuality()
 
 
 def quality_section(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
     rows = comp.get("rows", [])
     sc = doc.get("scenario") or {}
     q = sc.get("quality") or {}
-    if not any(r.get("quality") for r in rows):
+    quals = [_quality(r) for r in rows]
+    if not any(quals):
         why = "Not run (`[quality] enabled = false`)." if not q.get("enabled") else "No mode collected quality outputs."
         return [why]
-    notes = {(r.get("quality") or {}).get("skipped") for r in rows}
+    notes = {qq.skipped for qq in quals}
     if len(notes) == 1 and None not in notes:
         return [f"Skipped in every mode: {notes.pop()}."]
     out = [f"{q.get('prompts', '?')} fixed prompts of {q.get('prompt_tokens', '?')} tokens, "
@@ -24,24 +30,23 @@ def quality_section(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
            f"reference mode: {comp.get('quality_reference') or '—'}.", ""]
     heads = ["mode", "exact match", "top-1 agreement", "logprob agreement", "mean |Δ logprob|", "verdict"]
     trows = []
-    for r in rows:
-        qq = r.get("quality") or {}
+    for r, qq in zip(rows, quals):
         if not qq:
             trows.append([r["mode"], "—", "—", "—", "—", "not collected"])
-        elif qq.get("skipped"):
-            trows.append([r["mode"], "—", "—", "—", "—", f"skipped: {qq['skipped']}"])
-        elif qq.get("reference"):
-            trows.append([r["mode"], "—", "—", "—", "—", f"reference ({qq.get('prompts')} prompts)"])
+        elif qq.skipped:
+            trows.append([r["mode"], "—", "—", "—", "—", f"skipped: {qq.skipped}"])
+        elif qq.reference:
+            trows.append([r["mode"], "—", "—", "—", "—", f"reference ({qq.prompts} prompts)"])
         else:
-            lp = qq.get("logprob_agreement")
-            d = qq.get("mean_abs_logprob_diff")
-            verdict = f"**FLAGGED**: {qq.get('why')}" if qq.get("flagged") else "ok"
-            if qq.get("note"):
-                verdict += f" ({qq['note']})"
-            trows.append([r["mode"], fmt_share(qq.get("exact_match_rate")), fmt_share(qq.get("top1_agreement"), 1),
+            lp = qq.logprob_agreement
+            d = qq.mean_abs_logprob_diff
+            verdict = f"**FLAGGED**: {qq.why}" if qq.flagged else "ok"
+            if qq.note:
+                verdict += f" ({qq.note})"
+            trows.append([r["mode"], fmt_share(qq.exact_match_rate), fmt_share(qq.top1_agreement, 1),
                           "—" if lp is None else f"{lp:.3f}", "—" if d is None else f"{d:.3f}", verdict])
     out.append(table(heads, trows, markdown=True))
-    th = next((t for t in ((r.get("quality") or {}).get("thresholds") for r in rows) if t), None)
+    th = next((t for t in (qq.thresholds for qq in quals) if t), None)
     if th:
         out += ["", f"Flagged below {th['min_exact_match']:.0%} exact match or "
                     f"{th['min_logprob_agreement']:.2f} logprob agreement."]
@@ -50,12 +55,12 @@ def quality_section(doc: dict[str, Any], comp: dict[str, Any]) -> list[str]:
 
 def suite_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     """The quality suite (kvtui.quality): accuracy ± CI and n per task and mode, Δ and verdict."""
-    suites = [(r, (r.get("quality") or {}).get("suite")) for r in rows]
+    suites = [(r, _quality(r).suite) for r in rows]
     if not any(s for _, s in suites):
         return []
     names = []
     for _, s in suites:
-        for n in (s or {}).get("tasks") or {}:
+        for n in (s.tasks if s else None) or {}:
             if n != "agreement" and n not in names:
                 names.append(n)
     q = ((doc.get("scenario") or {}).get("quality") or {})
@@ -71,8 +76,9 @@ def suite_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
         if not s:
             continue
         cells = [r["mode"]]
+        tasks = s.tasks or {}  # each task's verdict: a plain object (kvtui.quality.verdict)
         for n in names:
-            t = (s.get("tasks") or {}).get(n)
+            t = tasks.get(n)
             if not t:
                 cells.append("—")
                 continue
@@ -84,15 +90,15 @@ def suite_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
             if t.get("delta_pt") is not None:
                 cell += f", Δ {t['delta_pt']:+.1f} pt, {'**REGRESSION**' if t.get('flagged') else t.get('verdict')}"
             cells.append(cell)
-        a = (s.get("tasks") or {}).get("agreement")
+        a = tasks.get("agreement")
         if a:
             d = a.get("mean_abs_logprob_diff")
             cells.append(f"{fmt_share(a.get('exact_match_rate'))} / {fmt_share(a.get('top1_agreement'), 1)} / "
                          + ("—" if d is None else f"{d:.3f}"))
         else:
-            cells.append("reference" if (r.get("quality") or {}).get("reference") else "—")
+            cells.append("reference" if _quality(r).reference else "—")
         cells.append(fmt(r.get("usd_per_mtok_out_qadj"), 3))
-        cells.append("—" if s.get("wall_s") is None else f"{s['wall_s']:.0f} s")
+        cells.append("—" if s.wall_s is None else f"{s.wall_s:.0f} s")
         trows.append(cells)
     out.append(table(heads, trows, markdown=True))
     out += ["", "*quality-adjusted $/Mtok*: the plain $/Mtok × reference accuracy ÷ the mode's, pooled over the "
@@ -105,29 +111,30 @@ def equal_quality_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> li
     """Per mode: equivalence to the reference (TOST) and the q-adjusted $/Mtok out as a range."""
     from kvtui.quality.equivalence import range_text, task_statements
 
-    reference = next((r["mode"] for r in rows if (((r.get("quality") or {}).get("suite") or {}).get("equivalence")
-                                                   or {}).get("reference")), None)
+    suites = [(r, _quality(r).suite or RowSuite()) for r in rows]
+    reference = next((r["mode"] for r, s in suites if s.equivalence and s.equivalence.reference), None)
     lines = []
-    for r in rows:
-        eq = ((r.get("quality") or {}).get("suite") or {}).get("equivalence")
+    for r, s in suites:
+        eq = s.equivalence
         if not eq:
             continue
-        cost = fmt(r.get("usd_per_mtok_out"), 3) + range_text(r.get("usd_per_mtok_out_qadj_range"))
-        if eq.get("reference"):
+        cost = fmt(r.get("usd_per_mtok_out"), 3) + range_text(ComparisonRow.of(r).usd_per_mtok_out_qadj_range)
+        if eq.reference:
             lines.append(f"- {r['mode']}: the reference; $/Mtok out {cost}")
-        elif eq.get("shown"):
-            lines.append(f"- {r['mode']}: within {eq['margin_pt']:g} pt of the reference over n={eq['n']} items "
-                         f"(TOST, 95 %; Δ 90 % interval {eq['ci90_pt'][0]:+.1f}…{eq['ci90_pt'][1]:+.1f} pt); "
+        elif eq.shown:
+            ci = eq.ci90_pt or [None, None]
+            lines.append(f"- {r['mode']}: within {eq.margin_pt:g} pt of the reference over n={eq.n} items "
+                         f"(TOST, 95 %; Δ 90 % interval {ci[0]:+.1f}…{ci[1]:+.1f} pt); "
                          f"$/Mtok out {cost}")
         else:
-            need = (f"about {eq['items_needed']:,} items needed" if eq.get("items_needed")
+            need = (f"about {eq.items_needed:,} items needed" if eq.items_needed
                     else "no n shows it: the observed Δ is at or past the margin")
-            ci = eq.get("ci90_pt") or [None, None]
+            ci = eq.ci90_pt or [None, None]
             ci_s = f" (Δ 90 % interval {ci[0]:+.1f}…{ci[1]:+.1f} pt)" if ci[0] is not None else ""
-            lines.append(f"- {r['mode']}: equal quality within {eq['margin_pt']:g} pt not shown at n={eq.get('n')}"
+            lines.append(f"- {r['mode']}: equal quality within {eq.margin_pt:g} pt not shown at n={eq.n}"
                          f"{ci_s}; {need}; $/Mtok out {cost}")
-        if not eq.get("reference"):  # and per task: "fp8-kv is within 2 pt of bf16 on gsm8k (TOST, 95 %, n = 300)"
-            lines += [f"  - {s}" for s in task_statements(r["mode"], reference, r["quality"]["suite"])]
+        if not eq.reference:  # and per task: "fp8-kv is within 2 pt of bf16 on gsm8k (TOST, 95 %, n = 300)"
+            lines += [f"  - {t}" for t in task_statements(r["mode"], reference, s)]
     if not lines:
         return []
     return ["", "### Cost at equal quality", "",

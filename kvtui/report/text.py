@@ -15,7 +15,18 @@ import math
 from typing import Any, Callable, Mapping, Sequence
 
 from kvtui.explore.knee_interval import fmt_knee  # noqa: F401 - "46 [40–52]"; the report's and the screens' name
-from kvtui.snapshot.schema import Comparison, ComparisonRow, Distribution, Environment, Mode, Run, Search, Step
+from kvtui.snapshot.schema import (
+    Comparison,
+    ComparisonRow,
+    Distribution,
+    Environment,
+    Mode,
+    RowQuality,
+    RowSuite,
+    Run,
+    Search,
+    Step,
+)
 
 # A comparison row, a mode or a step: the typed document, or the dict a caller (the TUI) still holds.
 RowLike = ComparisonRow | Mapping[str, Any]
@@ -97,23 +108,24 @@ def comparison_headers(doc: dict[str, Any] | None = None, load_kind: str | None 
     return h
 
 
-def quality_cell(q: Mapping[str, Any] | None) -> str:
+def quality_cell(q: RowQuality | Mapping[str, Any] | None) -> str:
     if not q:
         return "—"
-    if q.get("skipped"):
+    q = RowQuality.of(q)
+    if q.skipped:
         return "skipped"
-    suite = q.get("suite") or {}
-    acc = suite.get("pooled_accuracy")
-    if q.get("reference"):
+    suite = q.suite or RowSuite()
+    acc = suite.pooled_accuracy
+    if q.reference:
         return "reference" + (f" {fmt_share(acc)}" if acc is not None else "")
     if acc is not None:
-        ref = suite.get("reference_pooled_accuracy")
+        ref = suite.reference_pooled_accuracy
         delta = f" Δ{100 * (acc - ref):+.0f}pt" if ref is not None else ""
-        return ("FLAG " if q.get("flagged") else "ok ") + fmt_share(acc) + delta
-    em = fmt_share(q.get("exact_match_rate"))
-    lp = q.get("logprob_agreement")
+        return ("FLAG " if q.flagged else "ok ") + fmt_share(acc) + delta
+    em = fmt_share(q.exact_match_rate)
+    lp = q.logprob_agreement
     body = f"{em} exact" + (f" · lp {lp:.3f}" if lp is not None else "")
-    return ("FLAG " if q.get("flagged") else "ok ") + body
+    return ("FLAG " if q.flagged else "ok ") + body
 
 
 def fmt_peak(r: RowLike) -> str:
@@ -359,18 +371,19 @@ def step_rows(mode: ModeLike) -> list[list[str]]:
     return [step_row(s) for s in Mode.of(mode).all_steps]
 
 
-def quality_lines(mode: str, q: Mapping[str, Any] | None, reference: str | None = None) -> list[str]:
+def quality_lines(mode: str, q: RowQuality | Mapping[str, Any] | None, reference: str | None = None) -> list[str]:
     """One line per quality task of a mode: accuracy [95 % CI] (n), Δ against the reference, verdict.
 
         [fp8-kv] quality passkey: 22/24 = 92% [74–98%], Δ −4.2 pt [−14–+6], p 0.62: within noise
     """
     if not q:
         return []
-    if q.get("skipped"):
-        return [f"[{mode}] quality: skipped ({q['skipped']})"]
-    suite = q.get("suite") or {}
+    q = RowQuality.of(q)
+    if q.skipped:
+        return [f"[{mode}] quality: skipped ({q.skipped})"]
+    suite = q.suite or RowSuite()
     out = []
-    for name, t in (suite.get("tasks") or {}).items():
+    for name, t in (suite.tasks or {}).items():  # each task's verdict: a plain object (kvtui.quality.verdict)
         if not isinstance(t, dict):
             continue
         if name == "agreement":
@@ -393,34 +406,36 @@ def quality_lines(mode: str, q: Mapping[str, Any] | None, reference: str | None 
             line += (f", Δ {t['delta_pt']:+.1f} pt [{lo:+.0f}…{hi:+.0f}], p {t.get('p_value'):.2g}: "
                      f"{'**REGRESSION**' if t.get('flagged') else t.get('verdict')}")
         out.append(line)
-    if suite.get("cost_factor") not in (None, 1.0):
-        out.append(f"[{mode}] quality-adjusted $/Mtok = plain × {suite['cost_factor']:.3f}"
-                   f"{'' if suite.get('cost_factor_beyond_noise') else ' (drop within noise)'}")
+    if suite.cost_factor not in (None, 1.0):
+        out.append(f"[{mode}] quality-adjusted $/Mtok = plain × {suite.cost_factor:.3f}"
+                   f"{'' if suite.cost_factor_beyond_noise else ' (drop within noise)'}")
     out += equal_quality_lines(mode, q, reference)
-    if suite.get("wall_s") is not None:
-        out.append(f"[{mode}] quality phase took {suite['wall_s']:.0f} s (before the load; not counted in any step)")
+    if suite.wall_s is not None:
+        out.append(f"[{mode}] quality phase took {suite.wall_s:.0f} s (before the load; not counted in any step)")
     return out
 
 
-def equal_quality_lines(mode: str, q: Mapping[str, Any], reference: str | None = None) -> list[str]:
+def equal_quality_lines(mode: str, q: RowQuality | Mapping[str, Any], reference: str | None = None) -> list[str]:
     """Equivalence to the reference (TOST), pooled and per task, and the answers under the knee's load, one line
     each."""
     from kvtui.quality.equivalence import task_statements
     from kvtui.quality.under_load import sentence
 
+    q = RowQuality.of(q)
     out = []
-    eq = (q.get("suite") or {}).get("equivalence") or {}
-    if eq and not eq.get("reference"):
-        if eq.get("shown"):
-            out.append(f"[{mode}] quality: within {eq['margin_pt']:g} pt of the reference over {eq['n']} items "
+    suite = q.suite or RowSuite()
+    eq = suite.equivalence
+    if eq and not eq.reference:
+        if eq.shown:
+            out.append(f"[{mode}] quality: within {eq.margin_pt:g} pt of the reference over {eq.n} items "
                        "(TOST, 95 %)")
         else:
-            need = (f"about {eq['items_needed']:,} items needed" if eq.get("items_needed")
+            need = (f"about {eq.items_needed:,} items needed" if eq.items_needed
                     else "no n shows it (Δ at or past the margin)")
-            out.append(f"[{mode}] quality: equal within {eq['margin_pt']:g} pt not shown at n = {eq.get('n')}; {need}")
-        out += [f"[{mode}] quality: {s}" for s in task_statements(mode, reference, q.get("suite") or {})]
-    if isinstance(q.get("at_knee"), dict):
-        out.append(f"[{mode}] quality: {sentence(mode, q['at_knee'])}")
+            out.append(f"[{mode}] quality: equal within {eq.margin_pt:g} pt not shown at n = {eq.n}; {need}")
+        out += [f"[{mode}] quality: {s}" for s in task_statements(mode, reference, suite)]
+    if q.at_knee is not None:
+        out.append(f"[{mode}] quality: {sentence(mode, q.at_knee.to_dict())}")
     return out
 
 

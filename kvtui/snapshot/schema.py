@@ -585,6 +585,86 @@ class Mode(Document):
 
 
 @dataclass(frozen=True)
+class CostRange(Document):
+    """The quality-adjusted $/Mtok out as a range (kvtui.quality.equivalence.cost_range)."""
+
+    lo: float | None = field("its lowest: the knee at its interval's top, the accuracy at its interval's best", NUMBER)
+    hi: float | None = field("its highest; null where the mode's accuracy may be 0 (the range is open)", NUMBER)
+    knee_exact: bool | None = field("the knee taken as exact (no interval was known)", BOOL)
+    quality_open: bool | None = field("the range has no top (`hi` null)", BOOL)
+
+
+@dataclass(frozen=True)
+class Equivalence(Document):
+    """Equal quality within a margin, or not shown (kvtui.quality.equivalence.tost; the reference's says so)."""
+
+    reference: bool | None = field("this is the reference mode (its other keys are then margin_pt only)", BOOL)
+    margin_pt: float | None = field("the margin ([quality] tolerance_pt, accuracy points)", NUMBER)
+    n: int | None = field("paired items", INT)
+    test: str | None = field("the test (\"TOST, 95 %\")", TEXT)
+    shown: bool | None = field("equal within the margin is shown", BOOL)
+    delta_pt: float | None = field("the mode's accuracy − the reference's (points)", NUMBER)
+    ci90_pt: list[Any] | None = field("its 90 % interval [lo, hi] (points)", LIST)
+    items_needed: int | None = field("about how many paired items would show it (null: shown, or none would)", INT)
+
+
+@dataclass(frozen=True)
+class RowSuite(Document):
+    """The quality suite's verdicts in a comparison row (kvtui.quality.verdict)."""
+
+    tasks: Mapping[str, Any] | None = field("per task: accuracy, ci, n, errors, delta_pt, delta_ci_pt, p_value, "
+                                            "verdict, flagged, equivalence (agreement: the smoke comparator's)",
+                                            OBJECT)
+    tolerance_pt: float | None = field("the accuracy drop within which a task is no regression (points)", NUMBER)
+    flagged: bool | None = field("a task regressed", BOOL)
+    cost_factor: float | None = field("reference pooled accuracy ÷ the mode's: what the q-adjusted $/Mtok multiplies "
+                                      "by", NUMBER)
+    pooled_accuracy: float | None = field("the mode's accuracy pooled over its ground-truth tasks", NUMBER)
+    reference_pooled_accuracy: float | None = field("the reference's, over the same tasks", NUMBER)
+    cost_factor_beyond_noise: bool | None = field("the accuracy drop behind the factor is beyond noise", BOOL)
+    wall_s: float | None = field("how long the mode's quality phase took (s)", NUMBER)
+    equivalence: Equivalence | None = field("pooled equivalence to the reference (TOST)", one(Equivalence))
+
+
+@dataclass(frozen=True)
+class RowAtKnee(Document):
+    """The answers under the knee's load against the same mode alone, as a comparison row says them."""
+
+    skipped: str | None = field("why they were not measured", TEXT)
+    load: float | None = field("the knee's load they ran beside", NUMBER)
+    changed: int | None = field("answers that changed under load", INT)
+    compared: int | None = field("answers compared", INT)
+    delta_pt: float | None = field("accuracy under load − alone (points)", NUMBER)
+    delta_ci_pt: list[Any] | None = field("its 95 % interval [lo, hi] (points)", LIST)
+    p_value: float | None = field("the paired test's p-value", NUMBER)
+    verdict: str | None = field("within noise, regression…", TEXT)
+    preemptions: float | None = field("preemptions the server counted meanwhile", NUMBER)
+    top1_agreement: float | None = field("top-1 token agreement with the answers alone", NUMBER)
+
+
+@dataclass(frozen=True)
+class RowQuality(Document):
+    """A mode's quality verdict against the reference mode (kvtui.explore.compare; kvtui.explore.quality)."""
+
+    skipped: str | None = field("why there is none (its other keys are then absent)", TEXT)
+    reference: bool | None = field("this is the reference mode", BOOL)
+    prompts: int | None = field("fixed prompts compared", INT)
+    exact_match_rate: float | None = field("share of outputs identical to the reference's", NUMBER)
+    top1_agreement: float | None = field("share of positions whose top-1 token agrees, up to the first divergence",
+                                         NUMBER)
+    logprob_agreement: float | None = field("mean exp(−|Δ logprob|) over the shared tokens", NUMBER)
+    mean_abs_logprob_diff: float | None = field("mean |Δ logprob| there", NUMBER)
+    logprob_positions: int | None = field("positions the logprobs were compared at", INT)
+    thresholds: Mapping[str, Any] | None = field("the flags' thresholds: min_exact_match, min_logprob_agreement",
+                                                 OBJECT)
+    flagged: bool | None = field("below a threshold, or a task regressed", BOOL)
+    why: str | None = field("why it is flagged", TEXT)
+    note: str | None = field("a remark (no logprobs to compare)", TEXT)
+    suite: RowSuite | None = field("the quality suite's verdicts", one(RowSuite))
+    at_knee: RowAtKnee | None = field("the answers under the knee's load against alone", one(RowAtKnee))
+
+
+@dataclass(frozen=True)
 class ComparisonRow(Document):
     """One mode's figures against the baseline (kvtui.explore.compare computes them)."""
 
@@ -628,12 +708,11 @@ class ComparisonRow(Document):
     kv_tokens_x: float | None = field("KV tokens ÷ the baseline's", NUMBER)
     cost_out_change: float | None = field("$/Mtok out ÷ the baseline's − 1", NUMBER)
     cost_in_change: float | None = field("$/Mtok in ÷ the baseline's − 1", NUMBER)
-    quality: Mapping[str, Any] | None = field("the quality verdict against the reference mode", OBJECT)
+    quality: RowQuality | None = field("the quality verdict against the reference mode", one(RowQuality))
     usd_per_mtok_out_qadj: float | None = field("quality-adjusted $/Mtok out", NUMBER)
     usd_per_mtok_in_qadj: float | None = field("quality-adjusted $/Mtok in", NUMBER)
-    usd_per_mtok_out_qadj_range: Mapping[str, Any] | None = field("quality-adjusted $/Mtok out as a range: {lo, hi, "
-                                                                  "knee_exact, quality_open} (kvtui.quality."
-                                                                  "equivalence.cost_range)", OBJECT)
+    usd_per_mtok_out_qadj_range: CostRange | None = field("quality-adjusted $/Mtok out as a range (kvtui.quality."
+                                                          "equivalence.cost_range)", one(CostRange))
     j_per_token_out: float | None = field("GPU energy per output token @SLO (J; NVML power, never the simulator's)",
                                           NUMBER)
     energy_change: float | None = field("J/token ÷ the baseline's − 1", NUMBER)
@@ -728,7 +807,8 @@ DOCUMENTS: tuple[type[Document], ...] = (Run, Environment, RunInfo, Mode, Engine
                                          Step, SloCheck, Distribution, StepPrediction, Deciding, Prediction, CurvePoint,
                                          PredictionError, Refit, Quality, QualityTask, QualitySuite,
                                          QualityAtKnee, Replica, ReplicaStep,
-                                         ReplicaLost, Comparison, ComparisonRow)
+                                         ReplicaLost, Comparison, ComparisonRow, RowQuality, RowSuite,
+                                         Equivalence, RowAtKnee, CostRange)
 
 
 def read_run(doc: Mapping[str, Any]) -> Run:
