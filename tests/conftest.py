@@ -123,9 +123,34 @@ def _niced(item: pytest.Item) -> bool:
 VLLM_NICE = 19
 
 
+# KVTUI_TEST_TIMELINE=path: one JSON line per test (worker, queue, start, end: setup and teardown
+# included) appended to path, to see which queue is the suite's critical path on a machine.
+_TIMELINE = os.environ.get("KVTUI_TEST_TIMELINE")
+
+
+def _timeline(item: pytest.Item, t0: float) -> None:
+    import json
+    import time
+
+    with open(str(_TIMELINE), "a", encoding="utf-8") as f:
+        f.write(json.dumps({"worker": os.environ.get("PYTEST_XDIST_WORKER"), "queue": _queue(item),
+                            "test": item.nodeid, "start": round(t0, 2), "end": round(time.time(), 2)}) + "\n")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """A hook, not a fixture: the module-scoped fixtures that start the servers run inside it."""
+    import time
+
+    t0 = time.time()
+    try:
+        yield from _niced_protocol(item)
+    finally:
+        if _TIMELINE:
+            _timeline(item, t0)
+
+
+def _niced_protocol(item: pytest.Item):
     if not _niced(item) or not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
@@ -138,3 +163,4 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
             os.setpriority(os.PRIO_PROCESS, 0, before)
         except PermissionError:
             pass
+

@@ -75,11 +75,29 @@ def run(args: argparse.Namespace) -> int:
 
     cmd = shlex.join(app_command(args))
     token = secrets.token_urlsafe(24)
+    _event_loop_made_whole()
     server = guarded_server(cmd, args.host, args.port, token)
     # Printed once, here only: whoever has this URL can start runs on this machine.
     print(f"kvtui: serving {cmd!r} at {server.public_url}/?token={token} (Ctrl-C to stop)", flush=True)
     server.serve()
     return 0
+
+
+def _event_loop_made_whole() -> None:
+    """The loop textual-serve runs on (it takes the current one), made with Ctrl-C held back.
+
+    A Ctrl-C that landed inside the loop's construction, before textual-serve installs its own
+    handler, left a half-made loop whose finaliser printed a traceback after "interrupted" (seen
+    once under load). Blocked during the few microseconds it takes, the signal is delivered after."""
+    import asyncio
+    import signal
+
+    held = {signal.SIGINT, signal.SIGTERM}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 TOKEN_COOKIE = "kvtui_web_token"

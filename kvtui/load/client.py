@@ -20,6 +20,8 @@ from kvtui.load.records import Record
 from kvtui.secrets import scrub_text
 
 _SSL_CONTEXT = None
+# Seconds a kept-alive connection may sit idle before a request takes a new one (StreamClient).
+KEEPALIVE_S = 3.0
 
 
 def _ssl_context():
@@ -48,7 +50,11 @@ class StreamClient:
     def __init__(self, request_timeout_s: float, headers: dict[str, str]):
         # trust_env=False (aiohttp's default, stated): an HTTP(S)_PROXY in the environment must
         # not sit between the client and the server.
-        connector = aiohttp.TCPConnector(limit=1, ssl=_ssl_context())
+        # keepalive_timeout below the server's: uvicorn (vLLM's server and the simulator's) closes a
+        # kept-alive connection idle for 5 s, aiohttp would reuse one for 15. On a host that stalled
+        # the client for seconds, the next request went into a connection the server had closed:
+        # "Server disconnected" before any answer, blamed on the server (a CI run's demo step).
+        connector = aiohttp.TCPConnector(limit=1, ssl=_ssl_context(), keepalive_timeout=KEEPALIVE_S)
         timeout = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=request_timeout_s)
         self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers, trust_env=False)
         # What a server might echo back (a 500 body or an SSE error quoting the Authorization
@@ -300,6 +306,11 @@ async def _stream_request(
             rec.status, rec.error, rec.detail = "error", "client", fd
         elif isinstance(e, aiohttp.ClientConnectorError):
             rec.status, rec.error, rec.detail = "error", "connect", str(e)[:200] or "connection refused"
+        elif rec.http_status is None and isinstance(e, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)):
+            # No answer at all: the request never got a response line (a kept-alive connection closed
+            # under it, a server gone): no stream broke off, the request did not get through.
+            rec.status, rec.error = "error", "connect"
+            rec.detail = f"the connection closed before any answer: {type(e).__name__}: {str(e)[:120]}"
         elif isinstance(e, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)):
             rec.status, rec.error = "error", "truncated"
             rec.detail = f"stream broke off: {type(e).__name__}: {str(e)[:120]}"

@@ -31,6 +31,8 @@ TAG_ENV = "KVTUI_RELIABILITY_TAG"
 
 # The simulator's knee model: 20 ms per engine step up to 6 running requests, 3x above.
 # Short steps (0.2 s warm-up, 1 s window) keep every run to seconds.
+# TPOT 20 ms up to the knee (6), 60 ms above; the target 50 ms: a busy host adds delay, so the knee's own
+# steps need the room (30 ms), the steps above cannot pass by it (with 35, a loaded box once moved the knee to 5).
 KNEE = """
 name = "rel"
 [server]
@@ -55,7 +57,7 @@ window_s = 1
 request_timeout_s = 30
 drain_timeout_s = 10
 [slo]
-tpot_p95_ms = 35
+tpot_p95_ms = 50
 """
 
 # One mode against an external (fault) server: a few short steps.

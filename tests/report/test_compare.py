@@ -55,8 +55,9 @@ def test_three_mode_comparison_matches_the_steps(three_modes):
         assert nxt and all(s["passed"] is False for s in nxt)
         # What limited the next step, as the step says it: decode here, unless the host starved the
         # client (a loaded CI machine), which the step then says instead of blaming the server.
-        assert r["knee_limited_by"] == nxt[0]["limited_by"]
-        assert nxt[0]["limited_by"] == "decode" or (nxt[0]["limited_by"] == "client" and nxt[0]["client_limited"])
+        # The row names the last of them (a step measured again after a starved client is the later word).
+        assert r["knee_limited_by"] == nxt[-1]["limited_by"] and r["knee_limits"] == sorted({s["limited_by"] for s in nxt})
+        assert all(s["limited_by"] == "decode" or (s["limited_by"] == "client" and s["client_limited"]) for s in nxt)
         # The simulator has no weights: the quality guard skipped, saying why.
         assert r["quality"] == {"skipped": "simulated engine: no model weights, outputs are noise"}
     assert rows["fp8-kv"]["best_x"] == 1.333 and rows["w-int4"]["best_x"] == 0.667

@@ -18,7 +18,7 @@ from kvtui.tui.dialogs import HelpScreen
 from kvtui.tui.screens import DashboardScreen
 from kvtui.tui.ticks import nice_ticks
 
-from tui_helpers import screen_text, wait_until
+from tui_helpers import on_screen, screen_text, wait_until
 
 H200 = PROJECT_ROOT / "docs" / "results" / "h200-v2.json"
 
@@ -67,19 +67,19 @@ async def test_replay_opens_on_the_answer_and_every_key_of_its_footer_works(froz
             assert word in footer, footer
         assert "SIMULATED" in text and "most concurrent requests at the SLO" in text
         await pilot.press("question_mark")
-        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), "help")
+        await wait_until(pilot, lambda: on_screen(app, HelpScreen), "help")
         assert "answer  (here)" in screen_text(app)
         await pilot.press("escape")
         await pilot.press("c")
         await wait_until(pilot, lambda: "Modes vs baseline" in screen_text(app), "the comparison")
         await pilot.press("escape")
-        await wait_until(pilot, lambda: isinstance(app.screen, AnswerScreen), "back on the answer")
+        await wait_until(pilot, lambda: on_screen(app, AnswerScreen), "back on the answer")
         await pilot.press("d")
-        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen), "the dashboard")
+        await wait_until(pilot, lambda: on_screen(app, DashboardScreen), "the dashboard")
         footer = screen_text(app).splitlines()[-1]
         assert "pause" not in footer and "step" in footer and "answer" in footer
         await pilot.press("a")
-        await wait_until(pilot, lambda: isinstance(app.screen, AnswerScreen), "the answer again")
+        await wait_until(pilot, lambda: on_screen(app, AnswerScreen), "the answer again")
 
 
 async def test_the_answer_chart_overlays_every_mode_with_its_marker(h200_doc):
@@ -152,7 +152,7 @@ async def test_enter_applies_the_slo_form_and_apply_is_on_screen_at_80x24(frozen
     app = create_app(snapshot=frozen_doc, view="dashboard")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("e")
-        await wait_until(pilot, lambda: isinstance(app.screen, SloScreen), "the SLO editor")
+        await wait_until(pilot, lambda: on_screen(app, SloScreen), "the SLO editor")
         await pilot.pause()
         apply = app.screen.query_one("#apply")
         assert apply.region.bottom <= 24 and apply.region.height > 0  # in reach without scrolling

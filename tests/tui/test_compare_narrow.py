@@ -14,7 +14,7 @@ from kvtui.snapshot.file import load_snapshot
 from kvtui.tui.app import create_app
 from kvtui.tui.compare_screen import CompareScreen, ellipsis, short_names
 
-from tui_helpers import screen_text, wait_until
+from tui_helpers import on_screen, screen_text, wait_until
 
 LONG = {"fp8-w+kv": "fp8-weights+fp8-kv-awq-long-name", "awq-int4+fp8-kv": "awq-int4-weights+fp8-kv-long-name"}
 
@@ -45,7 +45,7 @@ async def test_compare_fits_with_whole_names_and_every_legend_row(size, which):
     async with app.run_test(size=size) as pilot:
         await pilot.pause(0.5)
         await pilot.press("c")
-        await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen), "the comparison")
+        await wait_until(pilot, lambda: on_screen(app, CompareScreen), "the comparison")
         await pilot.pause(0.3)
         table = app.screen.query_one(DataTable)
         assert table.has_class("-transposed")  # neither size takes the 19-column table

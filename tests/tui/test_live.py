@@ -9,7 +9,7 @@ from kvtui.tui.app import create_app
 from kvtui.tui.screens import DashboardScreen, SetupScreen, SloScreen
 from kvtui.tui.widgets import StepTable
 
-from tui_helpers import descendants, screen_text, wait_for_exit, wait_until
+from tui_helpers import descendants, on_screen, screen_text, wait_for_exit, wait_until
 
 
 async def quit_app(pilot, app):
@@ -19,7 +19,7 @@ async def quit_app(pilot, app):
     running = app.run_active
     await pilot.press("q")
     if running:
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the quit question")
+        await wait_until(pilot, lambda: on_screen(app, ConfirmScreen), "the quit question")
         await pilot.press("y")
 
 
@@ -51,7 +51,7 @@ async def test_live_run_fills_table_marks_best_recomputes_slo_exports_and_quits(
         # The run ends on its answer; d goes back to the dashboard.
         from kvtui.tui.answer import AnswerScreen
 
-        await wait_until(pilot, lambda: isinstance(app.screen, AnswerScreen) and "ANSWER" in screen_text(app),
+        await wait_until(pilot, lambda: on_screen(app, AnswerScreen) and "ANSWER" in screen_text(app),
                          "the answer screen")
         await pilot.press("d")
         await pilot.pause(0.6)
@@ -68,7 +68,7 @@ async def test_live_run_fills_table_marks_best_recomputes_slo_exports_and_quits(
 
         # Change the SLO on screen: TPOT p95 ≤ 45 ms lets 8 (40 ms a step) pass; recomputed from the records.
         await pilot.press("e")
-        await wait_until(pilot, lambda: isinstance(app.screen, SloScreen), "the SLO editor")
+        await wait_until(pilot, lambda: on_screen(app, SloScreen), "the SLO editor")
         app.screen.query_one("#slo-tpot_p95_ms").value = "45"
         await pilot.click("#apply")
         await wait_until(pilot, lambda: app.state.edited and app.state.slo_version > 0
@@ -132,13 +132,13 @@ async def test_quit_mid_run_stops_server_and_load_generator(knee_scenario, tmp_p
         from kvtui.tui.dialogs import ConfirmScreen
 
         await pilot.press("n")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        await wait_until(pilot, lambda: on_screen(app, ConfirmScreen), "the confirmation")
         await pilot.press("n")
         await pilot.pause()
         assert not run._skip.is_set()
         # q mid-run asks too (as x and n do): n keeps the run going, y stops it and quits.
         await pilot.press("q")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the quit question")
+        await wait_until(pilot, lambda: on_screen(app, ConfirmScreen), "the quit question")
         await pilot.press("n")
         await pilot.pause()
         assert app.run_active and not run.stopping
@@ -182,7 +182,7 @@ async def test_setup_screen_validates_then_starts(knee_path, tmp_path):
         await pilot.pause()
         assert scr.problems == []
         await pilot.click("#start")
-        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen), "the dashboard")
+        await wait_until(pilot, lambda: on_screen(app, DashboardScreen), "the dashboard")
         assert app.run_obj.scenario.ramp.max == 4
         await wait_until(pilot, lambda: app.state.viewed is not None and app.state.viewed.status == "running",
                          "the engine")

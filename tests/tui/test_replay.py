@@ -16,7 +16,7 @@ from kvtui.tui.svg import render_dashboard_svg
 from kvtui.tui.themes import load_themes
 from kvtui.tui.widgets import StepTable
 
-from tui_helpers import screen_text, wait_until
+from tui_helpers import on_screen, screen_text, wait_until
 
 
 async def test_replay_shows_the_saved_run_and_the_slider_moves_through_steps(frozen_doc):
@@ -72,7 +72,7 @@ async def test_replay_slo_change_recomputes_from_the_records(frozen_doc):
         st = app.state
         base = {n: st.best(m) for n, m in st.modes.items()}
         await pilot.press("e")
-        await wait_until(pilot, lambda: isinstance(app.screen, SloScreen), "the SLO editor")
+        await wait_until(pilot, lambda: on_screen(app, SloScreen), "the SLO editor")
         # A TPOT target no step can meet: nothing passes, no best load anywhere.
         app.screen.query_one("#slo-tpot_p95_ms").value = "1"
         await pilot.click("#apply")
@@ -84,7 +84,7 @@ async def test_replay_slo_change_recomputes_from_the_records(frozen_doc):
         assert "TPOT p95 ≤ 1 ms" in screen_text(app)
         # Back to the run's SLO: the stored verdicts again.
         await pilot.press("e")
-        await wait_until(pilot, lambda: isinstance(app.screen, SloScreen), "the SLO editor")
+        await wait_until(pilot, lambda: on_screen(app, SloScreen), "the SLO editor")
         await pilot.click("#reset")
         await pilot.pause()
         assert not st.edited and {n: st.best(m) for n, m in st.modes.items()} == base
@@ -94,7 +94,7 @@ async def test_slo_editor_refuses_bad_values(frozen_doc):
     app = create_app(snapshot=frozen_doc, view="dashboard")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("e")
-        await wait_until(pilot, lambda: isinstance(app.screen, SloScreen), "the SLO editor")
+        await wait_until(pilot, lambda: on_screen(app, SloScreen), "the SLO editor")
         app.screen.query_one("#slo-max_error_rate").value = "3"
         await pilot.click("#apply")
         await pilot.pause()

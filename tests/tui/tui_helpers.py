@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+def on_screen(app, cls: type) -> bool:
+    """The app shows a screen of `cls`, mounted: its composed widgets are there to query (a wait on the
+    type alone once queried a field the SLO editor had not mounted yet, on a loaded CI host)."""
+    return isinstance(app.screen, cls) and app.screen.is_mounted
+
+
 def screen_text(app) -> str:
     """What the terminal shows, as plain text."""
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
