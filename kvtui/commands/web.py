@@ -135,9 +135,10 @@ def guarded_server(cmd: str, host: str, port: int, token: str):
         given = request.query.get("token") or request.cookies.get(TOKEN_COOKIE) or ""
         if not hmac.compare_digest(given.encode(), token.encode()):
             return web.Response(status=403, text="kvtui web: open the URL with ?token=… that `kvtui web` printed\n")
-        if request.path == "/" and "token" in request.query and request.method == "GET":
+        if request.path == "/" and "token" in request.query and request.method in ("GET", "HEAD"):
             # The token leaves the URL after the first load (history, screenshots, a shared link):
-            # exchanged for an HttpOnly SameSite=Strict cookie and a redirect to the clean URL.
+            # exchanged for an HttpOnly SameSite=Strict cookie and a redirect to the clean URL. HEAD
+            # too: a link checker or preview fetcher that sends HEAD first gets the same answer as GET.
             rest = {k: v for k, v in request.query.items() if k != "token"}
             to = web.Response(status=303, headers={"Location": str(request.rel_url.with_query(rest))})
             to.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict", path="/")

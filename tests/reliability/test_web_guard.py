@@ -76,6 +76,9 @@ def test_web_refuses_without_the_token_or_from_a_foreign_origin(tmp_path, knee_p
         assert first.status_code == 303 and first.headers["location"] == "/", first.headers
         assert "kvtui_web_token" in set_cookie and "httponly" in set_cookie.lower() and "strict" in set_cookie.lower()
         assert first.headers.get("referrer-policy") == "no-referrer"
+        head = httpx.head(base + f"/?token={token}", timeout=5, trust_env=False)  # HEAD is answered as GET is
+        assert head.status_code == 303 and head.headers["location"] == "/", head.headers
+        assert httpx.head(base + "/", timeout=5, trust_env=False).status_code == 403
         cookie = f"kvtui_web_token={token}"
         page = get("/", headers={"Cookie": cookie})
         assert page.status_code == 200 and page.headers.get("referrer-policy") == "no-referrer"
