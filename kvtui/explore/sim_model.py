@@ -102,7 +102,7 @@ class ModelledSteps:
         live_fig = live_summary(live, self.scenario)
         model_fig = evaluate_step(list(res.records), ctx, self.scenario.slo)
         lag = host_delay(live_fig, model_fig)
-        host_failed = [r for r in live.records if r.error in ("client", "timeout", "connect")]
+        host_failed = [r for r in live.records if r.error in CLIENT_SIDE_ERRORS]
         if c.client_failure or host_failed:
             why = c.client_failure or (f"{len(host_failed)} live request(s) failed on the client's side: "
                                        + ", ".join(sorted({str(r.error) for r in host_failed})))
@@ -120,7 +120,8 @@ class ModelledSteps:
 # the client's timeout). A CI host that stalled for over a minute turned one demo step into such a
 # live failure, and the same seed told another story (tests/e2e/test_demo_deterministic.py). A dead
 # simulator is named by the engine check ("engine died"), not by these.
-HOST_ERRORS = ("cancelled", "client", "timeout", "connect")
+CLIENT_SIDE_ERRORS = ("client", "timeout", "connect")
+HOST_ERRORS = ("cancelled", *CLIENT_SIDE_ERRORS)
 
 
 def server_errors(live: Measured) -> list[Any]:

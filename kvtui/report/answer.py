@@ -9,7 +9,7 @@ least energy per token where the GPU reported power, quality where it was measur
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any
 
 from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
 from kvtui.report.text import FIGURE_CELLS, comparison, fmt_knee, fmt_load, fmt_pct, fmt_x
@@ -70,9 +70,9 @@ def _so_far(modes: list[dict[str, Any]], name: Any) -> float | None:
     return best_load(m.get("steps") or []) if m else None
 
 
-def _equivalence(r: Mapping[str, Any]) -> Equivalence | None:
+def _equivalence(row: ComparisonRow) -> Equivalence | None:
     """A row's pooled equivalence to the reference (TOST), where its quality suite ran."""
-    q = ComparisonRow.of(r).quality
+    q = row.quality
     eq = q.suite.equivalence if q is not None and q.suite is not None else None
     return eq if eq else None
 
@@ -82,31 +82,31 @@ def equal_quality(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     None where no mode ran the quality suite."""
     from kvtui.quality.equivalence import range_text
 
-    judged = [r for r in rows if _equivalence(r)]
+    # Each judged row with its typed view and its equivalence, read once.
+    judged = [(r, typed, eq) for r in rows if (eq := _equivalence(typed := ComparisonRow.of(r)))]
     if not judged:
         return None
-    equal = [r for r in judged if (e := _equivalence(r)) is not None and (e.reference or e.shown)]
-    names, top = _winners(equal, "usd_per_mtok_out", min)
+    equal = [j for j in judged if j[2].reference or j[2].shown]
+    names, top = _winners([r for r, _, _ in equal], "usd_per_mtok_out", min)
     if not names:
         return None
-    win = next(r for r in equal if r["mode"] == names[0])
-    eq = _equivalence(win)
-    assert eq is not None  # a row of `equal`
-    rng = ComparisonRow.of(win).usd_per_mtok_out_qadj_range
+    win, win_typed, eq = next(j for j in equal if j[0]["mode"] == names[0])
+    rng = win_typed.usd_per_mtok_out_qadj_range
     text = f"${top:.3f}/Mtok" + range_text(rng)
     text += (" (the reference)" if eq.reference
              else f", within {eq.margin_pt:g} pt of the reference (TOST, 95 %)")
-    close = [r for r in equal if r is not win and _overlaps(rng, ComparisonRow.of(r).usd_per_mtok_out_qadj_range)]
+    close = [(r, typed) for r, typed, _ in equal
+             if r is not win and _overlaps(rng, typed.usd_per_mtok_out_qadj_range)]
     if close:  # cheapest by its point figure, not beyond the knees' and the Δs' uncertainty
         text += "; its range overlaps " + ", ".join(
-            f"{r['mode']}'s" + range_text(ComparisonRow.of(r).usd_per_mtok_out_qadj_range).replace(
-                " (q-adjusted ", " (") for r in close)
-    others = [r for r in judged if r not in equal]
+            f"{r['mode']}'s" + range_text(typed.usd_per_mtok_out_qadj_range).replace(" (q-adjusted ", " (")
+            for r, typed in close)
+    others = [(r, e) for r, _, e in judged if not (e.reference or e.shown)]
     if others:
         text += "; not shown equal: " + ", ".join(
-            f"{r['mode']}" + (f" (about {e.items_needed:,} items needed)" if (e := _equivalence(r)) is not None
-                              and e.items_needed else " (not at any n: Δ past the margin)")
-            for r in others)
+            f"{r['mode']}" + (f" (about {e.items_needed:,} items needed)" if e.items_needed
+                              else " (not at any n: Δ past the margin)")
+            for r, e in others)
     return {"question": "cheapest at equal quality", "key": "usd_per_mtok_out_qadj", "winners": names, "value": top,
             "text": text, "tie": len(names) == len(done_of(rows)) and len(names) > 1}
 
