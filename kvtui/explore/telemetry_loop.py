@@ -172,20 +172,26 @@ class TelemetryLoop(threading.Thread):
             per = replica_view(s, self.replica_names)
             if per:
                 row["replicas"] = per
+        row.update(self._gpu_reading())
+        return row
+
+    def _gpu_reading(self) -> dict[str, Any]:
+        """The GPUs' memory now: the simulated GPU's model, or NVML's latest sample ({} if neither)."""
+        out: dict[str, Any] = {}
         m = self.engine.gpu_memory()  # a simulated GPU's memory; None for a real one (NVML below)
         if m is not None:
             if m.get("used_gib") is not None:
                 # The simulator models one GPU of the tensor-parallel group; every rank holds the same.
                 tp = self.tp
-                row["gpus"] = [{"index": i, "mem_used_gib": m["used_gib"], "mem_total_gib": m.get("gpu_total_gib"),
+                out["gpus"] = [{"index": i, "mem_used_gib": m["used_gib"], "mem_total_gib": m.get("gpu_total_gib"),
                                 "simulated": True} for i in range(tp)]
-                row["gpu_mem_used_gib"] = round(m["used_gib"] * tp, 3)
-                row["gpu_mem_total_gib"] = round((m.get("gpu_total_gib") or 0) * tp, 2)
+                out["gpu_mem_used_gib"] = round(m["used_gib"] * tp, 3)
+                out["gpu_mem_total_gib"] = round((m.get("gpu_total_gib") or 0) * tp, 2)
         elif self.nvml is not None and self.nvml.available:
             g = self.nvml.latest()
             if g:
                 self.gpu_latest = g
-                row["gpus"] = [
+                out["gpus"] = [
                     {"index": x.index, "mem_used_gib": round(x.mem_used_gib, 3),
                      "mem_total_gib": round(x.mem_total_gib, 2),
                      "util_pct": x.util_pct, "power_w": x.power_w, "sm_clock_mhz": x.sm_clock_mhz,
@@ -193,9 +199,9 @@ class TelemetryLoop(threading.Thread):
                     for x in g
                 ]
                 used = [x for x in g if x.proc_mem_gib] or g
-                row["gpu_mem_used_gib"] = round(sum(x.mem_used_gib for x in used), 3)
-                row["gpu_mem_total_gib"] = round(sum(x.mem_total_gib for x in used), 2)
-        return row
+                out["gpu_mem_used_gib"] = round(sum(x.mem_used_gib for x in used), 3)
+                out["gpu_mem_total_gib"] = round(sum(x.mem_total_gib for x in used), 2)
+        return out
 
     def window(self, t0: float, t1: float) -> dict[str, Any]:
         """Gauge maxima/means over [t0, t1] (monotonic) from the scrapes."""
@@ -228,6 +234,12 @@ class TelemetryLoop(threading.Thread):
     def gpu_mem_max(self, t0: float, t1: float) -> float | None:
         rows = [r for r in self.rows if t0 - self.t0 <= r["t"] <= t1 - self.t0 + self.interval_s]
         vals = [r["gpu_mem_used_gib"] for r in rows if r.get("gpu_mem_used_gib") is not None]
+        if not vals:
+            # No sample fell in the step: this thread was starved (a loaded host, a slow scrape) or the
+            # step was shorter than one interval. The step has just ended, so the reading now is the
+            # memory the step left in use, not a gap in the comparison's peak (a CI run lost one so).
+            now = self._gpu_reading().get("gpu_mem_used_gib")
+            vals = [now] if now is not None else []
         return round(max(vals), 3) if vals else None
 
     def stop(self) -> None:
