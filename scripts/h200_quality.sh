@@ -45,6 +45,35 @@ stage)  # here: download the harness and its dependencies as Python 3.12 wheels,
   du -sh .gpuE*; echo "h200_quality: stage each .gpuE folder with 'stage-device' before the run" ;;
 stage-device)  # on the device: keep this call's wheels for the run
   mkdir -p /tmp/stage && cp "$1"/evaldeps.* /tmp/stage/ && ls -l /tmp/stage/evaldeps.* ;;
+payload)  # here: everything the device needs in one stream (scripts/gpu_payload.sh), fewer calls
+  # The harness's wheels less those the device image holds (pyarrow, scipy, pandas, scikit-learn, lxml:
+  # 117 of its 130 MB; KINDS.md lists the image), the vLLM bundle whole, its deps with gguf and
+  # platformdirs (the model build), the dummy 8B model, env.sh, and the SmolLM2 GGUF ($GGUF).
+  : "${GGUF:?GGUF=path of SmolLM2-135M-Instruct.Q4_1.gguf (kvtui model build leaves it in its models dir)}"
+  B=${BUNDLE:-/tmp/vllm_bundle}; work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+  mkdir -p "$work/ev" "$work/deps"
+  cat $(ls .gpuE[0-9]*/evaldeps.tar.part* | sort) | tar -x -C "$work/ev"
+  rm -f "$work"/ev/pyarrow-* "$work"/ev/scipy-* "$work"/ev/pandas-* "$work"/ev/scikit_learn-* "$work"/ev/lxml-*
+  tar -C "$work/ev" -cf "$work/evaldeps.tar.part00" . && md5sum < "$work/evaldeps.tar.part00" | cut -d' ' -f1 > "$work/evaldeps.md5"
+  cp "$B"/deps/*.whl "$work/deps/"
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform any -d "$work/deps" gguf==0.19.0 platformdirs==4.14.9
+  tar -C "$work" -cf "$work/deps.tar" deps
+  cp "$GGUF" "$work/gguf.part00"
+  bash scripts/gpu_payload.sh pack "$B/vllm026.tar.xz" "$B/model8b.tar.xz" "$(ls -d .gpu[0-9]*/bin | tail -1)/env.sh" \
+    "$work/deps.tar" "$work/evaldeps.tar.part00" "$work/evaldeps.md5" "$work/gguf.part00" ;;
+install)  # on the device, after `gpu_payload.sh unpack /tmp/stage`: vLLM and its deps into /tmp/site
+  set -e
+  tar -xf /tmp/stage/deps.tar -C /tmp/stage
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    /tmp/stage/deps/*.whl 2>&1 | grep -v "Target directory" || true
+  xz -dc -T0 /tmp/stage/vllm026.tar.xz | tar x -C /tmp/site
+  tar xJf /tmp/stage/model8b.tar.xz -C /tmp
+  # xgrammar 0.2.9 passes extra_lib_paths= to apache-tvm-ffi 0.1.10 (vLLM's pin), which lacks it.
+  sed -i "s/, extra_lib_paths=package_paths//" /tmp/site/xgrammar/load_binding.py
+  cp /tmp/stage/env.sh /tmp/gpu-env.sh
+  source /tmp/gpu-env.sh
+  python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)" ;;
 run)  # on the device, after install.sh: the harness, the model, the run
   export KVTUI_MODELS_DIR=/tmp/kvm PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site:${PYTHONPATH:-}
   export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1
@@ -63,14 +92,15 @@ run)  # on the device, after install.sh: the harness, the model, the run
   mkdir -p $KVTUI_MODELS_DIR/gguf
   G=$KVTUI_MODELS_DIR/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
   [ -f "$G" ] || { cat $(ls /tmp/stage/gguf.part* | sort) > "$G.part" && mv "$G.part" "$G"; }
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu*/deps/gguf-*.whl \
-    .gpu*/deps/platformdirs-*.whl 2>/dev/null | grep -v "Target directory" || true
+  python3 -c 'import gguf' 2>/dev/null || python3 -m pip install -q --no-index --no-deps --no-compile \
+    --target /tmp/site .gpu*/deps/gguf-*.whl .gpu*/deps/platformdirs-*.whl 2>/dev/null | grep -v "Target directory" || true
   t0=$(date +%s); python3 -m kvtui model build smollm2-135m-instruct || exit 3
   echo "model build: $(( $(date +%s) - t0 )) s"
   modes=(); for m in "$@"; do modes+=(--mode "$m"); done
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   t0=$(date +%s)
-  python3 -m kvtui run "$SCEN" --headless "${modes[@]}" --out "$OUT/$OUTNAME.json" 2>&1 \
+  # SIGTERM before the device call's 10-minute limit: kvtui finalises the snapshot with what it measured.
+  timeout -s TERM "${RUN_LIMIT_S:-540}" python3 -m kvtui run "$SCEN" --headless "${modes[@]}" --out "$OUT/$OUTNAME.json" 2>&1 \
     | tee "$OUT/$OUTNAME.run.log" | grep -v "^  |"
   rc=${PIPESTATUS[0]}
   echo "run: $(( $(date +%s) - t0 )) s"

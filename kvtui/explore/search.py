@@ -232,7 +232,9 @@ class LinearSearch(_Base):
             x = self.levels[self.i]
             self.i += 1
             return x
-        if s.fail is None and s.best is not None and s.best >= self.hi:
+        # Every load passed: at ramp.max, or where the step list ends below it ("16,…,256" under a
+        # max of 512). Either way no failure bounds the knee, and the answer must say the limit is higher.
+        if s.fail is None and s.best is not None and (s.best >= self.hi or self.i >= len(self.levels)):
             s.reached_max = True
             s.done = True
             return None

@@ -202,8 +202,9 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
         s = tm.search or Search()
         if s.noisy or (s.flips or 0) > 0:
             caveats.append(f"{tm.name}: noisy knee, pass/fail flipped {s.flips or 1}×")
-        if s.reached_max:
-            caveats.append(f"{tm.name}: passed up to the ramp's max; the limit is higher")
+        if tm.limit_is_higher:
+            top = f" (up to {fmt_load(tm.best_concurrency)})" if tm.best_concurrency is not None else ""
+            caveats.append(f"{tm.name}: every load it measured passed{top}; the limit is higher")
         waves = [x for x in tm.all_steps if in_lock_step(x.to_dict())]
         if waves:
             # Said with the knee, so "lock-step at 11" beside a knee of 14 reads as the step it was.

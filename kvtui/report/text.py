@@ -276,8 +276,9 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         s = m.search or Search()
         if s.noisy:
             out.append(f"{m.name}: the knee is noisy, the same load passed and failed: {s.describe}")
-        if s.reached_max:
-            out.append(f"{m.name}: passed up to the ramp's max; the real limit is higher")
+        if m.limit_is_higher:
+            top = f" (up to {fmt_load(m.best_concurrency)})" if m.best_concurrency is not None else ""
+            out.append(f"{m.name}: every load it measured passed{top}; the real limit is higher")
         if m.has_error:
             out.append(f"{m.name}: failed: {m.error_message}")
         elif not (m.complete if m.has("complete") else True):

@@ -474,7 +474,7 @@ class Search(Document):
     confirmed: bool | None = field("the best load passed again when measured again", BOOL)
     flips: int | None = field("how often the same load passed and failed", INT)
     noisy: bool | None = field("the knee is noisy: a load passed and failed", BOOL)
-    reached_max: bool | None = field("it passed up to the ramp's max (the limit is higher)", BOOL)
+    reached_max: bool | None = field("every load it measured passed, up to ramp.max or the step list's end (the limit is higher)", BOOL)
     steps: int | None = field("steps it measured", INT)
     wall_s: float | None = field("its wall time (s)", NUMBER)
     describe: str | None = field("the answer in words (\"96 (next 128 fails), confirmed\")", TEXT)
@@ -559,6 +559,15 @@ class Mode(Document):
     def first_fail(self) -> float | None:
         v = self.search.first_fail if self.search is not None else None
         return float(v) if v is not None else None
+
+    @property
+    def limit_is_higher(self) -> bool:
+        """No measured load failed above its best: the knee is a floor. Derived as well as read, so a
+        snapshot written before `reached_max` covered a step list ending below ramp.max says it too."""
+        s = self.search
+        if s is not None and s.reached_max:
+            return True
+        return self.best_concurrency is not None and self.first_fail is None and not self.has_error
 
     @property
     def is_simulated(self) -> bool:

@@ -77,6 +77,20 @@ def test_everything_passes_reports_max_reached():
     assert res.best == 64 and res.reached_max
 
 
+def test_a_step_list_that_ends_below_max_with_every_load_passing_says_the_limit_is_higher():
+    """The H200 quality run listed "16,32,64,128,256" under a max of 512: every load passed, and the
+    answer read "256 at the SLO" with no caveat, as if 256 were the knee."""
+    from kvtui.report.answer import build_answer
+
+    res, loads = drive(LinearSearch(Ramp(start=16, max=512, step="16,32,64,128,256"), confirm=False), lambda x: True)
+    assert loads == [16, 32, 64, 128, 256] and res.best == 256 and res.first_fail is None and res.reached_max
+    res, _ = drive(LinearSearch(Ramp(start=16, max=512, step="16,32,64,128,256"), confirm=False), lambda x: x < 100)
+    assert res.best == 64 and not res.reached_max  # a failure bounds it: no caveat
+    doc = {"modes": [{"name": "bf16", "best_concurrency": 256, "steps": [],
+                      "search": {"best": 256, "first_fail": None, "reached_max": True}}]}
+    assert "bf16: every load it measured passed (up to 256); the limit is higher" in build_answer(doc)["caveats"]
+
+
 def test_ramp_levels():
     assert ramp_levels(Ramp(start=1, max=40, step="double")) == [1, 2, 4, 8, 16, 32, 40]
     assert ramp_levels(Ramp(start=4, max=20, step="+8")) == [4, 12, 20]
