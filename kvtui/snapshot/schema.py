@@ -474,7 +474,8 @@ class Search(Document):
     confirmed: bool | None = field("the best load passed again when measured again", BOOL)
     flips: int | None = field("how often the same load passed and failed", INT)
     noisy: bool | None = field("the knee is noisy: a load passed and failed", BOOL)
-    reached_max: bool | None = field("every load it measured passed, up to ramp.max or the step list's end (the limit is higher)", BOOL)
+    reached_max: bool | None = field("every load it measured passed, up to ramp.max or the step list's end "
+                                     "(the limit is higher)", BOOL)
     steps: int | None = field("steps it measured", INT)
     wall_s: float | None = field("its wall time (s)", NUMBER)
     describe: str | None = field("the answer in words (\"96 (next 128 fails), confirmed\")", TEXT)
