@@ -18,6 +18,9 @@
 #   carry [".gpuE1"] : bash scripts/h200_quality.sh stage-device .gpuE1     … each .gpuE folder (3, ~44 MiB) …
 #   carry [".gpuN"]  : bash .gpuN/bin/install.sh && source /tmp/gpu-env.sh && bash scripts/h200_quality.sh run bf16 fp8-kv
 #   carry []         : source /tmp/gpu-env.sh && OUTNAME=h200-quality-b bash scripts/h200_quality.sh run fp8-w fp8-w+kv
+# Fewer calls (five, 2026-12-03): `GGUF=… bash scripts/h200_quality.sh payload` after `stage` packs all of the
+# above into .gpuP1 … .gpuPn (scripts/gpu_payload.sh); on the device, `gpu_payload.sh stage` for each but the
+# last, then `gpu_payload.sh unpack /tmp/stage && bash scripts/h200_quality.sh install`, then `run` as above.
 # Two modes a call: each mode is ~1 min to start, ~1 min of steps, a few minutes of quality phases
 # (600 items alone, 600 at the knee). `give_back` when done. The snapshot, its Markdown and the
 # log come back under $OUT; publish them in docs/results/ with these commands.

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
-from kvtui.report.text import FIGURE_CELLS, comparison, fmt_knee, fmt_load, fmt_pct, fmt_x
+from kvtui.report.text import FIGURE_CELLS, all_passed, comparison, fmt_knee, fmt_load, fmt_pct, fmt_x
 from kvtui.snapshot.schema import ComparisonRow, CostRange, Equivalence, Mode, Run, Search
 
 
@@ -203,8 +203,7 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
         if s.noisy or (s.flips or 0) > 0:
             caveats.append(f"{tm.name}: noisy knee, pass/fail flipped {s.flips or 1}×")
         if tm.limit_is_higher:
-            top = f" (up to {fmt_load(tm.best_concurrency)})" if tm.best_concurrency is not None else ""
-            caveats.append(f"{tm.name}: every load it measured passed{top}; the limit is higher")
+            caveats.append(f"{tm.name}: {all_passed(tm)}; the limit is higher")
         waves = [x for x in tm.all_steps if in_lock_step(x.to_dict())]
         if waves:
             # Said with the knee, so "lock-step at 11" beside a knee of 14 reads as the step it was.

@@ -230,6 +230,12 @@ def mode_label(doc: Mapping[str, Any] | Run, mode: ModeLike) -> str:
     return " · ".join(parts)
 
 
+def all_passed(m: Mode) -> str:
+    """What a mode whose knee is a floor (`Mode.limit_is_higher`) measured, for its caveat."""
+    top = f" (up to {fmt_load(m.best_concurrency)})" if m.best_concurrency is not None else ""
+    return f"every load it measured passed{top}"
+
+
 def caveats(doc: dict[str, Any]) -> list[str]:
     """Everything a reader must know before quoting a figure of this snapshot."""
     out: list[str] = []
@@ -277,8 +283,7 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         if s.noisy:
             out.append(f"{m.name}: the knee is noisy, the same load passed and failed: {s.describe}")
         if m.limit_is_higher:
-            top = f" (up to {fmt_load(m.best_concurrency)})" if m.best_concurrency is not None else ""
-            out.append(f"{m.name}: every load it measured passed{top}; the real limit is higher")
+            out.append(f"{m.name}: {all_passed(m)}; the real limit is higher")
         if m.has_error:
             out.append(f"{m.name}: failed: {m.error_message}")
         elif not (m.complete if m.has("complete") else True):

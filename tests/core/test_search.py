@@ -89,6 +89,11 @@ def test_a_step_list_that_ends_below_max_with_every_load_passing_says_the_limit_
     doc = {"modes": [{"name": "bf16", "best_concurrency": 256, "steps": [],
                       "search": {"best": 256, "first_fail": None, "reached_max": True}}]}
     assert "bf16: every load it measured passed (up to 256); the limit is higher" in build_answer(doc)["caveats"]
+    # A snapshot written before the search set it: derived from a best with no failure above it.
+    doc["modes"][0]["search"] = {"best": 256, "first_fail": None}
+    assert "bf16: every load it measured passed (up to 256); the limit is higher" in build_answer(doc)["caveats"]
+    doc["modes"][0]["search"] = {"best": 256, "first_fail": 512}
+    assert not [c for c in build_answer(doc)["caveats"] if "the limit is higher" in c]
 
 
 def test_ramp_levels():
