@@ -127,7 +127,8 @@ class Simulator:
 
         sc = self.scenario
         need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [sc.ramp.min_samples])
-        if sc.ramp.protocol == "continuous" and self.closed:
+        continuous = sc.ramp.protocol == "continuous" and self.closed
+        if continuous:
             res = self._steady_state(load, need)
         else:
             res = self.server.step(self.mode.name, self.index, load, self.closed, self.counter, need)
@@ -137,9 +138,17 @@ class Simulator:
 
             raise SimulationCut(refusal(res.ended, load) or "the run is stopping")
         self.index += 1
+        # Judged as the measured step will be (kvtui.explore.offline_step): a continuous step whose SLO
+        # needs no whole requests ends at its window's first tokens, and its figures are the window's
+        # own, the requests carried on into the next step included; read as complete requests only,
+        # those are missing and a step with enough samples reads as undecided.
+        from kvtui.explore.window_stats import tail_rule
+
+        window_stats = continuous and tail_rule(m for m, _, _ in sc.slo.targets()) == "first_token"
         ctx = StepContext(load=load, closed=self.closed, t_window_start=res.window_start or res.t_start,
                           t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
-                          max_num_seqs=self.server.facts.max_num_seqs)
+                          max_num_seqs=self.server.facts.max_num_seqs, window_stats=window_stats,
+                          t_end=res.t_end if window_stats else None)
         step = evaluate_step(list(res.records), ctx, sc.slo)
         step["load"] = load
         self._steps.append(step)

@@ -83,6 +83,7 @@ class OfflineServer:
                                       scenario.seed + scenario.workload.seed)
         self._shared = scenario.workload.shared_prefix > 0 or scenario.workload.dataset
         self._client: Any = None  # the continuous protocol's virtual client (kvtui.engines.sim.continuous)
+        self._released: list[Any] = []  # its requests cancelled before a classic step, not yet written
 
     def engine_info(self) -> dict[str, Any]:
         return {"engine": "sim", "simulated": True, "version": f"{SIM_VERSION} (fast, offline)", "command": [],
@@ -99,6 +100,11 @@ class OfflineServer:
     def step(self, mode_name: str, index: int, load: float, closed: bool, counter: int, need: int) -> FastStepResult:
         """One step at `load`; if its window holds fewer than `need` requests, again by count."""
         sc, r = self.scenario, self.scenario.ramp
+        # A classic step starts from an idle server. The continuous client may still hold requests
+        # handed on from its last step (the prediction runs a classic step between continuous ones
+        # where no E2E is known yet, e.g. under an SLO that never waits for whole requests): their
+        # tokens would reach a step that does not know them.
+        self._to_idle()
         res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, 0, sc.seed, mode_name,
                             index,
                             id_prefix=f"{self.salt:08x}-", counter_start=counter, request_timeout_s=r.request_timeout_s,
@@ -136,10 +142,16 @@ class OfflineServer:
                                             request_timeout_s=self.scenario.ramp.request_timeout_s)
         return self._client.step(plan, index, counter, StepBudget(self.halt))
 
+    def _to_idle(self) -> None:
+        if self._client is not None and (self._client.live or self._client.ingest):
+            self._released += self._client.release()
+
     def release_records(self) -> list[Any]:
-        """The continuous client's requests still in flight at the mode's end, cancelled: their records,
-        written once under the step they were sent in (none for the classic step, which cancels its own)."""
-        return self._client.release() if self._client is not None else []
+        """The continuous client's requests still in flight at the mode's end (or before a classic step),
+        cancelled: their records, written once under the step they were sent in (none for the classic step,
+        which cancels its own)."""
+        out, self._released = self._released + (self._client.release() if self._client is not None else []), []
+        return out
 
     def series_rows(self, res: FastStepResult, load: float) -> list[dict[str, Any]]:
         return series_rows(res, self.t_mode, load, round(self.memory.used_gib, 3), self.facts.kv_cache_gib, self.tp)
