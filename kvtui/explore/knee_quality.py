@@ -14,6 +14,12 @@ which request was preempted, so it is an upper bound for the items alone).
 Its result, `modes[].quality.at_knee`, holds the answers under load (`tasks`, the suite's shape)
 and `vs_alone`, `kvtui.quality.under_load`'s comparison with the same mode's answers before its
 load: answers changed, accuracy under load against alone (paired), agreement.
+
+The harness's suites (`[quality] suites`) are prepared before the load starts: its worker imports
+lm-eval and torch, builds its task index and loads the datasets, says it is ready, and sends its
+requests only when told to go, after the built-in items (kvtui.quality.harness.HarnessSession).
+Preparing under the load starved it on a host whose server saturates its CPUs (minutes, the load
+running all along); `harness_ready_s` is how long it took, outside the load.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ import time
 from typing import Any
 
 from kvtui.explore import events as ev
+from kvtui.quality.harness import HarnessSession
+
+READY_TIMEOUT_S = 600.0  # imports and local data: minutes at most, even on a starved host
 
 
 def knee_of(md: dict[str, Any]) -> float | None:
@@ -34,11 +43,6 @@ def knee_of(md: dict[str, Any]) -> float | None:
 
 def measure_at_knee(executor: Any, md: dict[str, Any]) -> dict[str, Any]:
     """Run the at-knee phase on a live executor's warm server; the result for md["quality"]["at_knee"]."""
-    from kvtui.explore.quality import compare_quality, thresholds
-    from kvtui.load.generator import StepParams
-    from kvtui.quality.runner import run_suite
-    from kvtui.quality.under_load import compare_under_load
-
     run, sc = executor.run, executor.run.scenario
     q = md.get("quality") or {}
     if q.get("skipped") or not q.get("tasks"):
@@ -53,6 +57,48 @@ def measure_at_knee(executor: Any, md: dict[str, Any]) -> dict[str, Any]:
         return {"skipped": "the run was stopping"}
     k = max(1, min(int(sc.quality.concurrency), int(knee)))
     gen = max(1, int(round(knee)) - k)  # at least one load request beside the items, even at a knee of k
+    name = md.get("name") or ""
+    qsc = dataclasses.replace(sc, quality=dataclasses.replace(sc.quality, concurrency=k))
+    harness = HarnessSession(executor.endpoint, qsc, on_log=lambda line: run.emit(ev.Log(name, line))) \
+        if sc.quality.suites else None
+    try:
+        ready_s = _prepare(harness, run, name)
+        if run.stopping:
+            return {"skipped": "the run was stopping"}
+        out = _under_load(executor, md, knee, k, gen, qsc, harness)
+    finally:
+        if harness is not None:
+            harness.close()  # on every path: a stop, an exception, a worker never told to go
+    if ready_s is not None:
+        out["harness_ready_s"] = ready_s
+    return out
+
+
+def _prepare(harness: HarnessSession | None, run: Any, name: str) -> float | None:
+    """The harness's slow start (imports, task index, datasets) before the load, not under it: seconds, or None
+    (no suites; or not ready: its suites are then "not run" with why, and the built-in items go on)."""
+    if harness is None:
+        return None
+    ready_s = harness.wait_ready(READY_TIMEOUT_S, should_stop=lambda: run.stop_reason)
+    if ready_s is not None:
+        run.emit(ev.Log(name, f"[kvtui] quality at the knee: the harness prepared its suites in {ready_s:.1f} s, "
+                              "before the load (no request sent yet)"))
+    elif harness.why is not None and harness.pid is not None:  # (lm-eval missing: result() says so)
+        run.emit(ev.Log(name, f"[kvtui] quality at the knee: the harness is not ready ({harness.why}); "
+                              "its suites are not run, the built-in items go on"))
+    return ready_s
+
+
+def _under_load(executor: Any, md: dict[str, Any], knee: float, k: int, gen: int, qsc: Any,
+                harness: HarnessSession | None) -> dict[str, Any]:
+    from kvtui.explore.quality import compare_quality, thresholds
+    from kvtui.load.generator import StepParams
+    from kvtui.quality.runner import run_suite
+    from kvtui.quality.under_load import compare_under_load
+
+    run, sc = executor.run, executor.run.scenario
+    q = md.get("quality") or {}
+    loadgen, tel = executor.loadgen, executor.telemetry
     name = md.get("name") or ""
     run.emit(ev.Log(name, f"[kvtui] quality at the knee: {gen} load + {k} quality requests in flight "
                           "(not counted in any step)"))
@@ -75,10 +121,9 @@ def measure_at_knee(executor: Any, md: dict[str, Any]) -> dict[str, Any]:
     time.sleep(max(0.5, r.warmup_s * ts))
     before = tel.scrape_now()
     t0 = time.monotonic()
-    qsc = dataclasses.replace(sc, quality=dataclasses.replace(sc.quality, concurrency=k))
     try:
         suite = run_suite(executor.endpoint, qsc, on_log=lambda line: run.emit(ev.Log(name, line)),
-                          should_stop=lambda: run.stop_reason)
+                          should_stop=lambda: run.stop_reason, harness=harness)
     finally:
         t1 = time.monotonic()
         after = tel.scrape_now()

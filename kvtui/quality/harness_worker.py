@@ -1,6 +1,14 @@
 """The lm-evaluation-harness side of `kvtui.quality.harness`, run in a process of its own.
 
-    python -m kvtui.quality.harness_worker SPEC.json OUT.json
+    python -m kvtui.quality.harness_worker SPEC.json OUT.json          # prepare, then evaluate at once
+    python -m kvtui.quality.harness_worker --wait SPEC.json OUT.json   # prepare, say `ready`, wait for `go`
+
+Both do the same two things in order: `prepare` (import the harness and torch, build the task index,
+load every suite's data: no request is sent) and `evaluate` (the requests, the scoring). With
+--wait the worker writes one line `ready` to stdout after preparing and reads one line from stdin:
+`go` evaluates and writes OUT; anything else, or EOF, writes OUT with every prepared suite `not run`
+and sends nothing. Quality at the knee prepares before the knee's load starts, so that only the
+requests run under it (kvtui.explore.knee_quality).
 
 SPEC: {"base_url", "model", "api" ("chat" | "completions"), "concurrency", "timeout_s",
 "suites": [{"name", "limit", "num_fewshot"}], "include": [folders of task YAML]}. The server's
@@ -31,10 +39,15 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 TEXT_CHARS = 120  # how much of each answer the snapshot keeps
+WAIT_FLAG = "--wait"
+READY, GO = "ready", "go"  # the protocol's two words (one line each)
+STOPPED = "stopped before it ran: the harness was closed before it was told to go (no request was sent)"
+_PROTO: IO[str] = sys.stdout  # the protocol's stdout; with --wait a copy of fd 1 that nothing else writes to
 
 
 def _first_text(x: Any) -> str:
@@ -147,11 +160,45 @@ def _shots_note(requested: Any, used: Any) -> str | None:
             "num_fewshot: 0 in its YAML keeps it)")
 
 
-def run(spec: dict[str, Any]) -> dict[str, Any]:
-    import importlib.metadata as md
+@dataclass
+class _Suite:
+    """One suite, loaded and ready to be asked: what `evaluate` needs and nothing that touches the server."""
 
-    import lm_eval
+    name: str
+    objs: list[Any]
+    leaves: list[str]
+    here: Path  # the folder its data_files are relative to
+    limit: int | None
+    nshot: Any
+
+
+@dataclass
+class Prepared:
+    """Everything done before the first request: the harness imported, its task index built, the suites loaded.
+
+    `out` already holds the suites that cannot run (an unknown name, data not cached); `suites` the others."""
+
+    out: dict[str, Any]
+    model_args: dict[str, Any]
+    chat: bool
+    tm: Any
+    suites: list[_Suite] = field(default_factory=list)
+
+
+def prepare(spec: dict[str, Any]) -> Prepared:
+    """The harness's slow start (imports, the task index, the datasets), sending nothing to the server.
+
+    Done apart from `evaluate` so that quality at the knee can pay for it before the knee's load starts: on a
+    host whose CPUs the server saturates, importing torch and loading datasets under load took minutes."""
+    import importlib.metadata as md
+    import importlib.util
+
+    import lm_eval.api.registry
+    import lm_eval.evaluator  # noqa: F401  (simple_evaluate's own imports, now rather than under load)
     from lm_eval.tasks import TaskManager
+
+    if importlib.util.find_spec("torch") is not None:
+        import torch  # noqa: F401  (simple_evaluate seeds it; its import probes every CPU's affinity)
 
     version = md.version("lm_eval")
     out: dict[str, Any] = {"harness": f"lm-eval {version}", "suites": {}}
@@ -165,14 +212,15 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     }
     if spec.get("max_length"):
         model_args["max_length"] = int(spec["max_length"])
+    lm_eval.api.registry.get_model(_model_type(chat))  # its module imported (the registry's entries are lazy)
     # One index of the harness's tasks for every suite (building it takes seconds: simple_evaluate would build
     # its own per call); the model's arguments are its metadata, as simple_evaluate would give them.
     tm = TaskManager(include_path=[str(p) for p in spec.get("include") or []] or None, metadata=dict(model_args))
+    prepared = Prepared(out=out, model_args=model_args, chat=chat, tm=tm)
     known = set(tm.all_tasks)
     cwd = os.getcwd()
     for s in spec["suites"]:
         name = s["name"]
-        t0 = time.monotonic()
         if name not in known:
             near = difflib.get_close_matches(name, sorted(known), n=1)
             out["suites"][name] = {"status": "not run", "why": f"no task {name!r} in {out['harness']} or the suite "
@@ -183,49 +231,80 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         # A local task's data_files are relative to its YAML: the harness reads them from the cwd.
         here = Path(yaml_path).parent if yaml_path else Path(cwd)
         os.chdir(here)
-        log = io.StringIO()
         try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                objs, leaves = _load(tm, name)
+        except Exception as e:  # the dataset: not cached, offline, unreadable
+            why = _missing_data(e)
+            if why is not None:
+                out["suites"][name] = {"status": "not run", "why": (
+                    f"its dataset is not in the local cache and there is no network ({why}); fetch it once "
+                    f"where there is: {fetch_line(name)}")}
+            else:
+                out["suites"][name] = {"status": "not run", "why": f"the harness cannot load it: "
+                                       f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                                       + (f" (data_files are read relative to {here})" if isinstance(
+                                           e, FileNotFoundError) else "")}
+            continue
+        finally:
+            os.chdir(cwd)
+        prepared.suites.append(_Suite(name, objs, leaves, here, int(s.get("limit") or 0) or None,
+                                      s.get("num_fewshot")))
+    return prepared
+
+
+def _model_type(chat: bool) -> str:
+    return "local-chat-completions" if chat else "local-completions"
+
+
+def evaluate(p: Prepared) -> dict[str, Any]:
+    """Every prepared suite asked and scored by the harness; OUT's document. A suite's `wall_s` is its requests'
+    span (its loading was `prepare`'s)."""
+    import lm_eval
+
+    out = p.out
+    cwd = os.getcwd()
+    for s in p.suites:
+        t0 = time.monotonic()
+        os.chdir(s.here)  # as at loading: a task may read files relative to its YAML
+        try:
+            nshot = s.nshot
             try:
-                with contextlib.redirect_stdout(log):
-                    objs, leaves = _load(tm, name)
-            except Exception as e:  # the dataset: not cached, offline, unreadable
-                why = _missing_data(e)
-                if why is not None:
-                    out["suites"][name] = {"status": "not run", "why": (
-                        f"its dataset is not in the local cache and there is no network ({why}); fetch it once "
-                        f"where there is: {fetch_line(name)}")}
-                else:
-                    out["suites"][name] = {"status": "not run", "why": f"the harness cannot load it: "
-                                           f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-                                           + (f" (data_files are read relative to {here})" if isinstance(
-                                               e, FileNotFoundError) else "")}
-                continue
-            limit = int(s.get("limit") or 0) or None
-            nshot = s.get("num_fewshot")
-            try:
-                with contextlib.redirect_stdout(log):
+                with contextlib.redirect_stdout(io.StringIO()):
                     result = lm_eval.simple_evaluate(
-                        model="local-chat-completions" if chat else "local-completions", model_args=model_args,
-                        tasks=objs, num_fewshot=None if nshot is None or int(nshot) < 0 else int(nshot),
-                        limit=limit, log_samples=True, apply_chat_template=chat, fewshot_as_multiturn=chat,
+                        model=_model_type(p.chat), model_args=p.model_args,
+                        tasks=s.objs, num_fewshot=None if nshot is None or int(nshot) < 0 else int(nshot),
+                        limit=s.limit, log_samples=True, apply_chat_template=p.chat, fewshot_as_multiturn=p.chat,
                         random_seed=0, numpy_random_seed=1234, torch_random_seed=1234, fewshot_random_seed=1234,
-                        bootstrap_iters=0, gen_kwargs=None, task_manager=tm)
+                        bootstrap_iters=0, gen_kwargs=None, task_manager=p.tm)
             except Exception as e:  # a server error after the harness's retries, a task the API cannot serve
-                out["suites"][name] = {"status": "not run", "why": f"the harness failed: {type(e).__name__}: "
-                                       f"{str(e).splitlines()[0][:200] if str(e) else ''}"}
+                out["suites"][s.name] = {"status": "not run", "why": f"the harness failed: {type(e).__name__}: "
+                                         f"{str(e).splitlines()[0][:200] if str(e) else ''}"}
                 continue
             if not isinstance(result, dict):
-                out["suites"][name] = {"status": "not run", "why": "the harness returned no results"}
+                out["suites"][s.name] = {"status": "not run", "why": "the harness returned no results"}
                 continue
-            got = _samples(result, name, leaves)
-            got.update(dataset="; ".join(dict.fromkeys(_dataset_of(t) for t in _leaf_tasks(objs))), limit=limit,
+            got = _samples(result, s.name, s.leaves)
+            got.update(dataset="; ".join(dict.fromkeys(_dataset_of(t) for t in _leaf_tasks(s.objs))), limit=s.limit,
                        wall_s=round(time.monotonic() - t0, 2))
             if (note := _shots_note(nshot, got.get("num_fewshot"))) is not None:
                 got["shots_note"] = note
-            out["suites"][name] = got
+            out["suites"][s.name] = got
         finally:
             os.chdir(cwd)
     return out
+
+
+def stopped(p: Prepared, why: str = STOPPED) -> dict[str, Any]:
+    """OUT's document where `go` never came: every prepared suite not run (no request was sent)."""
+    for s in p.suites:
+        p.out["suites"][s.name] = {"status": "not run", "why": why}
+    return p.out
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    """Prepare and evaluate at once (the one-shot CLI)."""
+    return evaluate(prepare(spec))
 
 
 def _leaf_tasks(objs: list[Any]) -> list[Any]:
@@ -235,14 +314,37 @@ def _leaf_tasks(objs: list[Any]) -> list[Any]:
     return leaves
 
 
+def _wait_for_go(p: Prepared) -> dict[str, Any]:
+    """Say `ready` on the protocol's stdout, then block on one line of stdin: `go` evaluates, anything else (EOF:
+    the parent closed or died) ends it with nothing sent."""
+    print(READY, file=_PROTO, flush=True)
+    line = sys.stdin.readline().strip()
+    return evaluate(p) if line == GO else stopped(p)
+
+
 def main(argv: list[str]) -> int:
+    wait = bool(argv) and argv[0] == WAIT_FLAG
+    if wait:
+        argv = argv[1:]
+        _own_stdout()
     spec = json.loads(Path(argv[0]).read_text())
     try:
-        result = run(spec)
+        p = prepare(spec)
     except ImportError as e:
-        result = {"error": f"lm-eval is not installed here ({e}): pip install 'kvtui[eval]'"}
+        result: dict[str, Any] = {"error": f"lm-eval is not installed here ({e}): pip install 'kvtui[eval]'"}
+    else:
+        result = _wait_for_go(p) if wait else evaluate(p)
     Path(argv[1]).write_text(json.dumps(result))
     return 0
+
+
+def _own_stdout() -> None:
+    """Keep fd 1 for the protocol's one line and send everything else written to stdout (the harness's prints,
+    a library's banner) to stderr, where it cannot be mistaken for `ready`."""
+    global _PROTO
+    _PROTO = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import concurrent.futures
 import hashlib
 import json
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kvtui.quality.stats import wilson
 from kvtui.quality.tasks import (
@@ -28,6 +28,9 @@ from kvtui.quality.tasks import (
     score,
 )
 from kvtui.safeio import fetch
+
+if TYPE_CHECKING:
+    from kvtui.quality.harness import HarnessSession
 
 GOT_CHARS = 120  # how much of each answer the snapshot keeps (enough to see what went wrong)
 MARGIN_TOKENS = 32  # passkey prompts stay this far below max_context (answer + template slack)
@@ -167,8 +170,11 @@ def _agreement_result(items: list[Item], answers: list[dict[str, Any]]) -> dict[
 
 
 def run_suite(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | None = None,
-              should_stop: Callable[[], Any] | None = None) -> dict[str, Any]:
-    """{"tasks": {name: result}, "wall_s", "items", "items_digest", "lengths_exact"}; never raises for server errors."""
+              should_stop: Callable[[], Any] | None = None, harness: HarnessSession | None = None) -> dict[str, Any]:
+    """{"tasks": {name: result}, "wall_s", "items", "items_digest", "lengths_exact"}; never raises for server errors.
+
+    `harness`: the scenario's suites already prepared (quality at the knee prepares them before its load); told
+    to go after the built-in items. Its caller closes it. Without it the suites are prepared and run here."""
     import httpx
 
     log = on_log or (lambda _m: None)
@@ -200,9 +206,13 @@ def run_suite(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | None
             log(f"[kvtui] quality: {name} {t['correct']}/{t['n']}"
                 + (f" ({t['errors']} errors)" if t["errors"] else ""))
     if q.suites and not (should_stop is not None and should_stop()):
-        from kvtui.quality.harness import run_suites
+        if harness is not None:
+            harness.go()
+            tasks.update(harness.result(should_stop=should_stop))
+        else:
+            from kvtui.quality.harness import run_suites
 
-        tasks.update(run_suites(endpoint, scenario, on_log=log))
+            tasks.update(run_suites(endpoint, scenario, on_log=log, should_stop=should_stop))
     wall = round(time.monotonic() - t0, 2)
     stopped = bool(should_stop is not None and should_stop())
     return {"tasks": tasks, "wall_s": wall, "items": len(items), "items_digest": items_digest(items),

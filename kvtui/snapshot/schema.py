@@ -377,6 +377,9 @@ class QualityAtKnee(Document):
     tasks: Mapping[str, QualityTask] | None = field("the answers under load, per task (the suite's shape)",
                                                     by_name(QualityTask))
     load_requests: int | None = field("the load generator's requests that ran beside them", INT)
+    harness_ready_s: float | None = field("how long lm-eval's worker took to prepare the suites (imports, datasets), "
+                                          "before the load started, no request sent; absent without suites",
+                                          NUMBER)
     load_error: str | None = field("why the load failed, if it did", TEXT)
     stopped: bool | None = field("the run was stopping", BOOL)
     preemptions: float | None = field("preemptions the server counted while the items ran (an upper bound for "

