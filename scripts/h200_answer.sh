@@ -104,12 +104,31 @@ print(f"comparison: start {tot['start']:.0f} s, windows {tot['windows']:.0f} s, 
       f"total {sum(tot.values()):.0f} s ({sum(tot.values()) / 60:.1f} min)")
 PYEOF
 }
+# CAL_SCALE=0.7: predict from a calibration whose efficiencies (weights, GEMM, KV bandwidth) are that
+# factor of the shipped H200 one: a prediction made wrong on purpose (x0.7: about 30 % low), to show the
+# search recovering on the real GPU (issue 28, item 5). The file is written here, its factor in its name.
+CAL=()
+if [ -n "${CAL_SCALE:-}" ]; then
+  CALF=/tmp/runs/cal-x$CAL_SCALE.toml
+  $PY - "$CAL_SCALE" "$CALF" <<'PYEOF'
+import sys
+from pathlib import Path
+from kvtui.explore.refit import REFIT_PARAMS
+from kvtui.predict import fit
+from kvtui.predict.calibration_file import calibration_toml, read_calibration
+f = float(sys.argv[1])
+cal = fit.apply(read_calibration(None), REFIT_PARAMS, [f] * len(REFIT_PARAMS))
+cal.name = f"h200-vllm-0.26.0-x{sys.argv[1]}"
+Path(sys.argv[2]).write_text(calibration_toml(cal, {"note": f"the shipped H200 calibration, efficiencies x{f}: wrong on purpose"}))
+PYEOF
+  CAL=(--calibration "$CALF")
+fi
 run_mode() {
   local mode=$1 res=() out
   out=/tmp/runs/$TAG-$mode-$(date +%s).json   # a run never shares its --out: each run its own, resuming the last
   [ -f "$LATEST" ] && res=(--resume "$(cat "$LATEST")")
   t0=$(date +%s)
-  timeout -s INT "${TIMEOUT:-100000}" $PY -m kvtui run "$SC" --mode "$mode" --headless --out "$out" "${res[@]}" "${extra[@]}" \
+  timeout -s INT "${TIMEOUT:-100000}" $PY -m kvtui run "$SC" --mode "$mode" --headless --out "$out" "${res[@]}" "${CAL[@]}" "${extra[@]}" \
     >"${out%.json}.run.log" 2>&1
   echo "$mode: rc=$? in $(( $(date +%s) - t0 )) s"
   [ -f "$out" ] && echo "$out" > "$LATEST"
