@@ -37,7 +37,9 @@ Windows = dict[tuple[str, int], tuple[float, float]]
 
 def step_windows(doc: dict[str, Any]) -> Windows:
     """{(mode, step index): (t_window_start, t_window_end)}, as re-evaluation pairs records with steps;
-    a (mode, index) that two steps share is left out (its records stay exact)."""
+    a (mode, index) that two steps share is left out (its records stay exact), and so is a step whose
+    figures come from its window alone (`stats_from = "window"`): its TPOT reads the requests cut at the
+    window's end by their gaps so far, so no gap of its records may move."""
     out: Windows = {}
     twice: set[tuple[str, int]] = set()
     for m in Run.view(doc).all_modes:
@@ -47,7 +49,7 @@ def step_windows(doc: dict[str, Any]) -> Windows:
             if m.name is None or index is None or t0 is None or t1 is None:
                 continue
             key = (m.name, index)
-            if key in out:
+            if key in out or s.stats_from == "window":
                 twice.add(key)
             out[key] = (t0, t1)
     for key in twice:
