@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from kvtui.procs import reaper
 from kvtui.quality.harness_worker import GO, READY, WAIT_FLAG
 from kvtui.quality.stats import wilson
 
@@ -153,9 +154,12 @@ class HarnessSession:
         with open(tmp / "stderr.log", "w") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kvtui.quality.harness_worker", WAIT_FLAG, str(tmp / "spec.json"),
-                 str(tmp / "out.json")], env=harness_env(getattr(self.endpoint, "api_key", None)),
+                 str(tmp / "out.json")],
+                env=harness_env(getattr(self.endpoint, "api_key", None)) | reaper.server_env(),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=tmp,
-                start_new_session=os.name == "posix")  # its own group: close() ends anything it started
+                start_new_session=True)  # its own group: close() ends anything it started
+        # Registered as the servers are: a run that exits (or is killed -9: the watchdog) takes it along.
+        reaper.register(self.proc.pid, "lm-eval harness worker")
         threading.Thread(target=self._read, args=(self.proc,), name="kvtui-harness-ready", daemon=True).start()
 
     def _read(self, proc: subprocess.Popen[str]) -> None:
@@ -241,18 +245,13 @@ class HarnessSession:
         """End the worker (and anything it started) if it still runs, and remove its folder. Idempotent."""
         p = self.proc
         if p is not None and p.poll() is None:
-            try:
-                if os.name == "posix":
-                    os.killpg(p.pid, signal.SIGKILL)
-                else:
-                    p.kill()
-            except (ProcessLookupError, PermissionError):
-                pass
+            reaper.signal_group(p.pid, signal.SIGKILL)
             try:
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 pass
         if p is not None:
+            reaper.unregister(p.pid)
             for f in (p.stdin, p.stdout):
                 try:
                     if f is not None:

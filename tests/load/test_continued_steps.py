@@ -8,15 +8,14 @@ flight (a step down: the excess finish and are not replaced), with no drain and 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
 import pytest
+from sim_server import serving_sim
 
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
 from kvtui.load.records import Record
 from kvtui.load.workload import TokenSpace
-from kvtui.procs.servers import ServerProcess, free_port
 from kvtui.scenario.schema import Length, Workload
 
 KEY = "test-key-continued"
@@ -24,14 +23,8 @@ KEY = "test-key-continued"
 
 @pytest.fixture(scope="module")
 def sim():
-    port = free_port()
-    proc = ServerProcess([sys.executable, "-m", "kvtui", "sim", "serve", "--port", str(port)],
-                         env={"KVTUI_SIM_API_KEY": KEY}, secrets=[KEY])
-    proc.start()
-    base = f"http://127.0.0.1:{port}"
-    proc.wait_ready(base + "/health", timeout_s=60, what="simulator")
-    yield base
-    proc.stop()
+    with serving_sim(KEY) as base:
+        yield base
 
 
 def _cfg(base: str, out: Length | None = None) -> WorkerConfig:

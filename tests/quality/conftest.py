@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from sim_server import serving_sim
 
 from kvtui.engines.base import Endpoint
-from kvtui.procs.servers import ServerProcess, free_port
 
 KEY = "test-key-harness-123"
 TASK = """task: {name}
@@ -70,13 +69,7 @@ def _task_folder(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     """The simulator over HTTP, and a folder holding the task folder (evals/mine)."""
-    port = free_port()
-    proc = ServerProcess([sys.executable, "-m", "kvtui", "sim", "serve", "--port", str(port)],
-                         env={"KVTUI_SIM_API_KEY": KEY}, secrets=[KEY])
-    proc.start()
-    base = f"http://127.0.0.1:{port}"
-    proc.wait_ready(base + "/health", timeout_s=60, what="simulator")
-    root = tmp_path_factory.mktemp("scn")
-    _task_folder(root)
-    yield Endpoint(base, "llama-3.1-8b", api_key=KEY, max_model_len=8192), root
-    proc.stop()
+    with serving_sim(KEY) as base:
+        root = tmp_path_factory.mktemp("scn")
+        _task_folder(root)
+        yield Endpoint(base, "llama-3.1-8b", api_key=KEY, max_model_len=8192), root
