@@ -128,3 +128,84 @@ def test_redacted_command_never_holds_the_key():
     # Not even in the launched command line (world-readable in /proc): in the environment.
     assert "s3cr3t-key" not in " ".join(argv) and "--api-key" not in argv
     assert env["VLLM_API_KEY"] == "s3cr3t-key"
+
+
+# vLLM 0.26's envs.compile_factors (abridged): every VLLM_* variable is hashed into the compile-cache
+# key except these, and VLLM_API_KEY is not among them. 0.32 added it.
+ENVS_026 = '''
+def compile_factors():
+    ignored_factors: set[str] = {
+        "MAX_JOBS",
+        "VLLM_PORT",
+        "VLLM_CACHE_ROOT",
+        "NO_COLOR",
+    }
+    factors = {}
+'''
+
+
+def test_a_vllm_that_hashes_its_api_key_into_the_compile_cache_is_told_the_key_through_stdin():
+    from kvtui.engines.vllm.command import KEY_FROM_STDIN, api_key_in_compile_hash
+
+    assert api_key_in_compile_hash(ENVS_026) is True
+    assert api_key_in_compile_hash(ENVS_026.replace('"NO_COLOR",', '"NO_COLOR",\n        "VLLM_API_KEY",')) is False
+    assert api_key_in_compile_hash("VLLM_API_KEY = 1\n") is False  # no such hash: nothing to avoid
+    argv, env = build_command(_scenario(), Mode(name="a"), 1, "s3cr3t-key", CLI, key_from_stdin=True)
+    assert "VLLM_API_KEY" not in env and "s3cr3t-key" not in " ".join(argv) and "--api-key" not in argv
+    assert argv[:5] == ["python3", "-c", KEY_FROM_STDIN, "vllm.entrypoints.cli.main", "serve"]
+    assert argv[5] == "/models/base"
+    argv, env = build_command(_scenario(), Mode(name="a"), 1, "k", API, key_from_stdin=True)
+    assert argv[:4] == ["py", "-c", KEY_FROM_STDIN, "vllm.entrypoints.openai.api_server"] and "VLLM_API_KEY" not in env
+
+
+def test_the_installed_vllm_says_whether_it_hashes_the_key():
+    from kvtui.engines.vllm.command import api_key_in_compile_hash, vllm_envs_source
+
+    src = vllm_envs_source()
+    if not src:
+        pytest.skip("no vLLM installed here")
+    # the CPU build the tests run (0.32) leaves VLLM_API_KEY out of its compile factors
+    assert "compile_factors" not in src or api_key_in_compile_hash(src) is False
+
+
+def test_a_script_launcher_reads_its_interpreter_from_the_shebang(tmp_path):
+    from kvtui.engines.vllm.command import KEY_FROM_STDIN, key_from_stdin_prefix
+
+    script = tmp_path / "vllm"
+    script.write_text(f"#!{sys.executable}\nimport sys\n", encoding="utf-8")
+    assert key_from_stdin_prefix((FORM_SCRIPT, [str(script), "serve"])) == [
+        sys.executable, "-c", KEY_FROM_STDIN, "vllm.entrypoints.cli.main", "serve"]
+    script.write_text("#!/usr/bin/env python3\n", encoding="utf-8")
+    assert key_from_stdin_prefix((FORM_SCRIPT, [str(script), "serve"])) is None
+    # no interpreter known: the key stays in the environment
+    argv, env = build_command(_scenario(), Mode(name="a"), 1, "k", (FORM_SCRIPT, [str(script), "serve"]),
+                              key_from_stdin=True)
+    assert env["VLLM_API_KEY"] == "k" and argv[0] == str(script)
+
+
+def test_the_stdin_launch_hands_the_key_to_the_module_and_to_nobody_else(tmp_path):
+    # A real process: the snippet reads the key from stdin and runs the module as `python -m` would,
+    # with `--api-key KEY` in its sys.argv; the key is not in /proc/PID/cmdline (what `ps` shows
+    # every user) nor in the environment.
+    import json
+    import os
+    import subprocess
+
+    from kvtui.engines.vllm.command import key_from_stdin_prefix
+
+    (tmp_path / "fake_entry.py").write_text(
+        "import json, os, sys\n"
+        "if __name__ == '__main__':\n"
+        "    cmdline = open('/proc/self/cmdline', 'rb').read().decode().split('\\0')\n"
+        "    json.dump({'argv': sys.argv, 'cmdline': cmdline, 'env': 'VLLM_API_KEY' in os.environ},\n"
+        "              open(os.environ['OUT'], 'w'))\n", encoding="utf-8")
+    argv = key_from_stdin_prefix((FORM_CLI, [sys.executable, "-m", "fake_entry", "serve"]))
+    assert argv is not None
+    out = tmp_path / "seen.json"
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
+    env.update(PYTHONPATH=str(tmp_path), OUT=str(out))
+    subprocess.run(argv + ["/models/m", "--port", "1"], input=b"s3cr3t-key\n", env=env, check=True, timeout=60)
+    seen = json.loads(out.read_text())
+    assert seen["argv"][1:] == ["serve", "/models/m", "--port", "1", "--api-key", "s3cr3t-key"]
+    assert seen["argv"][0].endswith("fake_entry.py")
+    assert "s3cr3t-key" not in " ".join(seen["cmdline"]) and seen["env"] is False

@@ -56,6 +56,9 @@ SERVER = {"victim": dict(data_parallel_size=2, env={"VLLM_CPU_OMP_THREADS_BIND":
 def servers(require_vllm, tiny_model):
     started: dict[str, Started] = {}
     engines = {name: VllmEngine() for name in MODES}
+    # The fp8 server is told its key through stdin, the path kvtui takes for a vLLM that hashes
+    # VLLM_API_KEY into its compile cache (0.26: kvtui.engines.vllm.command.api_key_in_compile_hash).
+    engines["fp8"]._key_hashed = True
 
     def run(name: str) -> Started:
         lines: list[str] = []
@@ -87,6 +90,26 @@ def test_ready_endpoint(servers):
     assert httpx.get(ep.base_url + "/v1/models", headers=ep.headers()).status_code == 200
     metrics = httpx.get(ep.metrics_url)
     assert metrics.status_code == 200 and "vllm:kv_cache_usage_perc" in metrics.text
+
+
+def test_a_server_told_its_key_through_stdin_requires_it_and_shows_it_nowhere(servers):
+    from kvtui.engines.vllm.command import KEY_FROM_STDIN_SHOWN
+
+    s = servers["fp8"]
+    ep = s.endpoint
+    assert httpx.get(ep.base_url + "/v1/models").status_code == 401
+    assert httpx.get(ep.base_url + "/v1/models", headers=ep.headers()).status_code == 200
+    command = s.engine.info().command
+    assert KEY_FROM_STDIN_SHOWN in command and "--api-key" not in command
+    pids = proc_in_group(s.pgid)
+    assert pids
+    for pid in pids:  # not on any command line (ps), not in any environment
+        for what in ("cmdline", "environ"):
+            try:
+                raw = Path(f"/proc/{pid}/{what}").read_bytes()
+            except OSError:
+                continue
+            assert ep.api_key.encode() not in raw, f"the key in /proc/{pid}/{what}"
 
 
 def test_completion_with_token_ids(servers):

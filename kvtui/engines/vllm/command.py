@@ -29,6 +29,79 @@ ENV_PYTHON = "KVTUI_VLLM_PYTHON"  # the interpreter that has vLLM (default: kvtu
 
 
 
+# The API key read from stdin by the vLLM process itself, then handed to vLLM as `--api-key` inside
+# that process: neither in the environment nor on the command line (/proc/PID/cmdline shows this
+# snippet, not the key). Used where vLLM hashes VLLM_API_KEY into its torch.compile cache key
+# (`api_key_in_compile_hash`): a fresh key per run made every start compile again.
+KEY_FROM_STDIN = (
+    "import runpy, sys\n"
+    "key = sys.stdin.readline().rstrip('\\n')\n"
+    "mod = sys.argv[1]\n"
+    "sys.argv = [mod] + sys.argv[2:] + ['--api-key', key]\n"
+    "del key\n"
+    "runpy.run_module(mod, run_name='__main__', alter_sys=True)\n"
+)
+KEY_FROM_STDIN_SHOWN = "<kvtui: reads the API key from stdin, runs the module below>"
+CLI_MODULE = "vllm.entrypoints.cli.main"
+
+
+def api_key_in_compile_hash(envs_source: str) -> bool:
+    """Whether a vLLM's torch.compile cache key hashes VLLM_API_KEY, from its vllm/envs.py source.
+
+    vLLM hashes every known VLLM_* variable into the key except those in `ignored_factors`
+    (envs.compile_factors). 0.26 does not ignore VLLM_API_KEY, so kvtui's per-run key made every
+    start a cache miss on the H200 (docs/results/h200-compile-cache.md); 0.32 ignores it. A source
+    without that set hashes no environment this way: nothing to avoid."""
+    i = envs_source.find("ignored_factors")
+    if i < 0:
+        return False
+    j = envs_source.find("}", i)
+    return '"VLLM_API_KEY"' not in envs_source[i:j if j > i else None]
+
+
+def vllm_envs_source(python: str | None = None) -> str:
+    """vllm/envs.py of the vLLM `python` runs ('' where none is found), read without importing vLLM."""
+    py = python or os.environ.get(ENV_PYTHON) or sys.executable
+    if py == sys.executable:
+        pkg = _vllm_package_dir()
+        path = pkg / "envs.py" if pkg is not None else None
+    else:
+        probe = "import importlib.util as u\ns = u.find_spec('vllm')\nprint(list(s.submodule_search_locations)[0] if s else '')"
+        try:
+            out = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        path = Path(out) / "envs.py" if out else None
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") if path is not None else ""
+    except OSError:
+        return ""
+
+
+def key_from_stdin_prefix(prefix: tuple[str, list[str]]) -> list[str] | None:
+    """The argv prefix that starts the same vLLM entry point with the API key read from stdin
+    ([python, -c, KEY_FROM_STDIN, module, args…]), or None where the interpreter is not known
+    (a script whose shebang names none)."""
+    form, argv0 = prefix
+    if len(argv0) >= 3 and argv0[1] == "-m":
+        return [argv0[0], "-c", KEY_FROM_STDIN, argv0[2], *argv0[3:]]
+    if form == FORM_SCRIPT and argv0:
+        try:
+            with open(argv0[0], "rb") as f:
+                first = f.readline(512).decode("utf-8", "replace").strip()
+        except OSError:
+            return None
+        words = first[2:].split() if first.startswith("#!") else []
+        if len(words) == 1 and "python" in Path(words[0]).name:
+            return [words[0], "-c", KEY_FROM_STDIN, CLI_MODULE, *argv0[1:]]
+    return None
+
+
+def shown(argv: list[str]) -> list[str]:
+    """argv as kvtui shows and logs it: the stdin snippet by a short name."""
+    return [KEY_FROM_STDIN_SHOWN if a == KEY_FROM_STDIN else a for a in argv]
+
+
 def _dist_version(name: str) -> str | None:
     try:
         return importlib.metadata.version(name)
@@ -113,13 +186,17 @@ def url_host(host: str) -> str:
 
 
 def build_command(
-    scenario: Scenario, mode: Mode, port: int, api_key: str, prefix: tuple[str, list[str]]
+    scenario: Scenario, mode: Mode, port: int, api_key: str, prefix: tuple[str, list[str]],
+    key_from_stdin: bool = False,
 ) -> tuple[list[str], dict[str, str]]:
-    """argv and the extra environment for one mode (the API key in clear in the environment: never log it)."""
+    """argv and the extra environment for one mode (the API key in clear in the environment: never log it).
+    `key_from_stdin`: the key is not in the environment; the launcher writes it to the process's stdin
+    (KEY_FROM_STDIN), where the launch form allows it (`key_from_stdin_prefix`; else the environment)."""
     s = scenario.server
     form, argv0 = prefix
     model = mode.model or s.model
-    argv = list(argv0)
+    stdin_argv = key_from_stdin_prefix(prefix) if key_from_stdin else None
+    argv = list(stdin_argv if stdin_argv is not None else argv0)
     if form == FORM_API_SERVER:
         argv += ["--model", model]
     else:
@@ -162,8 +239,10 @@ def build_command(
     env.update({str(k): str(v) for k, v in s.env.items()})
     env.update({str(k): str(v) for k, v in mode.env.items()})
     # The key goes in the environment, not the command line: any user of a shared box can read
-    # /proc/PID/cmdline (ps), only the owner /proc/PID/environ. vLLM reads VLLM_API_KEY.
-    env["VLLM_API_KEY"] = api_key
+    # /proc/PID/cmdline (ps), only the owner /proc/PID/environ. vLLM reads VLLM_API_KEY. Or, where
+    # this vLLM hashes VLLM_API_KEY into its compile-cache key, through stdin (KEY_FROM_STDIN).
+    if stdin_argv is None:
+        env["VLLM_API_KEY"] = api_key
     return argv, env
 
 

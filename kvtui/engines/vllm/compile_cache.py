@@ -9,6 +9,10 @@ path") instead of compiling again ("Compiling a graph for compile range … take
 one configuration: the saving comes from starting it again (a re-run, a resumed run, a confirming
 restart), not from one mode to the next (another hash: another entry in the same root).
 
+The hash covers every VLLM_* environment variable vLLM does not list as ignored; 0.26 does not list
+VLLM_API_KEY, so kvtui's fresh key per start made every start a miss on the H200: there the key goes
+through stdin instead of the environment (kvtui.engines.vllm.command.api_key_in_compile_hash).
+
 kvtui points VLLM_CACHE_ROOT at a per-user cache directory of its own (never the checkout) unless the
 environment, the scenario's [server.env] or the mode's env already set it, so the cache outlives a
 temporary HOME and is the same for every run of this user. KVTUI_VLLM_CACHE_ROOT overrides the place;

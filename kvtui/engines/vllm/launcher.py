@@ -32,7 +32,16 @@ from kvtui.engines.base import Endpoint, EngineInfo, LogSink, StartupFacts
 from kvtui.engines.registry import register
 from kvtui.engines.vllm import compile_cache, failures
 from kvtui.engines.vllm.cache_facts import engines_in_metrics
-from kvtui.engines.vllm.command import build_command, dummy_weights, resolve_launcher, url_host
+from kvtui.engines.vllm.command import (
+    KEY_FROM_STDIN,
+    api_key_in_compile_hash,
+    build_command,
+    dummy_weights,
+    resolve_launcher,
+    shown,
+    url_host,
+    vllm_envs_source,
+)
 from kvtui.engines.vllm.logparse import READY, StartupLogParser, clean_line, facts_from_metrics_text
 from kvtui.errors import EngineError, RunAborted
 from kvtui.procs import reaper
@@ -65,6 +74,7 @@ class VllmEngine:
         nvml_release_timeout_s: float | None = None,
     ):
         self.python = python
+        self._key_hashed: bool | None = None  # vLLM hashes VLLM_API_KEY into its compile cache (_key_in_cache_hash)
         self.poll_s = poll_s
         self.nvml_release_timeout_s = nvml_release_timeout_s
         self._lock = threading.RLock()
@@ -296,7 +306,14 @@ class VllmEngine:
 
     def _build_command(self, scenario: Scenario, mode: Mode, port: int, api_key: str,
                        prefix: tuple[str, list[str]]) -> tuple[list[str], dict[str, str]]:
-        return build_command(scenario, mode, port, api_key, prefix)
+        return build_command(scenario, mode, port, api_key, prefix, key_from_stdin=self._key_in_cache_hash())
+
+    def _key_in_cache_hash(self) -> bool:
+        """Whether this vLLM hashes VLLM_API_KEY into its compile-cache key (then the key goes
+        through stdin, so that a start of the same configuration hits the cache). Read once."""
+        if self._key_hashed is None:
+            self._key_hashed = api_key_in_compile_hash(vllm_envs_source(self.python))
+        return self._key_hashed
 
     def pids(self) -> set[int]:
         """The server's process group (for NVML's per-process memory)."""
@@ -327,7 +344,7 @@ class VllmEngine:
             self._tail.clear()
             self._parser = StartupLogParser()
             self._cache_had_graphs = cache_had_graphs
-            self._command = redact_args(argv)
+            self._command = redact_args(shown(argv))
             self._version = None
             self._dummy = dummy_weights(scenario, mode)
             self._pids = set()
@@ -340,9 +357,10 @@ class VllmEngine:
         base_url = f"http://{url_host(host)}:{port}"
         t0 = time.monotonic()
         try:
+            key_stdin = KEY_FROM_STDIN in argv  # the key through stdin, not the environment (command.py)
             proc = subprocess.Popen(
                 argv,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE if key_stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -351,6 +369,12 @@ class VllmEngine:
             )
         except OSError as e:
             raise EngineError("unsupported", f"cannot launch {argv[0]}: {e}") from None
+        if key_stdin and proc.stdin is not None:
+            try:  # one line in the pipe's buffer, never on disk; a process that died early is seen below
+                proc.stdin.write((api_key + "\n").encode("utf-8"))
+                proc.stdin.close()
+            except OSError:
+                pass
         with self._lock:
             self._proc = proc
             self._pgid = proc.pid  # start_new_session: the leader's pid is the group id
