@@ -51,6 +51,10 @@ class StepContext:
     # count by their gaps so far. False: over complete requests (the classic held tail).
     window_stats: bool = False
     t_end: float | None = None  # when the step stopped waiting for first tokens (window_stats)
+    # The "births" tail rule (kvtui.explore.window_stats.tail_rule, with window_stats): TPOT and E2E
+    # are over the whole window requests sent by t_births_end (None: every window request).
+    births: bool = False
+    t_births_end: float | None = None
 
 
 # A load-generator loop stopped this long inside a step (Ctrl-Z, a VM pause: not running and
@@ -117,7 +121,8 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     if ctx.window_stats:
         from kvtui.explore.window_stats import window_samples, window_tokens
 
-        win = window_samples(records, ctx.t_window_start, ctx.t_window_end, ctx.t_end, ctx.time_scale)
+        win = window_samples(records, ctx.t_window_start, ctx.t_window_end, ctx.t_end, ctx.time_scale,
+                             whole=ctx.births, births_end=ctx.t_births_end)
         ttft = summarize(win.ttft, failures=nf)
         tpot = summarize(win.tpot, failures=nf)
         e2e = summarize(win.e2e, failures=nf)
@@ -141,15 +146,22 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     # Goodput: share of counted requests meeting every per-request target at once.
     per_req = {m: lim / 1000.0 for m, p, lim in slo.targets() if m in ("ttft", "tpot", "e2e")}
     good = 0
+    goodput_of = len(counted)
     if win is not None:  # each request by what the window saw of it (samples already in modelled s)
-        for row in win.per_request.values():
+        rows = win.per_request
+        if ctx.births and per_req.keys() & {"tpot", "e2e"}:
+            # per-request TPOT/E2E targets: over the requests those figures are over (sent by the cutoff)
+            rows = {k: v for k, v in rows.items() if k in win.lived}
+            goodput_of = len(rows) + sum(1 for r in failed if r.phase == "window"
+                                         and (ctx.t_births_end is None or r.t_intended <= ctx.t_births_end))
+        for row in rows.values():
             if all((v := row[m]) is not None and v <= lim for m, lim in per_req.items()):
                 good += 1
     for r in ok if win is None else ():
         vals = {"ttft": r.ttft, "tpot": r.tpot, "e2e": r.e2e}
         if all((v := vals[m]) is not None and v * s <= lim for m, lim in per_req.items()):
             good += 1
-    goodput = good / len(counted) if counted else 0.0
+    goodput = good / goodput_of if goodput_of else 0.0
 
     dists = {"ttft": ttft, "tpot": tpot, "itl": itl, "e2e": e2e}
     checks = []
@@ -247,6 +259,8 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
         # How the figures were taken (absent: over complete requests, as every older snapshot).
         step["stats_from"] = "window"
         step["window_cut"] = {"requests": win.cut, "ttft_censored": win.ttft_censored}
+        if ctx.births:
+            step["births"] = {"cutoff": ctx.t_births_end, "requests": len(win.lived)}
     if flags:
         step["flags"] = flags
     if m.get("metrics_out_of_range"):  # /metrics values outside their range: dropped, shown (prom.check_ranges)
@@ -380,10 +394,12 @@ def reevaluate(step: dict[str, Any], records: list[Record], slo: Slo) -> dict[st
         client_failure=step.get("client_failure"),
         window_stats=step.get("stats_from") == "window",
         t_end=step.get("t_end"),
+        births=isinstance(step.get("births"), dict),
+        t_births_end=(step.get("births") or {}).get("cutoff"),
     )
     new = evaluate_step(records, ctx, slo)
     for k in ("index", "t_window_start", "t_window_end", "started_at", "duration_s", "repeat_of", "search_phase",
-              "note", "autoscale", "t_end", "drain", "continued_from", "sequential"):
+              "note", "autoscale", "t_end", "drain", "continued_from", "sequential", "births"):
         if k in step:
             new[k] = step[k]
     return new

@@ -216,16 +216,18 @@ class LiveStepExecutor:
         # needs s wall seconds for each. Open-loop rates are per modelled second too.
         ts = self._time_scale()
         wall_load = load if run.closed else load / ts
-        from kvtui.explore.window_stats import tail_rule
+        from kvtui.explore.protocol import tail_for
 
         # The continuous protocol holds the load after the window only as long as the SLO's figures
-        # need (docs/PROTOCOL.md): until first tokens for TTFT/ITL, the whole tail for TPOT/E2E.
-        tail = tail_rule(m for m, _, _ in run.scenario.slo.targets()) if r.protocol == "continuous" else "full"
+        # need (docs/PROTOCOL.md): until first tokens for TTFT/ITL; for TPOT/E2E also until the
+        # window requests sent by one request's duration before its end have finished ("births").
+        tail = tail_for(run.scenario, run.closed)
         ramp = self._ramp(md, load, cont)
+        births_s = ramp.e2e_est_s * ts if tail == "births" and ramp is not None and ramp.e2e_est_s else None
         params = StepParams(
             mode.name, index, wall_load, run.closed, r.warmup_s * ts, r.window_s * ts, r.window_requests, r.arrival,
             r.burst_size, r.max_error_burst, window_timeout_s=r.request_timeout_s * ts, min_window_requests=need,
-            tail=tail, hold_at_end=self._continuous(), continue_from=cont,
+            tail=tail, births_s=births_s, hold_at_end=self._continuous(), continue_from=cont,
             warm_all_slots=ramp is None or ramp.settle == "turnover",
             stagger_s=None if ramp is None or ramp.settle == "turnover" else ramp.stagger_s * ts,
         )
@@ -266,7 +268,7 @@ class LiveStepExecutor:
             gpu_mem_used_gib_max=tel.gpu_mem_max(res.t_start, res.t_end), max_num_seqs=md["server"].get("max_num_seqs"),
             error_burst=res.error_burst, aborted=res.aborted or (f"engine died: {tel.dead}" if tel.dead else None),
             cut=bool(res.aborted) and not tel.dead, client_failure=res.client_failure,
-            window_stats=tail == "first_token", t_end=res.t_end,
+            window_stats=tail != "full", t_end=res.t_end, births=tail == "births", t_births_end=res.t_births_end,
         )
         all_ok = [x for x in recs if x.ok]
         extra: dict[str, Any] = {

@@ -129,20 +129,20 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
     rule, the ramp, the sequential test and the tail rule, as `kvtui run --fast` and a live simulated
     step's modelled twin (kvtui.explore.sim_model) both take it. (result, context, step fields, next counter)."""
     from kvtui.engines.sim.fastrun import step_metrics
-    from kvtui.explore.protocol import drain_reason, ramp_plan_for_step, sequential_for
-    from kvtui.explore.window_stats import tail_rule
+    from kvtui.explore.protocol import drain_reason, ramp_plan_for_step, sequential_for, tail_for
 
     prev = md["steps"][-1] if md.get("steps") else None
     why_drain = drain_reason(index, why, prev, load)
     ramp = ramp_plan_for_step(sc, md, load, prev, bool(why_drain))
     test = sequential_for(sc, need)
-    tail = tail_rule(m for m, _, _ in sc.slo.targets())
+    tail = tail_for(sc)
     plan = srv.plan(load, need, why_drain, tail, test, ramp)
     res, info, counter = srv.continuous_step(mode.name, index, counter, plan)
     ctx = StepContext(load=load, closed=True, t_window_start=res.window_start or res.t_start,
                       t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
                       gpu_mem_used_gib_max=srv.gpu_mem_used_gib(), max_num_seqs=srv.facts.max_num_seqs,
-                      window_stats=tail == "first_token", t_end=res.t_end)
+                      window_stats=tail != "full", t_end=res.t_end, births=tail == "births",
+                      t_births_end=res.t_births_end)
     extra: dict[str, Any] = {
         "duration_s": round(res.t_end - res.t_start, 2),
         "t_window_start": ctx.t_window_start, "t_window_end": ctx.t_window_end, "t_end": res.t_end,

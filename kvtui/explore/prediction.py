@@ -142,13 +142,15 @@ class Simulator:
         # needs no whole requests ends at its window's first tokens, and its figures are the window's
         # own, the requests carried on into the next step included; read as complete requests only,
         # those are missing and a step with enough samples reads as undecided.
-        from kvtui.explore.window_stats import tail_rule
+        from kvtui.explore.protocol import tail_for
 
-        window_stats = continuous and tail_rule(m for m, _, _ in sc.slo.targets()) == "first_token"
+        rule = tail_for(sc) if continuous else "full"
+        window_stats = rule != "full"
         ctx = StepContext(load=load, closed=self.closed, t_window_start=res.window_start or res.t_start,
                           t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
                           max_num_seqs=self.server.facts.max_num_seqs, window_stats=window_stats,
-                          t_end=res.t_end if window_stats else None)
+                          t_end=res.t_end if window_stats else None, births=rule == "births",
+                          t_births_end=res.t_births_end)
         step = evaluate_step(list(res.records), ctx, sc.slo)
         step["load"] = load
         self._steps.append(step)
@@ -159,8 +161,7 @@ class Simulator:
         does too: each load from an idle server, its first sends spread over one request's duration
         (from the loads predicted so far; for the first one, a classic step's E2E), the full window,
         no early stop."""
-        from kvtui.explore.protocol import e2e_estimate_s, mean_length
-        from kvtui.explore.window_stats import tail_rule
+        from kvtui.explore.protocol import e2e_estimate_s, mean_length, tail_for
 
         sc = self.scenario
         e2e = e2e_estimate_s(self._steps, None, load, mean_length(sc.workload.output_tokens))
@@ -172,8 +173,7 @@ class Simulator:
             ends = sorted(r.e2e for r in first.records if r.ok and r.e2e is not None)
             e2e = ends[len(ends) // 2] if ends else None
         ramp = ramp_for(load, None, True, e2e, sc.ramp.warmup_s)
-        plan = self.server.plan(load, need, "a predicted load's steady state", tail_rule(m for m, _, _ in
-                                                                                      sc.slo.targets()), None, ramp)
+        plan = self.server.plan(load, need, "a predicted load's steady state", tail_for(sc), None, ramp)
         res, _info, self.counter = self.server.continuous_step(self.mode.name, self.index, self.counter, plan)
         return res
 

@@ -52,6 +52,17 @@ def drain_reason(index: int, why: str, prev: dict[str, Any] | None, load: float 
     return None
 
 
+def tail_for(sc: Scenario, closed: bool = True) -> str:
+    """The step's tail rule (kvtui.explore.window_stats.tail_rule) under the scenario's protocol:
+    "full" for the classic protocol, and for TPOT/E2E where `ramp.births` is off."""
+    from kvtui.explore.window_stats import tail_rule
+
+    if sc.ramp.protocol != "continuous":
+        return "full"
+    rule = tail_rule(m for m, _, _ in sc.slo.targets())
+    return "full" if rule == "births" and not (sc.ramp.births and closed) else rule
+
+
 def sequential_for(sc: Scenario, need: int) -> SequentialTest:
     """The sequential test on the SLO's latency targets (percentiles), at ramp.confidence."""
     targets = [(m, PCTS[p], float(lim)) for m, p, lim in sc.slo.targets()]

@@ -49,19 +49,30 @@ class WindowSamples:
     cut: int = 0  # still streaming at the window's end: counted by their gaps so far
     ttft_censored: int = 0  # no first token before the step ended: counted at the wait so far
     per_request: dict[str, dict[str, float | None]] = field(default_factory=dict)  # id -> ttft/tpot/e2e
+    # "births" (whole=True): the requests TPOT and E2E are over, by id (sent by the cutoff)
+    lived: set[str] = field(default_factory=set)
 
 
 def tail_rule(metrics: Iterable[str]) -> str:
     """How long a step holds its load after the window closes, given the figures the SLO judges:
-    "full" (E2E or TPOT: every window request finished) or "first_token" (TTFT, ITL, error rate,
-    goodput without those: every window request has its first token).
+    "births" (E2E or TPOT: every window request has its first token, and every one sent by the
+    births cutoff has finished: kvtui.load.births) or "first_token" (TTFT, ITL, error rate, goodput
+    without those: every window request has its first token). A classic step holds "full" (every
+    window request finished).
 
-    TPOT keeps the tail because its window estimate is biased (bench/results/window_estimator.md:
-    on the published H200 steps +9 % median, −30 … +38 % at worst, even with three quarters of the
-    requests' gaps seen): a request's early gaps run long behind the prefills of the requests born
-    with it, and how much the rest of its life makes up for that is not in the window."""
+    TPOT and E2E are over whole requests, never the window estimate of a cut one: that estimate is
+    biased (bench/results/window_estimator.md: on the published H200 steps +9 % median, −30 … +38 %
+    at worst, even with three quarters of the requests' gaps seen): a request's early gaps run long
+    behind the prefills of the requests born with it, and how much the rest of its life makes up
+    for that is not in the window. So they count the window requests that lived their whole course
+    in the step: those sent by one request's duration before the window's end (kvtui.load.births)."""
     ms = set(metrics)
-    return "full" if ms & {"e2e", "tpot"} else "first_token"
+    return "births" if ms & {"e2e", "tpot"} else "first_token"
+
+
+def born_by(r: Record, cutoff: float | None) -> bool:
+    """Whether a window request counts for TPOT and E2E under `cutoff` (None: every one does)."""
+    return cutoff is None or r.t_intended <= cutoff
 
 
 def gap_coverage(records: Iterable[Record], t_cut: float) -> float:
@@ -100,14 +111,17 @@ def tokens_per_chunk(records: Iterable[Record]) -> float:
 
 
 def window_samples(records: Iterable[Record], t0: float, t1: float, t_end: float | None = None,
-                   time_scale: float = 1.0, fill: str = "mean") -> WindowSamples:
+                   time_scale: float = 1.0, fill: str = "mean", whole: bool = False,
+                   births_end: float | None = None) -> WindowSamples:
     """The window-only samples of the requests that started in [t0, t1] (see the module's note).
 
     `t_end`: when the step stopped (≥ t1): a request still streaming then is cut there, by its
     gaps so far; one with no first token by then waited that long (censored); None: t1.
     `time_scale` divides every time (simulator slow motion). `fill`: how a cut
     request's unseen gaps are counted in its TPOT ("resample": drawn from the window's own gaps,
-    seeded by the request's id; "mean": the window's mean gap; "none": its gaps so far only)."""
+    seeded by the request's id; "mean": the window's mean gap; "none": its gaps so far only).
+    `whole` (the "births" tail rule): TPOT and E2E are over the whole window requests sent by
+    `births_end` (None: every window request), each as it finished; no estimate of a cut one."""
     s = 1.0 / time_scale if time_scale else 1.0
     all_recs = list(records)
     recs = window_requests(all_recs)
@@ -183,7 +197,31 @@ def window_samples(records: Iterable[Record], t0: float, t1: float, t_end: float
             tpot = (seen * s + rest) / max(total, k) / tpc
         row["tpot"] = tpot
         out.tpot.append(tpot)
+    if whole:
+        _whole_requests(out, recs, births_end, s)
     return out
+
+
+def _whole_requests(out: WindowSamples, recs: list[Record], births_end: float | None, s: float) -> None:
+    """TPOT and E2E over the window requests sent by `births_end`, each whole (the "births" rule):
+    the step held its load until every one of them finished, so none is cut unless the step was
+    (a cut step has no verdict). The others keep their TTFT and ITL only."""
+    out.tpot, out.e2e, out.lived = [], [], set()
+    for r in recs:
+        row = out.per_request.get(r.id)
+        if row is None:
+            continue
+        if not born_by(r, births_end):
+            row["tpot"] = row["e2e"] = None
+            continue
+        out.lived.add(r.id)
+        done = r.ok and r.t_last is not None
+        row["tpot"] = r.tpot * s if done and r.tpot is not None else None
+        row["e2e"] = r.e2e * s if done and r.e2e is not None else None
+        if row["tpot"] is not None:
+            out.tpot.append(row["tpot"])
+        if row["e2e"] is not None:
+            out.e2e.append(row["e2e"])
 
 
 def _gaps_inside(r: Record, t0: float, t1: float) -> Iterable[tuple[int, float]]:

@@ -18,7 +18,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterable, cast
 
 from kvtui.load.autoscale import AutoScaler, WorkerMeter
-from kvtui.load.protocol import ClientStats, StepSpec, WorkerConfig, merge_stats, sum_status
+from kvtui.load.births import births_cutoff
+from kvtui.load.protocol import STATUS_LISTS, ClientStats, StepSpec, WorkerConfig, merge_stats, sum_status
 from kvtui.load.records import Record
 from kvtui.load.worker import worker_main
 from kvtui.procs import reaper
@@ -47,6 +48,9 @@ class StepParams:
     # until every window request finished; "first_token" until each has its first token (the
     # figures then come from the window itself).
     tail: str = "full"
+    # "births": one request's duration (wall s): TPOT and E2E count the window requests sent by that
+    # long before the window's end, at least the min_window_requests first (kvtui.load.births).
+    births_s: float | None = None
     warm_all_slots: bool = True  # the window waits for every slot to finish a request at this load
     # The new slots' first sends spread over this many seconds (None: min(2, max(0.2, warmup_s / 2)));
     # the warm-up counts from the last of them (kvtui.explore.protocol.ramp_for).
@@ -67,6 +71,7 @@ class StepRun:
     t_window_start: float = 0.0
     t_window_end: float = 0.0
     t_end: float = 0.0
+    t_births_end: float | None = None  # the "births" rule's cutoff (None: every window request counts)
     stats: ClientStats = field(default_factory=ClientStats)
     error_burst: bool = False
     aborted: str | None = None  # why the step ended early (user stop, engine died, …)
@@ -305,7 +310,8 @@ class LoadGenerator:
                 run.client_failure = agg["client_failure"]
                 run.aborted = run.aborted or f"load generator failed: {run.client_failure}"
             if on_status:
-                on_status({**agg, "phase": phase, "elapsed_s": now - run.t_start})
+                on_status({**{k: v for k, v in agg.items() if k not in STATUS_LISTS}, "phase": phase,
+                           "elapsed_s": now - run.t_start})
             reason = should_stop() if should_stop else None
             if reason or agg["error_burst"] or run.aborted:
                 run.aborted = run.aborted or reason or None
@@ -349,8 +355,15 @@ class LoadGenerator:
                     self._send_all(active, ("phase", "tail"))
             elif phase == "tail":
                 # Only statuses sent after the worker saw "tail" can prove the window is done.
+                all_tail = all(status.get(i, {}).get("phase") == "tail" for i in active)
                 left = agg["window_no_first"] if p.tail == "first_token" else agg["window_inflight"]
-                if all(status.get(i, {}).get("phase") == "tail" for i in active) and left == 0:
+                if p.tail == "births" and all_tail:
+                    # every window request is sent by now: the cutoff is the same at every look
+                    run.t_births_end = cut = births_cutoff(run.t_window_end, p.births_s, agg["window_births"],
+                                                           min_window_requests)
+                    if cut is not None:
+                        left = agg["window_no_first"] + sum(1 for t in agg["window_live_births"] if t <= cut)
+                if all_tail and left == 0:
                     self._end_step(active, p)
                     stop_sent = True
         if cont and run.continued_from is not None:

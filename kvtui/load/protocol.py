@@ -41,6 +41,9 @@ STATUS_EVERY = 0.2  # seconds between status/records messages from a worker
 # "excess": closed-loop slots of a continued step down still finishing their last request.
 STATUS_COUNTS = ("inflight", "window_inflight", "window_started", "warm_slots", "completed", "sent", "window_no_first",
                  "excess")
+# Lists the parent joins over workers: in the tail, the window requests' send times, and those of
+# the ones still streaming (the "births" tail rule, kvtui.load.births).
+STATUS_LISTS = ("window_births", "window_live_births")
 
 
 @dataclass
@@ -130,6 +133,7 @@ def pct(xs: list[float], q: float) -> float:
 def sum_status(status: dict[int, dict[str, Any]], active: list[int]) -> dict[str, Any]:
     """The workers' latest ("status", …) messages, summed."""
     agg: dict[str, Any] = {k: 0 for k in STATUS_COUNTS}
+    agg.update({k: [] for k in STATUS_LISTS})
     agg["error_burst"] = False
     agg["client_failure"] = None
     for i in active:
@@ -138,6 +142,8 @@ def sum_status(status: dict[int, dict[str, Any]], active: list[int]) -> dict[str
             continue
         for k in STATUS_COUNTS:
             agg[k] += s.get(k, 0)
+        for k in STATUS_LISTS:
+            agg[k].extend(s.get(k) or ())
         agg["error_burst"] = agg["error_burst"] or s.get("error_burst", False)
         agg["client_failure"] = agg["client_failure"] or s.get("client_failure")
     return agg

@@ -98,6 +98,9 @@ class _Worker:
         self.window_inflight = 0
         self.window_started = 0
         self.window_live: dict[int, Record] = {}  # window requests in flight (their first token, for the tail)
+        # The "births" tail rule (kvtui.load.births): the window requests' send times, reported in the
+        # tail for the parent to choose the cutoff and to see which of those still stream.
+        self.window_births: list[float] = []
         self.completed = 0
         self.sent = 0
         self.chunks = 0
@@ -133,6 +136,10 @@ class _Worker:
                     "window_inflight": self.window_inflight,
                     "window_started": self.window_started,
                     "window_no_first": sum(1 for r in self.window_live.values() if r.t_first is None),
+                    # in the tail only (the "births" rule): every window send time, and those still streaming
+                    "window_births": list(self.window_births) if self.phase == "tail" else [],
+                    "window_live_births": [r.t_intended for r in self.window_live.values()]
+                    if self.phase == "tail" else [],
                     # a continued step down: only the slots it keeps warm it
                     "warm_slots": len(self.warm_slots) if not self.spec or not self.spec.closed else
                     sum(1 for i in self.warm_slots if i in self.active),
@@ -210,6 +217,7 @@ class _Worker:
             self.window_inflight += 1
             self.window_started += 1
             self.window_live[id(rec)] = rec
+            self.window_births.append(rec.t_intended)
         text = ""
         try:
             body = request_body(prompt, self.cfg.model, self.workload)

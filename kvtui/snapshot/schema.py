@@ -176,6 +176,9 @@ class Step(Document):
     stats_from: str | None = field("\"window\": figures from the window's own requests, cut ones by their gaps so "
                                    "far (docs/PROTOCOL.md); absent: from requests run to completion", TEXT)
     window_cut: Mapping[str, Any] | None = field("requests the window's end cut, and TTFTs it censored", OBJECT)
+    births: Mapping[str, Any] | None = field("the \"births\" tail rule (docs/PROTOCOL.md): TPOT and E2E count the "
+                                             "window requests sent by `cutoff` (the load generator's clock, s; null: "
+                                             "every one), each run to its end; `requests`: how many", OBJECT)
     live: Mapping[str, Any] | None = field("a live simulated step: what the client measured (the model's figures plus "
                                         "the client's delay); the step's own figures are the scheduler model's", OBJECT)
     pass_probability: Mapping[str, Any] | None = field("{p, n_boot, requests}: the share of bootstrap resamples of the "

@@ -172,3 +172,31 @@ def test_a_step_down_retires_the_requests_nearest_their_end(tmp_path: Path) -> N
     # the load is at 30 once the 10 nearest their end have ended: before any other carried one ended
     assert others_end and last_retired_end <= others_end[0] + 1e-9
     assert res.window_start is not None and res.window_start >= last_retired_end
+
+
+def test_a_tpot_slo_counts_the_requests_sent_by_the_cutoff_and_holds_for_no_other(tmp_path: Path) -> None:
+    # The default scenario's SLO judges TPOT: the "births" tail rule (kvtui.load.births). A step's
+    # TPOT and E2E are over the window requests sent by one request's duration before its end, each
+    # whole; the step ends once they have finished, while the later ones still stream (carried on).
+    from kvtui.explore.evaluate import reevaluate
+    from kvtui.load.records import read_records
+
+    sc = _scenario(tmp_path)
+    assert {m for m, _, _ in sc.slo.targets()} >= {"tpot"}
+    doc = _run(sc, tmp_path, "births", "continuous", ["bf16"])
+    steps = doc["modes"][0]["steps"]
+    recs = list(read_records(tmp_path / "births.records.jsonl"))
+    held_out = 0
+    for s in steps:
+        cut = s["births"]["cutoff"]
+        assert cut is not None and s["t_window_start"] < cut < s["t_window_end"]
+        mine = [r for r in recs if r.step == s["index"] and r.phase == "window"]
+        born = [r for r in mine if r.t_intended <= cut]
+        assert s["births"]["requests"] == len(born) == s["samples"]["tpot"] == s["samples"]["e2e"]
+        assert len(born) >= 2 * s["sequential"]["min_samples"]  # twice the classic rule's samples (births.py)
+        assert all(r.ok and r.t_last is not None and r.t_last <= s["t_end"] + 1e-5 for r in born)  # records: µs
+        assert s["samples"]["ttft"] == len(mine)  # TTFT is over every window request
+        held_out += sum(1 for r in mine if r.t_last is None or r.t_last > s["t_end"])
+        again = reevaluate(s, [r for r in recs if r.step == s["index"]], sc.slo)
+        assert again["tpot_ms"] == s["tpot_ms"] and again["passed"] == s["passed"]
+    assert held_out, "every step waited for all its window requests (the whole tail)"

@@ -62,8 +62,8 @@ def test_coverage_and_the_tail_rule() -> None:
     assert gap_coverage(recs, 100.0) == pytest.approx(1.0)
     assert 0 < gap_coverage(recs, 5.0) < 1
     assert tail_rule(["ttft", "itl"]) == "first_token"
-    assert tail_rule(["ttft", "tpot"]) == "full"
-    assert tail_rule(["e2e"]) == "full"
+    assert tail_rule(["ttft", "tpot"]) == "births"
+    assert tail_rule(["e2e"]) == "births"
 
 
 def test_a_window_step_says_so_and_reevaluates_the_same() -> None:

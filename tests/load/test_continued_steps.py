@@ -198,3 +198,41 @@ def test_a_step_continued_after_a_pause_still_counts_its_own_window(sim):
         second = lg.run_step(p1)
     assert second.continued
     assert sum(1 for r in second.records if r.phase == "window") >= 12
+
+
+def test_a_births_tail_waits_for_the_window_requests_sent_by_its_cutoff_only(sim):
+    # tail "births" (a TPOT/E2E SLO, kvtui.load.births): requests of about 2-4 s; the cutoff 2.5 s
+    # before the window's end. The step ends once every window request sent by the cutoff has
+    # finished (and each has its first token), not one whole request after the window: those sent
+    # later are still streaming then, carried on into the next step (by their cut copies here).
+    long = Length(dist="uniform", min=256, max=512)
+    with LoadGenerator(_cfg(sim, long), processes=2) as lg:
+        r = lg.run_step(StepParams("m", 0, 8, True, warmup_s=0.5, window_s=9.0, min_window_requests=4,
+                                   tail="births", births_s=2.5, hold_at_end=True))
+    assert r.held and not r.aborted
+    assert r.t_births_end == pytest.approx(r.t_window_end - 2.5)
+    window = [x for x in r.records if x.phase == "window"]
+    born = [x for x in window if x.t_intended <= r.t_births_end]
+    assert len(born) >= 8 and all(x.ok and x.t_last is not None and x.t_last <= r.t_end for x in born)
+    late = [c for c in r.carried_out if c.phase == "window"]
+    assert late and all(c.t_intended > r.t_births_end and c.t_first is not None for c in late)
+
+
+def test_a_births_cutoff_never_takes_fewer_requests_than_the_rule_and_no_estimate_waits_for_all(sim):
+    # The cutoff 5.9 s before the end of a 6 s window: fewer than 2 × 4 window requests were sent by
+    # then, so the cutoff moves to the 8th one's send (births.SAMPLE_FACTOR × the rule's count).
+    long = Length(dist="uniform", min=256, max=512)
+    with LoadGenerator(_cfg(sim, long), processes=2) as lg:
+        r = lg.run_step(StepParams("m", 0, 8, True, warmup_s=0.5, window_s=6.0, min_window_requests=4,
+                                   tail="births", births_s=5.9, hold_at_end=True))
+        window = sorted((x for x in r.records + r.carried_out if x.phase == "window"), key=lambda x: x.t_intended)
+        assert r.held and r.t_births_end == pytest.approx(window[7].t_intended)
+        assert all(x.ok and x.t_last is not None for x in window[:8])
+        # No request duration known (a first step with no prediction): every window request counts,
+        # and the step holds until each has finished (the whole tail).
+        r2 = lg.run_step(StepParams("m", 1, 8, True, warmup_s=0.5, window_s=3.0, min_window_requests=4,
+                                    tail="births", births_s=None, hold_at_end=True))
+    assert r2.held and r2.t_births_end is None
+    window = [x for x in r2.records if x.phase == "window"]
+    assert window and all(x.ok and x.t_last is not None for x in window)
+    assert not [c for c in r2.carried_out if c.phase == "window"]

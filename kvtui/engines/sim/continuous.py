@@ -17,7 +17,8 @@ starts each step from an idle server instead):
   look never favours the quick ones. PASS or FAIL beyond doubt ends the step: the window is then
   that cohort's span (later starts become "tail");
 - otherwise the window runs `window_s` and the load is held as the tail rule says (every window
-  request finished, or its first token: kvtui.explore.window_stats.tail_rule);
+  request finished; or its first token; or, "births", its first token and every one sent by one
+  request's duration before the window's end finished: kvtui.explore.window_stats.tail_rule);
 - at the step's end the requests still in flight go on into the next step; the step keeps a cut
   copy of each (error "cancelled", its tokens so far) for its tokens/s. A drain (every request
   aborted, the server idle) happens only where asked: the mode's first step, an independent
@@ -38,6 +39,7 @@ from typing import Any, Callable
 from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.fast import FastStepResult, SampleFn, _point, _unique_hashes
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest
+from kvtui.load.births import births_cutoff
 from kvtui.load.records import Record
 
 
@@ -59,6 +61,10 @@ class StepPlan:
     # (min(1 s, warmup_s / 2)) with the "turnover" wait; a number, spread over that many seconds.
     stagger_s: float | None = None
     settle: str = "turnover"  # "time" | "turnover" (module docstring)
+    # The "births" tail rule: one request's duration (modelled s, kvtui.explore.protocol.RampPlan
+    # e2e_est_s); TPOT and E2E count the window requests sent by that long before the window's end
+    # (kvtui.explore.window_stats.births_cutoff). None: every window request (the whole tail).
+    births_s: float | None = None
 
 
 @dataclass
@@ -70,6 +76,7 @@ class StepInfo:
     warmup_s: float = 0.0
     window_s: float = 0.0
     tail_s: float = 0.0
+    t_births_end: float | None = None  # the "births" rule's cutoff (None: every window request counts)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -235,6 +242,18 @@ class ContinuousClient:
                     "itl": [g * 1e3 for r in ok for g in r.itl]}
 
         first_only = plan.tail == "first_token"
+        births_end: float | None = None  # set when the window closes (the "births" rule)
+
+        def pending(r: Record) -> bool:
+            """A window request the tail still waits for (in flight, and needed by the tail rule)."""
+            if r.status != "ok":
+                return False
+            if first_only:
+                return r.t_first is None
+            if plan.tail == "births":
+                return r.t_first is None or (r.t_last is None and (births_end is None or r.t_intended <= births_end))
+            return r.t_last is None
+
         done = False
         tokens = iterations = 0
         while not done:
@@ -271,8 +290,10 @@ class ContinuousClient:
                 if window_end is None and now >= hard_end and (
                         len(win) >= plan.need or now >= window_start + plan.window_s * plan.max_window_factor):
                     window_end = now
+                    if plan.tail == "births":
+                        births_end = births_cutoff(now, plan.births_s, (r.t_intended for r in win), plan.need)
             if window_end is not None and not done:
-                if not any(r.status == "ok" and (r.t_first is None if first_only else r.t_last is None) for r in win):
+                if not any(pending(r) for r in win):
                     done = True
                     continue
             if not s.has_work():
@@ -321,6 +342,8 @@ class ContinuousClient:
             window_end = t_end
         if cohort_end is not None:
             window_end = max(window_start, cohort_end)
+            births_end = None  # an early verdict's window is a cohort run to its end: every one counts
+        info.t_births_end = births_end
         if budget.ended:  # cut short: nothing goes on into a next step (the server drains first)
             for r in [ent[0] for ent in self.live.values()] + [x[2] for x in self.ingest]:
                 r.status, r.error, r.detail = "error", "cancelled", "the step ended while in flight"
@@ -350,7 +373,7 @@ class ContinuousClient:
         info.window_s = round(window_end - window_start, 3)
         info.tail_s = round(t_end - window_end, 3)
         res = FastStepResult(out_recs, series, before, s.stats(), t0, window_start, window_end, t_end, written=ended,
-                             ended=budget.ended)
+                             ended=budget.ended, t_births_end=births_end)
         return res, info, state["counter"]
 
     def release(self) -> list[Record]:

@@ -63,6 +63,9 @@ class FastStepResult:
     # What goes to the records file, where that differs from `records` (the continuous client: each
     # request once, when it ends, never a cut copy); None: `records` themselves.
     written: list[Record] | None = None
+    # The continuous step's "births" cutoff (kvtui.explore.window_stats.births_cutoff): None, every
+    # window request counts for TPOT and E2E.
+    t_births_end: float | None = None
 
     def to_write(self) -> list[Record]:
         return self.records if self.written is None else self.written

@@ -128,6 +128,7 @@ class OfflineServer:
                         look_s=max(0.5, r.window_s / 10), look=test.look if test is not None else None,
                         stagger_s=None if ramp is None else ramp.stagger_s,
                         settle="turnover" if ramp is None else ramp.settle,
+                        births_s=None if ramp is None else ramp.e2e_est_s,
                         # as the classic offline step (re-run by count): the window runs until the SLO's
                         # percentiles have their samples (`need` is bounded by the scenario's checks)
                         max_window_factor=1e6)
