@@ -5,12 +5,13 @@
 #   2. MODE again                   -> "hit" (loads the graphs; the saving = 1's start − 2's start)
 #   3. OTHER mode, the same root    -> "miss" (another configuration: compiles beside MODE's entry)
 # On the device (repo root, after the bundle's install step: /tmp/model8b and /tmp/gpu-env.sh):
-#     bash scripts/h200_compile_cache.sh [MODE] [OTHER] [SCENARIO]
+#     bash scripts/h200_compile_cache.sh [MODE] [OTHER|-] [SCENARIO]
 # defaults: bf16, fp8-kv, h200-llama8b. About 3 starts × 80–130 s + 3 × ~20 s of step: ≈ 6–7 min.
 # Writes $OUT/compile-cache.md (a table: start s, torch.compile s, engine init s, cache state) and
 # the three snapshots.
 set -u
 MODE=${1:-bf16}; OTHER=${2:-fp8-kv}; SC=${3:-h200-llama8b}
+[ "$OTHER" = "-" ] && OTHER=""
 OUT=${OUT:-/tmp/runs}; mkdir -p /tmp/runs "$OUT"
 PY=${PYTHON:-python3}
 source /tmp/gpu-env.sh; export PYTHONPATH=$PWD:/tmp/site
@@ -21,8 +22,10 @@ one() {  # $1 tag, $2 mode
     --set ramp.search=\"linear\" --set ramp.confirm=false --set ramp.start=8 --set ramp.max=8 \
     --set ramp.warmup_s=2 --set ramp.window_s=8 >"/tmp/runs/cc-$1.run.log" 2>&1
   echo "$1 ($2): rc=$?"; grep -E "\] (ready|start):" "/tmp/runs/cc-$1.run.log"
+  grep -m1 -o "launching: .\{0,160\}" "/tmp/runs/cc-$1.run.log"   # the key through stdin where vLLM hashes it
 }
-one cold "$MODE"; one warm "$MODE"; one other "$OTHER"
+one cold "$MODE"; one warm "$MODE"; [ -n "$OTHER" ] && one other "$OTHER"   # OTHER "-": skip the third start
+
 $PY - "$OUT/compile-cache.md" <<'PY'
 import json, sys
 rows = ["| start | mode | cache | ready s | torch.compile s | engine init s | load s |", "|---|---|---|---|---|---|---|"]
