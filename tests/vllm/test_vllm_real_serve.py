@@ -101,6 +101,8 @@ def test_a_server_told_its_key_through_stdin_requires_it_and_shows_it_nowhere(se
     assert httpx.get(ep.base_url + "/v1/models", headers=ep.headers()).status_code == 200
     command = s.engine.info().command
     assert KEY_FROM_STDIN_SHOWN in command and "--api-key" not in command
+    # vLLM logs its non-default args, the key among them now: redacted before any line is shown or kept
+    assert s.lines and ep.api_key not in "\n".join(s.lines)
     pids = proc_in_group(s.pgid)
     assert pids
     for pid in pids:  # not on any command line (ps), not in any environment
