@@ -66,7 +66,8 @@ def vllm_envs_source(python: str | None = None) -> str:
         pkg = _vllm_package_dir()
         path = pkg / "envs.py" if pkg is not None else None
     else:
-        probe = "import importlib.util as u\ns = u.find_spec('vllm')\nprint(list(s.submodule_search_locations)[0] if s else '')"
+        probe = ("import importlib.util as u\ns = u.find_spec('vllm')\n"
+                 "print(list(s.submodule_search_locations)[0] if s else '')")
         try:
             out = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=30).stdout.strip()
         except (OSError, subprocess.SubprocessError):
