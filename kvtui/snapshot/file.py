@@ -137,6 +137,9 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     warning in `doc["load_warnings"]`.
     """
     p = Path(path)
+    if p.suffix == XZ and p.name.endswith(".json" + XZ) and p.is_file():
+        # the archive named itself (X.json.xz): read as X.json is, which finds it and its records beside it
+        p = p.with_name(p.name[: -len(XZ)])
     journal = p.with_name(p.name + ".journal") if p.suffix != ".journal" else p
     if p.suffix == ".journal" or (not p.exists() and journal.exists()):
         return load_journal(journal)

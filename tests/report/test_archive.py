@@ -67,6 +67,11 @@ def test_a_snapshot_is_read_from_its_xz_archive_and_a_bad_archive_is_one_line(tm
     (tmp_path / "r.json.xz").write_bytes(lzma.compress(json.dumps(doc).encode()))
     got = load_snapshot(tmp_path / "r.json")
     assert got["modes"][0]["name"] == "m" and got["_path"] == str(tmp_path / "r.json")
+    # named by its archive's own name (what a shell completes), it reads the same
+    named = load_snapshot(tmp_path / "r.json.xz")
+    assert named["modes"] == got["modes"] and named["_path"] == got["_path"]
     (tmp_path / "bad.json.xz").write_bytes(b"not xz at all")
     with pytest.raises(UsageError, match=r"bad\.json\.xz: not an xz archive of a snapshot"):
         load_snapshot(tmp_path / "bad.json")
+    with pytest.raises(UsageError, match=r"bad\.json\.xz: not an xz archive of a snapshot"):
+        load_snapshot(tmp_path / "bad.json.xz")
