@@ -152,8 +152,10 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
         if ctx.births and per_req.keys() & {"tpot", "e2e"}:
             # per-request TPOT/E2E targets: over the requests those figures are over (sent by the cutoff)
             rows = {k: v for k, v in rows.items() if k in win.lived}
+            from kvtui.load.births import born_by
+
             goodput_of = len(rows) + sum(1 for r in failed if r.phase == "window"
-                                         and (ctx.t_births_end is None or r.t_intended <= ctx.t_births_end))
+                                         and born_by(r.t_intended, ctx.t_births_end))
         for row in rows.values():
             if all((v := row[m]) is not None and v <= lim for m, lim in per_req.items()):
                 good += 1

@@ -33,6 +33,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from kvtui.load.births import born_by
 from kvtui.load.records import Record
 
 
@@ -68,11 +69,6 @@ def tail_rule(metrics: Iterable[str]) -> str:
     in the step: those sent by one request's duration before the window's end (kvtui.load.births)."""
     ms = set(metrics)
     return "births" if ms & {"e2e", "tpot"} else "first_token"
-
-
-def born_by(r: Record, cutoff: float | None) -> bool:
-    """Whether a window request counts for TPOT and E2E under `cutoff` (None: every one does)."""
-    return cutoff is None or r.t_intended <= cutoff
 
 
 def gap_coverage(records: Iterable[Record], t_cut: float) -> float:
@@ -211,7 +207,7 @@ def _whole_requests(out: WindowSamples, recs: list[Record], births_end: float | 
         row = out.per_request.get(r.id)
         if row is None:
             continue
-        if not born_by(r, births_end):
+        if not born_by(r.t_intended, births_end):
             row["tpot"] = row["e2e"] = None
             continue
         out.lived.add(r.id)

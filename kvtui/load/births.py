@@ -27,6 +27,11 @@ from typing import Iterable
 SAMPLE_FACTOR = 2
 
 
+def born_by(t_intended: float, cutoff: float | None) -> bool:
+    """Whether a window request sent at `t_intended` counts for TPOT and E2E (None: every one does)."""
+    return cutoff is None or t_intended <= cutoff
+
+
 def births_cutoff(t1: float, e2e_est_s: float | None, births: Iterable[float], need: int) -> float | None:
     """The send time by which a window request counts for TPOT and E2E, or None: every one counts.
 

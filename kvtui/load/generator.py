@@ -227,6 +227,7 @@ class LoadGenerator:
         arrival, burst_size, max_error_burst = p.arrival, p.burst_size, p.max_error_burst
         n = self.n
         grow_to = 0
+        cutoff_decided = False  # the "births" rule's cutoff (run.t_births_end), decided in the tail
         meter = WorkerMeter() if self.scaler is not None else None
         shares: list[float]  # a closed step's are whole requests in flight
         if closed:
@@ -358,9 +359,11 @@ class LoadGenerator:
                 all_tail = all(status.get(i, {}).get("phase") == "tail" for i in active)
                 left = agg["window_no_first"] if p.tail == "first_token" else agg["window_inflight"]
                 if p.tail == "births" and all_tail:
-                    # every window request is sent by now: the cutoff is the same at every look
-                    run.t_births_end = cut = births_cutoff(run.t_window_end, p.births_s, agg["window_births"],
-                                                           min_window_requests)
+                    if not cutoff_decided:  # every window request was sent before the tail: decided once
+                        run.t_births_end = births_cutoff(run.t_window_end, p.births_s, agg["window_births"],
+                                                         min_window_requests)
+                        cutoff_decided = True
+                    cut = run.t_births_end
                     if cut is not None:
                         left = agg["window_no_first"] + sum(1 for t in agg["window_live_births"] if t <= cut)
                 if all_tail and left == 0:

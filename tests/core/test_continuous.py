@@ -123,8 +123,17 @@ def test_on_a_monotone_curve_the_continuous_protocol_finds_the_linear_ramps_knee
     """The simulator's latency rises with the load (a monotone curve): measured the continuous way, the
     search (galloping and bisecting, or seeded by the prediction) finds the knee a linear ramp finds,
     to the resolution both use (32): every load either one passed is below every load either one
-    failed (one threshold, bracketed by both), and the two knees are within the resolution."""
+    failed (one threshold, bracketed by both), and the two knees are within the resolution.
+
+    One exception, noise at the threshold: the same load can be measured on both sides of the target
+    by two runs (their requests differ, since the searches reach the load by different paths). That is
+    allowed only where both readings lie within 5 % of the target, about the sampling error of a p95
+    over the ~80 requests a step counts (found: fp8-w at load 160 read 34.42 ms after 128 and 35.14 ms
+    after a step down from 320, against 35)."""
     import secrets
+
+    def near(step: dict) -> bool:
+        return abs(step["tpot_ms"]["p95"] / tpot - 1) <= 0.05
 
     knees, passed, failed = [], [], []
     for how in ("linear", search):
@@ -138,10 +147,11 @@ def test_on_a_monotone_curve_the_continuous_protocol_finds_the_linear_ramps_knee
         doc = _run(sc, tmp_path, f"{how}-{mode}-{tpot:g}-{secrets.token_hex(4)}", "continuous", [mode])
         m = doc["modes"][0]
         knees.append(m["best_concurrency"])
-        passed += [s["load"] for s in m["steps"] if s["passed"]]
-        failed += [s["load"] for s in m["steps"] if s["passed"] is False]
+        passed += [(s["load"], near(s)) for s in m["steps"] if s["passed"]]
+        failed += [(s["load"], near(s)) for s in m["steps"] if s["passed"] is False]
     assert None not in knees and passed and failed, knees
-    assert max(passed) < min(failed), (knees, sorted(passed), sorted(failed))
+    crossed = [(p, f) for p in passed for f in failed if p[0] >= f[0]]
+    assert all(p[1] and f[1] for p, f in crossed), (knees, sorted(passed), sorted(failed))
     assert abs(knees[0] - knees[1]) < 32, knees
 
 

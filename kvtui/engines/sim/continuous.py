@@ -39,7 +39,7 @@ from typing import Any, Callable
 from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.fast import FastStepResult, SampleFn, _point, _unique_hashes
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest
-from kvtui.load.births import births_cutoff
+from kvtui.load.births import births_cutoff, born_by
 from kvtui.load.records import Record
 
 
@@ -76,7 +76,6 @@ class StepInfo:
     warmup_s: float = 0.0
     window_s: float = 0.0
     tail_s: float = 0.0
-    t_births_end: float | None = None  # the "births" rule's cutoff (None: every window request counts)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -251,7 +250,7 @@ class ContinuousClient:
             if first_only:
                 return r.t_first is None
             if plan.tail == "births":
-                return r.t_first is None or (r.t_last is None and (births_end is None or r.t_intended <= births_end))
+                return r.t_first is None or (r.t_last is None and born_by(r.t_intended, births_end))
             return r.t_last is None
 
         done = False
@@ -343,7 +342,6 @@ class ContinuousClient:
         if cohort_end is not None:
             window_end = max(window_start, cohort_end)
             births_end = None  # an early verdict's window is a cohort run to its end: every one counts
-        info.t_births_end = births_end
         if budget.ended:  # cut short: nothing goes on into a next step (the server drains first)
             for r in [ent[0] for ent in self.live.values()] + [x[2] for x in self.ingest]:
                 r.status, r.error, r.detail = "error", "cancelled", "the step ended while in flight"
