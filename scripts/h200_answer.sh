@@ -64,9 +64,11 @@ start = 8
 max = 256
 search = "auto"
 warmup_s = 5
-window_s = 20
 resolution = 8
 protocol = "$PROTOCOL"
+confirm_when = "${CONFIRM_WHEN:-always}"
+min_samples = ${MIN_SAMPLES:-20}
+window_s = ${WINDOW_S:-20}
 [slo]
 ttft_p95_ms = 3000
 itl_p95_ms = 300

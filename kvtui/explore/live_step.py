@@ -284,6 +284,8 @@ class LiveStepExecutor:
             extra["continued_from"] = dict(res.continued_from)
         if ramp is not None:
             extra["ramp"] = ramp.to_dict()
+        if r.protocol == "continuous":
+            extra.update(self._end_look(recs, need, tail, res.t_births_end, res.t_window_end - res.t_window_start))
         if res.autoscale is not None:
             extra["autoscale"] = res.autoscale  # workers that ran (client.workers) and why any were added
         if tel.replica_names:
@@ -308,6 +310,26 @@ class LiveStepExecutor:
     # -- continuous steps ----------------------------------------------------------------------
     def _continuous(self) -> bool:
         return self.run.scenario.ramp.protocol == "continuous" and self.run.closed
+
+    def _end_look(self, recs: list[Record], need: int, tail: str, births_end: float | None,
+                  window_s: float) -> dict[str, Any]:
+        """The sequential test's one look at the window's requests when the step has ended: what the
+        verdict is at ramp.confidence (kvtui.explore.settled reads it). A live step does not stop
+        early: it runs its whole window, so one look, with no peeking to pay for (max_looks 1)."""
+        from kvtui.explore.protocol import sequential_for
+        from kvtui.load.births import born_by
+        from kvtui.load.samples import slo_samples
+
+        test = sequential_for(self.run.scenario, need, looks=1)
+        window = [x for x in recs if x.phase == "window"]
+        # A held step's window requests are mostly still streaming (a request outlives a window):
+        # their cut copies count for TTFT and ITL, as in the step's own figures (window_stats).
+        xs = slo_samples(window, cut=True)
+        if tail == "births" and births_end is not None:  # TPOT and E2E over the requests the births rule counts
+            born = slo_samples(x for x in window if born_by(x.t_intended, births_end))
+            xs["tpot"], xs["e2e"] = born["tpot"], born["e2e"]
+        test.look(max(0.0, window_s), xs)
+        return {"stopped_early": False, "sequential": test.record(False)}
 
     def _ramp(self, md: dict[str, Any], load: float, cont: bool) -> Any:
         """The continuous protocol's ramp for this step (kvtui.explore.protocol.ramp_for), or None

@@ -63,10 +63,11 @@ def tail_for(sc: Scenario, closed: bool = True) -> str:
     return "full" if rule == "births" and not (sc.ramp.births and closed) else rule
 
 
-def sequential_for(sc: Scenario, need: int) -> SequentialTest:
-    """The sequential test on the SLO's latency targets (percentiles), at ramp.confidence."""
+def sequential_for(sc: Scenario, need: int, looks: int = MAX_LOOKS) -> SequentialTest:
+    """The sequential test on the SLO's latency targets (percentiles), at ramp.confidence, planned
+    for `looks` looks (a live step takes one, at its window's end: kvtui.explore.live_step)."""
     targets = [(m, PCTS[p], float(lim)) for m, p, lim in sc.slo.targets()]
-    return SequentialTest(targets, confidence=sc.ramp.confidence, max_looks=MAX_LOOKS, min_samples=need,
+    return SequentialTest(targets, confidence=sc.ramp.confidence, max_looks=looks, min_samples=need,
                           margin=MARGIN)
 
 

@@ -153,7 +153,8 @@ class ModeResult:
         return self.typed.error_message
 
     def record_search(self, *, best: float | None, first_fail: float | None, confirmed: bool, flips: int, noisy: bool,
-                      reached_max: bool, wall_s: float, describe: str, done: bool, skipped: bool) -> None:
+                      reached_max: bool, wall_s: float, describe: str, done: bool, skipped: bool,
+                      settled: dict[str, str] | None = None) -> None:
         """The search's answer, into the entry (the controller's last word on a mode)."""
         self.raw["best_concurrency"] = best
         self.raw["search"].update(
@@ -165,3 +166,5 @@ class ModeResult:
         self.raw["knee_limited_by"] = knee.raw.get("limited_by") if knee else None
         if skipped:
             self.raw["search"]["skipped"] = True
+        if settled:  # ramp.confirm_when = "doubt": the knee loads not repeated, and why
+            self.raw["search"]["settled"] = settled

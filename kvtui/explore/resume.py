@@ -240,7 +240,7 @@ class Resume:
                     rehint(search, st)  # a seeded search: the knee that chose this load
                     if search.next() != st.get("load"):
                         break  # the search now wants another load: measure from here
-                    search.record(st["load"], st.get("passed"))
+                    search.record(st["load"], st.get("passed"), st.get("settled"))
             st = dict(st)
             for k in ("t_rel_start", "t_rel_end"):
                 if isinstance(st.get(k), (int, float)):

@@ -372,7 +372,7 @@ class Run:
                     remeasured.add(load)
                     retry = (load, why)
                     continue
-                search.record(load, step["passed"])
+                search.record(load, step["passed"], step.get("settled"))
                 predict_loop.after_step(self, mode, md, search)
                 self.emit(ev.ModeUpdated(mode.name, md))
             dead = ex.dead()
@@ -386,7 +386,8 @@ class Run:
             md["knee_interval"] = ki
         ModeResult(md).record_search(
             best=res.best, first_fail=res.first_fail, confirmed=res.confirmed, flips=res.flips, noisy=res.noisy,
-            reached_max=res.reached_max, wall_s=round(time.monotonic() - t_search, ex.wall_s_digits),
+            reached_max=res.reached_max, settled={f"{k:g}": v for k, v in res.settled.items()},
+            wall_s=round(time.monotonic() - t_search, ex.wall_s_digits),
             describe=knee_interval.describe(res.describe(), res.best, ki), done=search.s.done,
             skipped=self._skip.is_set(),
         )
@@ -423,6 +424,11 @@ class Run:
         if pp is not None:  # how sure the verdict is: the knee's interval (modes[].knee_interval)
             step["pass_probability"] = pp
         predict_loop.annotate(md, step)
+        if self.scenario.ramp.confirm_when == "doubt" and why in ("search", "confirm"):
+            from kvtui.explore.settled import settled_reason
+
+            # Whether the confirmation needs to repeat this verdict (ramp.confirm_when = "doubt").
+            step["settled"] = settled_reason(step, md.get("server") or {}, self.scenario)
         if m.check_samples and step["samples"]["ttft"] < need and step["passed"] is not None:
             step.setdefault("notes",
                             []).append(f"{step['requests']} window requests; the SLO's percentiles want {need}")

@@ -66,6 +66,9 @@ class SearchResult:
     flips: int = 0
     reached_max: bool = False  # every load up to ramp.max passed
     steps: int = 0
+    # ramp.confirm_when = "doubt": the knee loads the confirmation did not repeat, and why each
+    # verdict was settled without it (kvtui.explore.settled)
+    settled: dict[float, str] = field(default_factory=dict)
 
     @property
     def noisy(self) -> bool:
@@ -80,7 +83,14 @@ class SearchResult:
         if self.first_fail is not None:
             s += f" (next {self.first_fail:g} fails)"
         if self.confirmed:
-            s += ", confirmed"
+            knee = [x for x in (self.best, self.first_fail) if x is not None]
+            unrepeated = [x for x in knee if x in self.settled]
+            if not unrepeated:
+                s += ", confirmed"
+            elif len(unrepeated) == len(knee):
+                s += ", settled without a repeat"
+            else:
+                s += f", confirmed ({', '.join(f'{x:g}' for x in unrepeated)} settled without a repeat)"
         if self.flips:
             s += f", pass/fail flipped {self.flips}×" + (" — noisy" if self.noisy else "")
         return s
@@ -97,6 +107,8 @@ class _State:
     confirming: bool = False
     done: bool = False
     reached_max: bool = False
+    settled: dict[float, str] = field(default_factory=dict)  # load → why its latest verdict needs no repeat
+    skipped: dict[float, str] = field(default_factory=dict)  # the knee loads the confirmation did not repeat
 
 
 class _Base:
@@ -106,6 +118,7 @@ class _Base:
         self.ramp = ramp
         self.closed = closed
         self.confirm = ramp.confirm if confirm is None else confirm
+        self.only_doubt = getattr(ramp, "confirm_when", "always") == "doubt"
         self.lo = float(ramp.start)
         self.hi = float(ramp.max)
         self.s = _State()
@@ -114,10 +127,15 @@ class _Base:
     def _q(self, x: float) -> float:
         return float(round(x)) if self.closed else round(x, 3)
 
-    def record(self, load: float, passed: bool | None) -> None:
+    def record(self, load: float, passed: bool | None, settled: str | None = None) -> None:
+        """One judged step. `settled`: why its verdict needs no repeat (kvtui.explore.settled), or None."""
         ok = bool(passed)  # undecided (too few samples) counts as a fail: the answer must be earned
         s = self.s
         s.history.append((load, ok))
+        if settled and passed is not None:
+            s.settled[load] = settled
+        else:
+            s.settled.pop(load, None)
         if s.confirming:
             self._record_confirm(load, ok)
             return
@@ -183,6 +201,13 @@ class _Base:
         s.confirm_rounds += 1
         s.confirming = True
         s.confirm_queue = [x for x in (s.best, s.fail) if x is not None]
+        if self.only_doubt:
+            s.skipped = {x: s.settled[x] for x in s.confirm_queue if x in s.settled}
+            s.confirm_queue = [x for x in s.confirm_queue if x not in s.settled]
+            if not s.confirm_queue:
+                s.confirming = False
+                s.done = True
+                return None
         return s.confirm_queue.pop(0)
 
     def next(self) -> float | None:
@@ -210,6 +235,7 @@ class _Base:
             flips=s.flips,
             reached_max=s.reached_max,
             steps=len(s.history),
+            settled=dict(s.skipped),
         )
 
 

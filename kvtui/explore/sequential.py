@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 
 def binom_cdf(x: int, n: int, p: float) -> float:
@@ -142,7 +142,7 @@ class SequentialTest:
     def alpha(self) -> float:
         return per_test_alpha(self.confidence, self.max_looks, len(self.targets))
 
-    def look(self, t: float, samples_ms: dict[str, Iterable[float]]) -> bool | None:
+    def look(self, t: float, samples_ms: Mapping[str, Iterable[float]]) -> bool | None:
         """One look at the samples so far (ms; +inf for a failed request): the early verdict or None.
         Looks past max_looks decide nothing (the union bound has spent its budget)."""
         if len(self.looks) >= self.max_looks or not self.targets:

@@ -12,6 +12,7 @@ from kvtui.scenario.convert import _Problems, _suggest
 from kvtui.scenario.schema import (
     APIS,
     ARRIVALS,
+    CONFIRM_WHEN,
     ENGINES,
     LOAD_SHAPES,
     PROTOCOLS,
@@ -352,6 +353,9 @@ def _check(sc: Scenario, probs: _Problems) -> None:
     if r.protocol not in PROTOCOLS:
         probs.add(("ramp", "protocol"),
                   f"must be one of {', '.join(PROTOCOLS)}, got {r.protocol!r}" + _suggest(r.protocol, PROTOCOLS))
+    if r.confirm_when not in CONFIRM_WHEN:
+        probs.add(("ramp", "confirm_when"), f"must be one of {', '.join(CONFIRM_WHEN)}, got {r.confirm_when!r}"
+                  + _suggest(r.confirm_when, CONFIRM_WHEN))
     if not 0.5 <= r.confidence < 1:
         probs.add(("ramp", "confidence"), f"must be in [0.5, 1), got {r.confidence:g}")
     if r.arrival not in ARRIVALS:

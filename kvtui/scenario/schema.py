@@ -18,6 +18,7 @@ LOAD_SHAPES = ("concurrency", "rate")
 ARRIVALS = ("poisson", "bursty", "constant")
 SEARCHES = ("auto", "seeded", "fast", "linear")  # auto: seeded where a prediction exists (explore/search_seeded.py)
 PROTOCOLS = ("continuous", "classic")  # how a step is measured (docs/PROTOCOL.md)
+CONFIRM_WHEN = ("always", "doubt")  # which knee steps the confirmation repeats (kvtui.explore.settled)
 QUALITY_TASKS = ("passkey", "quotation", "agreement", "needles")  # kvtui.quality.tasks builds them
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
 SLO_PCTS = ("p50", "p90", "p95", "p99")
@@ -299,6 +300,10 @@ class Ramp:
     window_requests: int = 0  # > 0: the window ends after this many requests started
     min_samples: int = 20
     confirm: bool = True
+    # "always": the confirmation repeats the last pass and the first fail (the careful method);
+    # "doubt": only a verdict that neither the sequential test nor the KV cache's arithmetic settled
+    # (kvtui.explore.settled; each step records `settled`).
+    confirm_when: str = "always"
     resolution: float = 0.0  # search stops when fail - pass <= resolution (0: 1 request or ~5 %)
     request_timeout_s: float = 600.0
     drain_timeout_s: float = 120.0

@@ -171,6 +171,9 @@ class Step(Document):
                                            "request), e2e_est_s (the request duration the spread used), why}", OBJECT)
     t_end: float | None = field("when the step's requests ended (the load generator's clock, s)", NUMBER)
     stopped_early: bool | None = field("the sequential test decided the verdict before the full window", BOOL)
+    settled: str | None = field("ramp.confirm_when = \"doubt\": why this knee step's verdict needs no repeat (the "
+                                "sequential test decided it, or the KV cache's arithmetic: kvtui/explore/settled.py); "
+                                "null: in doubt, the confirmation repeats it", TEXT)
     sequential: Mapping[str, Any] | None = field("the sequential test: confidence, looks, samples, the bounds seen per "
                                                  "SLO figure", OBJECT)
     stats_from: str | None = field("\"window\": figures from the window's own requests, cut ones by their gaps so "
@@ -478,6 +481,8 @@ class Search(Document):
     best: float | None = field("the max load meeting the SLO", NUMBER)
     first_fail: float | None = field("the first failing load above it", NUMBER)
     confirmed: bool | None = field("the best load passed again when measured again", BOOL)
+    settled: Mapping[str, Any] | None = field("ramp.confirm_when = \"doubt\": the knee loads the confirmation did not "
+                                              "repeat, each with why its verdict was settled without one", OBJECT)
     flips: int | None = field("how often the same load passed and failed", INT)
     noisy: bool | None = field("the knee is noisy: a load passed and failed", BOOL)
     reached_max: bool | None = field("every load it measured passed, up to ramp.max or the step list's end "

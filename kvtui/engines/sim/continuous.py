@@ -41,6 +41,7 @@ from kvtui.engines.sim.fast import FastStepResult, SampleFn, _point, _unique_has
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest
 from kvtui.load.births import births_cutoff, born_by
 from kvtui.load.records import Record
+from kvtui.load.samples import slo_samples
 
 
 @dataclass
@@ -232,14 +233,6 @@ class ContinuousClient:
                 out.append(r)
             return out
 
-        def samples(rs: list[Record]) -> dict[str, list[float]]:
-            fails = [float("inf")] * sum(1 for r in rs if not r.ok and r.error not in ("cancelled", "client"))
-            ok = [r for r in rs if r.ok]
-            return {"ttft": [r.ttft * 1e3 for r in ok if r.ttft is not None] + fails,
-                    "tpot": [r.tpot * 1e3 for r in ok if r.tpot is not None] + fails,
-                    "e2e": [r.e2e * 1e3 for r in ok if r.e2e is not None] + fails,
-                    "itl": [g * 1e3 for r in ok for g in r.itl]}
-
         first_only = plan.tail == "first_token"
         births_end: float | None = None  # set when the window closes (the "births" rule)
 
@@ -276,7 +269,7 @@ class ContinuousClient:
                     next_look = now + plan.look_s
                     co = cohort(first_only)
                     if len(co) >= plan.need:
-                        v = plan.look(now - window_start, samples(co))
+                        v = plan.look(now - window_start, slo_samples(co))
                         if v is not None:
                             info.stopped_early, info.early_verdict = True, v
                             cohort_end = co[-1].t_sent
