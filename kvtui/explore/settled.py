@@ -28,8 +28,6 @@ from typing import Any, Mapping
 
 from kvtui.scenario.schema import Scenario
 
-CONFIRM_WHEN = ("always", "doubt")
-
 
 def _latency_decided(step: Mapping[str, Any], n_targets: int) -> bool | None:
     """The sequential test's verdict over every latency target (None: not decided)."""
