@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kvtui.engines.base import Endpoint, Engine, StartupFacts
 from kvtui.engines.replicas import create_for
@@ -231,7 +231,8 @@ class LiveStepExecutor:
             warm_all_slots=ramp is None or ramp.settle == "turnover",
             stagger_s=None if ramp is None or ramp.settle == "turnover" else ramp.stagger_s * ts,
         )
-        res = loadgen.run_step(params, on_records=on_records, on_status=on_status, should_stop=should_stop)
+        res = loadgen.run_step(params, on_records=on_records, on_status=on_status, should_stop=should_stop,
+                               decided=self._preemption_watch(before))
         if not tel.dead and (res.aborted or any(not x.ok for x in res.records)):
             tel.confirm_alive()  # a dead server ends the mode now, not after another whole step
         if res.held:
@@ -286,6 +287,9 @@ class LiveStepExecutor:
             extra["ramp"] = ramp.to_dict()
         if r.protocol == "continuous":
             extra.update(self._end_look(recs, need, tail, res.t_births_end, res.t_window_end - res.t_window_start))
+        if res.decided:
+            extra["stopped_early"] = True
+            extra["early_stop"] = {"by": "preemption", "why": res.decided}
         if res.autoscale is not None:
             extra["autoscale"] = res.autoscale  # workers that ran (client.workers) and why any were added
         if tel.replica_names:
@@ -330,6 +334,34 @@ class LiveStepExecutor:
             xs["tpot"], xs["e2e"] = born["tpot"], born["e2e"]
         test.look(max(0.0, window_s), xs)
         return {"stopped_early": False, "sequential": test.record(False)}
+
+    def _preemption_watch(self, before: Any) -> Callable[[], str | None] | None:
+        """The load generator's `decided` where a preemption decides the step's FAIL
+        (kvtui.explore.protocol.preemption_decides): the server's preemption counter since the step
+        began, from the telemetry thread's latest scrape (looked at once per new scrape). None where
+        the rule does not apply, or where a modelled twin judges the step (kvtui.explore.sim_model)."""
+        from kvtui.explore.protocol import preemption_decides
+        from kvtui.load.early_stop import preempted_why
+        from kvtui.telemetry.replicas import replicas_delta
+
+        tel = self.telemetry
+        if tel is None or before is None or not before.ok or self.modelled is not None \
+                or not preemption_decides(self.run.scenario):
+            return None
+        seen: list[Any] = [None]
+
+        def decided() -> str | None:
+            s = tel.samples[-1] if tel.samples else None
+            if s is None or s is seen[0] or s.t <= before.t:
+                return None
+            seen[0] = s
+            d = replicas_delta(before, s)
+            n = d.get("preemptions")
+            if not d.get("ok") or d.get("counter_reset") or not n or n <= 0:
+                return None
+            return preempted_why(n, s.t - before.t)
+
+        return decided
 
     def _ramp(self, md: dict[str, Any], load: float, cont: bool) -> Any:
         """The continuous protocol's ramp for this step (kvtui.explore.protocol.ramp_for), or None

@@ -129,14 +129,14 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
     rule, the ramp, the sequential test and the tail rule, as `kvtui run --fast` and a live simulated
     step's modelled twin (kvtui.explore.sim_model) both take it. (result, context, step fields, next counter)."""
     from kvtui.engines.sim.fastrun import step_metrics
-    from kvtui.explore.protocol import drain_reason, ramp_plan_for_step, sequential_for, tail_for
+    from kvtui.explore.protocol import drain_reason, preemption_decides, ramp_plan_for_step, sequential_for, tail_for
 
     prev = md["steps"][-1] if md.get("steps") else None
     why_drain = drain_reason(index, why, prev, load)
     ramp = ramp_plan_for_step(sc, md, load, prev, bool(why_drain))
     test = sequential_for(sc, need)
     tail = tail_for(sc)
-    plan = srv.plan(load, need, why_drain, tail, test, ramp)
+    plan = srv.plan(load, need, why_drain, tail, test, ramp, stop_on_preemption=preemption_decides(sc))
     res, info, counter = srv.continuous_step(mode.name, index, counter, plan)
     ctx = StepContext(load=load, closed=True, t_window_start=res.window_start or res.t_start,
                       t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
@@ -151,8 +151,11 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
         "phases_s": {"warmup": info.warmup_s, "window": info.window_s, "tail": info.tail_s},
         "ramp": ramp.to_dict(),
         "stopped_early": info.stopped_early,
-        "sequential": test.record(info.stopped_early),
+        # the sequential test's own verdict only where it was the one that stopped the step
+        "sequential": test.record(info.stopped_early and (info.early_stop or {}).get("by") == "sequential"),
     }
+    if info.early_stop:
+        extra["early_stop"] = dict(info.early_stop)
     if prev is not None and not why_drain:
         extra["continued_from"] = {"step": prev.get("index"), "load": prev.get("load"), "in_flight": info.carried_in}
     return res, ctx, extra, counter

@@ -11,6 +11,8 @@
   above the steady state, bench/protocol_bias.py);
 - `e2e_estimate_s`: the request duration that rate needs, from the mode's measured steps or
   its prediction;
+- `preemption_decides`: whether a preemption decides a step's FAIL outright, so that the step ends
+  there (the SLO allows none; the server's counter only goes up);
 - `sequential_for`: the step's sequential test (kvtui.explore.sequential) for the scenario's SLO,
   never deciding on fewer samples than the classic rule asks of a knee step.
 """
@@ -61,6 +63,18 @@ def tail_for(sc: Scenario, closed: bool = True) -> str:
         return "full"
     rule = tail_rule(m for m, _, _ in sc.slo.targets())
     return "full" if rule == "births" and not (sc.ramp.births and closed) else rule
+
+
+def preemption_decides(sc: Scenario) -> bool:
+    """Whether one preemption decides a step's FAIL, so that the step ends there rather than run
+    its window out: the SLO allows none (`slo.max_preemptions_per_request = 0`), under the
+    continuous protocol. A step's preemptions are the server's counter from the step's start to its
+    end (kvtui.explore.evaluate), and a counter only goes up: the rest of the window could count
+    more, never fewer, so its verdict would be the same FAIL. What it would add is the failing
+    load's latencies over a full window; the step records that it stopped (`early_stop`), and its
+    percentiles say "—" where they lack samples. Whether the FAIL needs a repeat is unchanged
+    (kvtui.explore.settled: the KV cache's arithmetic, else the confirmation)."""
+    return sc.ramp.protocol == "continuous" and sc.slo.max_preemptions_per_request == 0
 
 
 def sequential_for(sc: Scenario, need: int, looks: int = MAX_LOOKS) -> SequentialTest:

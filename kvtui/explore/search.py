@@ -201,6 +201,11 @@ class _Base:
         s.confirm_rounds += 1
         s.confirming = True
         s.confirm_queue = [x for x in (s.best, s.fail) if x is not None]
+        if len(s.confirm_queue) == 2 and s.history and s.history[-1][0] == s.confirm_queue[0]:
+            # The last pass was the search's last step: repeat the first fail first. A repeat right
+            # after the step it repeats must start from an idle server (kvtui.explore.protocol
+            # drain_reason), a ramp from zero; after a step at another load it may continue.
+            s.confirm_queue.reverse()
         if self.only_doubt:
             s.skipped = {x: s.settled[x] for x in s.confirm_queue if x in s.settled}
             s.confirm_queue = [x for x in s.confirm_queue if x not in s.settled]

@@ -80,7 +80,7 @@ class ModelledSteps:
 
             res, ctx, cont, self.counter = continuous_step(self.server, self.scenario, mode, md, load, index,
                                                            str(extra.get("why") or ""), need, self.counter)
-            for k in ("drain", "phases_s", "ramp", "stopped_early", "sequential", "continued_from"):
+            for k in ("drain", "phases_s", "ramp", "stopped_early", "early_stop", "sequential", "continued_from"):
                 extra.pop(k, None)
                 if k in cont:
                     extra[k] = cont[k]

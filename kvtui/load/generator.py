@@ -75,6 +75,9 @@ class StepRun:
     stats: ClientStats = field(default_factory=ClientStats)
     error_burst: bool = False
     aborted: str | None = None  # why the step ended early (user stop, engine died, …)
+    # Why the step ended before its window's end with its verdict already decided (run_step's
+    # `decided`: a preemption where the SLO allows none); it ends as a normal step does (held).
+    decided: str | None = None
     client_failure: str | None = None  # the client itself could not measure on (a dead worker, a crashed task)
     counter_next: int = 0
     autoscale: dict[str, Any] | None = None  # workers that ran and why any were added (kvtui.load.autoscale)
@@ -177,11 +180,14 @@ class LoadGenerator:
         on_records: Callable[[list[Record]], None] | None = None,
         on_status: Callable[[dict[str, Any]], None] | None = None,
         should_stop: Callable[[], str | None] | None = None,
+        decided: Callable[[], str | None] | None = None,
     ) -> StepRun:
         """Warm-up (≥ warmup_s and every slot finished one request), the window, the held tail, stop.
 
         A time window stays open until `p.min_window_requests` have started in it (the SLO's
         percentiles need them), but never longer than `p.max_window_factor` × window_s.
+        `decided`, asked in the window and tail once a window request was sent: why the step's
+        verdict is already decided (it then ends there, normally, with `run.decided` saying why).
         """
         run = StepRun()
         sc = self.scaler
@@ -193,7 +199,7 @@ class LoadGenerator:
         if want > self.n:
             self.resize(want)
         while True:
-            grow = self._attempt(p, run, on_records, on_status, should_stop, cont)
+            grow = self._attempt(p, run, on_records, on_status, should_stop, cont, decided)
             if not grow:
                 break
             # A worker neared its capacity in the warm-up: nothing was measured yet; the step
@@ -217,6 +223,7 @@ class LoadGenerator:
         on_status: Callable[[dict[str, Any]], None] | None,
         should_stop: Callable[[], str | None] | None,
         cont: bool = False,
+        decided: Callable[[], str | None] | None = None,
     ) -> tuple[int, list[dict[str, Any]]] | None:
         """One try at the step; (workers wanted, the workers' stop stats) when the warm-up asked
         for a larger pool (the step is then measured again), else None with `run` filled."""
@@ -322,6 +329,15 @@ class LoadGenerator:
                 self._stop([i for i in active if i not in stopped])
                 stop_sent = True
                 continue
+            if decided is not None and phase != "warmup" and agg["window_started"] > 0:
+                why = decided()
+                if why:  # the rest of the window could not change the verdict: end as a normal step
+                    run.decided = why
+                    if phase == "window":
+                        run.t_window_end = now
+                    self._end_step(active, p)
+                    stop_sent = True
+                    continue
             if phase == "warmup" and meter is not None and self.scaler is not None:
                 # Only a pool whose every worker has a share can be short of workers.
                 want = self.scaler.during_warmup(n, meter) if len(active) == n else n

@@ -170,7 +170,12 @@ class Step(Document):
                                            "warm-up after the last; \"turnover\": also once every slot finished a "
                                            "request), e2e_est_s (the request duration the spread used), why}", OBJECT)
     t_end: float | None = field("when the step's requests ended (the load generator's clock, s)", NUMBER)
-    stopped_early: bool | None = field("the sequential test decided the verdict before the full window", BOOL)
+    stopped_early: bool | None = field("the step ended before its full window with its verdict decided (early_stop "
+                                       "says by what)", BOOL)
+    early_stop: Mapping[str, Any] | None = field("why the step stopped early: {by: \"sequential\" (the sequential "
+                                                 "test decided it) or \"preemption\" (a preemption where the SLO "
+                                                 "allows none: FAIL whatever the rest of the window shows), why}",
+                                                 OBJECT)
     settled: str | None = field("ramp.confirm_when = \"doubt\": why this knee step's verdict needs no repeat (the "
                                 "sequential test decided it, or the KV cache's arithmetic: kvtui/explore/settled.py); "
                                 "null: in doubt, the confirmation repeats it", TEXT)

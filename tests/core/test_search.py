@@ -41,7 +41,22 @@ def test_confirmation_repeats_pass_and_fail():
     ramp = Ramp(start=1, max=64, resolution=1)
     res, loads = drive(FastSearch(ramp, guess=10), lambda x: x <= 13)
     assert res.best == 13 and res.first_fail == 14 and res.confirmed
-    assert loads[-2:] == [13, 14]
+    assert sorted(loads[-2:]) == [13, 14]
+    # The pass it repeats is never the step just before (a repeat of the step before starts from
+    # an idle server under the continuous protocol; after another load it continues from it).
+    assert loads[-2] != loads[-3]
+
+
+def test_the_confirmation_never_repeats_the_search_s_last_step_first():
+    ramp = Ramp(start=1, max=64, resolution=1)
+    orders = set()
+    for guess in range(8, 20):
+        res, loads = drive(FastSearch(ramp, guess=guess), lambda x: x <= 13)
+        assert res.best == 13 and res.first_fail == 14 and res.confirmed
+        search, confirm = loads[:-2], loads[-2:]
+        assert sorted(confirm) == [13, 14] and confirm[0] != search[-1]
+        orders.add(tuple(confirm))
+    assert orders == {(13, 14), (14, 13)}  # both orders occur, each after the other load
 
 
 def test_a_flip_on_confirmation_moves_the_bracket_and_is_counted():

@@ -236,3 +236,23 @@ def test_a_births_cutoff_never_takes_fewer_requests_than_the_rule_and_no_estimat
     window = [x for x in r2.records if x.phase == "window"]
     assert window and all(x.ok and x.t_last is not None for x in window)
     assert not [c for c in r2.carried_out if c.phase == "window"]
+
+
+def test_a_step_whose_verdict_is_decided_ends_there_as_a_normal_step(sim):
+    """`decided` (a preemption where the SLO allows none, kvtui.explore.protocol.preemption_decides)
+    is asked once a window request was sent; the step then ends at once, held like a normal end, its
+    window cut short, and `run.decided` says why. Not asked in the warm-up."""
+    asked: list[str] = []
+
+    def decided() -> str | None:
+        asked.append("x")
+        return "decided: a preemption"
+
+    with LoadGenerator(_cfg(sim), processes=1) as lg:
+        r = lg.run_step(dataclasses.replace(_params(0, 6, hold_at_end=True), window_s=30.0), decided=decided)
+        assert lg.held is not None  # held, as a step that ends normally
+    assert r.decided == "decided: a preemption" and not r.aborted and r.held
+    assert len(asked) == 1  # ended at the first answer
+    assert r.t_window_end - r.t_window_start < 30.0 / 3  # far short of the 30 s window asked for
+    window = [x for x in r.records + r.carried_out if x.phase == "window"]
+    assert window  # a window request was sent before it was asked

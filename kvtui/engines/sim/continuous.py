@@ -40,6 +40,7 @@ from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.fast import FastStepResult, SampleFn, _point, _unique_hashes
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest
 from kvtui.load.births import births_cutoff, born_by
+from kvtui.load.early_stop import preempted_why
 from kvtui.load.records import Record
 from kvtui.load.samples import slo_samples
 
@@ -66,12 +67,16 @@ class StepPlan:
     # e2e_est_s); TPOT and E2E count the window requests sent by that long before the window's end
     # (kvtui.explore.window_stats.births_cutoff). None: every window request (the whole tail).
     births_s: float | None = None
+    # A preemption ends the step as soon as a window request was sent (the SLO allows none:
+    # kvtui.explore.protocol.preemption_decides), as the live load generator's `decided` does.
+    stop_on_preemption: bool = False
 
 
 @dataclass
 class StepInfo:
     stopped_early: bool = False
     early_verdict: bool | None = None
+    early_stop: dict[str, str] | None = None  # {"by", "why"} when the step stopped early
     drained: bool = False
     carried_in: int = 0  # requests in flight from the step before
     warmup_s: float = 0.0
@@ -150,6 +155,7 @@ class ContinuousClient:
             info.drained = True
         t0 = s.now
         before = s.stats()
+        pre0 = s.preemptions_total
         series = [_point(s)]
         next_series = t0 + self.series_dt
         records: list[Record] = []
@@ -272,6 +278,8 @@ class ContinuousClient:
                         v = plan.look(now - window_start, slo_samples(co))
                         if v is not None:
                             info.stopped_early, info.early_verdict = True, v
+                            info.early_stop = {"by": "sequential", "why": f"the sequential test decided "
+                                                                         f"{'PASS' if v else 'FAIL'}"}
                             cohort_end = co[-1].t_sent
                             window_end = now
                             for r in win[len(co):]:
@@ -279,6 +287,13 @@ class ContinuousClient:
                             del win[len(co):]
                             done = True
                             continue
+                if plan.stop_on_preemption and win and s.preemptions_total > pre0:
+                    if window_end is None:
+                        window_end = now
+                    info.stopped_early, info.early_verdict = True, False
+                    info.early_stop = {"by": "preemption", "why": preempted_why(s.preemptions_total - pre0, now - t0)}
+                    done = True
+                    continue
                 if window_end is None and now >= hard_end and (
                         len(win) >= plan.need or now >= window_start + plan.window_s * plan.max_window_factor):
                     window_end = now

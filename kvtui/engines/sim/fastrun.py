@@ -117,7 +117,8 @@ class OfflineServer:
                                 request_timeout_s=r.request_timeout_s, budget=StepBudget(self.halt))
         return res
 
-    def plan(self, load: float, need: int, drain_why: str | None, tail: str, test: Any, ramp: Any = None) -> Any:
+    def plan(self, load: float, need: int, drain_why: str | None, tail: str, test: Any, ramp: Any = None,
+             stop_on_preemption: bool = False) -> Any:
         """The continuous protocol's plan for one step (kvtui.engines.sim.continuous.StepPlan);
         `ramp` a kvtui.explore.protocol.RampPlan (None: the classic spread and turnover wait)."""
         from kvtui.engines.sim.continuous import StepPlan
@@ -128,7 +129,7 @@ class OfflineServer:
                         look_s=max(0.5, r.window_s / 10), look=test.look if test is not None else None,
                         stagger_s=None if ramp is None else ramp.stagger_s,
                         settle="turnover" if ramp is None else ramp.settle,
-                        births_s=None if ramp is None else ramp.e2e_est_s,
+                        births_s=None if ramp is None else ramp.e2e_est_s, stop_on_preemption=stop_on_preemption,
                         # as the classic offline step (re-run by count): the window runs until the SLO's
                         # percentiles have their samples (`need` is bounded by the scenario's checks)
                         max_window_factor=1e6)
