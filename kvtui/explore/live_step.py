@@ -286,9 +286,10 @@ class LiveStepExecutor:
         if ramp is not None:
             extra["ramp"] = ramp.to_dict()
         if r.protocol == "continuous":
-            extra.update(self._end_look(recs, need, tail, res.t_births_end, res.t_window_end - res.t_window_start))
+            extra["sequential"] = self._end_look(recs, need, tail, res.t_births_end,
+                                                 res.t_window_end - res.t_window_start)
+            extra["stopped_early"] = bool(res.decided)  # only a preemption ends a live step early
         if res.decided:
-            extra["stopped_early"] = True
             extra["early_stop"] = {"by": "preemption", "why": res.decided}
         if res.autoscale is not None:
             extra["autoscale"] = res.autoscale  # workers that ran (client.workers) and why any were added
@@ -316,10 +317,11 @@ class LiveStepExecutor:
         return self.run.scenario.ramp.protocol == "continuous" and self.run.closed
 
     def _end_look(self, recs: list[Record], need: int, tail: str, births_end: float | None,
-                  window_s: float) -> dict[str, Any]:
-        """The sequential test's one look at the window's requests when the step has ended: what the
-        verdict is at ramp.confidence (kvtui.explore.settled reads it). A live step does not stop
-        early: it runs its whole window, so one look, with no peeking to pay for (max_looks 1)."""
+                  window_s: float) -> dict[str, object]:
+        """The sequential test's record of its one look at the window's requests when the step has
+        ended: what the verdict is at ramp.confidence (kvtui.explore.settled reads it). The test does
+        not stop a live step (only a preemption does, `_preemption_watch`), so one look, with no
+        peeking to pay for (max_looks 1)."""
         from kvtui.explore.protocol import sequential_for
         from kvtui.load.births import born_by
         from kvtui.load.samples import slo_samples
@@ -333,7 +335,7 @@ class LiveStepExecutor:
             born = slo_samples(x for x in window if born_by(x.t_intended, births_end))
             xs["tpot"], xs["e2e"] = born["tpot"], born["e2e"]
         test.look(max(0.0, window_s), xs)
-        return {"stopped_early": False, "sequential": test.record(False)}
+        return test.record(False)
 
     def _preemption_watch(self, before: Any) -> Callable[[], str | None] | None:
         """The load generator's `decided` where a preemption decides the step's FAIL
