@@ -224,8 +224,10 @@ class LiveStepExecutor:
         tail = tail_for(run.scenario, run.closed)
         ramp = self._ramp(md, load, cont)
         births_s = ramp.e2e_est_s * ts if tail == "births" and ramp is not None and ramp.e2e_est_s else None
+        # A load whose steady state cannot fit the KV cache watches a whole turnover (protocol.watch_window).
+        window_s = ramp.window_s if ramp is not None and ramp.window_s else r.window_s
         params = StepParams(
-            mode.name, index, wall_load, run.closed, r.warmup_s * ts, r.window_s * ts, r.window_requests, r.arrival,
+            mode.name, index, wall_load, run.closed, r.warmup_s * ts, window_s * ts, r.window_requests, r.arrival,
             r.burst_size, r.max_error_burst, window_timeout_s=r.request_timeout_s * ts, min_window_requests=need,
             tail=tail, births_s=births_s, hold_at_end=self._continuous(), continue_from=cont,
             warm_all_slots=ramp is None or ramp.settle == "turnover",
@@ -285,6 +287,8 @@ class LiveStepExecutor:
             extra["continued_from"] = dict(res.continued_from)
         if ramp is not None:
             extra["ramp"] = ramp.to_dict()
+            if ramp.window_s:  # how long the lengthened window watched (settled._watched_s)
+                extra["ramp"]["watched_s"] = round((res.t_window_end - res.t_window_start) / ts, 3)
         if r.protocol == "continuous":
             extra["sequential"] = self._end_look(recs, need, tail, res.t_births_end,
                                                  res.t_window_end - res.t_window_start)
@@ -318,24 +322,12 @@ class LiveStepExecutor:
 
     def _end_look(self, recs: list[Record], need: int, tail: str, births_end: float | None,
                   window_s: float) -> dict[str, object]:
-        """The sequential test's record of its one look at the window's requests when the step has
-        ended: what the verdict is at ramp.confidence (kvtui.explore.settled reads it). The test does
-        not stop a live step (only a preemption does, `_preemption_watch`), so one look, with no
-        peeking to pay for (max_looks 1)."""
-        from kvtui.explore.protocol import sequential_for
-        from kvtui.load.births import born_by
-        from kvtui.load.samples import slo_samples
+        """The sequential test's one look at the window's requests when the step has ended
+        (kvtui.explore.protocol.end_look): it does not stop a live step (only a preemption does,
+        `_preemption_watch`), so there is no peeking to pay for."""
+        from kvtui.explore.protocol import end_look
 
-        test = sequential_for(self.run.scenario, need, looks=1)
-        window = [x for x in recs if x.phase == "window"]
-        # A held step's window requests are mostly still streaming (a request outlives a window):
-        # their cut copies count for TTFT and ITL, as in the step's own figures (window_stats).
-        xs = slo_samples(window, cut=True)
-        if tail == "births" and births_end is not None:  # TPOT and E2E over the requests the births rule counts
-            born = slo_samples(x for x in window if born_by(x.t_intended, births_end))
-            xs["tpot"], xs["e2e"] = born["tpot"], born["e2e"]
-        test.look(max(0.0, window_s), xs)
-        return test.record(False)
+        return end_look(self.run.scenario, recs, need, tail, births_end, window_s)
 
     def _preemption_watch(self, before: Any) -> Callable[[], str | None] | None:
         """The load generator's `decided` where a preemption decides the step's FAIL

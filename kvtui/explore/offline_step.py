@@ -129,7 +129,14 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
     rule, the ramp, the sequential test and the tail rule, as `kvtui run --fast` and a live simulated
     step's modelled twin (kvtui.explore.sim_model) both take it. (result, context, step fields, next counter)."""
     from kvtui.engines.sim.fastrun import step_metrics
-    from kvtui.explore.protocol import drain_reason, preemption_decides, ramp_plan_for_step, sequential_for, tail_for
+    from kvtui.explore.protocol import (
+        drain_reason,
+        end_look,
+        preemption_decides,
+        ramp_plan_for_step,
+        sequential_for,
+        tail_for,
+    )
 
     prev = md["steps"][-1] if md.get("steps") else None
     why_drain = drain_reason(index, why, prev, load)
@@ -149,11 +156,15 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
         "engine_limits": res.limited_by, "protocol": "continuous",
         "drain": {"before": bool(why_drain), "why": why_drain or ""},
         "phases_s": {"warmup": info.warmup_s, "window": info.window_s, "tail": info.tail_s},
-        "ramp": ramp.to_dict(),
+        "ramp": ramp.to_dict() | ({"watched_s": info.window_s} if ramp.window_s else {}),
         "stopped_early": info.stopped_early,
         # the sequential test's own verdict only where it was the one that stopped the step
         "sequential": test.record(info.stopped_early and (info.early_stop or {}).get("by") == "sequential"),
     }
+    if ramp.window_s and not info.stopped_early:
+        # A watch (protocol.watch_window) takes no look during its window, as a live step: one look at
+        # its end, at ramp.confidence whole.
+        extra["sequential"] = end_look(sc, res.records, need, tail, res.t_births_end, info.window_s)
     if info.early_stop:
         extra["early_stop"] = dict(info.early_stop)
     if prev is not None and not why_drain:

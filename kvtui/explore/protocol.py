@@ -19,7 +19,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from kvtui.explore.sequential import SequentialTest
@@ -85,6 +85,26 @@ def sequential_for(sc: Scenario, need: int, looks: int = MAX_LOOKS) -> Sequentia
                           margin=MARGIN)
 
 
+def end_look(sc: Scenario, recs: Iterable[Any], need: int, tail: str, births_end: float | None,
+             window_s: float) -> dict[str, object]:
+    """The sequential test's record of one look at a step's window requests once the step has
+    ended, with no look before it (max_looks 1: no peeking to pay for): what the verdict is at
+    ramp.confidence (kvtui.explore.settled reads it). A held step's window requests are mostly still
+    streaming (a request outlives a window): their cut copies count for TTFT and ITL, as in the step's
+    own figures (window_stats); TPOT and E2E over the requests the births rule counts."""
+    from kvtui.load.births import born_by
+    from kvtui.load.samples import slo_samples
+
+    test = sequential_for(sc, need, looks=1)
+    window = [x for x in recs if x.phase == "window"]
+    xs = slo_samples(window, cut=True)
+    if tail == "births" and births_end is not None:
+        born = slo_samples(x for x in window if born_by(x.t_intended, births_end))
+        xs["tpot"], xs["e2e"] = born["tpot"], born["e2e"]
+    test.look(max(0.0, window_s), xs)
+    return test.record(False)
+
+
 @dataclass(frozen=True)
 class RampPlan:
     """How a step's new slots start and when its window may open.
@@ -100,10 +120,18 @@ class RampPlan:
     settle: str  # "time" | "turnover"
     e2e_est_s: float | None
     why: str
+    # The step's window where it must last longer than `ramp.window_s` (modelled s), and why
+    # (`watch_window`): None, the scenario's window.
+    window_s: float | None = None
+    window_why: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stagger_s": round(self.stagger_s, 3), "settle": self.settle,
-                "e2e_est_s": None if self.e2e_est_s is None else round(self.e2e_est_s, 3), "why": self.why}
+        d: dict[str, Any] = {"stagger_s": round(self.stagger_s, 3), "settle": self.settle,
+                             "e2e_est_s": None if self.e2e_est_s is None else round(self.e2e_est_s, 3),
+                             "why": self.why}
+        if self.window_s is not None:
+            d["window_s"], d["window_why"] = round(self.window_s, 3), self.window_why
+        return d
 
 
 MAX_STAGGER_S = 120.0  # a longer request than this is spread over 2 minutes: the steady state comes later
@@ -181,7 +209,40 @@ def ramp_plan_for_step(sc: Scenario, md: Mapping[str, Any], load: float, prev: M
     curve = pred.get("curve") if isinstance(pred, Mapping) else None
     e2e = e2e_estimate_s(md.get("steps") or [], curve, load, mean_length(sc.workload.output_tokens))
     prev_load = None if prev is None else prev.get("load", prev.get("concurrency"))
-    return ramp_for(load, prev_load if isinstance(prev_load, (int, float)) else None, drained, e2e, sc.ramp.warmup_s)
+    ramp = ramp_for(load, prev_load if isinstance(prev_load, (int, float)) else None, drained, e2e, sc.ramp.warmup_s)
+    return watch_window(sc, md.get("server") or {}, load, ramp)
+
+
+def watch_window(sc: Scenario, server: Mapping[str, Any], load: float, ramp: RampPlan) -> RampPlan:
+    """The ramp with the step's window lengthened where the SLO allows no preemption and `load`
+    requests at their full length do not fit the KV cache the server reported (the KV wall's noisy
+    side: kvtui.explore.settled). The window then lasts max(2 × window_s, one request's duration).
+
+    - **Long enough for the batch to turn over.** A load at the wall preempts once its batch holds
+      requests at every position of their life; until then (a step up whose new requests are still
+      young) a window can see none and pass. On the H200 at 8k / 512
+      (docs/results/h200-8k512-early.md) fp8-kv passed 214 and fp8-w+kv 231 in a 20 s window, both
+      above the steady state's bound, and both preempted on their repeat: a repeat from an idle
+      server, 58–75 s, where a longer window would have seen the preemption and ended there (the
+      preemption stop), a FAIL the KV cache's arithmetic settles.
+    - **As long as the step and its repeat would watch together.** What a repeat of such a PASS
+      guards against is a preemption that did not come in time, not latency noise (the sequential
+      test judges that). One window over a whole turnover and twice the scenario's window watches
+      for it at least as long as two windows do, and a repeat from an idle server first ramps over
+      one request's duration. A PASS that watched the whole window without a preemption is settled
+      (kvtui.explore.settled, with ramp.confirm_when = "doubt")."""
+    if not preemption_decides(sc):
+        return ramp
+    from kvtui.explore.settled import kv_overflow
+
+    why = kv_overflow(sc, server, load, whole=True)
+    if why is None:
+        return ramp
+    turnover = ramp.e2e_est_s or 0.0
+    window = max(2 * sc.ramp.window_s, turnover)
+    return replace(ramp, window_s=window,
+                   window_why=f"{why}: the window watches {window:.1f} s for a preemption (max of twice "
+                              f"ramp.window_s and one request, {turnover:.1f} s)")
 
 
 def mean_length(length: Any) -> float:

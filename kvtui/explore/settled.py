@@ -12,10 +12,15 @@ settle a verdict without one, and `settled_reason` names which (None: in doubt, 
   - a FAIL with preemptions is settled when the load's steady state cannot fit: N requests
     hold N × (prompt + output / 2) tokens on average (their positions spread over a request's
     life), more than the cache. Every repeat would preempt.
-  - a PASS without preemption is settled only when N requests at their *full* length
+  - a PASS without preemption is settled when N requests at their *full* length
     (prompt + output) fit. A steady state needs N × output / 2 tokens less than that on
     average, a cushion far beyond the sum of N prompts' ± jitter, so no repeat would preempt.
-    Between the two bounds a load may preempt in one window and not the next: in doubt.
+  - Between the two bounds (the wall's noisy side) a load may preempt in one window and not the
+    next. Its step watches longer (kvtui.explore.protocol.watch_window: max(2 × window_s, one
+    request's duration), no early verdict from latencies), and a PASS that watched the whole of it
+    without a preemption is settled: it watched as long as the step and a repeat would together,
+    over a whole turnover. Cut short, it is in doubt. Above the upper bound, a PASS contradicts
+    the arithmetic and is always repeated; its longer window is there to see the preemption.
 
 Everything else (an error, a goodput floor, a client flag, a verdict the test left open) is in
 doubt, and is repeated as before. `ramp.confirm_when = "always"` (the default) repeats every
@@ -73,21 +78,52 @@ def settled_reason(step: Mapping[str, Any], server: Mapping[str, Any], sc: Scena
         if "preemptions_per_request" in checks:
             if pre or not kv or lengths is None:
                 return None
-            need = load * (lengths[0] + lengths[1])
-            if need > kv:
+            over = kv_overflow(sc, server, load, whole=True)
+            if over is None:
+                need = load * (lengths[0] + lengths[1])
+                return why + (f"; {load:g} × {lengths[0] + lengths[1]:,.0f} full-length tokens = {need:,.0f} ≤ "
+                              f"{kv:,} KV tokens")
+            seen = _watched_s(step)
+            if seen is None or kv_overflow(sc, server, load, whole=False) is not None:
+                # Not watched whole; or the load's steady state cannot fit at all, and a PASS that the
+                # arithmetic contradicts is repeated however long it watched.
                 return None
-            why += f"; {load:g} × {lengths[0] + lengths[1]:,.0f} full-length tokens = {need:,.0f} ≤ {kv:,} KV tokens"
+            return why + (f"; {over}, and no preemption in {seen:.1f} s watched (a whole turnover, as long as the "
+                          "step and a repeat would watch together)")
         return why
     if lat is False:
         rows = (step.get("sequential") or {}).get("targets") or []
         failed = [r.get("target") for r in rows if r.get("decided") is False]
         return f"{', '.join(str(t) for t in failed)} decided FAIL at {conf}"
     pc = checks.get("preemptions_per_request")
-    if pc is not None and pc.get("ok") is False and pre and kv and lengths is not None \
-            and sc.slo.max_preemptions_per_request == 0:
-        mean = lengths[0] + lengths[1] / 2
-        need = load * mean
-        if need > kv:
-            return (f"the KV wall: {load:g} × {mean:,.0f} mean tokens in flight = {need:,.0f} > {kv:,} KV tokens "
-                    f"({pre:g} preemptions)")
+    if pc is not None and pc.get("ok") is False and pre and sc.slo.max_preemptions_per_request == 0:
+        over = kv_overflow(sc, server, load, whole=False)
+        if over is not None:
+            return f"the KV wall: {over} ({pre:g} preemptions)"
     return None
+
+
+def _watched_s(step: Mapping[str, Any]) -> float | None:
+    """How long the step's window watched for a preemption, where it ran the whole watch that
+    kvtui.explore.protocol.watch_window planned (None: no watch planned, or cut short)."""
+    ramp = step.get("ramp") or {}
+    planned, seen = ramp.get("window_s"), ramp.get("watched_s")
+    if not isinstance(planned, (int, float)) or not isinstance(seen, (int, float)) or step.get("stopped_early"):
+        return None
+    return float(seen) if seen >= planned else None
+
+
+def kv_overflow(sc: Scenario, server: Mapping[str, Any], load: float, whole: bool) -> str | None:
+    """Why `load` requests do not fit the KV cache the server reported (None: they do, or the
+    workload's lengths or the cache are not known). `whole`: at their full length, prompt + output
+    (what a PASS is settled by); else on average over their life, prompt + output / 2, N requests at
+    every position (the steady state: what settles a preempted FAIL)."""
+    kv, lengths = server.get("kv_cache_tokens"), _fixed_lengths(sc)
+    if not kv or lengths is None or load <= 0:
+        return None
+    per = lengths[0] + (lengths[1] if whole else lengths[1] / 2)
+    need = load * per
+    if need <= kv:
+        return None
+    what = "full-length tokens" if whole else "mean tokens in flight"
+    return f"{load:g} × {per:,.0f} {what} = {need:,.0f} > {kv:,} KV tokens"

@@ -168,7 +168,9 @@ class Step(Document):
     ramp: Mapping[str, Any] | None = field("how the step's new requests started (continuous protocol): {stagger_s "
                                            "(their first sends spread over), settle (\"time\": the window opened "
                                            "warm-up after the last; \"turnover\": also once every slot finished a "
-                                           "request), e2e_est_s (the request duration the spread used), why}", OBJECT)
+                                           "request), e2e_est_s (the request duration the spread used), why; where the "
+                                           "load is on the KV wall's noisy side, window_s (the lengthened window), "
+                                           "window_why and watched_s (how long it watched)}", OBJECT)
     t_end: float | None = field("when the step's requests ended (the load generator's clock, s)", NUMBER)
     stopped_early: bool | None = field("the step ended before its full window with its verdict decided (early_stop "
                                        "says by what)", BOOL)

@@ -90,7 +90,9 @@ def test_a_step_past_the_kv_wall_ends_at_its_first_preemption_with_the_same_verd
     stopping = run("stop")
     monkeypatch.setattr(protocol, "preemption_decides", lambda sc: False)
     whole = run("whole")
-    assert [(s["load"], s["passed"]) for s in stopping] == [(s["load"], s["passed"]) for s in whole]
+    # The same verdict at every load. Without the rule there is no watch either (protocol.watch_window):
+    # fp8-w+kv's 223, on the wall's noisy side, is then repeated rather than settled by its watch.
+    assert {(s["load"], s["passed"]) for s in stopping} == {(s["load"], s["passed"]) for s in whole}
     fails = [(a, b) for a, b in zip(stopping, whole) if a["passed"] is False]
     assert fails
     for a, b in fails:

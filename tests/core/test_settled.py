@@ -134,3 +134,77 @@ def test_a_live_steps_end_look_counts_the_requests_its_end_cut() -> None:
     assert xs["ttft"][:2] == [500.0, 250.0] and xs["ttft"][2] == float("inf")  # a PASS never rests on a wait
     assert sorted(xs["itl"])[-2:] == [200.0, 300.0] and len(xs["itl"]) == 6
     assert xs["tpot"] == plain["tpot"] and len(xs["tpot"]) == 1  # TPOT only over whole requests
+
+
+KV_WK = 1_906_256  # the fp8-w+kv server's KV tokens on the H200 (docs/results/h200-8k512-early.md)
+
+
+def test_a_load_on_the_walls_noisy_side_watches_longer() -> None:
+    """kvtui.explore.protocol.watch_window: where N requests at full length do not fit the cache
+    and the SLO allows no preemption, the window lasts max(2 × window_s, one request); else as the
+    scenario says."""
+    from kvtui.explore.protocol import ramp_for, watch_window
+
+    sc = _sc()  # window_s 15 (the default)
+    w = sc.ramp.window_s
+    ramp = ramp_for(223, 215, False, 46.0, 5)
+    watched = watch_window(sc, {"kv_cache_tokens": KV_WK}, 223, ramp)  # 223 × 8,704 > the cache
+    assert watched.window_s == max(2 * w, 46.0) and "1,940,992 > 1,906,256" in (watched.window_why or "")
+    assert watched.to_dict()["window_s"] == watched.window_s and watched.stagger_s == ramp.stagger_s
+    short = watch_window(sc, {"kv_cache_tokens": KV_WK}, 223, ramp_for(223, 215, False, 10.0, 5))
+    assert short.window_s == 2 * w  # a short request: twice the window still
+    # whole requests fit: the scenario's window
+    assert watch_window(sc, {"kv_cache_tokens": KV_WK}, 219, ramp).window_s is None
+    assert "window_s" not in watch_window(sc, {"kv_cache_tokens": KV_WK}, 219, ramp).to_dict()
+    # no KV figure, preemptions allowed, or lengths that vary: nothing to reckon with
+    assert watch_window(sc, {}, 223, ramp).window_s is None
+    assert watch_window(_sc(max_preemptions_per_request=0.5), {"kv_cache_tokens": KV_WK}, 223, ramp).window_s is None
+    varied = scenario_from_dict({
+        "server": {"max_model_len": 16384},
+        "workload": {"prompt_tokens": {"dist": "uniform", "min": 4096, "max": 12288}, "output_tokens": 512},
+        "slo": {"ttft_p95_ms": 3000, "max_preemptions_per_request": 0}}, source="s.toml")
+    assert watch_window(varied, {"kv_cache_tokens": KV_WK}, 223, ramp).window_s is None
+
+
+def test_a_pass_on_the_walls_noisy_side_is_settled_by_a_whole_watch_only() -> None:
+    sc = _sc()
+    srv = {"kv_cache_tokens": KV_WK}
+    watch = {"window_s": 46.0, "watched_s": 46.1}
+    why = settled_reason(_step(223, True, (True, True), ramp=watch), srv, sc)
+    assert why and "no preemption in 46.1 s watched" in why and "1,940,992 > 1,906,256" in why
+    # cut short (by the call's end, or a window closed by count) or no watch planned: in doubt
+    assert settled_reason(_step(223, True, (True, True), ramp={"window_s": 46.0, "watched_s": 30.0}), srv, sc) is None
+    assert settled_reason(_step(223, True, (True, True), ramp=watch, stopped_early=True), srv, sc) is None
+    assert settled_reason(_step(223, True, (True, True)), srv, sc) is None
+    # the latencies left open: in doubt, however long it watched
+    assert settled_reason(_step(223, True, (True, None), ramp=watch), srv, sc) is None
+    # above the steady state's bound (231 × 8,448 > the cache) a PASS contradicts the arithmetic: repeated
+    assert settled_reason(_step(231, True, (True, True), ramp={"window_s": 52.4, "watched_s": 60.0}), srv, sc) is None
+
+
+def test_an_offline_run_settles_the_noisy_pass_by_its_watch_with_the_knee_always_finds(tmp_path: Path) -> None:
+    """fp8-w+kv at 8k / 512 in the simulator: the knee 223 sits on the wall's noisy side (223 × 8,704
+    full-length tokens exceed the cache, 223 × 8,448 on average do not). Its step watches one request
+    (46 s) and is settled by it; "always" repeats it, and finds the same knee."""
+    from kvtui.explore.run import Run
+
+    out = {}
+    for how in ("always", "doubt"):
+        sc = scenario_from_dict({
+            "server": {"engine": "sim", "model": "llama-3.1-8b", "gpu": "H200", "max_model_len": 9216},
+            "modes": [{"name": "fp8-w+kv", "dtype": "bfloat16", "quantization": "fp8", "kv_cache_dtype": "fp8"}],
+            "workload": {"prompt_tokens": 8192, "output_tokens": 512},
+            "slo": {"ttft_p95_ms": 3000, "itl_p95_ms": 300, "max_preemptions_per_request": 0},
+            "ramp": {"start": 8, "max": 256, "resolution": 8, "warmup_s": 5, "window_s": 20, "min_samples": 80,
+                     "confirm_when": how},
+        }, source="s.toml")
+        out[how] = Run(sc, tmp_path / f"{how}.json", fast=True).run()["modes"][0]
+    knee = out["doubt"]["best_concurrency"]
+    assert knee == out["always"]["best_concurrency"]
+    kv = out["doubt"]["server"]["kv_cache_tokens"]
+    assert knee * 8704 > kv >= knee * 8448  # the noisy side, where a repeat used to be due
+    at_knee = [s for s in out["doubt"]["steps"] if s["load"] == knee]
+    assert len(at_knee) == 1 and "watched" in (at_knee[0].get("settled") or "")
+    ramp = at_knee[0]["ramp"]
+    assert ramp["watched_s"] >= ramp["window_s"] >= 40 and at_knee[0]["sequential"]["max_looks"] == 1
+    assert len(out["doubt"]["steps"]) < len(out["always"]["steps"])

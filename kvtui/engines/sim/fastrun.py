@@ -124,9 +124,13 @@ class OfflineServer:
         from kvtui.engines.sim.continuous import StepPlan
 
         r = self.scenario.ramp
-        return StepPlan(load=load, warmup_s=r.warmup_s, window_s=r.window_s, need=need,
+        # A load whose steady state cannot fit the KV cache watches a whole turnover for the preemption
+        # its latencies cannot show (protocol.watch_window): no early verdict from them.
+        watch = ramp is not None and bool(ramp.window_s)
+        window_s = ramp.window_s if watch else r.window_s
+        return StepPlan(load=load, warmup_s=r.warmup_s, window_s=window_s, need=need,
                         drain_before=bool(drain_why), drain_why=drain_why or "", tail=tail,
-                        look_s=max(0.5, r.window_s / 10), look=test.look if test is not None else None,
+                        look_s=max(0.5, window_s / 10), look=test.look if test is not None and not watch else None,
                         stagger_s=None if ramp is None else ramp.stagger_s,
                         settle="turnover" if ramp is None else ramp.settle,
                         births_s=None if ramp is None else ramp.e2e_est_s, stop_on_preemption=stop_on_preemption,
