@@ -4,6 +4,8 @@
 # (an SLO the window alone can judge: docs/PROTOCOL.md), with the continuous protocol (or PROTOCOL=classic), one mode per call so each
 # fits a 10-minute device call; the snapshot carries the finished modes (--resume).
 #
+# kvtui itself needs platformdirs, which the device image lacks: add its wheel to .gpu3/deps before the install call
+# (python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .gpu3/deps platformdirs).
 # On the device (repo root, vLLM 0.26 at /tmp/site, model /tmp/model8b, /tmp/gpu-env.sh as in
 # /work/shared/gpu/README.md), one call per mode, at once one after the other (warm 30 s):
 #     bash scripts/h200_answer.sh bf16
