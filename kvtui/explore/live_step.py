@@ -224,7 +224,7 @@ class LiveStepExecutor:
         tail = tail_for(run.scenario, run.closed)
         ramp = self._ramp(md, load, cont)
         births_s = ramp.e2e_est_s * ts if tail == "births" and ramp is not None and ramp.e2e_est_s else None
-        # A load whose steady state cannot fit the KV cache watches a whole turnover (protocol.watch_window).
+        # The KV wall's noisy side watches longer for a preemption (protocol.watch_window).
         window_s = ramp.window_s if ramp is not None and ramp.window_s else r.window_s
         params = StepParams(
             mode.name, index, wall_load, run.closed, r.warmup_s * ts, window_s * ts, r.window_requests, r.arrival,

@@ -208,3 +208,6 @@ def test_an_offline_run_settles_the_noisy_pass_by_its_watch_with_the_knee_always
     ramp = at_knee[0]["ramp"]
     assert ramp["watched_s"] >= ramp["window_s"] >= 40 and at_knee[0]["sequential"]["max_looks"] == 1
     assert len(out["doubt"]["steps"]) < len(out["always"]["steps"])
+    from kvtui.commands.headless_print import step_line
+
+    assert f"[watched {ramp['watched_s']:.1f} s of {ramp['window_s']:.1f} s]" in step_line("fp8-w+kv", at_knee[0], [])

@@ -124,8 +124,8 @@ class OfflineServer:
         from kvtui.engines.sim.continuous import StepPlan
 
         r = self.scenario.ramp
-        # A load whose steady state cannot fit the KV cache watches a whole turnover for the preemption
-        # its latencies cannot show (protocol.watch_window): no early verdict from them.
+        # The KV wall's noisy side (N requests at full length do not fit the cache) watches longer for
+        # the preemption its latencies cannot show (protocol.watch_window): no early verdict from them.
         watch = ramp is not None and bool(ramp.window_s)
         window_s = ramp.window_s if watch else r.window_s
         return StepPlan(load=load, warmup_s=r.warmup_s, window_s=window_s, need=need,
