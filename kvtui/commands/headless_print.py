@@ -63,9 +63,9 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
         parts.append("FLAGS " + ", ".join(f"{k}={v}" for k, v in sorted(step["flags"].items())))
     # "[early]": the sequential test decided the step before its full window (docs/PROTOCOL.md)
     parts.append(verdict + (" [early]" if step.get("stopped_early") else ""))
-    watch = (step.get("ramp") or {}).get("window_s")
-    if isinstance(watch, (int, float)):  # the KV wall's noisy side: a longer window (protocol.watch_window)
-        parts.append(f"[watched {_fmt((step.get('ramp') or {}).get('watched_s'), ' s', 1)} of {watch:.1f} s]")
+    ramp = step.get("ramp") or {}
+    if isinstance(ramp.get("window_s"), (int, float)):  # the KV wall's noisy side (protocol.watch_window)
+        parts.append(f"[watched {_fmt(ramp.get('watched_s'), ' s', 1)} of {ramp['window_s']:.1f} s]")
     if step.get("why") == "confirm":
         parts.append("[confirm]")
     if step.get("resumed"):

@@ -225,7 +225,7 @@ class LiveStepExecutor:
         ramp = self._ramp(md, load, cont)
         births_s = ramp.e2e_est_s * ts if tail == "births" and ramp is not None and ramp.e2e_est_s else None
         # The KV wall's noisy side watches longer for a preemption (protocol.watch_window).
-        window_s = ramp.window_s if ramp is not None and ramp.window_s else r.window_s
+        window_s = r.window_s if ramp is None else ramp.window(r.window_s)
         params = StepParams(
             mode.name, index, wall_load, run.closed, r.warmup_s * ts, window_s * ts, r.window_requests, r.arrival,
             r.burst_size, r.max_error_burst, window_timeout_s=r.request_timeout_s * ts, min_window_requests=need,

@@ -158,13 +158,13 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
         "phases_s": {"warmup": info.warmup_s, "window": info.window_s, "tail": info.tail_s},
         "ramp": ramp.to_dict() | ({"watched_s": info.window_s} if ramp.window_s else {}),
         "stopped_early": info.stopped_early,
-        # the sequential test's own verdict only where it was the one that stopped the step
-        "sequential": test.record(info.stopped_early and (info.early_stop or {}).get("by") == "sequential"),
-    }
-    if ramp.window_s and not info.stopped_early:
         # A watch (protocol.watch_window) takes no look during its window, as a live step: one look at
-        # its end, at ramp.confidence whole.
-        extra["sequential"] = end_look(sc, res.records, need, tail, res.t_births_end, info.window_s)
+        # its end, at ramp.confidence whole. Otherwise the sequential test's own record, with its
+        # verdict only where it was the one that stopped the step.
+        "sequential": end_look(sc, res.records, need, tail, res.t_births_end, info.window_s)
+        if ramp.window_s and not info.stopped_early
+        else test.record(info.stopped_early and (info.early_stop or {}).get("by") == "sequential"),
+    }
     if info.early_stop:
         extra["early_stop"] = dict(info.early_stop)
     if prev is not None and not why_drain:

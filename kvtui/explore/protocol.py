@@ -125,6 +125,10 @@ class RampPlan:
     window_s: float | None = None
     window_why: str | None = None
 
+    def window(self, scenario_window_s: float) -> float:
+        """The step's window (modelled s): the watch's where one was planned, else the scenario's."""
+        return self.window_s if self.window_s else scenario_window_s
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"stagger_s": round(self.stagger_s, 3), "settle": self.settle,
                              "e2e_est_s": None if self.e2e_est_s is None else round(self.e2e_est_s, 3),

@@ -127,7 +127,7 @@ class OfflineServer:
         # The KV wall's noisy side (N requests at full length do not fit the cache) watches longer for
         # the preemption its latencies cannot show (protocol.watch_window): no early verdict from them.
         watch = ramp is not None and bool(ramp.window_s)
-        window_s = ramp.window_s if watch else r.window_s
+        window_s = ramp.window(r.window_s) if ramp is not None else r.window_s
         return StepPlan(load=load, warmup_s=r.warmup_s, window_s=window_s, need=need,
                         drain_before=bool(drain_why), drain_why=drain_why or "", tail=tail,
                         look_s=max(0.5, window_s / 10), look=test.look if test is not None and not watch else None,
