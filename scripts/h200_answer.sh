@@ -18,12 +18,13 @@
 set -u
 WHAT=${1:-all}
 PROTOCOL=${PROTOCOL:-continuous}
-OUT=${OUT:-/tmp/runs}; mkdir -p /tmp/runs "$OUT"
+RUNS=${RUNS:-/tmp/runs}   # where each run's snapshot, records and log go (the tests give their own)
+OUT=${OUT:-$RUNS}; mkdir -p "$RUNS" "$OUT"
 PY=${PYTHON:-python3}
 # SCENARIO=NAME runs a shipped scenario instead (e.g. h200-llama8b, the published 2k/256 workload) under TAG.
 TAG=${TAG:-answer}
-LATEST=/tmp/runs/$TAG.latest   # the path of the newest snapshot (each run writes its own --out; the next resumes it)
-SC=/tmp/runs/answer.toml
+LATEST=$RUNS/$TAG.latest   # the path of the newest snapshot (each run writes its own --out; the next resumes it)
+SC=$RUNS/answer.toml
 cat >"$SC" <<TOML
 name = "h200-answer-8k512"
 description = "8B shape, 8k in / 512 out, TTFT p95 <= 3 s, ITL p95 <= 300 ms: the answer in minutes (issue 28)"
@@ -78,8 +79,14 @@ max_error_rate = 0.01
 max_preemptions_per_request = 0
 TOML
 [ -n "${SCENARIO:-}" ] && SC=$SCENARIO
+# A shipped scenario keeps its own [ramp]: what is asked for here overrides it on the command line (before
+# 2026-12-05 it did not, and the "doubt" runs of h200-2k256-doubt.md ran the scenario's "always").
+SETS=()
+for kv in confirm_when=${CONFIRM_WHEN:-} min_samples=${MIN_SAMPLES:-} window_s=${WINDOW_S:-}; do
+  [ -n "${kv#*=}" ] && SETS+=(--set "ramp.$kv")
+done
 if [ "${SIM:-0}" = 1 ]; then
-  [ -n "${SCENARIO:-}" ] && { SC=/tmp/runs/$TAG.toml; cp "$($PY -c 'import sys; from pathlib import Path; from kvtui.paths import find_scenario; print(find_scenario(Path(sys.argv[1])))' "$SCENARIO")" "$SC"; }
+  [ -n "${SCENARIO:-}" ] && { SC=$RUNS/$TAG.toml; cp "$($PY -c 'import sys; from pathlib import Path; from kvtui.paths import find_scenario; print(find_scenario(Path(sys.argv[1])))' "$SCENARIO")" "$SC"; }
   sed -i 's/^engine = "vllm"/engine = "sim"/; s#^model = "/tmp/model8b"#model = "llama-3.1-8b"#' "$SC"
   extra=(--fast)
 else
@@ -91,6 +98,8 @@ split() {  # the time split per mode and for the comparison, from the snapshot
 import json, statistics, sys
 doc = json.load(open(sys.argv[1]))
 tot = {"start": 0.0, "windows": 0.0, "overhead": 0.0}
+r = doc["scenario"]["ramp"]
+print(f"ramp: protocol {r.get('protocol')}, confirm_when {r.get('confirm_when')}, warm-up {r.get('warmup_s')} s, window {r.get('window_s')} s")
 print("mode       knee  steps  start_s  windows_s  overhead_s  total_s  median_step_s  stopped_early")
 for m in doc["modes"]:
     st = m.get("steps") or []
@@ -113,7 +122,7 @@ PYEOF
 # search recovering on the real GPU (issue 28, item 5). The file is written here, its factor in its name.
 CAL=()
 if [ -n "${CAL_SCALE:-}" ]; then
-  CALF=/tmp/runs/cal-x$CAL_SCALE.toml
+  CALF=$RUNS/cal-x$CAL_SCALE.toml
   $PY - "$CAL_SCALE" "$CALF" <<'PYEOF'
 import sys
 from pathlib import Path
@@ -129,10 +138,10 @@ PYEOF
 fi
 run_mode() {
   local mode=$1 res=() out
-  out=/tmp/runs/$TAG-$mode-$(date +%s).json   # a run never shares its --out: each run its own, resuming the last
+  out=$RUNS/$TAG-$mode-$(date +%s).json   # a run never shares its --out: each run its own, resuming the last
   [ -f "$LATEST" ] && res=(--resume "$(cat "$LATEST")")
   t0=$(date +%s)
-  timeout -s INT "${TIMEOUT:-100000}" $PY -m kvtui run "$SC" --mode "$mode" --headless --out "$out" "${res[@]}" "${CAL[@]}" "${extra[@]}" \
+  timeout -s INT "${TIMEOUT:-100000}" $PY -m kvtui run "$SC" --mode "$mode" --headless --out "$out" "${res[@]}" "${SETS[@]}" "${CAL[@]}" "${extra[@]}" \
     >"${out%.json}.run.log" 2>&1
   echo "$mode: rc=$? in $(( $(date +%s) - t0 )) s"
   [ -f "$out" ] && echo "$out" > "$LATEST"
@@ -143,7 +152,7 @@ finished() {  # the modes the snapshot holds as finished (search done), one per 
   $PY -c 'import json,sys; [print(m["name"]) for m in json.load(open(sys.argv[1]))["modes"] if (m.get("search") or {}).get("done")]' "$(cat "$LATEST")"
 }
 bundle() {  # everything this call measured, in one file ($OUT takes 8 files at most)
-  tar -C /tmp/runs -cJf "$OUT/$TAG-runs-$(date +%H%M%S).tar.xz" . 2>/dev/null
+  tar -C "$RUNS" -cJf "$OUT/$TAG-runs-$(date +%H%M%S).tar.xz" . 2>/dev/null
 }
 case "$WHAT" in
   report) ;;
@@ -158,7 +167,7 @@ case "$WHAT" in
     done
     echo "finished: $(finished | tr '\n' ' ')"
     bundle ;;
-  all) rm -f "$LATEST" /tmp/runs/$TAG-*; for m in bf16 fp8-kv fp8-w fp8-w+kv; do run_mode "$m"; done ;;
+  all) rm -f "$LATEST" $RUNS/$TAG-*; for m in bf16 fp8-kv fp8-w fp8-w+kv; do run_mode "$m"; done ;;
   *) run_mode "$WHAT" ;;
 esac
 [ -f "$LATEST" ] && split "$(cat "$LATEST")" | tee "$OUT/$TAG-split.txt"

@@ -211,3 +211,32 @@ def test_an_offline_run_settles_the_noisy_pass_by_its_watch_with_the_knee_always
     from kvtui.commands.headless_print import step_line
 
     assert f"[watched {ramp['watched_s']:.1f} s of {ramp['window_s']:.1f} s]" in step_line("fp8-w+kv", at_knee[0], [])
+
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+
+
+def test_every_published_h200_step_run_under_doubt_re_settles_as_it_recorded() -> None:
+    """The settle rule, re-run on real H200 steps: each archived step of a run made with
+    confirm_when = "doubt" gets the reason (or None) it recorded live. A change to the rule that would
+    have settled (or repeated) a different H200 step fails here. The runs made without "doubt" are
+    out: h200-2k256-doubt.json was published as "doubt" and ran "always" (docs/results/README.md)."""
+    from kvtui.scenario.loader import scenario_from_snapshot
+    from kvtui.snapshot.file import load_snapshot
+
+    runs = 0
+    reasons: list[str] = []
+    for path in sorted(RESULTS.glob("*.json.xz")):
+        doc = load_snapshot(path)
+        if doc["scenario"].get("ramp", {}).get("confirm_when") != "doubt":
+            continue
+        runs += 1
+        sc = scenario_from_snapshot(doc["scenario"], source=f"{path.name}: scenario")
+        for m in doc["modes"]:
+            for step in m.get("steps") or []:
+                got = settled_reason(step, m.get("server") or {}, sc)
+                assert got == step.get("settled"), (path.name, m["name"], step["concurrency"])
+                reasons += [got] if got else []
+    assert runs >= 4  # h200-8k512-doubt, -early, -watch, h200-2k256-four
+    # not vacuous: the published steps hold settles of each kind (the test, the arithmetic, the watch)
+    assert any("decided" in r for r in reasons) and any("KV" in r or "cache" in r for r in reasons), reasons
