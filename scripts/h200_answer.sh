@@ -85,6 +85,7 @@ SETS=()
 for kv in confirm_when=${CONFIRM_WHEN:-} min_samples=${MIN_SAMPLES:-} window_s=${WINDOW_S:-}; do
   [ -n "${kv#*=}" ] && SETS+=(--set "ramp.$kv")
 done
+for kv in ${SET:-}; do SETS+=(--set "$kv"); done   # SET="ramp.search=fast ramp.start=128": any other override
 if [ "${SIM:-0}" = 1 ]; then
   [ -n "${SCENARIO:-}" ] && { SC=$RUNS/$TAG.toml; cp "$($PY -c 'import sys; from pathlib import Path; from kvtui.paths import find_scenario; print(find_scenario(Path(sys.argv[1])))' "$SCENARIO")" "$SC"; }
   sed -i 's/^engine = "vllm"/engine = "sim"/; s#^model = "/tmp/model8b"#model = "llama-3.1-8b"#' "$SC"

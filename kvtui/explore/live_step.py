@@ -194,6 +194,10 @@ class LiveStepExecutor:
                 except OSError as e:
                     records_error.append(e.strerror or str(e))
             run.emit(ev.Records(mode.name, recs))
+            if look is not None:
+                look.add(recs)
+
+        look: Any = None  # the sequential test's looks at the window (set below, once the ramp is known)
 
         # Continuous steps (docs/PROTOCOL.md): the step before ended held (its requests still in
         # flight); this one continues from them unless the protocol needs an idle server.
@@ -233,8 +237,9 @@ class LiveStepExecutor:
             warm_all_slots=ramp is None or ramp.settle == "turnover",
             stagger_s=None if ramp is None or ramp.settle == "turnover" else ramp.stagger_s * ts,
         )
+        look = self._window_look(index, need, window_s, ts, ramp)
         res = loadgen.run_step(params, on_records=on_records, on_status=on_status, should_stop=should_stop,
-                               decided=self._preemption_watch(before))
+                               decided=self._preemption_watch(before), window_look=look)
         if not tel.dead and (res.aborted or any(not x.ok for x in res.records)):
             tel.confirm_alive()  # a dead server ends the mode now, not after another whole step
         if res.held:
@@ -290,10 +295,14 @@ class LiveStepExecutor:
             if ramp.window_s:  # how long the lengthened window watched (settled._watched_s)
                 extra["ramp"]["watched_s"] = round((res.t_window_end - res.t_window_start) / ts, 3)
         if r.protocol == "continuous":
-            extra["sequential"] = self._end_look(recs, need, tail, res.t_births_end,
-                                                 res.t_window_end - res.t_window_start)
-            extra["stopped_early"] = bool(res.decided)  # only a preemption ends a live step early
-        if res.decided:
+            # The looks' own record where one closed the window; else one look at the step's end with
+            # the confidence its looks left (protocol.LOOKS_SHARE; a watch took none: all of it).
+            extra["sequential"] = look.test.record(True) if res.window_decided else self._end_look(
+                recs, need, tail, res.t_births_end, res.t_window_end - res.t_window_start, looked=look is not None)
+            extra["stopped_early"] = bool(res.decided or res.window_decided)
+        if res.window_decided:
+            extra["early_stop"] = {"by": "sequential", "why": res.window_decided}
+        if res.decided:  # a preemption ended the step (it may follow a window the test closed)
             extra["early_stop"] = {"by": "preemption", "why": res.decided}
         if res.autoscale is not None:
             extra["autoscale"] = res.autoscale  # workers that ran (client.workers) and why any were added
@@ -321,13 +330,25 @@ class LiveStepExecutor:
         return self.run.scenario.ramp.protocol == "continuous" and self.run.closed
 
     def _end_look(self, recs: list[Record], need: int, tail: str, births_end: float | None,
-                  window_s: float) -> dict[str, object]:
+                  window_s: float, looked: bool) -> dict[str, object]:
         """The sequential test's one look at the window's requests when the step has ended
-        (kvtui.explore.protocol.end_look): it does not stop a live step (only a preemption does,
-        `_preemption_watch`), so there is no peeking to pay for."""
+        (kvtui.explore.protocol.end_look), with the confidence the window's looks left."""
         from kvtui.explore.protocol import end_look
 
-        return end_look(self.run.scenario, recs, need, tail, births_end, window_s)
+        return end_look(self.run.scenario, recs, need, tail, births_end, window_s, looked)
+
+    def _window_look(self, index: int, need: int, window_s: float, ts: float, ramp: Any) -> Any:
+        """The sequential test's looks during a live continuous step's window (kvtui.explore.live_look),
+        as offline: none for a watch (protocol.watch_window: no latency verdict ends it), an open
+        loop, or a step a modelled twin judges (kvtui.explore.sim_model)."""
+        from kvtui.explore.live_look import LiveLook
+        from kvtui.explore.protocol import sequential_for
+
+        sc = self.run.scenario
+        if not self._continuous() or self.modelled is not None or (ramp is not None and ramp.window_s) \
+                or not sc.slo.targets():
+            return None
+        return LiveLook(sequential_for(sc, need), index, need, window_s, ts)
 
     def _preemption_watch(self, before: Any) -> Callable[[], str | None] | None:
         """The load generator's `decided` where a preemption decides the step's FAIL

@@ -150,6 +150,7 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
                       gpu_mem_used_gib_max=srv.gpu_mem_used_gib(), max_num_seqs=srv.facts.max_num_seqs,
                       window_stats=tail != "full", t_end=res.t_end, births=tail == "births",
                       t_births_end=res.t_births_end)
+    by_test = info.stopped_early and (info.early_stop or {}).get("by") == "sequential"
     extra: dict[str, Any] = {
         "duration_s": round(res.t_end - res.t_start, 2),
         "t_window_start": ctx.t_window_start, "t_window_end": ctx.t_window_end, "t_end": res.t_end,
@@ -158,12 +159,10 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
         "phases_s": {"warmup": info.warmup_s, "window": info.window_s, "tail": info.tail_s},
         "ramp": ramp.to_dict() | ({"watched_s": info.window_s} if ramp.window_s else {}),
         "stopped_early": info.stopped_early,
-        # A watch (protocol.watch_window) takes no look during its window, as a live step: one look at
-        # its end, at ramp.confidence whole. Otherwise the sequential test's own record, with its
-        # verdict only where it was the one that stopped the step.
-        "sequential": end_look(sc, res.records, need, tail, res.t_births_end, info.window_s)
-        if ramp.window_s and not info.stopped_early
-        else test.record(info.stopped_early and (info.early_stop or {}).get("by") == "sequential"),
+        # As a live step: the looks' own record where they ended the step, else one look at its end
+        # with the confidence they left (a watch, protocol.watch_window, takes no look: all of it).
+        "sequential": test.record(True) if by_test
+        else end_look(sc, res.records, need, tail, res.t_births_end, info.window_s, looked=not ramp.window_s),
     }
     if info.early_stop:
         extra["early_stop"] = dict(info.early_stop)

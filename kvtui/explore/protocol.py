@@ -29,6 +29,13 @@ from kvtui.scenario.schema import Scenario
 MAX_LOOKS = 16  # looks per step (window and tail): the union bound's divisor (each look at α / (looks × targets))
 MARGIN = 0.10  # an early verdict's p95 is ≥ 10 % clear of its limit (kvtui.explore.sequential)
 STORM = 1.0  # preemptions per window request that mark a preemption storm
+# A step spends 1 − ramp.confidence on two kinds of look, a union bound over both: this share on
+# its looks during the window and tail (MAX_LOOKS of them, each may end the step early), the rest
+# on one look at its end (what settles a verdict, kvtui.explore.settled). The end look keeps most
+# of it: at 8k / 512 a window holds ~80 requests, and a p95 PASS at one look needs 0.95^n ≤ α′
+# (n ≥ 78 with 3/4 of α over two targets, n ≥ 72 with all of it); an early verdict mid-window
+# needs n ≥ 153 at this share, so it comes only where a window holds many requests.
+LOOKS_SHARE = 0.25
 
 
 def drain_reason(index: int, why: str, prev: dict[str, Any] | None, load: float | None = None) -> str | None:
@@ -77,25 +84,27 @@ def preemption_decides(sc: Scenario) -> bool:
     return sc.ramp.protocol == "continuous" and sc.slo.max_preemptions_per_request == 0
 
 
-def sequential_for(sc: Scenario, need: int, looks: int = MAX_LOOKS) -> SequentialTest:
-    """The sequential test on the SLO's latency targets (percentiles), at ramp.confidence, planned
-    for `looks` looks (a live step takes one, at its window's end: kvtui.explore.live_step)."""
+def sequential_for(sc: Scenario, need: int, looks: int = MAX_LOOKS, share: float = LOOKS_SHARE) -> SequentialTest:
+    """The sequential test on the SLO's latency targets (percentiles), planned for `looks` looks
+    with `share` of 1 − ramp.confidence (LOOKS_SHARE: the looks that may end a step early, live
+    (kvtui.explore.live_look) and offline alike; end_look takes the rest)."""
     targets = [(m, PCTS[p], float(lim)) for m, p, lim in sc.slo.targets()]
     return SequentialTest(targets, confidence=sc.ramp.confidence, max_looks=looks, min_samples=need,
-                          margin=MARGIN)
+                          margin=MARGIN, share=share)
 
 
 def end_look(sc: Scenario, recs: Iterable[Any], need: int, tail: str, births_end: float | None,
-             window_s: float) -> dict[str, object]:
+             window_s: float, looked: bool = True) -> dict[str, object]:
     """The sequential test's record of one look at a step's window requests once the step has
-    ended, with no look before it (max_looks 1: no peeking to pay for): what the verdict is at
-    ramp.confidence (kvtui.explore.settled reads it). A held step's window requests are mostly still
+    ended (kvtui.explore.settled reads it): with the share of 1 − ramp.confidence that the step's
+    looks left (`looked`: the step took looks that could have ended it, LOOKS_SHARE spent), else
+    all of it (a watch takes none). A held step's window requests are mostly still
     streaming (a request outlives a window): their cut copies count for TTFT and ITL, as in the step's
     own figures (window_stats); TPOT and E2E over the requests the births rule counts."""
     from kvtui.load.births import born_by
     from kvtui.load.samples import slo_samples
 
-    test = sequential_for(sc, need, looks=1)
+    test = sequential_for(sc, need, looks=1, share=1.0 - LOOKS_SHARE if looked else 1.0)
     window = [x for x in recs if x.phase == "window"]
     xs = slo_samples(window, cut=True)
     if tail == "births" and births_end is not None:

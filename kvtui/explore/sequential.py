@@ -136,11 +136,14 @@ class SequentialTest:
     max_looks: int = 20
     min_samples: int = 40
     margin: float = 0.0  # an early verdict's quantile must clear the limit by this share (0: the test alone)
+    # The part of 1 − confidence this test may spend (a step's looks and its end look share it:
+    # kvtui.explore.protocol.LOOKS_SHARE); 1: all of it.
+    share: float = 1.0
     looks: list[Look] = field(default_factory=list)
 
     @property
     def alpha(self) -> float:
-        return per_test_alpha(self.confidence, self.max_looks, len(self.targets))
+        return self.share * per_test_alpha(self.confidence, self.max_looks, len(self.targets))
 
     def look(self, t: float, samples_ms: Mapping[str, Iterable[float]]) -> bool | None:
         """One look at the samples so far (ms; +inf for a failed request): the early verdict or None.
@@ -183,6 +186,7 @@ class SequentialTest:
             "stopped_early": stopped_early,
             "verdict": last.verdict if (last and stopped_early) else None,
             "confidence": self.confidence,
+            "share": self.share,
             "alpha_per_look": self.alpha,
             "looks": len(self.looks),
             "max_looks": self.max_looks,

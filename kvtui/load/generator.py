@@ -78,6 +78,9 @@ class StepRun:
     # Why the step ended before its window's end with its verdict already decided (run_step's
     # `decided`: a preemption where the SLO allows none); it ends as a normal step does (held).
     decided: str | None = None
+    # Why the window closed before its time with the verdict already decided (run_step's
+    # `window_look`: the sequential test on a complete cohort); the step then holds its tail as usual.
+    window_decided: str | None = None
     client_failure: str | None = None  # the client itself could not measure on (a dead worker, a crashed task)
     counter_next: int = 0
     autoscale: dict[str, Any] | None = None  # workers that ran and why any were added (kvtui.load.autoscale)
@@ -112,6 +115,22 @@ def _ready(conns: Iterable[Connection], timeout: float) -> list[Connection]:
     """The pipes with something to read. `wait` hands back the very objects it was given, but its
     stub returns any waitable (Connection | socket | int) whatever went in, hence the cast."""
     return cast("list[Connection]", wait(list(conns), timeout=timeout))
+
+
+def cohort_bound(status: dict[int, dict[str, Any]], active: list[int]) -> float | None:
+    """A time before which every window request sent has finished and its record has reached the
+    parent: the earliest send of a window request still streaming, and, for a worker with none
+    streaming, when it sent its latest status (what it sends later is sent after that). A worker's
+    records come before its status in its pipe, so those finished before the status are read. None
+    until every active worker has reported in this step."""
+    bound = float("inf")
+    for i in active:
+        st = status.get(i)
+        if not st or st.get("t") is None:
+            return None
+        live = st.get("window_live_births") or ()
+        bound = min(bound, min(live) if live else float(st["t"]))
+    return bound
 
 
 class LoadGenerator:
@@ -181,6 +200,7 @@ class LoadGenerator:
         on_status: Callable[[dict[str, Any]], None] | None = None,
         should_stop: Callable[[], str | None] | None = None,
         decided: Callable[[], str | None] | None = None,
+        window_look: Callable[[float, float], str | None] | None = None,
     ) -> StepRun:
         """Warm-up (≥ warmup_s and every slot finished one request), the window, the held tail, stop.
 
@@ -188,6 +208,10 @@ class LoadGenerator:
         percentiles need them), but never longer than `p.max_window_factor` × window_s.
         `decided`, asked in the window and tail once a window request was sent: why the step's
         verdict is already decided (it then ends there, normally, with `run.decided` saying why).
+        `window_look(elapsed_s, bound)`, asked in the window (a closed loop's): `bound` is a time
+        before which every window request sent has finished and reached `on_records` (cohort_bound);
+        why the verdict is already decided on them, or None. The window then closes there and the
+        tail runs as after a window that closed by time (`run.window_decided` says why).
         """
         run = StepRun()
         sc = self.scaler
@@ -199,7 +223,7 @@ class LoadGenerator:
         if want > self.n:
             self.resize(want)
         while True:
-            grow = self._attempt(p, run, on_records, on_status, should_stop, cont, decided)
+            grow = self._attempt(p, run, on_records, on_status, should_stop, cont, decided, window_look)
             if not grow:
                 break
             # A worker neared its capacity in the warm-up: nothing was measured yet; the step
@@ -224,6 +248,7 @@ class LoadGenerator:
         should_stop: Callable[[], str | None] | None,
         cont: bool = False,
         decided: Callable[[], str | None] | None = None,
+        window_look: Callable[[float, float], str | None] | None = None,
     ) -> tuple[int, list[dict[str, Any]]] | None:
         """One try at the step; (workers wanted, the workers' stop stats) when the warm-up asked
         for a larger pool (the step is then measured again), else None with `run` filled."""
@@ -362,6 +387,14 @@ class LoadGenerator:
                     self._send_all(active, ("phase", "window"))
             elif phase == "window":
                 elapsed = now - run.t_window_start
+                bound = cohort_bound(status, active) if window_look is not None and closed else None
+                why_look = window_look(elapsed, bound) if window_look is not None and bound is not None else None
+                if why_look:  # decided on a complete cohort: the window closes now, the tail as usual
+                    run.window_decided = why_look
+                    phase = "tail"
+                    run.t_window_end = time.monotonic()
+                    self._send_all(active, ("phase", "tail"))
+                    continue
                 by_time = window_requests <= 0 and elapsed >= window_s and (
                     agg["window_started"] >= min_window_requests or elapsed >= window_s * max_window_factor
                 )

@@ -136,10 +136,15 @@ class _Worker:
                     "window_inflight": self.window_inflight,
                     "window_started": self.window_started,
                     "window_no_first": sum(1 for r in self.window_live.values() if r.t_first is None),
-                    # in the tail only (the "births" rule): every window send time, and those still streaming
+                    # When this status was sent: every window request this worker sends later is
+                    # sent after it (a closed slot stamps its request as it creates it, with no await
+                    # between), so the parent's live look knows which finished requests form a cohort.
+                    "t": time.monotonic(),
+                    # in the tail only (the "births" rule): every window send time
                     "window_births": list(self.window_births) if self.phase == "tail" else [],
-                    "window_live_births": [r.t_intended for r in self.window_live.values()]
-                    if self.phase == "tail" else [],
+                    # the window requests still streaming: the births rule's wait in the tail, and
+                    # the live look's cohort boundary in the window (kvtui.explore.live_look)
+                    "window_live_births": [r.t_intended for r in self.window_live.values()],
                     # a continued step down: only the slots it keeps warm it
                     "warm_slots": len(self.warm_slots) if not self.spec or not self.spec.closed else
                     sum(1 for i in self.warm_slots if i in self.active),

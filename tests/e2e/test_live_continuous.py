@@ -68,3 +68,22 @@ def test_the_classic_protocol_drains_before_every_live_step(tmp_path):
     doc, _ = _run(tmp_path, "classic")
     steps = doc["modes"][0]["steps"]
     assert all(s["drain"]["before"] for s in steps) and "continued_from" not in str(steps)
+
+
+def test_a_live_step_whose_verdict_is_decided_closes_its_window_early(tmp_path):
+    """The sequential test looks during a live step's window (kvtui.explore.live_look), cohort by
+    cohort, judged on the live client's own records (`--seed`: no modelled twin). Under a TTFT
+    target no request can meet (1 ms), each step's FAIL is decided on its first whole cohort: the
+    window closes there, long before its 400 modelled seconds (20 s wall at ×20), the tail runs, and
+    the step says what closed it. No window request was sent after the window closed."""
+    doc, recs = _run(tmp_path, "continuous", "--set", 'server.extra_args=["--seed", "0"]',
+                     "--set", "ramp.window_s=400", "--set", "slo.ttft_p95_ms=1")
+    steps = doc["modes"][0]["steps"]
+    assert steps and doc["modes"][0]["best_concurrency"] is None
+    for s in steps:
+        assert s["stopped_early"] and s["early_stop"]["by"] == "sequential", s.get("early_stop")
+        seq = s["sequential"]
+        assert seq["verdict"] is False and seq["share"] == 0.25 and seq["targets"][0]["decided"] is False
+        assert s["t_window_end"] - s["t_window_start"] < 400 * 0.05  # the by-time rule could not close it yet
+        sent = [x["t_intended"] for x in recs if x["step"] == s["index"] and x["phase"] == "window"]
+        assert sent and max(sent) <= s["t_window_end"]

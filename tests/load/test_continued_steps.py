@@ -257,3 +257,43 @@ def test_a_step_whose_verdict_is_decided_ends_there_as_a_normal_step(sim):
     assert r.t_window_end - r.t_window_start < 30.0
     window = [x for x in r.records + r.carried_out if x.phase == "window"]
     assert window  # a window request was sent before it was asked
+
+
+def test_a_window_look_sees_only_whole_cohorts_and_its_verdict_closes_the_window(sim):
+    """`window_look(elapsed, bound)` (the live sequential test, kvtui.explore.live_look) is asked in
+    the window with a bound before which every window request sent has finished and reached
+    on_records: checked here at every ask against the step's own records, over two worker processes.
+    Its verdict closes the window there; the tail then runs as usual and the step ends held."""
+    import time
+
+    got: dict[str, Record] = {}
+    asks: list[tuple[float, float, set[str]]] = []  # (when, bound, window ids delivered by then)
+
+    def on_records(recs: list[Record]) -> None:
+        got.update((r.id, r) for r in recs)
+
+    def look(elapsed: float, bound: float) -> str | None:
+        asks.append((time.monotonic(), bound, {i for i, r in got.items() if r.phase == "window" and r.step == 0}))
+        return "decided: test" if elapsed >= 2.0 and len(asks) >= 10 else None
+
+    long = Length(dist="uniform", min=128, max=384)
+    with LoadGenerator(_cfg(sim, long), processes=2) as lg:
+        r = lg.run_step(StepParams("m", 0, 8, True, warmup_s=0.5, window_s=30.0, min_window_requests=4,
+                                   tail="births", births_s=1.0, hold_at_end=True),
+                        on_records=on_records, window_look=look)
+        assert lg.held is not None
+    assert r.window_decided == "decided: test" and not r.decided and not r.aborted and r.held
+    # Closed by the look, not by time (a 30 s window), and the births tail ran after it.
+    assert r.t_window_end - r.t_window_start < 30.0 and r.t_births_end is not None
+    window = [x for x in r.records + r.carried_out if x.phase == "window"]
+    assert len(asks) >= 10 and window
+    cohorts = 0
+    for when, bound, delivered in asks:
+        before = [x for x in window if x.t_intended < bound]
+        # each one sent before the bound had ended by the ask, and its record had been delivered
+        assert all(x.ok and x.t_last is not None and x.t_last <= when for x in before)
+        assert {x.id for x in before} <= delivered
+        cohorts += bool(before)
+    assert cohorts  # some ask saw a cohort (not vacuous)
+    # No window request was sent after the window closed.
+    assert all(x.t_intended <= r.t_window_end for x in window)
