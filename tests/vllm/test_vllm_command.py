@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
 
 import pytest
@@ -206,6 +208,27 @@ def test_the_stdin_launch_hands_the_key_to_the_module_and_to_nobody_else(tmp_pat
     env.update(PYTHONPATH=str(tmp_path), OUT=str(out))
     subprocess.run(argv + ["/models/m", "--port", "1"], input=b"s3cr3t-key\n", env=env, check=True, timeout=60)
     seen = json.loads(out.read_text())
-    assert seen["argv"][1:] == ["serve", "/models/m", "--port", "1", "--api-key", "s3cr3t-key"]
+    assert seen["argv"][1:] == ["serve", "/models/m", "--port", "1", "--api-key=s3cr3t-key"]
     assert seen["argv"][0].endswith("fake_entry.py")
     assert "s3cr3t-key" not in " ".join(seen["cmdline"]) and seen["env"] is False
+
+
+@pytest.mark.parametrize("key", ["plain-key_1", "-starts-with-a-dash", "--even-two"])
+def test_the_key_from_stdin_reaches_an_api_key_option_whatever_its_first_character(tmp_path, key):
+    """KEY_FROM_STDIN hands the key on as one `--api-key=KEY` argument: token_urlsafe keys begin
+    with "-" one start in 64, and after a separate `--api-key` such a key read as an option (vLLM
+    0.26 on the H200: "argument --api-key: expected at least one argument"). A real interpreter runs
+    the snippet on a module that parses `--api-key` as vLLM's CLI does (nargs "+")."""
+    from kvtui.engines.vllm.command import KEY_FROM_STDIN
+
+    (tmp_path / "fake_serve.py").write_text(
+        "import argparse\n"
+        "p = argparse.ArgumentParser()\n"
+        "p.add_argument('cmd')\n"
+        "p.add_argument('--api-key', nargs='+')\n"
+        "print(repr(p.parse_args().api_key))\n")
+    r = subprocess.run([sys.executable, "-c", KEY_FROM_STDIN, "fake_serve", "serve"], input=key + "\n",
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == repr([key])

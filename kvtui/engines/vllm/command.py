@@ -32,12 +32,14 @@ ENV_PYTHON = "KVTUI_VLLM_PYTHON"  # the interpreter that has vLLM (default: kvtu
 # The API key read from stdin by the vLLM process itself, then handed to vLLM as `--api-key` inside
 # that process: neither in the environment nor on the command line (/proc/PID/cmdline shows this
 # snippet, not the key). Used where vLLM hashes VLLM_API_KEY into its torch.compile cache key
-# (`api_key_in_compile_hash`): a fresh key per run made every start compile again.
+# (`api_key_in_compile_hash`): a fresh key per run made every start compile again. One argument,
+# `--api-key=KEY`: a key that begins with "-" (secrets.token_urlsafe: 1 start in 64) would read as
+# an option after a separate `--api-key` (the H200 refused one: "expected at least one argument").
 KEY_FROM_STDIN = (
     "import runpy, sys\n"
     "key = sys.stdin.readline().rstrip('\\n')\n"
     "mod = sys.argv[1]\n"
-    "sys.argv = [mod] + sys.argv[2:] + ['--api-key', key]\n"
+    "sys.argv = [mod] + sys.argv[2:] + ['--api-key=' + key]\n"
     "del key\n"
     "runpy.run_module(mod, run_name='__main__', alter_sys=True)\n"
 )
