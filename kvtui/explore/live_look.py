@@ -1,12 +1,11 @@
 """The sequential test's looks at a live step's window (docs/PROTOCOL.md, item 4), as the offline
 simulator takes them (kvtui.engines.sim.continuous): every `window_s / 10` from the window's start,
 on the window's requests **cohort by cohort**: only those sent before the earliest one still
-streaming count, so no look favours the quick ones. PASS or FAIL beyond doubt (the union bound over
-16 looks, with protocol.LOOKS_SHARE of 1 − confidence, and the 10 % margin of
-kvtui.explore.sequential) closes the window there; the step then
-holds its tail as after a window that closed by time, so its figures are the same estimator's over
-the requests that started in the shortened window, and the records file says so (each record keeps
-the phase it was sent in).
+streaming count, so no look favours the quick ones. PASS or FAIL beyond doubt (the union bound
+over 16 looks with protocol.LOOKS_SHARE of 1 − confidence, and the 10 % margin of
+kvtui.explore.sequential) closes the window there; the step then holds its tail as after a window
+that closed by time, so its figures are the same estimator's over the requests that started in the
+shortened window, and the records file says so (each record keeps the phase it was sent in).
 
 The load generator asks (`run_step(window_look=…)`) with the time before which every window
 request sent has finished and reached the parent (kvtui.load.generator.cohort_bound); the records
@@ -34,7 +33,6 @@ class LiveLook:
         self.ts = time_scale or 1.0
         self.window: list[Record] = []  # this step's window requests that have finished, as they came
         self._next = self.look_s
-        self.cohort = 0  # requests the deciding look saw
 
     def add(self, recs: Iterable[Record]) -> None:
         self.window.extend(r for r in recs if r.step == self.step and r.phase == "window")
@@ -53,5 +51,4 @@ class LiveLook:
         verdict = self.test.look(elapsed_s / self.ts, xs)
         if verdict is None:
             return None
-        self.cohort = len(cohort)
         return f"the sequential test decided {'PASS' if verdict else 'FAIL'} on a cohort of {len(cohort)} requests"

@@ -14,6 +14,7 @@ from kvtui.errors import EngineError, RunAborted
 from kvtui.explore import events as ev
 from kvtui.explore.evaluate import StepContext
 from kvtui.explore.executor import Controls, Measured
+from kvtui.explore.live_look import LiveLook
 from kvtui.explore.resume import finished_steps
 from kvtui.explore.sim_model import ModelledSteps
 from kvtui.explore.telemetry_loop import TelemetryLoop
@@ -197,7 +198,7 @@ class LiveStepExecutor:
             if look is not None:
                 look.add(recs)
 
-        look: Any = None  # the sequential test's looks at the window (set below, once the ramp is known)
+        look: LiveLook | None = None  # the sequential test's looks at the window (set below, once the ramp is known)
 
         # Continuous steps (docs/PROTOCOL.md): the step before ended held (its requests still in
         # flight); this one continues from them unless the protocol needs an idle server.
@@ -297,7 +298,7 @@ class LiveStepExecutor:
         if r.protocol == "continuous":
             # The looks' own record where one closed the window; else one look at the step's end with
             # the confidence its looks left (protocol.LOOKS_SHARE; a watch took none: all of it).
-            extra["sequential"] = look.test.record(True) if res.window_decided else self._end_look(
+            extra["sequential"] = look.test.record(True) if look is not None and res.window_decided else self._end_look(
                 recs, need, tail, res.t_births_end, res.t_window_end - res.t_window_start, looked=look is not None)
             extra["stopped_early"] = bool(res.decided or res.window_decided)
         if res.window_decided:
@@ -337,11 +338,10 @@ class LiveStepExecutor:
 
         return end_look(self.run.scenario, recs, need, tail, births_end, window_s, looked)
 
-    def _window_look(self, index: int, need: int, window_s: float, ts: float, ramp: Any) -> Any:
+    def _window_look(self, index: int, need: int, window_s: float, ts: float, ramp: Any) -> LiveLook | None:
         """The sequential test's looks during a live continuous step's window (kvtui.explore.live_look),
         as offline: none for a watch (protocol.watch_window: no latency verdict ends it), an open
         loop, or a step a modelled twin judges (kvtui.explore.sim_model)."""
-        from kvtui.explore.live_look import LiveLook
         from kvtui.explore.protocol import sequential_for
 
         sc = self.run.scenario
