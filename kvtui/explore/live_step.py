@@ -298,8 +298,11 @@ class LiveStepExecutor:
         if r.protocol == "continuous":
             # The looks' own record where one closed the window; else one look at the step's end with
             # the confidence its looks left (protocol.LOOKS_SHARE; a watch took none: all of it).
-            extra["sequential"] = look.test.record(True) if look is not None and res.window_decided else self._end_look(
-                recs, need, tail, res.t_births_end, res.t_window_end - res.t_window_start, looked=look is not None)
+            from kvtui.explore.protocol import step_sequential
+
+            extra["sequential"] = step_sequential(
+                run.scenario, look.test if look is not None else None, bool(res.window_decided), recs, need, tail,
+                res.t_births_end, res.t_window_end - res.t_window_start, looked=look is not None)
             extra["stopped_early"] = bool(res.decided or res.window_decided)
         if res.window_decided:
             extra["early_stop"] = {"by": "sequential", "why": res.window_decided}
@@ -329,14 +332,6 @@ class LiveStepExecutor:
     # -- continuous steps ----------------------------------------------------------------------
     def _continuous(self) -> bool:
         return self.run.scenario.ramp.protocol == "continuous" and self.run.closed
-
-    def _end_look(self, recs: list[Record], need: int, tail: str, births_end: float | None,
-                  window_s: float, looked: bool) -> dict[str, object]:
-        """The sequential test's one look at the window's requests when the step has ended
-        (kvtui.explore.protocol.end_look), with the confidence the window's looks left."""
-        from kvtui.explore.protocol import end_look
-
-        return end_look(self.run.scenario, recs, need, tail, births_end, window_s, looked)
 
     def _window_look(self, index: int, need: int, window_s: float, ts: float, ramp: Any) -> LiveLook | None:
         """The sequential test's looks during a live continuous step's window (kvtui.explore.live_look),

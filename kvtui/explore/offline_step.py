@@ -131,10 +131,10 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
     from kvtui.engines.sim.fastrun import step_metrics
     from kvtui.explore.protocol import (
         drain_reason,
-        end_look,
         preemption_decides,
         ramp_plan_for_step,
         sequential_for,
+        step_sequential,
         tail_for,
     )
 
@@ -161,8 +161,8 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
         "stopped_early": info.stopped_early,
         # As a live step: the looks' own record where they ended the step, else one look at its end
         # with the confidence they left (a watch, protocol.watch_window, takes no look: all of it).
-        "sequential": test.record(True) if by_test
-        else end_look(sc, res.records, need, tail, res.t_births_end, info.window_s, looked=not ramp.window_s),
+        "sequential": step_sequential(sc, test, by_test, res.records, need, tail, res.t_births_end, info.window_s,
+                                      looked=not ramp.window_s),
     }
     if info.early_stop:
         extra["early_stop"] = dict(info.early_stop)

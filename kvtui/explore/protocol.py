@@ -114,6 +114,15 @@ def end_look(sc: Scenario, recs: Iterable[Any], need: int, tail: str, births_end
     return test.record(False)
 
 
+def step_sequential(sc: Scenario, test: SequentialTest | None, ended_it: bool, recs: Iterable[Any], need: int,
+                    tail: str, births_end: float | None, window_s: float, looked: bool) -> dict[str, object]:
+    """A continuous step's `sequential` record, live and offline alike: the looks' own where one of
+    them ended the step (`ended_it`), else end_look with the confidence they left."""
+    if ended_it and test is not None:
+        return test.record(True)
+    return end_look(sc, recs, need, tail, births_end, window_s, looked)
+
+
 @dataclass(frozen=True)
 class RampPlan:
     """How a step's new slots start and when its window may open.
