@@ -4,7 +4,9 @@ A prompt is built from a *token space*: words the server's tokenizer maps to exa
 ordinary (non-special) token each, found by probing `/tokenize` once per run. Then
 - completions send token ids (exact length, no tokenizer on the client), and
 - chat sends those words joined by spaces (one token each; the chat template's own
-  tokens are measured once and subtracted), checked against `/tokenize` on a sample.
+  tokens are measured once and subtracted). A word is probed after another word (" word")
+  and alone: a text's first word has no space before it, and a BPE vocabulary may split
+  it there (SmolLM2's "morning", "guy"), so a chat text starts with one that stays whole.
 
 Every request's prompt starts with a marker that encodes the run salt and a counter, so
 no two requests share a prefix block across steps, warm-up, modes or resumed runs —
@@ -54,6 +56,9 @@ class TokenSpace:
     words: list[str]
     ids: list[int]
     chat_overhead: int = 0  # tokens the chat template adds around one user message
+    # Indices of the words that are one token at the start of a text too (no space before
+    # them): a chat text's first word is one of these. Empty: every word is (tN vocabularies).
+    starts: list[int] = field(default_factory=list)
     verified: bool = True  # False when the server has no /tokenize (lengths approximate)
     source: str = ""
 
@@ -65,9 +70,18 @@ class TokenSpace:
         ids = list(range(0, step * n, step))[:n]
         return cls(words=[f"t{i}" for i in ids], ids=ids, source="synthetic tN vocabulary")
 
+    def __post_init__(self) -> None:
+        self._start_set = frozenset(self.starts)
+
+    def lead(self, i: int) -> int:
+        """Word index `i` if it is one token at the start of a text, else a start word chosen by `i`."""
+        if not self.starts or i in self._start_set:
+            return i
+        return self.starts[i % len(self.starts)]
+
     def to_dict(self) -> dict[str, Any]:
         return {"size": len(self.ids), "chat_overhead": self.chat_overhead, "verified": self.verified,
-                "source": self.source}
+                "source": self.source, "start_words": len(self.starts) if self.starts else len(self.ids)}
 
 
 @dataclass
@@ -186,6 +200,7 @@ class PromptFactory:
         if api == "chat":
             overhead = self.space.chat_overhead
             idx = self._body_indices(counter, max(MARKER_TOKENS + 1, isl - overhead))
+            idx[0] = self.space.lead(idx[0])  # no space before it: it must stay one token there too
             text = " ".join(self.space.words[i] for i in idx)
             if conversation is not None:
                 msgs = conversation.messages + [{"role": "user", "content": text}]
@@ -306,29 +321,37 @@ def discover_token_space(base_url: str, model: str, headers: dict[str, str], tim
             space = TokenSpace.synthetic(vocab_size=max(4096, _vocab_hint(client, model, check)))
             space.source = "tN vocabulary (verified with /tokenize)"
         else:
-            words, wids = [], []
+            words: list[str] = []
+            wids: list[int] = []
             seen: set[int] = set()
+            starts: list[int] = []
             candidates = [f"t{i}" for i in range(0, 2000, 7)] + _ENGLISH
-            # Tokenize each candidate with a leading word so the "space + word" form is measured.
+            base = tok({"prompt": "the", "add_special_tokens": False})
+            # Tokenize each candidate after a leading word, the "space + word" form every word but
+            # a text's first has, and alone, the form a text's first word has.
             for w in candidates:
                 got = tok({"prompt": f"the {w}", "add_special_tokens": False})
-                base = tok({"prompt": "the", "add_special_tokens": False})
                 if got is None or base is None:
                     continue
                 if len(got) == len(base) + 1 and got[: len(base)] == base:
                     tid = got[-1]
                     if tid not in seen:
+                        alone = tok({"prompt": w, "add_special_tokens": False})
                         seen.add(tid)
+                        if alone is not None and len(alone) == 1:
+                            starts.append(len(words))
                         words.append(w)
                         wids.append(tid)
             if len(words) < 16:
                 late = f" (/tokenize too slow: probing stopped after {budget_s:g} s)" if slow else ""
                 raise UsageError(f"/tokenize found only {len(words)} single-token words: "
                                  f"cannot build exact prompts{late}")
-            space = TokenSpace(words=words, ids=wids,
-                               source=f"{len(words)} single-token words (verified with /tokenize)")
-        # Chat template overhead around one user message.
-        text = " ".join(space.words[:10])
+            # No start word at all: chat lengths may be one over (the first word split), and the source says so.
+            lead = "" if starts else "; none is one token at a text's start: chat prompts may be 1 token longer"
+            space = TokenSpace(words=words, ids=wids, starts=starts,
+                               source=f"{len(words)} single-token words (verified with /tokenize){lead}")
+        # Chat template overhead around one user message (whose first word is a start word, as in every prompt).
+        text = " ".join(space.words[i] for i in [space.lead(0), *range(1, 10)])
         chat = tok({"messages": [{"role": "user", "content": text}]})
         plain = tok({"prompt": text, "add_special_tokens": False})
         if chat is not None and plain is not None:
