@@ -22,6 +22,7 @@ from kvtui.explore.events import (
     StepFinished,
     check_kind,
 )
+from kvtui.report.text import step_how
 
 
 def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
@@ -61,11 +62,12 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
     if step.get("flags"):
         # Named doubts (untrusted server numbers, the client's own failures): never hidden.
         parts.append("FLAGS " + ", ".join(f"{k}={v}" for k, v in sorted(step["flags"].items())))
-    # "[early]": the sequential test decided the step before its full window (docs/PROTOCOL.md)
-    parts.append(verdict + (" [early]" if step.get("stopped_early") else ""))
-    ramp = step.get("ramp") or {}
-    if isinstance(ramp.get("window_s"), (int, float)):  # the KV wall's noisy side (protocol.watch_window)
-        parts.append(f"[watched {_fmt(ramp.get('watched_s'), ' s', 1)} of {ramp['window_s']:.1f} s]")
+    # "[early]": the verdict was decided before the step's full window; "[watched …]": the KV wall's
+    # noisy side (docs/PROTOCOL.md; the words every view shows: kvtui.report.text.step_how)
+    how = step_how(step)
+    early = [h for h in how if h.startswith("early")]
+    parts.append(verdict + (" [early]" if early else ""))
+    parts += [f"[{h}]" for h in how if not h.startswith("early")]
     if step.get("why") == "confirm":
         parts.append("[confirm]")
     if step.get("resumed"):

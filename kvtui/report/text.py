@@ -354,6 +354,27 @@ def _pct(d: Distribution | None, p: str) -> str:
     return fmt(d.by_key(p) if d is not None else None, 1)
 
 
+def step_how(step: StepLike) -> list[str]:
+    """How a step ended where it was not by its full window, in the words every view shows: "early
+    (sequential)" / "early (preemption)" when its verdict was decided before the window's end, and
+    "watched 37.4 s of 59.7 s" on the KV wall's noisy side (docs/PROTOCOL.md, items 4 and 5)."""
+    s = Step.of(step)
+    out = []
+    if s.stopped_early:
+        by = (s.early_stop or {}).get("by")
+        out.append(f"early ({by})" if by else "early")
+    ramp = s.ramp or {}
+    if isinstance(ramp.get("window_s"), (int, float)):  # protocol.watch_window
+        out.append(f"watched {fmt(ramp.get('watched_s'), 1, ' s')} of {ramp['window_s']:.1f} s")
+    return out
+
+
+def step_why(step: StepLike) -> str:
+    """The step table's "why" cell: why the step was run (search, confirm, ...) and how it ended."""
+    s = Step.of(step)
+    return " · ".join([s.why or "—", *step_how(s)])
+
+
 def step_row(step: StepLike) -> list[str]:
     s = Step.of(step)
     verdict = {True: "PASS", False: "FAIL", None: "undecided"}[s.passed]
@@ -362,7 +383,7 @@ def step_row(step: StepLike) -> list[str]:
     if s.replicas_lost:  # a replica died mid-step: named where the verdict is read
         verdict += ", " + ", ".join(str(x.name) for x in s.replicas_lost) + " lost"
     return [
-        fmt(s.index), fmt_load(s.load), s.why or "—", fmt(s.requests),
+        fmt(s.index), fmt_load(s.load), step_why(s), fmt(s.requests),
         fmt(s.errors), fmt(s.output_tok_s), fmt(s.input_tok_s),
         _pct(s.ttft_ms, "p50"), _pct(s.ttft_ms, "p95"), _pct(s.ttft_ms, "p99"),
         _pct(s.tpot_ms, "p50"), _pct(s.tpot_ms, "p95"), _pct(s.tpot_ms, "p99"),

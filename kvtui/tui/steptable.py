@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from kvtui.explore.evaluate import in_lock_step
-from kvtui.report.text import limit_cell
+from kvtui.report.text import limit_cell, step_how
 from kvtui.snapshot.schema import Step
 from kvtui.tui.cellfmt import _f, as_stored, fmt_load, fmt_ms, fmt_share  # noqa: F401
 from kvtui.tui.charts import fmt_num
@@ -124,7 +124,8 @@ class StepTable(DataTable):
             "preempt": fmt_load(s.preemptions),
             "prefix": fmt_share(s.prefix_cache_hit_rate),
             "errors": str(as_stored(s, "errors")),
-            "why": ("" if why == "search" else why) + (" lock-step" if in_lock_step(s) else "") + out_of_range(s),
+            "why": " · ".join(x for x in ["" if why == "search" else why, *step_how(s)] if x)
+                   + (" lock-step" if in_lock_step(s) else "") + out_of_range(s),
             "pred": predicted_cell(s),
         }
 
