@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from kvtui.errors import UsageError
+from kvtui.errors import KvtuiError, UsageError
 
 if TYPE_CHECKING:  # imported where used: `kvtui init` loads the estimator only when it runs
     from kvtui.predict.catalog import GpuSpec
@@ -469,9 +469,37 @@ def build_init(
         "[cost]",
         "gpu_hourly_usd = 3.50          # for $/Mtok: your price per GPU-hour",
     ]
-    text = "\n".join(H) + "\n\n" + "\n".join(B) + "\n"
+    text = "\n".join(H) + "\n\n" + _sized_window("\n".join(B)) + "\n"
     return InitResult(name=name, text=text, notes=left + notes, gpu=gpu, engine=engine,
                       sim_model=model.sim_value if model.sim_value != model.value else "")
+
+
+def _sized_window(body: str) -> str:
+    """The scenario body with [ramp] window_s sized for its first mode's predicted knee where the
+    default window is too short to hold the whole requests a TPOT p95 counts
+    (kvtui.explore.window_choice): a step then spends most of its time measuring. Unchanged where
+    nothing is predicted or the default holds them."""
+    import tomllib
+
+    from kvtui.explore.window_choice import suggest_window
+    from kvtui.scenario.loader import scenario_from_dict
+
+    try:
+        sc = scenario_from_dict(tomllib.loads(body), source="kvtui init")
+    except (KvtuiError, tomllib.TOMLDecodeError):
+        return body
+    choice = suggest_window(sc)
+    anchor = 'search = "auto"'
+    if choice is None or anchor not in body:
+        return body
+    import textwrap
+
+    say = (f"The window: {choice.window_s:g} s, not the default {sc.ramp.window_s:g}. At {sc.modes[0].name}'s "
+           f"predicted knee ({choice.load:g} requests at once, each ~{choice.e2e_s:.1f} s) a step's TPOT p95 "
+           f"counts whole requests, and a shorter window waits for them after it instead of measuring: "
+           f"{choice.window_s:g} s is {choice.why}.")
+    lines = [f"# {x}" for x in textwrap.wrap(say, 98)] + [f"window_s = {choice.window_s:g}"]
+    return body.replace(anchor, anchor + "\n" + "\n".join(lines), 1)
 
 
 def sim_line(ref: str, engine: str, value: str, sim_value: str) -> str:

@@ -1,0 +1,84 @@
+"""The window `kvtui init` writes: long enough that a step spends most of its time measuring
+(kvtui/explore/window_choice.py).
+
+At a low knee a request lasts long against a 20 s window (each ~output × the TPOT limit), and a
+step under a TPOT SLO waits for its whole requests after the window: the default `kvtui init`
+scenario of qwen2.5-32b on an H200 took 1.65 × (warm-up + window) at the median step. init now
+sizes the window for the first mode's predicted knee; where the knee is high (llama-3.1-8b on an
+H200) the default stands."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from kvtui.cli import main as kvtui_main
+from kvtui.explore.window_choice import STEP_OVER_WINDOW, TAIL_OVER_E2E, suggest_window, window_for
+from kvtui.load.births import SAMPLE_FACTOR
+from kvtui.scenario.loader import load_scenario
+
+
+def test_a_high_load_keeps_the_window_it_has():
+    # 200 requests of 12 s: 16.7 a second, 80 whole requests sent in 4.8 s, well inside 20 - 12 s
+    assert window_for(200, 12.0, "births", 40, 20.0, 2.0) == (20.0, "")
+
+
+def test_a_window_holds_the_whole_requests_it_counts_where_that_is_cheap():
+    # 66 requests of 12.9 s: 5.1 a second; 80 whole requests sent by one duration before the end need
+    # 12.9 + 80 / 5.1 = 28.5 s, under the whole tail's bound: rounded up to 30 s
+    w, why = window_for(66, 12.9, "births", 40, 20.0, 2.0)
+    assert w == 30.0 and f"{SAMPLE_FACTOR * 40} whole requests" in why
+    assert 12.9 + SAMPLE_FACTOR * 40 * 12.9 / 66 <= w < 12.9 + SAMPLE_FACTOR * 40 * 12.9 / 66 + 5
+
+
+def test_where_the_window_cannot_hold_them_the_whole_tail_stays_a_bounded_share():
+    # 32 requests of 12.4 s: holding 80 whole ones would take 43 s; instead the window whose whole
+    # tail (~1.15 durations) keeps the step within 1.4 x (warm-up + window)
+    w, why = window_for(32, 12.4, "births", 40, 20.0, 2.0)
+    assert w == 35.0 and "1.4 x (warm-up + window)" in why
+    assert (2.0 + w + TAIL_OVER_E2E * 12.4) / (2.0 + w) <= STEP_OVER_WINDOW
+
+
+def test_without_whole_requests_only_the_sample_count_sizes_it():
+    # a TTFT/ITL SLO ends at its window's first tokens: 20 s holds 40 of 32 / 12.4 s requests...
+    assert window_for(32, 12.4, "first_token", 40, 20.0, 2.0) == (20.0, "")
+    # ...and 2 requests at once of 12.4 s send 40 in 248 s: the window it will have anyway
+    w, why = window_for(2, 12.4, "first_token", 40, 20.0, 2.0)
+    assert w == 250.0 and "40 requests" in why
+
+
+def _init(tmp_path: Path, model: str) -> Path:
+    out = tmp_path / f"{model}.toml"
+    assert kvtui_main(["init", model, "--gpu", "H200", "--out", str(out)]) == 0
+    return out
+
+
+def test_init_keeps_the_default_window_where_the_knee_is_high(tmp_path):
+    path = _init(tmp_path, "llama-3.1-8b")
+    assert "window_s" not in path.read_text() and load_scenario(path).ramp.window_s == 20.0
+    assert suggest_window(load_scenario(path)) is None
+
+
+# qwen2.5-32b: its 20 s steps were over 1.5 x (1.65); mixtral-8x7b: within it (1.39), shorter still now
+@pytest.mark.parametrize("model, old_over", [("qwen2.5-32b", True), ("mixtral-8x7b", False)])
+def test_init_sizes_the_window_for_a_low_knee_and_a_step_then_measures_most_of_its_time(tmp_path, model, old_over):
+    """The scenario init writes, run offline (`kvtui run --fast`, its first mode): the median step
+    within 1.5 x (warm-up + window), and a smaller share of it waiting than with the old 20 s window."""
+    path = _init(tmp_path, model)
+    text = path.read_text()
+    sc = load_scenario(path)
+    assert sc.ramp.window_s > 20 and "# The window:" in text and "predicted knee" in text
+    ratios = {}
+    for window in (sc.ramp.window_s, 20.0):
+        out = tmp_path / f"{model}-{window:g}.json"
+        rc = kvtui_main(["run", str(path), "--headless", "--fast", "--mode", sc.modes[0].name, "--out", str(out),
+                         "--set", f"ramp.window_s={window:g}"])
+        assert rc == 0
+        steps = json.loads(out.read_text())["modes"][0]["steps"]
+        assert len(steps) >= 2
+        ratios[window] = statistics.median(s["duration_s"] for s in steps) / (sc.ramp.warmup_s + window)
+    assert ratios[sc.ramp.window_s] <= 1.5 and ratios[sc.ramp.window_s] < ratios[20.0], ratios
+    assert (ratios[20.0] > 1.5) == old_over, ratios
