@@ -9,9 +9,11 @@ holds too few of them, and the step waits one whole request after its window: qw
 H200, default `kvtui init`, 2 + 20 s of warm-up and window and ~13 s of tail, 1.6 × (warm-up +
 window) at the median step, with 52 whole requests where the rule asks 80.
 
-`window_for` is the window one load needs; `suggest_window` predicts a scenario's first mode (the
-baseline, whose knee is the lowest in every bundled shape) on the offline simulator and sizes the
-window for its knee. `kvtui init` writes it, with why, where it is longer than the default.
+`window_for` is the shortest window whose step (`step_s`) stays within STEP_OVER_WINDOW ×
+(warm-up + window): its wait for whole requests, and at the KV wall its start from an idle server
+after every preemption. `suggest_window` predicts a scenario's first mode (the baseline, whose
+knee is the lowest in every bundled shape) on the offline simulator and sizes the window for its
+knee. `kvtui init` writes it, with why, where it is longer than the default.
 """
 
 from __future__ import annotations
@@ -40,33 +42,63 @@ class WindowChoice:
     e2e_s: float  # a request's duration there
 
 
-def window_for(load: float, e2e_s: float, tail: str, need: int, window_s: float,
-               warmup_s: float = 0.0) -> tuple[float, str]:
-    """The window a closed-loop step at `load` needs, whose requests last `e2e_s`, at least `window_s`.
+# At the KV wall about every other step follows one that preempted, and starts from an idle server
+# (its first sends spread over one request); the other continues. A step is counted with this share
+# of that start: a median step between the two kinds.
+DRAIN_SHARE = 0.5
+SPREAD_OVER_E2E = 0.1  # where the whole requests counted were sent early enough: the wait is their spread
+MAX_WINDOW_S = 600.0  # no search past this (a knee of one or two requests: the sample count sizes it)
 
-    - The SLO's percentiles need `need` requests: the window lasts at least the time to send them
-      (it would be extended to that anyway).
-    - Under the births rule, the window holds the whole requests it counts: those sent by one
-      duration before its end, SAMPLE_FACTOR × need of them, so the tail is only the spread of
-      durations; where that would be longer, the window whose whole tail (one duration after it)
-      keeps the step within STEP_OVER_WINDOW × (warm-up + window).
-    Rounded up to ROUND_S."""
+
+def step_s(window: float, load: float, e2e_s: float, tail: str, births: int, warmup_s: float,
+           drains: bool = False) -> float:
+    """A continued step's length at `load` with this window, whose requests last `e2e_s`: its warm-up,
+    its window and the wait after it. Under the births rule the wait is for the `births` whole requests
+    it counts (kvtui.load.births.births_cutoff): their spread where they were sent by one duration
+    before the window's end; else until the births-th one sent has finished; else (the window holds
+    fewer) until the last window request has (TAIL_OVER_E2E durations). Otherwise the window's first
+    tokens, which take no time here. `drains`: at the KV wall, where every step after a preemption
+    starts from an idle server and spreads its first sends over one duration (DRAIN_SHARE of it)."""
+    from kvtui.explore.protocol import MAX_STAGGER_S
+
+    rate = max(1.0, load) / e2e_s  # requests sent a second in the steady state
+    start = warmup_s + (DRAIN_SHARE * min(MAX_STAGGER_S, e2e_s) if drains else 0.0)
+    if tail != "births":
+        return start + window
+    if rate * (window - e2e_s) >= births:
+        return start + window + SPREAD_OVER_E2E * e2e_s
+    if rate * window >= births:
+        return start + max(window, births / rate + TAIL_OVER_E2E * e2e_s)
+    return start + window + TAIL_OVER_E2E * e2e_s
+
+
+def window_for(load: float, e2e_s: float, tail: str, need: int, window_s: float,
+               warmup_s: float = 0.0, drains: bool = False) -> tuple[float, str]:
+    """The shortest window, from `window_s` up in ROUND_S steps, for a closed-loop step at `load` whose
+    requests last `e2e_s`: at least the time to send the `need` requests the SLO's percentiles ask
+    (the window is extended to that anyway), and one whose step (`step_s`: its start from an idle
+    server where it `drains`, its wait for whole requests under the births rule) stays within
+    STEP_OVER_WINDOW × (warm-up + window). (window_s, "") where that is `window_s`."""
     from kvtui.load.births import SAMPLE_FACTOR
 
-    n = max(1.0, load)
-    rate = n / e2e_s  # requests sent a second in the steady state
-    w = max(window_s, need / rate)
-    why = f"long enough to send the {need} requests the SLO's percentiles need ({rate:.1f} sent a second)"
-    if tail == "births":
-        births = e2e_s + SAMPLE_FACTOR * need / rate
-        cap = TAIL_OVER_E2E * e2e_s / (STEP_OVER_WINDOW - 1) - warmup_s
-        if min(births, cap) > w:
-            w = min(births, cap)
-            why = (f"long enough for the {SAMPLE_FACTOR * need} whole requests the TPOT p95 counts ({rate:.1f} sent a "
-                   f"second), so the step waits only for their spread after it" if births <= cap else
-                   f"long enough that the wait for its last whole requests after it (one duration) keeps the "
-                   f"step within {STEP_OVER_WINDOW:g} x (warm-up + window)")
-    return (window_s, "") if w <= window_s else (ROUND_S * math.ceil(w / ROUND_S - 1e-9), why)
+    rate = max(1.0, load) / e2e_s
+    births = SAMPLE_FACTOR * need
+    w = window_s
+    while w < MAX_WINDOW_S and (w < need / rate or
+                                step_s(w, load, e2e_s, tail, births, warmup_s, drains)
+                                > STEP_OVER_WINDOW * (warmup_s + w)):
+        w = ROUND_S * (math.floor(w / ROUND_S + 1e-9) + 1)
+    if w <= window_s:
+        return window_s, ""
+    bound = f"stays within {STEP_OVER_WINDOW:g} x (warm-up + window)"
+    if drains:
+        return w, (f"the shortest whose step, at the KV wall where every other step starts from an idle server "
+                   f"(its first sends spread over one {e2e_s:.1f} s request), {bound}")
+    if w < need / rate or tail != "births":
+        return w, f"long enough to send the {need} requests the SLO's percentiles need ({rate:.1f} sent a second)"
+    counted = births if rate * w >= births else int(rate * w)
+    return w, (f"the shortest whose step, with its wait for the {counted} whole requests it counts ({rate:.1f} sent "
+               f"a second), {bound}")
 
 
 def suggest_window(sc: Scenario, calibration: Any = None,
@@ -121,7 +153,10 @@ def suggest_window(sc: Scenario, calibration: Any = None,
         e2e = ((point.get("ttft_p95_ms") or 0.0) + max(0.0, out - 1) * (point.get("tpot_p95_ms") or 0.0)) / 1e3
     if e2e <= 0:
         return None
-    w, why = window_for(knee, e2e, tail, need, r.window_s, r.warmup_s)
+    # At the KV wall (the first load above the knee preempts) every step after a preemption drains.
+    fail = predicted_at(pred, pred["first_fail"]) if pred.get("first_fail") else None
+    drains = bool(fail and fail.get("limited_by") == "kv_wall")
+    w, why = window_for(knee, e2e, tail, need, r.window_s, r.warmup_s, drains)
     if w <= r.window_s:
         return None
     return WindowChoice(window_s=w, why=why, load=float(knee), e2e_s=e2e)
