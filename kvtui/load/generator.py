@@ -144,6 +144,8 @@ class LoadGenerator:
         self.counter = 0
         self.held: Held | None = None  # the step before ended held (continuous steps)
         self.not_held_why: str | None = "no step before"  # why there is no held step to continue
+        # Each recent step's window end, for its requests' records that arrive after it (_file_records).
+        self._window_ends: dict[tuple[str, int], float] = {}
         # With a scaler the pool grows by itself (before a step, or in its warm-up) up to its max.
         self.scaler = scaler
         if scaler is not None:
@@ -330,7 +332,9 @@ class LoadGenerator:
                 elif kind == "held":  # a held end (hold_at_end): the worker's slots go on
                     stopped[i] = msg[1]
                     held_by.append(i)
-                    run.carried_out.extend(Record.from_dict(d) for d in msg[2])
+                    for r in (Record.from_dict(d) for d in msg[2]):
+                        self._after_window(r, run.t_window_end)
+                        run.carried_out.append(r)
                 elif kind == "fatal":
                     stopped[i] = {}
                     run.aborted = f"load generator failed: {msg[1]}"
@@ -425,6 +429,8 @@ class LoadGenerator:
         run.t_end = time.monotonic()
         if not run.t_window_end:
             run.t_window_end = run.t_end
+        self._window_ends = {k: v for k, v in self._window_ends.items() if k[0] == p.mode and k[1] >= p.step - 4}
+        self._window_ends[(p.mode, p.step)] = run.t_window_end
         if not run.t_window_start:
             run.t_window_start = run.t_window_end
         run.stats = merge_stats(list(stopped.values()), n_workers=len(active))
@@ -477,7 +483,17 @@ class LoadGenerator:
     def _file_records(self, recs: list[Record], run: StepRun, p: StepParams) -> None:
         """This step's own records, and those of an earlier step's requests ending now (carried_in)."""
         for r in recs:
-            (run.records if (r.step == p.step and r.mode == p.mode) else run.carried_in).append(r)
+            mine = r.step == p.step and r.mode == p.mode
+            self._after_window(r, run.t_window_end if mine else self._window_ends.get((r.mode, r.step)))
+            (run.records if mine else run.carried_in).append(r)
+
+    @staticmethod
+    def _after_window(r: Record, window_end: float | None) -> None:
+        """A request its worker sent as a window one after the parent closed the window, before the
+        worker heard so (the close is a message: a few ms), is a tail request: the window's population
+        is what was sent inside it, by the parent's clock (time.monotonic, one clock for every process)."""
+        if r.phase == "window" and window_end and r.t_intended > window_end:
+            r.phase = "tail"
 
     def _end_step(self, active: list[int], p: StepParams) -> None:
         """A step that ended normally: held (its slots go on) when asked and closed, else stopped."""

@@ -273,8 +273,11 @@ def test_a_window_look_sees_only_whole_cohorts_and_its_verdict_closes_the_window
         got.update((r.id, r) for r in recs)
 
     def look(elapsed: float, bound: float) -> str | None:
-        asks.append((time.monotonic(), bound, {i for i, r in got.items() if r.phase == "window" and r.step == 0}))
-        return "decided: test" if elapsed >= 2.0 and len(asks) >= 10 else None
+        delivered = {i for i, r in got.items() if r.phase == "window" and r.step == 0}
+        asks.append((time.monotonic(), bound, delivered))
+        # Decided once 12 window requests have ended: more than the births rule's 2 × 4, so the tail's
+        # cutoff is a send time (on a slow machine 2 s of window once held 8 or fewer, and no cutoff)
+        return "decided: test" if elapsed >= 2.0 and len(asks) >= 10 and len(delivered) >= 12 else None
 
     long = Length(dist="uniform", min=128, max=384)
     with LoadGenerator(_cfg(sim, long), processes=2) as lg:
@@ -297,3 +300,19 @@ def test_a_window_look_sees_only_whole_cohorts_and_its_verdict_closes_the_window
     assert cohorts  # some ask saw a cohort (not vacuous)
     # No window request was sent after the window closed.
     assert all(x.t_intended <= r.t_window_end for x in window)
+
+
+def test_a_request_sent_after_the_window_closed_is_a_tail_request():
+    """The parent closes a window by a message: a worker may send one more request as a window one
+    before it hears. The parent files it as a tail request, by its own clock (the one the workers'
+    send times are in), so no window request was sent after the window's end."""
+    def rec(t: float, phase: str = "window") -> Record:
+        return Record(id=f"r{t}", mode="m", step=0, load=8, phase=phase, t_intended=t, t_sent=t)
+
+    late, inside, warm = rec(100.004), rec(99.9), rec(100.01, "warmup")
+    for r in (late, inside, warm):
+        LoadGenerator._after_window(r, 100.0)
+    assert (late.phase, inside.phase, warm.phase) == ("tail", "window", "warmup")
+    early = rec(100.004)
+    LoadGenerator._after_window(early, None)  # the window has not closed yet
+    assert early.phase == "window"
