@@ -479,21 +479,22 @@ def _sized_window(body: str) -> str:
     default window is too short to hold the whole requests a TPOT p95 counts
     (kvtui.explore.window_choice): a step then spends most of its time measuring. Unchanged where
     nothing is predicted or the default holds them."""
+    import textwrap
     import tomllib
 
     from kvtui.explore.window_choice import suggest_window
     from kvtui.scenario.loader import scenario_from_dict
 
+    anchor = 'search = "auto"'  # where the line goes: looked for before the prediction is paid for
+    if anchor not in body:
+        return body
     try:
         sc = scenario_from_dict(tomllib.loads(body), source="kvtui init")
     except (KvtuiError, tomllib.TOMLDecodeError):
         return body
     choice = suggest_window(sc)
-    anchor = 'search = "auto"'
-    if choice is None or anchor not in body:
+    if choice is None:
         return body
-    import textwrap
-
     say = (f"The window: {choice.window_s:g} s, not the default {sc.ramp.window_s:g}. At {sc.modes[0].name}'s "
            f"predicted knee ({choice.load:g} requests at once, each ~{choice.e2e_s:.1f} s) a step's TPOT p95 "
            f"counts whole requests, and a shorter window waits for them after it instead of measuring: "
