@@ -16,7 +16,9 @@ smooth-isotonic recipe:
    probability ≥ `confidence`; hi, the highest measured load whose fitted pass probability is
    above 1 − `confidence` (it may yet pass). The reported knee always lies inside: where every
    verdict is beyond doubt, lo = hi = the knee (as sure as the resolution allows; shown as the
-   knee alone, "46", where a wider one shows as "46 [40–52]").
+   knee alone, "46", where a wider one shows as "46 [40–52]"). Where no measured load passes
+   with that confidence (a knee at the lowest load measured, whose passes were near its limit),
+   the lower end is not known: lo is null, shown as "26 [?–26]", never the knee itself.
 
 Percentile targets are judged by rank, not by sorting each resample: a sample's pNN is at most the
 limit exactly when enough of its values are (the same linear interpolation as kvtui.explore.stats
@@ -225,7 +227,8 @@ def knee_interval(points: Iterable[tuple[float, float, float]], knee: float | No
     fit = isotonic_decreasing(loads, ps, ws)
     sure = [x for x, p in zip(loads, fit) if p >= confidence]
     maybe = [x for x, p in zip(loads, fit) if p > 1 - confidence]
-    lo = min(max(sure), knee) if sure else knee
+    # no measured load is sure: the knee's lower end lies below every load measured (unknown)
+    lo = min(max(sure), knee) if sure else None
     hi = max(max(maybe), knee) if maybe else knee
     return {"lo": lo, "hi": hi, "method": METHOD, "confidence": confidence, "n_boot": n_boot,
             "pass_probability": [[x, round(p, 3)] for x, p in zip(loads, fit)]}
@@ -237,8 +240,10 @@ def fmt_knee(best: Any, interval: Any, fmt: Any = None) -> str:
     where the mode has no interval (a snapshot from before: its exports are unchanged)."""
     f = fmt or (lambda x: "—" if x is None else f"{x:g}")
     s = f(best)
-    if best is None or not isinstance(interval, dict) or interval.get("lo") is None or interval.get("hi") is None:
+    if best is None or not isinstance(interval, dict) or interval.get("hi") is None:
         return s
+    if interval.get("lo") is None:  # no measured load passes with the interval's confidence
+        return f"{s} [?–{f(interval['hi'])}]"
     if interval["lo"] == interval["hi"] == best:
         return s
     return f"{s} [{f(interval['lo'])}–{f(interval['hi'])}]"
@@ -268,6 +273,38 @@ def reqs_from_records(records: Iterable[Any], time_scale: float | None = None) -
     return out
 
 
+def reqs_for_step(step: dict[str, Any], records: Sequence[Any]) -> list[Req]:
+    """The requests a step's verdict is over, each as the step's figures count it. A step whose
+    figures come from its window alone (`stats_from = "window"`, the continuous protocol) counts
+    every request that started in the window: its TTFT, its gaps that arrived by the step's end,
+    its TPOT and E2E where it lived its whole course (kvtui.explore.window_stats); most of those
+    had not finished, so its completed requests alone are too few for a p95 (40: every resample
+    undecided, so every pass read 0 %; the H200 8k / 512 runs of 2026-12-05). Any other step: its
+    counted requests, whole."""
+    ts = step.get("time_scale") or None
+    if step.get("stats_from") != "window" or "t_window_start" not in step or "t_window_end" not in step:
+        return reqs_from_records(records, ts)
+    from kvtui.explore.window_stats import window_requests, window_samples
+
+    births = step.get("births")
+    win = window_samples(records, step["t_window_start"], step["t_window_end"], step.get("t_end"), ts or 1.0,
+                         whole=isinstance(births, dict), births_end=(births or {}).get("cutoff"))
+
+    def ms(v: float | None) -> float | None:
+        return None if v is None else v * 1000.0
+
+    out = []
+    for r in window_requests(records):
+        row = win.per_request.get(r.id)
+        if row is None:  # a server error counts against every target; the client's own is not the server's
+            if not r.ok and r.error not in ("cancelled", "client"):
+                out.append(Req(ok=False))
+            continue
+        out.append(Req(ok=True, ttft=ms(row["ttft"]), tpot=ms(row["tpot"]), e2e=ms(row["e2e"]),
+                       itl=[g * 1000.0 for g in win.itl_of.get(r.id, ())]))
+    return out
+
+
 def slo_targets(slo: Any) -> list[Target]:
     return [Target(m, p, float(lim)) for m, p, lim in slo.targets()]
 
@@ -285,7 +322,7 @@ def for_step(step: dict[str, Any], records: Sequence[Any], slo: Any, mode: str =
     count over the limit, an error burst) keeps its verdict: probability 0 or 1."""
     if not judged(step):
         return None
-    reqs = reqs_from_records(records, step.get("time_scale"))
+    reqs = reqs_for_step(step, records)
     p = step_pass_probability(reqs, slo_targets(slo), slo.max_error_rate, slo.min_goodput or None, n_boot,
                               _seed(mode, step.get("index"), step.get("load")))
     if p is None:

@@ -224,10 +224,10 @@ class Resume:
                               writer: SnapshotWriter) -> tuple[int, list[dict[str, Any]]]:
         """Feed a continued mode's finished steps to its search, in their order, as long as the
         search asks for exactly those loads; returns how many were kept and the telemetry rows
-        kept with them. The kept steps and their telemetry are moved onto this run's clock
-        (origin `t0`), ending just before now."""
+        kept with them. The kept steps' times on the run's time line (`t_rel_*`) and their telemetry
+        are moved onto this run's (origin `t0`), ending just before now; their window times stay
+        on their records' clock."""
         steps = finished_steps(old)
-        old_t0 = (self.origin[md["name"]].get("run") or {}).get("t0_monotonic")
         end = max([s.get("t_rel_end") or 0.0 for s in steps] + [r.get("t",
                                                                       0.0) for r in old.get("series") or []] + [0.0])
         shift = (time.monotonic() - t0) - end - 1.0
@@ -245,10 +245,11 @@ class Resume:
             for k in ("t_rel_start", "t_rel_end"):
                 if isinstance(st.get(k), (int, float)):
                     st[k] = round(st[k] + shift, 3)
-            if isinstance(old_t0, (int, float)):
-                for k in ("t_window_start", "t_window_end"):
-                    if isinstance(st.get(k), (int, float)):
-                        st[k] = st[k] - old_t0 + t0 + shift
+            # Its window, end and births cutoff stay on the clock of its records, which are carried
+            # as they were (carry_records): re-evaluated (another SLO, the knee's interval, the
+            # archive's check), the step reads its own requests' figures. Until 2026-12-05 the
+            # window was moved onto this run's clock and the rest was not, so a kept step re-read
+            # gaps from after its end (docs/results/h200-8k512-itl100.md: ITL p95 104.8 → 40.5 ms).
             st["resumed"] = True
             md["steps"].append(st)
             writer.step_finished(md["name"], st)
@@ -260,6 +261,14 @@ class Resume:
             if isinstance(r.get("t"), (int, float)) and (last_t is None or r["t"] + shift <= last_t)
         ] if kept else []
         md["continued"] = {"steps": kept, "of": len(steps), "started_at": old.get("started_at")}
+        # The servers the resumed run started for this mode (GPU time its answer cost, kvtui's time to
+        # answer counts them): theirs, and those of any run that one continued.
+        before = [x for x in ((old.get("continued") or {}).get("startup_s") or []) if isinstance(x, (int, float))]
+        prior = (old.get("server") or {}).get("startup_s")
+        if isinstance(prior, (int, float)):
+            before.append(prior)
+        if before:
+            md["continued"]["startup_s"] = before
         if kept and old.get("ran_on"):
             md["continued"]["ran_on"] = old["ran_on"]  # the kept steps' device: maybe another GPU or host
         self.emit(ev.RunNote(md["name"],  # what --resume was asked to do: news, not a fault

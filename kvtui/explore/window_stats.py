@@ -50,6 +50,7 @@ class WindowSamples:
     cut: int = 0  # still streaming at the window's end: counted by their gaps so far
     ttft_censored: int = 0  # no first token before the step ended: counted at the wait so far
     per_request: dict[str, dict[str, float | None]] = field(default_factory=dict)  # id -> ttft/tpot/e2e
+    itl_of: dict[str, list[float]] = field(default_factory=dict)  # id -> its gaps in `itl` (the bootstrap's unit)
     # "births" (whole=True): the requests TPOT and E2E are over, by id (sent by the cutoff)
     lived: set[str] = field(default_factory=set)
 
@@ -148,7 +149,9 @@ def window_samples(records: Iterable[Record], t0: float, t1: float, t_end: float
             e2e = (r.t_last - r.t_intended) * s
             row["e2e"] = e2e
             out.e2e.append(e2e)
-            out.itl.extend(g * s for g in r.itl)
+            mine = [g * s for g in r.itl]
+            out.itl.extend(mine)
+            out.itl_of[r.id] = mine
             if r.tpot is not None:
                 tp = r.tpot * s
                 row["tpot"] = tp
@@ -157,12 +160,14 @@ def window_samples(records: Iterable[Record], t0: float, t1: float, t_end: float
         out.cut += 1
         t = r.t_first
         k = 0
+        mine = out.itl_of[r.id] = []
         for g in r.itl:
             if t + g > end:
                 break
             t += g
             k += 1
-            out.itl.append(g * s)
+            mine.append(g * s)
+        out.itl.extend(mine)
         cut.append((r, row, k, t - r.t_first))
     # The unseen gaps are drawn from every gap that arrived in the window, whoever's: a time slice
     # of the steady state holds gaps of every position in a request's life (the window's own

@@ -84,7 +84,8 @@ def _factor(ref_acc: float, delta: float) -> float | None:
 
 def cost_range(usd: float | None, ref_acc: float | None, delta_ci: tuple[float, float] | None,
                knee: float | None = None, knee_interval: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The quality-adjusted $/Mtok as a range: {"lo", "hi", "knee_exact", "quality_open"}.
+    """The quality-adjusted $/Mtok as a range: {"lo", "hi", "knee_exact", "quality_open"}, and
+    "knee_open" where the knee's interval has no lower end (`hi` null).
 
     `delta_ci` is the (mode − reference) accuracy difference's 95 % interval, as fractions;
     `knee_interval` {"lo", "hi"} in the knee's load units. None when there is no plain figure."""
@@ -92,10 +93,14 @@ def cost_range(usd: float | None, ref_acc: float | None, delta_ci: tuple[float, 
         return None
     cap_lo = cap_hi = 1.0
     exact = True
+    knee_open = False
     if knee and isinstance(knee_interval, dict):
         klo, khi = knee_interval.get("lo"), knee_interval.get("hi")
         if isinstance(klo, (int, float)) and isinstance(khi, (int, float)) and 0 < klo <= knee <= khi:
             cap_lo, cap_hi, exact = knee / khi, knee / klo, False
+        elif klo is None and isinstance(khi, (int, float)) and 0 < knee <= khi:
+            # the knee's lower end is unknown (no measured load sure to pass): the cost has no top
+            cap_lo, exact, knee_open = knee / khi, False, True
     q_lo = q_hi = 1.0
     open_top = False
     if ref_acc and delta_ci is not None:
@@ -105,8 +110,11 @@ def cost_range(usd: float | None, ref_acc: float | None, delta_ci: tuple[float, 
             open_top = True
         else:
             q_hi = f_worst
-    return {"lo": round(usd * cap_lo * q_lo, 6), "hi": None if open_top else round(usd * cap_hi * q_hi, 6),
-            "knee_exact": exact, "quality_open": open_top}
+    out = {"lo": round(usd * cap_lo * q_lo, 6), "hi": None if open_top or knee_open else round(usd * cap_hi * q_hi, 6),
+           "knee_exact": exact, "quality_open": open_top}
+    if knee_open:
+        out["knee_open"] = True
+    return out
 
 
 def pooled_pairs(ref: dict[str, Any], mode: dict[str, Any]) -> tuple[int, int, int]:
@@ -129,7 +137,9 @@ def range_text(rng: CostRange | Mapping[str, Any] | None) -> str:
     r = CostRange.of(rng)
     if r.lo is None:
         return ""
-    hi = "open (the mode's accuracy may be 0)" if r.hi is None else f"{r.hi:.3f}"
+    hi = f"{r.hi:.3f}" if r.hi is not None else (
+        "open (the knee's lower end is unknown)" if r.knee_open and not r.quality_open
+        else "open (the mode's accuracy may be 0)")
     note = "; knee taken as exact" if r.knee_exact else ""
     return f" (q-adjusted ${r.lo:.3f}–{hi}{note})"
 

@@ -47,7 +47,10 @@ def mode_line(r: dict[str, Any], base: str | None, so_far: float | None = None) 
         if r.get("complete") is False and not r.get("error") and so_far is not None:
             return f"{r['mode']}: did not finish; {fmt_load(so_far)} met the SLO so far (unconfirmed, not compared)"
         why = r.get("error") or ("no load met the SLO" if r.get("complete", True) else "did not finish")
-        return f"{r['mode']}: no result at the SLO ({why})"
+        lim = limit_sentence(r) if not r.get("error") and r.get("next_load") is not None else None
+        # the lowest load that failed, and on what, as its step rows say (a cut mode's first fail too)
+        return f"{r['mode']}: no result at the SLO ({why}; {lim})" if lim else \
+            f"{r['mode']}: no result at the SLO ({why})"
     parts = [f"{fmt_knee(r['best'], r.get('knee_interval'), fmt_load)} at the SLO"]
     if r["mode"] != base and r.get("best_x") is not None:
         parts[0] += f" ({fmt_x(r['best_x'])})"

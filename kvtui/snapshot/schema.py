@@ -550,12 +550,13 @@ class Mode(Document):
                                                    NUMBER)
     knee_limited_by: str | None = field("what limited the first failing load above the best", TEXT)
     knee_interval: Mapping[str, Any] | None = field("the knee's interval: {lo, hi, method, confidence, n_boot, "
-                                                 "pass_probability} (a monotone fit of each load's pass probability)",
-                                                 OBJECT)
+                                                 "pass_probability} (a monotone fit of each load's pass probability; "
+                                                 "lo null: no measured load sure to pass)", OBJECT)
     finished_at: float | None = field("when it finished (epoch s)", NUMBER)
     ran_on: Mapping[str, Any] | None = field("the device: host, gpu_names, gpu_uuids, gpu_indices", OBJECT)
     prediction: Prediction | None = field("the simulator's prediction, before the first step", one(Prediction))
-    continued: Mapping[str, Any] | None = field("a mode a resume continued: steps kept, of how many, where they ran",
+    continued: Mapping[str, Any] | None = field("a mode a resume continued: steps kept, of how many, where they ran, "
+                                             "and the startup_s of the servers the earlier runs started for it",
                                              OBJECT)
     replicas: tuple[Replica, ...] | None = field("its replicas, when it ran several servers", many(Replica))
     quality: Quality | None = field("its quality pass", one(Quality))
@@ -620,6 +621,8 @@ class CostRange(Document):
     hi: float | None = field("its highest; null where the mode's accuracy may be 0 (the range is open)", NUMBER)
     knee_exact: bool | None = field("the knee taken as exact (no interval was known)", BOOL)
     quality_open: bool | None = field("the range has no top (`hi` null)", BOOL)
+    knee_open: bool | None = field("the range has no top because the knee's interval has no lower end (`hi` null)",
+                                   BOOL)
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,20 @@ def test_the_interval_of_a_sure_knee_is_the_knee_and_doubt_widens_it_both_ways()
     assert ki.knee_interval(sure, None) is None and ki.fmt_knee(46.0, None) == "46"
 
 
+def test_a_knee_no_measured_load_is_sure_of_has_no_lower_end():
+    """The H200's fp8-kv at 8k / 512, ITL p95 ≤ 100 ms: 26 passed twice, once sure (1.0) and once
+    not (0.735: its token gaps sat at the p95's cliff); nothing below 26 was measured. The interval's
+    lower end is unknown, never the knee itself."""
+    got = ki.knee_interval([(26, 1.0, 50), (34, 0.0, 49), (26, 0.735, 48)], 26)
+    assert got["lo"] is None and got["hi"] == 26
+    assert ki.fmt_knee(26.0, got) == "26 [?–26]"
+    assert ki.describe("26 (next 34 fails), confirmed", 26.0, got) == "26 [?–26] (next 34 fails), confirmed"
+    from kvtui.quality.equivalence import cost_range, range_text
+    rng = cost_range(0.5, None, None, 26.0, got)
+    assert rng["hi"] is None and rng["knee_open"] and not rng["knee_exact"] and rng["lo"] == 0.5
+    assert "open (the knee's lower end is unknown)" in range_text(rng)
+
+
 def test_a_mode_without_pass_probabilities_has_no_interval():
     """Snapshots from before: no step has one, so the mode has none (its exports stay as they were)."""
     steps = [{"load": 4, "passed": True, "why": "search"}, {"load": 8, "passed": False, "why": "search"}]

@@ -287,7 +287,9 @@ def test_a_mode_continued_on_another_device_says_where_its_first_steps_ran(tmp_p
     from kvtui.snapshot.file import ran_on_devices
 
     sp = tmp_path / "kill.toml"
-    sp.write_text(KILL)
+    # ITL, not TPOT: a step ends once its window requests have their first tokens, so some are cut
+    # at its end by their gaps so far (what re-evaluating a kept step must read as the step did)
+    sp.write_text(KILL.replace("tpot_p95_ms = 30", "itl_p95_ms = 30"))
     first = tmp_path / "first.json"
     fewer = ["ramp.max=4", "ramp.search=\"linear\"", "ramp.confirm=false"]
     Run(load_scenario(sp, fewer), first, modes=["second"]).run()  # real time: the continuation needs it
@@ -302,5 +304,19 @@ def test_a_mode_continued_on_another_device_says_where_its_first_steps_ran(tmp_p
     Run(load_scenario(sp, fewer), out, modes=["second"], resume=load_snapshot(first)).run()
     (cont,) = load_snapshot(out)["modes"]
     assert cont["continued"]["steps"] == 2 and cont["continued"]["ran_on"] == earlier
+    # the earlier run's server start is GPU time this mode's answer cost: kept beside this run's own
+    assert cont["continued"]["startup_s"] == [m["server"]["startup_s"]] and m["server"]["startup_s"] > 0
+    # The kept steps re-read their own figures from the records carried with them (another SLO, the
+    # knee's interval and the archive re-evaluate them): their window stays on their records' clock.
+    from kvtui.explore.evaluate import reevaluate
+    slo = load_scenario(sp, fewer).slo
+    carried = [r for r in read_records(out.with_name(load_snapshot(out)["records"])) if r.step in (0, 1)]
+    assert sum(s["window_cut"]["requests"] for s in cont["steps"][:2]) >= 1
+    for s in cont["steps"][:2]:
+        again = reevaluate(s, [r for r in carried if r.step == s["index"]], slo)
+        # the same requests; their token gaps by the step's end, but for the few a worker had not yet
+        # reported when the step was judged (its records have them: the live figure lacks ≤ 1 %)
+        assert {k: again["samples"][k] for k in ("ttft", "tpot", "e2e")} == {k: s["samples"][k] for k in ("ttft", "tpot", "e2e")}
+        assert s["samples"]["itl"] <= again["samples"]["itl"] <= 1.01 * s["samples"]["itl"], (again["samples"], s["samples"])
     assert cont["ran_on"] != earlier
     assert ran_on_devices([cont]) == {"vm GPU 1 GPU-5d64e549": ["second steps 1–2"]}  # the simulator's own steps: no device
