@@ -22,6 +22,11 @@ from typing import Any, Iterable
 from kvtui.scenario.schema import Ramp
 
 MAX_CONFIRM_ROUNDS = 3
+# ramp.confirm_when = "doubt": a knee load that has already passed and failed is not repeated again.
+# Its verdict sits on the limit itself (the H200 at 8k / 512, ITL p95 ≤ 100 ms: fp8-w+kv's 28 read
+# 104.8, 99.6, 103.8 and 98.1 ms, one token gap in twenty either side of 5 % stalled); another repeat
+# is another coin, and the knee's interval (kvtui.explore.knee_interval) pools them all.
+FLIPPED = "its verdicts disagree (passed and failed): a load on the limit, the knee's interval says how sure"
 
 
 def ramp_levels(ramp: Ramp, closed: bool = True) -> list[float]:
@@ -72,7 +77,7 @@ class SearchResult:
 
     @property
     def noisy(self) -> bool:
-        return self.flips > 1
+        return self.flips > 1 or FLIPPED in self.settled.values()
 
     def describe(self) -> str:
         if self.best is None:
@@ -84,13 +89,16 @@ class SearchResult:
             s += f" (next {self.first_fail:g} fails)"
         if self.confirmed:
             knee = [x for x in (self.best, self.first_fail) if x is not None]
-            unrepeated = [x for x in knee if x in self.settled]
+            flipped = [x for x in knee if self.settled.get(x) == FLIPPED]
+            unrepeated = [x for x in knee if x in self.settled and x not in flipped]
             if not unrepeated:
                 s += ", confirmed"
-            elif len(unrepeated) == len(knee):
+            elif len(unrepeated) == len(knee) - len(flipped):
                 s += ", settled without a repeat"
             else:
                 s += f", confirmed ({', '.join(f'{x:g}' for x in unrepeated)} settled without a repeat)"
+            if flipped:
+                s += f", {', '.join(f'{x:g}' for x in flipped)} passed and failed (not repeated again)"
         if self.flips:
             s += f", pass/fail flipped {self.flips}×" + (" — noisy" if self.noisy else "")
         return s
@@ -207,8 +215,9 @@ class _Base:
             # drain_reason), a ramp from zero; after a step at another load it may continue.
             s.confirm_queue.reverse()
         if self.only_doubt:
-            s.skipped = {x: s.settled[x] for x in s.confirm_queue if x in s.settled}
-            s.confirm_queue = [x for x in s.confirm_queue if x not in s.settled]
+            s.skipped = {x: s.settled[x] if x in s.settled else FLIPPED for x in s.confirm_queue
+                         if x in s.settled or {ok for load, ok in s.history if load == x} == {True, False}}
+            s.confirm_queue = [x for x in s.confirm_queue if x not in s.skipped]
             if not s.confirm_queue:
                 s.confirming = False
                 s.done = True

@@ -125,3 +125,31 @@ def test_resolution_is_relative_and_the_same_rule_for_every_mode():
     assert res.best is not None and res.first_fail is not None
     assert res.first_fail - res.best <= max(1, res.best // 16)
     assert res.best <= 300 < res.first_fail
+
+
+def test_doubt_does_not_repeat_a_knee_load_whose_verdicts_disagree():
+    """The H200 at 8k / 512, ITL p95 ≤ 100 ms (docs/results/h200-8k512-itl100.md): fp8-w+kv's 28
+    failed (104.8 ms), passed its repeat (99.6), and the search went on: 36 failed, settled; then the
+    confirmation repeated 28 (103.8: fail), 20 and 28 again (98.1: pass), 8 steps. Under "doubt" a
+    knee load that has passed and failed is not repeated once more (another coin): 5 steps, the same
+    knee, called noisy; under "always" (the careful method) the confirmation goes on as before."""
+    from kvtui.explore.search import FLIPPED
+    from kvtui.explore.search_seeded import SeededSearch
+
+    def run(when: str) -> tuple:
+        verdicts = {20.0: [True] * 9, 28.0: [False, True, False, True, False, True], 36.0: [False] * 9}
+        s = SeededSearch(Ramp(start=8, max=256, resolution=8, confirm_when=when), knee=20)
+        loads = []
+        while (x := s.next()) is not None and len(loads) < 20:
+            loads.append(x)
+            s.record(x, verdicts[x].pop(0), "itl decided FAIL at 95%" if x == 36.0 else None)
+        return s.result(), loads
+
+    res, loads = run("doubt")
+    assert loads == [20, 28, 20, 28, 36]
+    assert (res.best, res.first_fail, res.flips) == (28, 36, 1) and res.noisy
+    assert res.settled == {28.0: FLIPPED, 36.0: "itl decided FAIL at 95%"}
+    assert res.describe() == ("28 (next 36 fails), settled without a repeat, 28 passed and failed (not repeated "
+                              "again), pass/fail flipped 1× — noisy")
+    careful, loads = run("always")
+    assert loads[:6] == [20, 28, 20, 28, 36, 28] and len(loads) > 6 and not careful.settled
