@@ -38,6 +38,14 @@ NOTES = {("8k / 512", "early", 4): "fp8-w+kv was also cut once by a call's end (
                                 "scenario, so it ran the scenario's \"always\" (as the heading, read from the "
                                 "snapshots, says). Re-evaluated under \"doubt\", none of its steps settles: it "
                                 "would have repeated the same steps.",
+         ("8k / 512, ITL p95 ≤ 100 ms", "careful", 2): "The device time ran out during fp8-kv's fifth step (a probe "
+                                                     "of 18, cut 17.3 s in): no knee; its GPU seconds are a lower "
+                                                     "bound. Its starts were compile-cache hits (the fast run's "
+                                                     "cache), the fast run's misses or cold.",
+         ("8k / 512, ITL p95 ≤ 100 ms", "fast", 4): "fp8-w+kv was cut by a call's end during its seventh step (20.4 s "
+                                                  "in, not in the snapshot) and resumed: its GPU seconds count both "
+                                                  "server starts (continued.startup_s), not the cut step "
+                                                  "(h200-8k512-itl100.md: 1,129 s with it).",
          ("2k / 256", "careful", 4): "fp8-w+kv of the careful run (raw/h200-cont-fp8-wkv.json) was noisy and cut by "
                                   "a call's end before its confirmation: its 375 s are a lower bound, and the "
                                   "four-mode total with it."}
@@ -53,6 +61,11 @@ RUNS: list[tuple[str, str, str, tuple[str, ...], tuple[str, ...]]] = [
     ("2k / 256", "careful", "continuous", ("h200-cont", "raw/h200-cont-fp8-wkv"), MODES),
     ("2k / 256", "four", "+ births rule, confirmation order, settled steps, one session",
      ("h200-2k256-four",), MODES),
+    ("8k / 512, ITL p95 ≤ 100 ms", "careful", "continuous", ("h200-8k512-itl100-careful",), ("bf16", "fp8-kv")),
+    ("8k / 512, ITL p95 ≤ 100 ms", "fast", "+ births rule, confirmation order, settled steps",
+     ("h200-8k512-itl100",), ("bf16", "fp8-kv")),
+    ("8k / 512, ITL p95 ≤ 100 ms", "fast", "+ births rule, confirmation order, settled steps, one session",
+     ("h200-8k512-itl100",), MODES),
 ]
 
 
@@ -60,7 +73,9 @@ def mode_split(m: dict, warmup_s: float) -> dict[str, float]:
     steps = m.get("steps") or []
     if not steps:
         raise SystemExit(f"time_to_answer_h200: mode {m.get('name')} holds no step: nothing measured")
-    start = float((m.get("server") or {}).get("startup_s") or 0.0)
+    # every server started for the mode: its own, and those of the runs a --resume continued it from
+    start = float((m.get("server") or {}).get("startup_s") or 0.0) + sum(
+        float(x) for x in (m.get("continued") or {}).get("startup_s") or [])
     windows = sum(float(s["t_window_end"]) - float(s["t_window_start"]) for s in steps)
     meas = sum(float(s["duration_s"]) for s in steps)
     return {"steps": len(steps), "start": start, "windows": windows, "overhead": meas - windows,
@@ -120,7 +135,8 @@ def main() -> int:
                   "| mode | knee | steps | start s | windows s | other s | GPU s | median step s | steps s |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for name, s in split.items():
-            lines.append(f"| {name} | {s['knee']:g} | {s['steps']} | {s['start']:.0f} | {s['windows']:.0f} | "
+            knee = "—" if s["knee"] is None else f"{s['knee']:g}"
+            lines.append(f"| {name} | {knee} | {s['steps']} | {s['start']:.0f} | {s['windows']:.0f} | "
                          f"{s['overhead']:.0f} | {s['total']:.0f} | {s['median']:.1f} | "
                          f"{', '.join(f'{d:.1f}' for d in s['durations'])} |")
         total = sum(s["total"] for s in split.values())
