@@ -9,13 +9,16 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from kvtui.explore.results import StepResult
 from kvtui.explore.stats import PCTS, min_samples_for, summarize
 from kvtui.load.records import Record
 from kvtui.scenario.schema import Slo
 from kvtui.snapshot.schema import Step
+
+if TYPE_CHECKING:
+    from kvtui.explore.window_stats import WindowSamples
 
 LIMITS = ("errors", "client", "kv_wall", "prefill", "decode")
 LIMIT_WORDS = {
@@ -119,10 +122,9 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     dur = max(1e-9, ctx.t_window_end - ctx.t_window_start)
     win = None
     if ctx.window_stats:
-        from kvtui.explore.window_stats import window_samples, window_tokens
+        from kvtui.explore.window_stats import window_tokens
 
-        win = window_samples(records, ctx.t_window_start, ctx.t_window_end, ctx.t_end, ctx.time_scale,
-                             whole=ctx.births, births_end=ctx.t_births_end)
+        win = window_of(records, ctx)
         ttft = summarize(win.ttft, failures=nf)
         tpot = summarize(win.tpot, failures=nf)
         e2e = summarize(win.e2e, failures=nf)
@@ -370,9 +372,18 @@ def limited_by(step: dict[str, Any], slo: Slo) -> str:
     return "errors" if step["errors"] else ""
 
 
-def reevaluate(step: dict[str, Any], records: list[Record], slo: Slo) -> dict[str, Any]:
-    """Recompute a stored step under another SLO, keeping its telemetry."""
-    ctx = StepContext(
+def window_of(records: Iterable[Record], ctx: StepContext) -> WindowSamples:
+    """The window-only samples a step's figures come from (kvtui.explore.window_stats.WindowSamples):
+    one call for the step's verdict and for its knee interval's bootstrap."""
+    from kvtui.explore.window_stats import window_samples
+
+    return window_samples(records, ctx.t_window_start, ctx.t_window_end, ctx.t_end, ctx.time_scale,
+                          whole=ctx.births, births_end=ctx.t_births_end)
+
+
+def step_context(step: dict[str, Any]) -> StepContext:
+    """The context a stored step was evaluated in, from what it recorded (its telemetry included)."""
+    return StepContext(
         load=step["load"],
         closed=step.get("load_kind", "concurrency") == "concurrency",
         t_window_start=step["t_window_start"],
@@ -399,7 +410,11 @@ def reevaluate(step: dict[str, Any], records: list[Record], slo: Slo) -> dict[st
         births=isinstance(step.get("births"), dict),
         t_births_end=(step.get("births") or {}).get("cutoff"),
     )
-    new = evaluate_step(records, ctx, slo)
+
+
+def reevaluate(step: dict[str, Any], records: list[Record], slo: Slo) -> dict[str, Any]:
+    """Recompute a stored step under another SLO, keeping its telemetry."""
+    new = evaluate_step(records, step_context(step), slo)
     for k in ("index", "t_window_start", "t_window_end", "started_at", "duration_s", "repeat_of", "search_phase",
               "note", "autoscale", "t_end", "drain", "continued_from", "sequential", "births"):
         if k in step:

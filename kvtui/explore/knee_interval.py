@@ -281,14 +281,12 @@ def reqs_for_step(step: dict[str, Any], records: Sequence[Any]) -> list[Req]:
     had not finished, so its completed requests alone are too few for a p95 (40: every resample
     undecided, so every pass read 0 %; the H200 8k / 512 runs of 2026-12-05). Any other step: its
     counted requests, whole."""
-    ts = step.get("time_scale") or None
     if step.get("stats_from") != "window" or "t_window_start" not in step or "t_window_end" not in step:
-        return reqs_from_records(records, ts)
-    from kvtui.explore.window_stats import window_requests, window_samples
+        return reqs_from_records(records, step.get("time_scale") or None)
+    from kvtui.explore.evaluate import step_context, window_of
+    from kvtui.explore.window_stats import window_requests
 
-    births = step.get("births")
-    win = window_samples(records, step["t_window_start"], step["t_window_end"], step.get("t_end"), ts or 1.0,
-                         whole=isinstance(births, dict), births_end=(births or {}).get("cutoff"))
+    win = window_of(records, step_context(step))  # the very samples the step's figures come from
 
     def ms(v: float | None) -> float | None:
         return None if v is None else v * 1000.0
