@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 28 on the H200: a four-mode comparison (bf16, fp8 KV, fp8 weights, fp8 w+kv) on the 8B
-# shape, 8k prompt / 512 out, TTFT p95 ≤ 3 s, ITL p95 ≤ 300 ms (8k prefills stall decode ~200 ms), no preemption
+# shape, 8k prompt / 512 out, TTFT p95 ≤ 3 s, ITL p95 ≤ 300 ms (8k prefills stall decode ~200 ms; ITL_P95_MS, TPOT_P95_MS below), no preemption
 # (an SLO the window alone can judge: docs/PROTOCOL.md), with the continuous protocol (or PROTOCOL=classic), one mode per call so each
 # fits a 10-minute device call; the snapshot carries the finished modes (--resume).
 #
@@ -25,11 +25,23 @@ PY=${PYTHON:-python3}
 TAG=${TAG:-answer}
 LATEST=$RUNS/$TAG.latest   # the path of the newest snapshot (each run writes its own --out; the next resumes it)
 SC=$RUNS/answer.toml
-# ITL_P95_MS=100: the interactive SLO for the same workload (300: the published one, a KV-bound knee)
-ITL_P95_MS=${ITL_P95_MS:-300}
+# ITL_P95_MS=100: the interactive SLO for the same workload (300: the published one, a KV-bound knee).
+# TPOT_P95_MS=30: judge decode by each request's mean gap instead (MLPerf's interactive Llama 3.1 8B SLO bounds
+# TPOT, at p99); ITL is then judged only where ITL_P95_MS is also given. At 8k prompts an ITL p95 is a cliff
+# (an 8k prefill stalls every stream ~170 ms: the p95 reads a stall once more than 5 % of gaps are stalled),
+# a TPOT p95 rises smoothly with load (docs/results/h200-8k512-itl100.md).
+if [ -n "${TPOT_P95_MS:-}" ]; then
+  DECODE_SLO="tpot_p95_ms = $TPOT_P95_MS${ITL_P95_MS:+
+itl_p95_ms = $ITL_P95_MS}"
+  DECODE_TEXT="TPOT p95 <= ${TPOT_P95_MS} ms${ITL_P95_MS:+, ITL p95 <= $ITL_P95_MS ms}"
+else
+  ITL_P95_MS=${ITL_P95_MS:-300}
+  DECODE_SLO="itl_p95_ms = $ITL_P95_MS"
+  DECODE_TEXT="ITL p95 <= ${ITL_P95_MS} ms"
+fi
 cat >"$SC" <<TOML
 name = "h200-answer-8k512"
-description = "8B shape, 8k in / 512 out, TTFT p95 <= 3 s, ITL p95 <= ${ITL_P95_MS} ms: the answer in minutes (issue 28)"
+description = "8B shape, 8k in / 512 out, TTFT p95 <= 3 s, $DECODE_TEXT: the answer in minutes (issue 28)"
 seed = 0
 [server]
 engine = "vllm"
@@ -76,7 +88,7 @@ min_samples = ${MIN_SAMPLES:-20}
 window_s = ${WINDOW_S:-20}
 [slo]
 ttft_p95_ms = 3000
-itl_p95_ms = $ITL_P95_MS
+$DECODE_SLO
 max_error_rate = 0.01
 max_preemptions_per_request = 0
 TOML

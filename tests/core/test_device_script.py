@@ -46,3 +46,17 @@ def test_unasked_the_shipped_scenario_keeps_its_own_ramp(tmp_path: Path) -> None
     doc, _ = _run(tmp_path, SCENARIO="h200-llama8b", MODES="fp8-w+kv")
     ramp = doc["scenario"]["ramp"]
     assert (ramp["confirm_when"], ramp["window_s"]) == ("always", 15.0)
+
+
+@pytest.mark.parametrize("env, slo", [
+    ({}, {"itl_p95_ms": 300.0}),  # the published SLO: a KV-bound knee
+    ({"ITL_P95_MS": "100"}, {"itl_p95_ms": 100.0}),  # the interactive one of h200-8k512-itl100
+    ({"TPOT_P95_MS": "30"}, {"tpot_p95_ms": 30.0}),  # decode by each request's mean gap, no ITL target
+    ({"TPOT_P95_MS": "30", "ITL_P95_MS": "250"}, {"tpot_p95_ms": 30.0, "itl_p95_ms": 250.0}),
+])
+def test_the_decode_slo_asked_for_is_the_one_the_snapshot_judged(tmp_path: Path, env: dict, slo: dict) -> None:
+    doc, _ = _run(tmp_path, MODES="fp8-w+kv", CONFIRM_WHEN="doubt", **env)
+    assert doc["scenario"]["slo"]["latency"] == {"ttft_p95_ms": 3000.0, **slo}
+    # every judged step was judged on exactly those latency targets
+    judged = {c["target"] for s in doc["modes"][-1]["steps"] for c in s.get("checks") or []} - {"preemptions_per_request"}
+    assert judged == {"ttft_p95_ms", *slo}
