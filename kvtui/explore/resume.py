@@ -17,6 +17,7 @@ from kvtui.explore.document import mode_settings, setting_changes
 from kvtui.explore.evaluate import no_server_verdict, ran_to_its_end
 from kvtui.explore.search import Search
 from kvtui.explore.search_seeded import rehint
+from kvtui.explore.settled import settle_passes
 from kvtui.load.records import Damaged, iter_record_lines, record_from_line
 from kvtui.scenario.schema import Mode, Scenario
 from kvtui.snapshot.file import SnapshotWriter, atomic_write, ran_on_devices
@@ -221,7 +222,8 @@ class Resume:
         return len(lines)
 
     def replay_finished_steps(self, search: Search, md: dict[str, Any], old: dict[str, Any], t0: float,
-                              writer: SnapshotWriter) -> tuple[int, list[dict[str, Any]]]:
+                              writer: SnapshotWriter,
+                              sc: Scenario | None = None) -> tuple[int, list[dict[str, Any]]]:
         """Feed a continued mode's finished steps to its search, in their order, as long as the
         search asks for exactly those loads; returns how many were kept and the telemetry rows
         kept with them. The kept steps' times on the run's time line (`t_rel_*`) and their telemetry
@@ -252,6 +254,8 @@ class Resume:
             # gaps from after its end (docs/results/h200-8k512-itl100.md: ITL p95 104.8 → 40.5 ms).
             st["resumed"] = True
             md["steps"].append(st)
+            if sc is not None:  # as the run did after each step: a journal may predate a pass's settling
+                settle_passes(md["steps"], old.get("server") or {}, sc, search)
             writer.step_finished(md["name"], st)
             self.emit(ev.StepFinished(md["name"], st))
             kept += 1

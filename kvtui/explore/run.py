@@ -37,6 +37,7 @@ from kvtui.explore.replica_step import mark_remeasure
 from kvtui.explore.results import ModeResult
 from kvtui.explore.resume import Resume, finished_steps
 from kvtui.explore.search import Search, ramp_levels
+from kvtui.explore.settled import settle_passes, settled_reason
 from kvtui.explore.stats import PCTS, min_samples_for
 from kvtui.explore.telemetry_loop import SERIES_MAX, TelemetryLoop
 from kvtui.load.generator import LoadGenerator
@@ -337,7 +338,8 @@ class Run:
         remeasured: set[float] = set()  # loads measured again after a replica died in them (once each)
         if old is not None:
             assert self.writer is not None
-            kept, self._prior_series = self._resume.replay_finished_steps(search, md, old, self.t0, self.writer)
+            kept, self._prior_series = self._resume.replay_finished_steps(search, md, old, self.t0, self.writer,
+                                                                          self.scenario)
             if kept:
                 last_load = md["steps"][-1]["load"]
             step_index = len(finished_steps(old))  # never reuse the index of a carried step's records
@@ -373,6 +375,8 @@ class Run:
                     retry = (load, why)
                     continue
                 search.record(load, step["passed"], step.get("settled"))
+                # a pass whose own samples were too few, settled by the loads measured above it since
+                settle_passes(md["steps"], md.get("server") or {}, self.scenario, search)
                 predict_loop.after_step(self, mode, md, search)
                 self.emit(ev.ModeUpdated(mode.name, md))
             dead = ex.dead()
@@ -425,8 +429,6 @@ class Run:
             step["pass_probability"] = pp
         predict_loop.annotate(md, step)
         if self.scenario.ramp.confirm_when == "doubt" and why in ("search", "confirm"):
-            from kvtui.explore.settled import settled_reason
-
             # Whether the confirmation needs to repeat this verdict (ramp.confirm_when = "doubt").
             step["settled"] = settled_reason(step, md.get("server") or {}, self.scenario)
         if m.check_samples and step["samples"]["ttft"] < need and step["passed"] is not None:

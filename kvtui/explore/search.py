@@ -158,6 +158,13 @@ class _Base:
                 s.fail = load
         self._advance(load, ok)
 
+    def settle(self, load: float, why: str) -> None:
+        """A pass settled after it was recorded, by what the loads above it measured since
+        (kvtui.explore.settled.resettled): only where it is still the load's latest verdict."""
+        verdicts = [ok for x, ok in self.s.history if x == load]
+        if verdicts and verdicts[-1]:
+            self.s.settled[load] = why
+
     def _record_confirm(self, load: float, ok: bool) -> None:
         s = self.s
         if load == s.best and not ok:

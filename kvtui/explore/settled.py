@@ -7,6 +7,22 @@ settle a verdict without one, and `settled_reason` names which (None: in doubt, 
 - **The sequential test** (kvtui.explore.sequential) decided every latency target at
   `ramp.confidence` over the step's window samples, each ≥ 10 % clear of its limit: PASS when
   every target is decided PASS, FAIL when one is decided FAIL.
+  - **A PASS whose own samples are too few to decide** (a per-request target, TTFT, TPOT or
+    E2E, with n below the count at which even no sample above the limit decides: 78 for a p95
+    with two targets; 41–52 window requests at 8k / 512) is decided on its own samples pooled
+    with those of every load measured above it in the mode (`pooled_pass`). The search already
+    takes a request's latency to grow with the load (a pass above a fail is noise; the knee's
+    interval is a monotone fit), so a higher load's samples are above the limit at least as often:
+    if the lower load's share above the limit reached 1 − q, the pooled count would be drawn at
+    least as high, and the same binomial test at the same α′ keeps its error rate. Its own test
+    could not decide PASS at any count, so it spent none of α′. Every pooled step must have read
+    the target ≥ 10 % clear of its limit, and judged its whole window or stopped early at a FAIL
+    (its looks' samples). An early stop is chosen by its outcome: a FAIL's by slow samples, which
+    adds to the count above the limit where the targets move together (a load that stalls decode
+    also queues prefills); a PASS's, by quick ones, is never pooled. On the H200 at 8k / 512 (ITL
+    p95 ≤ 100 ms) three of the four knees' passes were repeated for this alone: TTFT p95 ~300–490 ms
+    against 3 s, from 41–52 samples (docs/results/h200-8k512-itl100.md). A pass measured before
+    the loads above it is settled when they come (`resettled`).
 - **The KV cache's arithmetic**, for the preemption target (`slo.max_preemptions_per_request = 0`)
   of a fixed-length workload, from the KV tokens the server itself reported:
   - a FAIL with preemptions is settled when the load's steady state cannot fit: N requests
@@ -29,8 +45,10 @@ knee step, as the careful method does.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+from kvtui.explore.sequential import binom_cdf, decide
+from kvtui.explore.stats import PCTS
 from kvtui.scenario.schema import Scenario
 
 
@@ -56,8 +74,90 @@ def _fixed_lengths(sc: Scenario) -> tuple[float, float] | None:
     return float(w.prompt_tokens.value), float(w.output_tokens.value)
 
 
-def settled_reason(step: Mapping[str, Any], server: Mapping[str, Any], sc: Scenario) -> str | None:
-    """Why this judged step's verdict needs no repeat (module docstring), or None."""
+def _clean(step: Mapping[str, Any]) -> bool:
+    """A verdict the server's latencies carry (no client flag, not aborted, no error burst)."""
+    return not (step.get("flags") or step.get("aborted") or step.get("error_burst") or step.get("remeasured"))
+
+
+def pooled_pass(step: Mapping[str, Any], higher: Sequence[Mapping[str, Any]], sc: Scenario) -> str | None:
+    """How the per-request latency targets that a PASS's own samples were too few to decide are
+    decided PASS with the samples of the loads measured above it (module docstring); None where
+    one is not, or where a target was undecided for another reason than its count."""
+    seq = step.get("sequential") or {}
+    rows = seq.get("targets") or []
+    targets = sc.slo.targets()
+    alpha = seq.get("alpha_per_look")
+    if (step.get("passed") is not True or seq.get("stopped_early") or len(rows) != len(targets)
+            or not isinstance(alpha, (int, float)) or not higher):
+        return None
+    checks = {c.get("target"): c for c in step.get("checks") or []}
+    margin = float(seq.get("margin") or 0.0)
+    notes = []
+    for j, (row, (metric, pct, limit)) in enumerate(zip(rows, targets)):
+        if row.get("decided") is True:
+            continue
+        q = PCTS[pct]
+        n, above = int(row.get("n") or 0), int(row.get("above") or 0)
+        if row.get("target") != metric or row.get("decided") is False or n < int(seq.get("min_samples") or 0):
+            return None
+        if binom_cdf(0, n, 1.0 - q) <= alpha:
+            return None  # its own test could have decided it: its doubt stands
+        key = f"{metric}_{pct}_ms"
+        pool_n, pool_above, loads = n, above, []
+        for h in [step, *higher]:
+            value = ({c.get("target"): c for c in h.get("checks") or []} if h is not step else checks).get(key, {})
+            if not isinstance(value.get("value"), (int, float)) or value["value"] > float(limit) * (1.0 - margin):
+                return None  # not clear of its limit (or not measured): no evidence to pool
+            if h is step:
+                continue
+            hseq = h.get("sequential") or {}
+            hrows = hseq.get("targets") or []
+            if (hseq.get("stopped_early") and hseq.get("verdict") is not False) or len(hrows) != len(targets) \
+                    or hrows[j].get("target") != metric:
+                return None  # a PASS that stopped early was stopped by its quick samples: not pooled
+            pool_n += int(hrows[j].get("n") or 0)
+            pool_above += int(hrows[j].get("above") or 0)
+            loads.append(float(h.get("load") or 0))
+        if decide(pool_n, pool_above, q, float(alpha)) is not True:
+            return None
+        at = ", ".join(f"{x:g}" for x in sorted(set(loads)))
+        notes.append(f"{metric} on {pool_n} samples pooled with {at}'s: a higher load is no faster")
+    return "; ".join(notes) if notes else None
+
+
+def resettled(steps: Sequence[dict[str, Any]], server: Mapping[str, Any],
+              sc: Scenario) -> list[tuple[dict[str, Any], str]]:
+    """The mode's passes in doubt that the loads measured above them now settle (pooled_pass), each
+    with why: only a load's latest verdict (the search keeps one per load), and only a pass."""
+    judged = [s for s in steps if s.get("why") in ("search", "confirm") and s.get("passed") is not None]
+    out = []
+    for i, s in enumerate(judged):
+        load = s.get("load")
+        if s.get("passed") is not True or s.get("settled") or any(t.get("load") == load for t in judged[i + 1:]):
+            continue
+        higher = [t for t in judged if _clean(t) and isinstance(t.get("load"), (int, float))
+                  and isinstance(load, (int, float)) and t["load"] > load]
+        why = settled_reason(s, server, sc, higher) if higher else None
+        if why:
+            out.append((s, why))
+    return out
+
+
+def settle_passes(steps: Sequence[dict[str, Any]], server: Mapping[str, Any], sc: Scenario, search: Any) -> None:
+    """Under "doubt", after each judged step (a run's, or a resumed run's replay of its kept ones, so
+    that both settle the same passes): the passes the loads above them now settle, in the steps
+    (`settled`) and in the search (kvtui.explore.search: settle), so the confirmation skips them."""
+    if sc.ramp.confirm_when != "doubt":
+        return
+    for st, why in resettled(steps, server, sc):
+        st["settled"] = why
+        search.settle(float(st["load"]), why)
+
+
+def settled_reason(step: Mapping[str, Any], server: Mapping[str, Any], sc: Scenario,
+                   higher: Sequence[Mapping[str, Any]] = ()) -> str | None:
+    """Why this judged step's verdict needs no repeat (module docstring), or None. `higher`: the
+    mode's judged steps at loads above it (a PASS's too few samples pooled with theirs)."""
     passed = step.get("passed")
     if passed is None or step.get("flags") or step.get("aborted") or step.get("error_burst"):
         return None
@@ -70,11 +170,12 @@ def settled_reason(step: Mapping[str, Any], server: Mapping[str, Any], sc: Scena
     lengths = _fixed_lengths(sc)
     pre = step.get("preemptions")
     if passed:
-        if lat is not True:
+        pooled = pooled_pass(step, higher, sc) if lat is None and higher else None
+        if lat is not True and pooled is None:
             return None
         if (step.get("errors") or 0) > 0 or sc.slo.min_goodput:
             return None
-        why = f"every latency target decided PASS at {conf}"
+        why = f"every latency target decided PASS at {conf}" + (f" ({pooled})" if pooled else "")
         if "preemptions_per_request" in checks:
             if pre or not kv or lengths is None:
                 return None

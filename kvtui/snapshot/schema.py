@@ -179,8 +179,10 @@ class Step(Document):
                                                  "allows none: FAIL whatever the rest of the window shows), why}",
                                                  OBJECT)
     settled: str | None = field("ramp.confirm_when = \"doubt\": why this knee step's verdict needs no repeat (the "
-                                "sequential test decided it, or the KV cache's arithmetic: kvtui/explore/settled.py); "
-                                "null: in doubt, the confirmation repeats it", TEXT)
+                                "sequential test decided it, a PASS's too few samples pooled with those of the loads "
+                                "above it where need be, or the KV cache's arithmetic: kvtui/explore/settled.py; a "
+                                "pass may be settled by a later step); null: in doubt, the confirmation repeats it",
+                                TEXT)
     sequential: Mapping[str, Any] | None = field("the sequential test: confidence, looks, samples, the bounds seen per "
                                                  "SLO figure", OBJECT)
     stats_from: str | None = field("\"window\": figures from the window's own requests, cut ones by their gaps so "

@@ -240,3 +240,190 @@ def test_every_published_h200_step_run_under_doubt_re_settles_as_it_recorded() -
     assert runs >= 4  # h200-8k512-doubt, -early, -watch, h200-2k256-four
     # not vacuous: the published steps hold settles of each kind (the test, the arithmetic, the watch)
     assert any("decided" in r for r in reasons) and any("KV" in r or "cache" in r for r in reasons), reasons
+
+
+# --- a pass whose own samples are too few, pooled with the loads above it (settled.pooled_pass) ----------
+
+ALPHA = 0.75 * 0.05 / 2  # the end look's α′: ¾ of 1 − confidence over two targets (one look)
+
+
+def _pooled_step(load: float, passed: bool, ttft: tuple[int, int, float], itl: tuple[int, int, bool | None] = (16_000, 600, True),
+                 early: bool | None = None) -> dict:
+    """A judged step as the continuous protocol records it at 8k / 512: TTFT over its 41–65 window
+    requests, ITL over their ~16,000 token gaps (docs/results/h200-8k512-itl100.json.xz)."""
+    (n, above, value), (gn, gabove, gdecided) = ttft, itl
+    return {"load": load, "passed": passed, "why": "search", "preemptions": 0, "errors": 0,
+            "checks": [{"target": "ttft_p95_ms", "ok": True, "value": value, "n": n},
+                       {"target": "itl_p95_ms", "ok": passed, "value": 30.0 if passed else 180.0, "n": gn},
+                       {"target": "preemptions_per_request", "ok": True, "value": 0}],
+            "sequential": {"stopped_early": early is not None, "verdict": early, "alpha_per_look": ALPHA,
+                           "min_samples": 40, "margin": 0.1,
+                           "targets": [{"target": "ttft", "n": n, "above": above, "decided": None},
+                                       {"target": "itl", "n": gn, "above": gabove, "decided": gdecided}]}}
+
+
+def _itl100():
+    return _sc(itl_p95_ms=100)
+
+
+def test_a_pass_too_small_to_decide_is_settled_by_the_loads_measured_above_it() -> None:
+    """The H200's bf16 at 8k / 512, ITL p95 ≤ 100 ms: 20 passed (TTFT p95 454 ms of 3 s over 41
+    requests, none above: no count that small decides a p95), 28 failed on ITL (TTFT 490 ms over 49)."""
+    from kvtui.explore.settled import pooled_pass, resettled
+
+    sc, server = _itl100(), {"kv_cache_tokens": KV}
+    knee = _pooled_step(20, True, (41, 0, 454.4))
+    above = _pooled_step(28, False, (49, 0, 490.5), (16_400, 935, False))
+    assert settled_reason(knee, server, sc) is None  # alone: in doubt, as recorded on the H200
+    why = settled_reason(knee, server, sc, [above])
+    assert why and "decided PASS" in why and "ttft on 90 samples pooled with 28's" in why
+    assert pooled_pass(knee, [above], sc) == "ttft on 90 samples pooled with 28's: a higher load is no faster"
+    # measured in order: the pass is settled once the load above it has been measured
+    assert resettled([knee], server, sc) == []
+    assert resettled([knee, above], server, sc) == [(knee, why)]
+    # a later verdict at the same load is the one the search keeps: only that one may be settled
+    again = _pooled_step(20, True, (42, 0, 402.2))
+    assert [s for s, _ in resettled([knee, above, again], server, sc)] == [again]
+
+
+@pytest.mark.parametrize("case, knee, above", [
+    # the pooled samples have too many above the limit: 3 of 90 does not decide a p95 at α′
+    ("too many above", (41, 0, 454.4), (49, 3, 2600.0)),
+    # a higher load near its limit (within the 10 % margin) vouches for nothing
+    ("not clear of the limit", (41, 0, 454.4), (49, 0, 2800.0)),
+    # its own test had the samples to decide (n ≥ 78): its doubt stands, nothing is pooled
+    ("own test had power", (80, 2, 2500.0), (90, 0, 500.0)),
+    # fewer than the step's minimum samples: not a window the rule reads at all
+    ("under the minimum", (30, 0, 454.4), (90, 0, 500.0)),
+])
+def test_pooling_settles_nothing_where_the_evidence_is_not_there(case: str, knee: tuple, above: tuple) -> None:
+    sc, server = _itl100(), {"kv_cache_tokens": KV}
+    assert settled_reason(_pooled_step(20, True, knee), server, sc,
+                          [_pooled_step(28, False, above, (16_400, 935, False))]) is None, case
+
+
+def test_pooling_reads_only_what_the_sampling_did_not_choose() -> None:
+    """An early stop is chosen by its outcome: a FAIL's by slow samples (it can only add to the
+    count above), a PASS's by quick ones (not pooled). A target the step's own samples left open
+    for another reason than their count (ITL near its limit) is not pooled either."""
+    sc, server = _itl100(), {"kv_cache_tokens": KV}
+    knee = _pooled_step(20, True, (41, 0, 454.4))
+    assert settled_reason(knee, server, sc, [_pooled_step(28, False, (49, 0, 490.5), (13_000, 822, False), early=False)])
+    assert settled_reason(knee, server, sc, [_pooled_step(28, True, (49, 0, 490.5), (13_000, 500, True), early=True)]) is None
+    near = _pooled_step(26, True, (50, 0, 442.3), (18_979, 918, None))  # fp8-kv's 26: 4.84 % of gaps above
+    assert settled_reason(near, server, sc, [_pooled_step(34, False, (49, 0, 468.3), (17_245, 1051, False))]) is None
+    # a FAIL is never settled by pooling (a higher load's samples say nothing for it)
+    fail = _pooled_step(28, False, (49, 0, 490.5), (16_400, 935, None))
+    assert settled_reason(fail, server, sc, [_pooled_step(36, False, (65, 0, 500.0), (22_700, 1544, False))]) is None
+
+
+def test_the_pooled_test_keeps_its_error_rate_where_the_lower_load_sits_on_the_limit() -> None:
+    """By simulation: the lower load's TTFT is above its limit exactly 5 % of the time (its p95 on the
+    limit: a PASS would be wrong), the higher load's at least as often. The pooled rule decides PASS
+    at most α′ of the time; were the higher load faster (the monotone premise broken), it could."""
+    import random
+
+    from kvtui.explore.settled import pooled_pass
+
+    sc = _itl100()
+    rng = random.Random(7)
+
+    def rate(theta_above: float, trials: int = 4000) -> float:
+        wrong = 0
+        for _ in range(trials):
+            x1 = sum(rng.random() < 0.05 for _ in range(41))
+            x2 = sum(rng.random() < theta_above for _ in range(49))
+            knee = _pooled_step(20, True, (41, x1, 454.4))
+            if pooled_pass(knee, [_pooled_step(28, False, (49, x2, 490.5), (16_400, 935, False))], sc):
+                wrong += 1
+        return wrong / trials
+
+    assert rate(0.05) <= ALPHA and rate(0.08) <= ALPHA
+    assert rate(0.0) > 5 * ALPHA  # not vacuous: a higher load that were faster would mislead it
+
+
+def test_an_offline_run_pools_the_knee_pass_and_finds_the_same_knee(tmp_path: Path) -> None:
+    """The simulator at 8k / 512 under ITL p95 ≤ 100 ms (scripts/h200_answer.sh ITL_P95_MS=100):
+    under "doubt" the knee's pass is settled by the fail above it and not repeated; "always" finds
+    the same knee in more steps. A --resume from a journal written before the fail settled the
+    pass settles it again, and measures nothing more."""
+    from kvtui.explore.run import Run
+    from kvtui.snapshot.file import load_snapshot
+
+    knees, steps, docs = {}, {}, {}
+    for how in ("always", "doubt"):
+        sc = scenario_from_dict({
+            "server": {"engine": "sim", "model": "llama-3.1-8b", "gpu": "H200", "max_model_len": 9216},
+            "modes": [{"name": "bf16", "dtype": "bfloat16"}],
+            "workload": {"prompt_tokens": 8192, "output_tokens": 512, "jitter": 0.1, "ignore_eos": True},
+            "slo": {"ttft_p95_ms": 3000, "itl_p95_ms": 100, "max_error_rate": 0.01, "max_preemptions_per_request": 0},
+            "ramp": {"start": 8, "max": 256, "resolution": 8, "warmup_s": 5, "window_s": 20,
+                     "protocol": "continuous", "confirm_when": how},
+        }, source="s.toml")
+        docs[how] = Run(sc, tmp_path / f"{how}.json", fast=True).run()
+        m = docs[how]["modes"][0]
+        knees[how], steps[how] = m["best_concurrency"], m["steps"]
+    assert knees["doubt"] == knees["always"] is not None
+    knee_steps = [s for s in steps["doubt"] if s["load"] == knees["doubt"]]
+    assert len(knee_steps) == 1 and "pooled with" in (knee_steps[0].get("settled") or "")
+    assert len(steps["doubt"]) < len(steps["always"])
+    # --resume from a journal written before the fail settled the pass (a live run's replay; an
+    # offline one measures a cut mode again): the replayed search settles it as the run did
+    from kvtui.explore.resume import Resume
+    from kvtui.explore.search_seeded import SeededSearch
+    from kvtui.scenario.loader import scenario_from_snapshot
+    from kvtui.snapshot.file import SnapshotWriter
+
+    cut = load_snapshot(tmp_path / "doubt.json")
+    old = cut["modes"][0]
+    for i, s in enumerate(old["steps"]):
+        if s["load"] == knees["doubt"]:
+            s.pop("settled", None)
+        s.setdefault("t_rel_start", 30.0 * i)  # a live run's time line (offline steps have none)
+        s.setdefault("t_rel_end", 30.0 * i + 28.0)
+    sc = scenario_from_snapshot(cut["scenario"])
+    for with_sc in (None, sc):  # without the scenario the replay cannot settle it: the repeat is asked for
+        search = SeededSearch(sc.ramp, True, knee=old["steps"][0]["load"])
+        md: dict = {"name": "bf16", "steps": []}
+        writer = SnapshotWriter(tmp_path / f"replay-{with_sc is not None}.json", {"modes": [md]})
+        kept, _ = Resume([], lambda e: None).replay_finished_steps(search, md, old, 0.0, writer, with_sc)
+        assert kept == len(old["steps"])
+        if with_sc is None:
+            assert search.next() == knees["doubt"]  # in doubt: the confirmation repeats it
+        else:
+            assert search.next() is None and search.result().best == knees["doubt"]
+            assert "pooled with" in (next(s for s in md["steps"] if s["load"] == knees["doubt"]).get("settled") or "")
+
+
+def test_replayed_on_the_published_h200_verdicts_the_search_is_the_runs_own_and_pooling_keeps_every_knee() -> None:
+    """scripts/replay_search_rules.py feeds a published run's measured verdicts to this kvtui's
+    search. With the settles the run recorded, it asks for the very steps the run measured (the
+    replay is the run's search). With this kvtui's rules on h200-8k512-itl100 (ITL p95 ≤ 100 ms),
+    every knee is the same, and the knee passes that pooling settles are not repeated."""
+    import importlib.util
+
+    from kvtui.scenario.loader import scenario_from_snapshot
+    from kvtui.snapshot.file import load_snapshot
+
+    spec = importlib.util.spec_from_file_location("replay", Path(__file__).resolve().parents[2] / "scripts"
+                                                  / "replay_search_rules.py")
+    assert spec and spec.loader
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+    for name in ("h200-8k512-doubt", "h200-8k512-early", "h200-8k512-watch", "h200-2k256-four"):
+        doc = load_snapshot(RESULTS / f"{name}.json.xz")
+        sc = scenario_from_snapshot(doc["scenario"])
+        for m in doc["modes"]:
+            r = replay.replay_mode(m, sc, as_recorded=True)
+            assert r["loads"] == [s["load"] for s in m["steps"]] and r["cut"] is None, (name, m["name"])
+    doc = load_snapshot(RESULTS / "h200-8k512-itl100.json.xz")
+    sc = scenario_from_snapshot(doc["scenario"])
+    steps = {}
+    for m in doc["modes"]:
+        r = replay.replay_mode(m, sc, as_recorded=False)
+        assert r["best"] == m["best_concurrency"] and r["cut"] is None, m["name"]
+        steps[m["name"]] = r["loads"]
+        if m["name"] != "fp8-kv":  # its 26 sat on the ITL limit (4.84 % of gaps stalled): in doubt, repeated
+            knee = m["best_concurrency"]
+            assert "pooled with" in r["settled"].get(f"{knee:g}", "") or r["loads"].count(knee) > 1, m["name"]
+    assert steps["bf16"] == [20, 28] and steps["fp8-kv"] == [26, 34, 26]
