@@ -26,8 +26,8 @@ TAG=${TAG:-answer}
 LATEST=$RUNS/$TAG.latest   # the path of the newest snapshot (each run writes its own --out; the next resumes it)
 SC=$RUNS/answer.toml
 # ITL_P95_MS=100: the interactive SLO for the same workload (300: the published one, a KV-bound knee).
-# TPOT_P95_MS=30: judge decode by each request's mean gap instead (MLPerf's interactive Llama 3.1 8B SLO bounds
-# TPOT, at p99); ITL is then judged only where ITL_P95_MS is also given. At 8k prompts an ITL p95 is a cliff
+# TPOT_P95_MS=30: judge decode by each request's mean gap instead (MLPerf's LLM latency constraints bound TTFT
+# and TPOT, at p99); ITL is then judged only where ITL_P95_MS is also given. At 8k prompts an ITL p95 is a cliff
 # (an 8k prefill stalls every stream ~170 ms: the p95 reads a stall once more than 5 % of gaps are stalled),
 # a TPOT p95 rises smoothly with load (docs/results/h200-8k512-itl100.md).
 if [ -n "${TPOT_P95_MS:-}" ]; then

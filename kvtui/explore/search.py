@@ -161,9 +161,14 @@ class _Base:
     def settle(self, load: float, why: str) -> None:
         """A pass settled after it was recorded, by what the loads above it measured since
         (kvtui.explore.settled.resettled): only where it is still the load's latest verdict."""
-        verdicts = [ok for x, ok in self.s.history if x == load]
+        s = self.s
+        verdicts = [ok for x, ok in s.history if x == load]
         if verdicts and verdicts[-1]:
-            self.s.settled[load] = why
+            s.settled[load] = why
+            if self.only_doubt and s.confirming and load in s.confirm_queue:
+                # queued for its repeat before the repeat of a load above it made up the samples
+                s.confirm_queue.remove(load)
+                s.skipped[load] = why
 
     def _record_confirm(self, load: float, ok: bool) -> None:
         s = self.s

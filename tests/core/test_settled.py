@@ -427,3 +427,26 @@ def test_replayed_on_the_published_h200_verdicts_the_search_is_the_runs_own_and_
             knee = m["best_concurrency"]
             assert "pooled with" in r["settled"].get(f"{knee:g}", "") or r["loads"].count(knee) > 1, m["name"]
     assert steps["bf16"] == [20, 28] and steps["fp8-kv"] == [26, 34, 26]
+
+
+def test_a_pass_queued_for_its_repeat_is_dropped_once_the_repeat_above_it_settles_it() -> None:
+    """The confirmation repeats the first fail first where the pass was the last step measured; if
+    that repeat's samples make up the pooled count, the pass is not repeated after it."""
+    def search(ramp: Ramp) -> FastSearch:
+        s = FastSearch(ramp, guess=28)
+        nxt = s.next()
+        while nxt is not None and not s.s.confirming:  # 28 fails, 14 and 21 pass: 21 was the last step
+            s.record(nxt, nxt <= 21)
+            nxt = s.next()
+        assert s.s.confirming and nxt == 28 and s.s.confirm_queue == [21]
+        s.record(28, False)
+        s.settle(21, "ttft on 98 samples pooled with 28's: a higher load is no faster")
+        return s
+
+    s = search(Ramp(start=8, max=256, resolution=8, confirm_when="doubt"))
+    assert s.next() is None
+    r = s.result()
+    assert r.best == 21 and r.first_fail == 28 and r.confirmed and set(r.settled) == {21}
+    assert "21 settled without a repeat" in r.describe()
+    a = search(Ramp(start=8, max=256, resolution=8))  # "always": repeated whatever settled it
+    assert a.next() == 21
