@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kvtui.explore.search_seeded import SeededSearch, rehint  # noqa: E402
-from kvtui.explore.settled import resettled, settled_reason  # noqa: E402
+from kvtui.explore.settled import settle_passes, settled_reason  # noqa: E402
 from kvtui.scenario.loader import scenario_from_snapshot  # noqa: E402
 from kvtui.snapshot.file import load_snapshot  # noqa: E402
 
@@ -32,7 +32,7 @@ def replay_mode(m: dict[str, Any], sc: Any, as_recorded: bool) -> dict[str, Any]
     """The steps the search asks for, fed this mode's measured verdicts: {loads, steps_s, cut, best}."""
     judged = [s for s in m.get("steps") or [] if s.get("why") in ("search", "confirm") and s.get("passed") is not None]
     if not judged:
-        return {"loads": [], "steps_s": 0.0, "cut": None, "best": None}
+        return {"loads": [], "steps_s": 0.0, "cut": None, "best": None, "settled": {}}
     server = m.get("server") or {}
     search = SeededSearch(sc.ramp, True, knee=(judged[0].get("predicted") or {}).get("knee") or judged[0]["load"])
     left = list(judged)
@@ -44,15 +44,13 @@ def replay_mode(m: dict[str, Any], sc: Any, as_recorded: bool) -> dict[str, Any]
             cut = load
             break
         left.remove(step)
-        step = {**step, "settled": step.get("settled") if as_recorded else None}
+        step = dict(step)  # the settles of this replay are its own
         if not as_recorded:
             step["settled"] = settled_reason(step, server, sc)
         done.append(step)
-        search.record(load, step["passed"], step["settled"])
-        if not as_recorded:
-            for s, why in resettled(done, server, sc):
-                s["settled"] = why
-                search.settle(float(s["load"]), why)
+        search.record(load, step["passed"], step.get("settled"))
+        if not as_recorded:  # as a run does after each step
+            settle_passes(done, server, sc, search)
         nxt = left[0] if left else None
         if nxt is not None:
             rehint(search, nxt)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from kvtui.explore.search import Search
 from kvtui.explore.sequential import binom_cdf, decide
 from kvtui.explore.stats import PCTS
 from kvtui.scenario.schema import Scenario
@@ -79,6 +80,12 @@ def _clean(step: Mapping[str, Any]) -> bool:
     return not (step.get("flags") or step.get("aborted") or step.get("error_burst") or step.get("remeasured"))
 
 
+def _clear(step: Mapping[str, Any], target: str, bound: float) -> bool:
+    """Whether the step measured `target` (e.g. "ttft_p95_ms") at or under `bound`."""
+    value = next((c.get("value") for c in step.get("checks") or [] if c.get("target") == target), None)
+    return isinstance(value, (int, float)) and value <= bound
+
+
 def pooled_pass(step: Mapping[str, Any], higher: Sequence[Mapping[str, Any]], sc: Scenario) -> str | None:
     """How the per-request latency targets that a PASS's own samples were too few to decide are
     decided PASS with the samples of the loads measured above it (module docstring); None where
@@ -90,7 +97,6 @@ def pooled_pass(step: Mapping[str, Any], higher: Sequence[Mapping[str, Any]], sc
     if (step.get("passed") is not True or seq.get("stopped_early") or len(rows) != len(targets)
             or not isinstance(alpha, (int, float)) or not higher):
         return None
-    checks = {c.get("target"): c for c in step.get("checks") or []}
     margin = float(seq.get("margin") or 0.0)
     notes = []
     for j, (row, (metric, pct, limit)) in enumerate(zip(rows, targets)):
@@ -103,13 +109,10 @@ def pooled_pass(step: Mapping[str, Any], higher: Sequence[Mapping[str, Any]], sc
         if binom_cdf(0, n, 1.0 - q) <= alpha:
             return None  # its own test could have decided it: its doubt stands
         key = f"{metric}_{pct}_ms"
+        if not all(_clear(h, key, float(limit) * (1.0 - margin)) for h in (step, *higher)):
+            return None  # one not clear of its limit (or not measured): no evidence to pool
         pool_n, pool_above, loads = n, above, []
-        for h in [step, *higher]:
-            value = ({c.get("target"): c for c in h.get("checks") or []} if h is not step else checks).get(key, {})
-            if not isinstance(value.get("value"), (int, float)) or value["value"] > float(limit) * (1.0 - margin):
-                return None  # not clear of its limit (or not measured): no evidence to pool
-            if h is step:
-                continue
+        for h in higher:
             hseq = h.get("sequential") or {}
             hrows = hseq.get("targets") or []
             if (hseq.get("stopped_early") and hseq.get("verdict") is not False) or len(hrows) != len(targets) \
@@ -129,21 +132,21 @@ def resettled(steps: Sequence[dict[str, Any]], server: Mapping[str, Any],
               sc: Scenario) -> list[tuple[dict[str, Any], str]]:
     """The mode's passes in doubt that the loads measured above them now settle (pooled_pass), each
     with why: only a load's latest verdict (the search keeps one per load), and only a pass."""
-    judged = [s for s in steps if s.get("why") in ("search", "confirm") and s.get("passed") is not None]
+    judged = [s for s in steps if s.get("why") in ("search", "confirm") and s.get("passed") is not None
+              and isinstance(s.get("load"), (int, float))]
     out = []
     for i, s in enumerate(judged):
-        load = s.get("load")
-        if s.get("passed") is not True or s.get("settled") or any(t.get("load") == load for t in judged[i + 1:]):
+        load = s["load"]
+        if s["passed"] is not True or s.get("settled") or any(t["load"] == load for t in judged[i + 1:]):
             continue
-        higher = [t for t in judged if _clean(t) and isinstance(t.get("load"), (int, float))
-                  and isinstance(load, (int, float)) and t["load"] > load]
+        higher = [t for t in judged if t["load"] > load and _clean(t)]
         why = settled_reason(s, server, sc, higher) if higher else None
         if why:
             out.append((s, why))
     return out
 
 
-def settle_passes(steps: Sequence[dict[str, Any]], server: Mapping[str, Any], sc: Scenario, search: Any) -> None:
+def settle_passes(steps: Sequence[dict[str, Any]], server: Mapping[str, Any], sc: Scenario, search: Search) -> None:
     """Under "doubt", after each judged step (a run's, or a resumed run's replay of its kept ones, so
     that both settle the same passes): the passes the loads above them now settle, in the steps
     (`settled`) and in the search (kvtui.explore.search: settle), so the confirmation skips them."""
