@@ -15,6 +15,10 @@
 # then, in any call (or here on the fetched $OUT): bash scripts/h200_answer.sh report
 # Each call writes $OUT/answer.json (the snapshot so far), answer-MODE.run.log and prints the time
 # split (start / windows / overhead per mode). Anywhere, on the simulator: SIM=1 bash scripts/h200_answer.sh all
+# Or the whole comparison as one run that no call's end cuts (a device call lasts 10 minutes at most):
+#     bash scripts/h200_answer.sh detach bash scripts/h200_answer.sh all     # first call: starts it, waits BUDGET_S
+#     bash scripts/h200_answer.sh wait                                        # each call after it, at once
+# Each returns $OUT/TAG-runs-*.tar.xz with everything so far; `wait` says when the chain is done.
 set -u
 WHAT=${1:-all}
 PROTOCOL=${PROTOCOL:-continuous}
@@ -170,8 +174,34 @@ finished() {  # the modes the snapshot holds as finished (search done), one per 
 bundle() {  # everything this call measured, in one file ($OUT takes 8 files at most)
   tar -C "$RUNS" -cJf "$OUT/$TAG-runs-$(date +%H%M%S).tar.xz" . 2>/dev/null
 }
+wait_chain() {  # wait for a detached chain (below) until it is done or ${BUDGET_S:-580} s have passed; bundle what it has
+  local t_end=$(( $(date +%s) + ${BUDGET_S:-580} ))
+  while [ ! -f "$RUNS/chain.done" ] && [ "$(date +%s)" -lt "$t_end" ]; do sleep 2; done
+  if [ -f "$RUNS/chain.done" ]; then
+    echo "chain: done, rc $(cat "$RUNS/chain.done")"
+  elif [ -f "$RUNS/chain.pid" ]; then
+    echo "chain: still running (pid $(cat "$RUNS/chain.pid")): call 'bash scripts/h200_answer.sh wait' again at once (a warm machine waits 30 s)"
+  else
+    echo "chain: none was started in $RUNS"
+  fi
+  tail -n 60 "$RUNS/chain.log" 2>/dev/null
+  bundle
+}
 case "$WHAT" in
   report) ;;
+  detach)  # detach COMMAND...: run COMMAND (e.g. `bash scripts/h200_answer.sh all`, or a bash -c chain of such runs) in a
+           # session of its own, so that it outlives this device call (a call's leftover processes are killed when it
+           # returns, except a new session's), then wait for it as `wait` does. The runs then go on across calls with no
+           # cut: a mode is never stopped by a call's end and restarted (its server started again) by the next.
+    shift
+    [ $# -gt 0 ] || { echo "detach: name the command to run (e.g. bash scripts/h200_answer.sh all)" >&2; exit 2; }
+    rm -f "$RUNS/chain.done" "$RUNS/chain.pid"
+    # the runs inside write their snapshots and splits under $RUNS: each call's $OUT is emptied before it starts
+    OUT=$RUNS CHAIN_DIR=$RUNS setsid bash -c 'echo $$ > "$CHAIN_DIR/chain.pid"; "$@"; echo $? > "$CHAIN_DIR/chain.done"' \
+      chain "$@" >"$RUNS/chain.log" 2>&1 </dev/null &
+    wait_chain
+    exit 0 ;;
+  wait) wait_chain; exit 0 ;;
   next)  # one device call: the modes not yet finished, in order, within ${BUDGET_S:-560} s from now; a mode cut by
          # the call's end is resumed by the next call (--resume keeps its steps)
     t_end=$(( $(date +%s) + ${BUDGET_S:-560} ))
@@ -183,7 +213,7 @@ case "$WHAT" in
     done
     echo "finished: $(finished | tr '\n' ' ')"
     bundle ;;
-  all) rm -f "$LATEST" $RUNS/$TAG-*; for m in bf16 fp8-kv fp8-w fp8-w+kv; do run_mode "$m"; done ;;
+  all) rm -f "$LATEST" $RUNS/$TAG-*; for m in ${MODES:-bf16 fp8-kv fp8-w fp8-w+kv}; do run_mode "$m"; done ;;
   *) run_mode "$WHAT" ;;
 esac
 [ -f "$LATEST" ] && split "$(cat "$LATEST")" | tee "$OUT/$TAG-split.txt"

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,48 @@ def test_the_decode_slo_asked_for_is_the_one_the_snapshot_judged(tmp_path: Path,
     # every judged step was judged on exactly those latency targets
     judged = {c["target"] for s in doc["modes"][-1]["steps"] for c in s.get("checks") or []} - {"preemptions_per_request"}
     assert judged == {"ttft_p95_ms", *slo}
+
+
+def test_a_detached_comparison_outlives_the_call_that_started_it_and_the_next_call_collects_it(tmp_path: Path) -> None:
+    """`detach` starts the runs in a session of their own (the device kills what a call leaves running, except a
+    new session), so a comparison longer than one 10-minute call runs on, uncut, and `wait` in the next call
+    returns when it is done, with everything it wrote."""
+    runs = tmp_path / "runs"
+    base = {**os.environ, "PYTHON": sys.executable, "SIM": "1", "RUNS": str(runs), "TAG": "t",
+            "CONFIRM_WHEN": "doubt", "ITL_P95_MS": "100"}
+    script = str(ROOT / "scripts" / "h200_answer.sh")
+
+    def call(what: list[str], out: str, budget: str) -> str:
+        proc = subprocess.run(["bash", script, *what], cwd=ROOT, env={**base, "OUT": str(tmp_path / out),
+                              "BUDGET_S": budget}, capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout
+
+    # the chain waits first, so the first call's budget (1 s) ends while it runs
+    chain = ["bash", "-c", f"sleep 4; MODES=fp8-w+kv bash {script} all; TAG=c CONFIRM_WHEN=always MODES=fp8-w+kv bash {script} all"]
+    try:
+        first = call(["detach", *chain], "out1", "1")
+        assert "chain: still running" in first
+        pid = int((runs / "chain.pid").read_text())
+        os.kill(pid, 0)  # the chain outlived the call that started it
+        second = call(["wait"], "out2", "300")
+    finally:
+        if (runs / "chain.pid").exists() and not (runs / "chain.done").exists():
+            os.killpg(int((runs / "chain.pid").read_text()), 15)
+    assert "chain: done, rc 0" in second
+    # both runs of the chain, each with the ramp it was asked for, and the time split of each
+    fast = json.loads(Path((runs / "t.latest").read_text().strip()).read_text())
+    careful = json.loads(Path((runs / "c.latest").read_text().strip()).read_text())
+    assert (fast["scenario"]["ramp"]["confirm_when"], careful["scenario"]["ramp"]["confirm_when"]) == ("doubt", "always")
+    assert [m["name"] for m in fast["modes"] if m.get("steps")] == ["fp8-w+kv"]
+    # what the second call returns holds everything the chain wrote, its splits and snapshots included
+    bundles = list((tmp_path / "out2").glob("t-runs-*.tar.xz"))
+    assert len(bundles) == 1
+    with tarfile.open(bundles[0]) as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert {"t-split.txt", "c-split.txt", "chain.log", "chain.done"} <= names
+    assert Path((runs / "c.latest").read_text().strip()).name in names
+    # `detach` with nothing to run is refused
+    proc = subprocess.run(["bash", script, "detach"], cwd=ROOT, env={**base, "OUT": str(tmp_path / "o3")},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "name the command" in proc.stderr
