@@ -28,7 +28,7 @@ PY=${PYTHON:-python3}
 # SCENARIO=NAME runs a shipped scenario instead (e.g. h200-llama8b, the published 2k/256 workload) under TAG.
 TAG=${TAG:-answer}
 LATEST=$RUNS/$TAG.latest   # the path of the newest snapshot (each run writes its own --out; the next resumes it)
-SC=$RUNS/answer.toml
+SC=$RUNS/$TAG.toml   # per TAG: a detached chain's runs, and a `wait` beside them, never rewrite one another's
 # ITL_P95_MS=100: the interactive SLO for the same workload (300: the published one, a KV-bound knee).
 # TPOT_P95_MS=30: judge decode by each request's mean gap instead (MLPerf's LLM latency constraints bound TTFT
 # and TPOT, at p99); ITL is then judged only where ITL_P95_MS is also given. At 8k prompts an ITL p95 is a cliff
@@ -43,6 +43,7 @@ else
   DECODE_SLO="itl_p95_ms = $ITL_P95_MS"
   DECODE_TEXT="ITL p95 <= ${ITL_P95_MS} ms"
 fi
+[ "$WHAT" = detach ] || [ "$WHAT" = wait ] && SC=/dev/null   # they run no scenario: the chain's own stays as it is
 cat >"$SC" <<TOML
 name = "h200-answer-8k512"
 description = "8B shape, 8k in / 512 out, TTFT p95 <= 3 s, $DECODE_TEXT: the answer in minutes (issue 28)"
@@ -96,7 +97,7 @@ $DECODE_SLO
 max_error_rate = 0.01
 max_preemptions_per_request = 0
 TOML
-[ -n "${SCENARIO:-}" ] && SC=$SCENARIO
+[ -n "${SCENARIO:-}" ] && [ "$SC" != /dev/null ] && SC=$SCENARIO
 # A shipped scenario keeps its own [ramp]: what is asked for here overrides it on the command line (before
 # 2026-12-05 it did not, and the "doubt" runs of h200-2k256-doubt.md ran the scenario's "always").
 SETS=()
@@ -104,7 +105,9 @@ for kv in confirm_when=${CONFIRM_WHEN:-} min_samples=${MIN_SAMPLES:-} window_s=$
   [ -n "${kv#*=}" ] && SETS+=(--set "ramp.$kv")
 done
 for kv in ${SET:-}; do SETS+=(--set "$kv"); done   # SET="ramp.search=fast ramp.start=128": any other override
-if [ "${SIM:-0}" = 1 ]; then
+if [ "${SIM:-0}" = 1 ] && [ "$SC" = /dev/null ]; then
+  :
+elif [ "${SIM:-0}" = 1 ]; then
   [ -n "${SCENARIO:-}" ] && { SC=$RUNS/$TAG.toml; cp "$($PY -c 'import sys; from pathlib import Path; from kvtui.paths import find_scenario; print(find_scenario(Path(sys.argv[1])))' "$SCENARIO")" "$SC"; }
   sed -i 's/^engine = "vllm"/engine = "sim"/; s#^model = "/tmp/model8b"#model = "llama-3.1-8b"#' "$SC"
   extra=(--fast)

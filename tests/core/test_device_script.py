@@ -72,9 +72,9 @@ def test_a_detached_comparison_outlives_the_call_that_started_it_and_the_next_ca
             "CONFIRM_WHEN": "doubt", "ITL_P95_MS": "100"}
     script = str(ROOT / "scripts" / "h200_answer.sh")
 
-    def call(what: list[str], out: str, budget: str) -> str:
+    def call(what: list[str], out: str, budget: str, **env: str) -> str:
         proc = subprocess.run(["bash", script, *what], cwd=ROOT, env={**base, "OUT": str(tmp_path / out),
-                              "BUDGET_S": budget}, capture_output=True, text=True, timeout=600, check=False)
+                              "BUDGET_S": budget, **env}, capture_output=True, text=True, timeout=600, check=False)
         assert proc.returncode == 0, proc.stderr[-2000:]
         return proc.stdout
 
@@ -102,6 +102,11 @@ def test_a_detached_comparison_outlives_the_call_that_started_it_and_the_next_ca
         names = {Path(n).name for n in tar.getnames()}
     assert {"t-split.txt", "c-split.txt", "chain.log", "chain.done"} <= names
     assert Path((runs / "c.latest").read_text().strip()).name in names
+    # a `wait` asked with other settings leaves the chain's scenarios as they are (a chain's later run reads its own)
+    before = {f.name: f.read_text() for f in runs.glob("*.toml")}
+    assert set(before) == {"t.toml", "c.toml"} and 'confirm_when = "doubt"' in before["t.toml"]
+    call(["wait"], "out4", "5", CONFIRM_WHEN="always", ITL_P95_MS="300")
+    assert {f.name: f.read_text() for f in runs.glob("*.toml")} == before
     # `detach` with nothing to run is refused
     proc = subprocess.run(["bash", script, "detach"], cwd=ROOT, env={**base, "OUT": str(tmp_path / "o3")},
                           capture_output=True, text=True, timeout=60, check=False)
