@@ -22,7 +22,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 CASES = [("llama-3.1-8b", "H200"), ("qwen2.5-7b", "H200"), ("mixtral-8x7b", "H200"), ("qwen2.5-32b", "H200"),
          ("deepseek-v2-lite", "H200"), ("mixtral-8x7b", "H100"), ("qwen2.5-32b", "H100"), ("llama-3.1-8b", "L40S"),
-         ("qwen2.5-7b", "L40S")]
+         ("qwen2.5-7b", "L40S"),
+         # bf16 meets the SLO at no load on an L4 (~70 ms a token alone): sized for fp8-w's knee of 2
+         ("llama-3.1-8b", "L4"),
+         # long outputs at a high knee: the first fail's longer requests size the window
+         ("llama-3.1-8b", "H200", "--prompt", "512", "--output", "1024"),
+         ("llama-3.1-8b", "H200", "--prompt", "8192", "--output", "512")]
 
 
 def _kvtui(*args: str) -> None:
@@ -47,23 +52,25 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="kvtui-initwin-"))
     rows, bad = [], []
-    for model, gpu in CASES:
-        toml = tmp / f"{model}-{gpu}.toml"
-        _kvtui("init", model, "--gpu", gpu, "--out", str(toml))
+    for model, gpu, *lengths in CASES:
+        gpu_label = gpu + (f" {lengths[1]}+{lengths[3]}" if lengths else "")
+        toml = tmp / f"{model}-{gpu_label.replace(' ', '-')}.toml"
+        _kvtui("init", model, "--gpu", gpu, *lengths, "--out", str(toml))
         sized = "window_s" in toml.read_text()
         got = {}
         for label, sets in (("init", []), ("20 s", ["--set", "ramp.window_s=20"])):
-            out = tmp / f"{model}-{gpu}-{label.replace(' ', '')}.json"
+            out = tmp / f"{toml.stem}-{label.replace(' ', '')}.json"
             _kvtui("run", str(toml), "--headless", "--fast", "--out", str(out), *sets)
             got[label] = measured(json.loads(out.read_text()))
         if not got["init"] or not got["20 s"]:
-            bad.append(f"{model} on {gpu}")
+            bad.append(f"{model} on {gpu_label}")
             continue
-        rows.append((model, gpu, sized, got["init"], got["20 s"]))
-        print(f"{model} {gpu}: {got}", flush=True)
+        rows.append((model, gpu_label, sized, got["init"], got["20 s"]))
+        print(f"{model} {gpu_label}: {got}", flush=True)
     out = ["# The window `kvtui init` writes, against the default 20 s (offline simulator, SIMULATED)", "",
            "Command: `PYTHONPATH=$PWD python bench/init_window.py --md bench/results/init_window.md`", "",
-           "Default `kvtui init MODEL --gpu GPU` scenarios (2,048 + 256 tokens, TTFT p95 ≤ 2 s, TPOT p95 ≤ 50 ms, "
+           "Default `kvtui init MODEL --gpu GPU` scenarios (2,048 + 256 tokens unless the GPU column says "
+           "prompt+output, TTFT p95 ≤ 2 s, TPOT p95 ≤ 50 ms, "
            "warm-up 2 s), four modes `--fast`; each row measured twice in this run: with the window init wrote, "
            "and with `--set ramp.window_s=20`. Median step ÷ (warm-up + window); total: the comparison's steps, "
            "modelled seconds; whole requests: the median step's TPOT population (the births rule asks 80).", "",

@@ -495,7 +495,8 @@ def _sized_window(body: str) -> str:
     choice = suggest_window(sc)
     if choice is None:
         return body
-    say = (f"The window: {choice.window_s:g} s, not the default {sc.ramp.window_s:g}. At {sc.modes[0].name}'s "
+    where = f"{'At the first load above' if choice.at_fail else 'At'} {choice.mode or sc.modes[0].name}'s"
+    say = (f"The window: {choice.window_s:g} s, not the default {sc.ramp.window_s:g}. {where} "
            f"predicted knee ({choice.load:g} requests at once, each ~{choice.e2e_s:.1f} s) a step's TPOT p95 "
            f"counts whole requests, and a shorter window waits for them after it instead of measuring: "
            f"{choice.window_s:g} s is {choice.why}.")

@@ -13,7 +13,9 @@ window) at the median step, with 52 whole requests where the rule asks 80.
 (warm-up + window): its wait for whole requests, and at the KV wall its start from an idle server
 after every preemption. `suggest_window` predicts a scenario's first mode (the baseline, whose
 knee is the lowest in every bundled shape) on the offline simulator and sizes the window for its
-knee. `kvtui init` writes it, with why, where it is longer than the default.
+knee and for the first load above it, whose longer requests wait longer: half of a confirmed
+search's steps (sized for the knee alone, llama-3.1-8b on an H200 at 512 + 1,024 tokens took
+1.51 x at the median step). `kvtui init` writes it, with why, where it is longer than the default.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ MAX_WINDOW_S = 600.0  # no search past this (a knee of one or two requests: the 
 class WindowChoice:
     window_s: float
     why: str
-    load: float  # the predicted knee it was sized for
+    load: float  # the predicted load it was sized for: the knee, or the first load above it (at_fail)
     e2e_s: float  # a request's duration there
+    at_fail: bool = False
+    mode: str = ""  # the mode it was sized for: the first whose prediction has a knee
 
 
 def step_s(window: float, load: float, e2e_s: float, tail: str, births: int, warmup_s: float,
@@ -101,7 +105,8 @@ def window_for(load: float, e2e_s: float, tail: str, need: int, window_s: float,
 
 def suggest_window(sc: Scenario, calibration: Any = None,
                    nvml: Callable[[], tuple[str | None, str]] | None = None) -> WindowChoice | None:
-    """The window for `sc`'s first mode at its predicted knee, where it is longer than sc.ramp.window_s.
+    """The window for `sc`'s first mode at its predicted knee and the first load above it (the two
+    loads a search ends on), where it is longer than sc.ramp.window_s.
 
     None where nothing is to change: an open loop, the classic protocol, no prediction (the GPU or
     the model is not in the catalogue, or the simulator cannot model the mode), or a knee whose
@@ -121,40 +126,63 @@ def suggest_window(sc: Scenario, calibration: Any = None,
     r = sc.ramp
     if r.load != "concurrency" or r.protocol != "continuous" or not sc.modes:
         return None
-    mode, cal = sc.modes[0], as_calibration(calibration)
+    cal = as_calibration(calibration)
     nvml = nvml or (lambda: (None, "kvtui init predicts for the scenario's GPU"))
     out = mean_length(sc.workload.output_tokens)
     need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [r.min_samples])
     tail = tail_for(sc)
     tpot = next((v for m, p, v in sc.slo.targets() if m == "tpot"), None)
-    try:
-        if tail == "births" and tpot:
-            e2e_top = max(0.0, out - 1) * float(tpot) / 1e3
-            if 0 < e2e_top < r.window_s:
-                target = resolve_target(sc, mode, nvml)
-                if target.why:
-                    return None
-                n_hi = math.ceil(SAMPLE_FACTOR * need * e2e_top / (r.window_s - e2e_top))
-                if Simulator(_sim_scenario(sc, target), mode, cal, True).step(float(n_hi))["passed"]:
-                    return None
-        pred = predict_mode(sc, mode, cal, nvml=nvml)
-    except (SimConfigError, SimulationCut, KvtuiError):
-        return None
-    knee = pred.get("knee")
-    point = predicted_at(pred, knee) if knee else None
-    if not knee or not point:
+    # The first mode whose prediction has a knee: where the baseline meets the SLO at no load (a small
+    # GPU: llama-3.1-8b bf16 on an L4 reads ~70 ms a token alone), the lowest knee is the next mode's.
+    for mode in sc.modes:
+        try:
+            if tail == "births" and tpot:
+                e2e_top = max(0.0, out - 1) * float(tpot) / 1e3
+                if 0 < e2e_top < r.window_s:
+                    target = resolve_target(sc, mode, nvml)
+                    if target.why:
+                        return None
+                    n_hi = math.ceil(SAMPLE_FACTOR * need * e2e_top / (r.window_s - e2e_top))
+                    if Simulator(_sim_scenario(sc, target), mode, cal, True).step(float(n_hi))["passed"]:
+                        return None
+            pred = predict_mode(sc, mode, cal, nvml=nvml)
+        except (SimConfigError, SimulationCut, KvtuiError):
+            return None
+        knee = pred.get("knee")
+        if not pred.get("covered"):
+            return None
+        if not knee or not predicted_at(pred, knee):
+            lowest = min((float(c["load"]) for c in pred.get("curve") or []), default=None)
+            if pred.get("first_fail") is not None and lowest is not None and pred["first_fail"] <= lowest:
+                continue  # no load passes in this mode: size for the next
+            return None
+        # At the KV wall (the first load above the knee preempts) every step after a preemption drains.
+        fail = predicted_at(pred, pred["first_fail"]) if pred.get("first_fail") else None
+        drains = bool(fail and fail.get("limited_by") == "kv_wall")
+        # A search ends by measuring the knee and the first load above it (and their repeats): half its
+        # steps are at the first fail, whose requests last longer. The window is sized for both loads.
+        best: WindowChoice | None = None
+        for at in (knee, pred.get("first_fail")):
+            if not at:
+                continue
+            load = float(at)
+            e2e = _duration_at(predicted_at(pred, load), load, out)
+            if e2e is None:
+                continue
+            w, why = window_for(load, e2e, tail, need, r.window_s, r.warmup_s, drains)
+            if w > r.window_s and (best is None or w > best.window_s):
+                best = WindowChoice(window_s=w, why=why, load=load, e2e_s=e2e, at_fail=at != knee, mode=mode.name)
+        return best
+    return None
+
+
+def _duration_at(point: dict[str, Any] | None, load: float, out: float) -> float | None:
+    """A request's duration (s) at a predicted point: Little's law in the closed loop (`load` requests
+    of `out` tokens at its output tok/s), else TTFT + (out − 1) × TPOT; None where neither is known."""
+    if not point:
         return None
     tok_s = point.get("output_tok_s") or 0.0
     if tok_s > 0:
-        e2e = knee * out / tok_s  # Little's law in the closed loop: N requests of `out` tokens at tok_s
-    else:
-        e2e = ((point.get("ttft_p95_ms") or 0.0) + max(0.0, out - 1) * (point.get("tpot_p95_ms") or 0.0)) / 1e3
-    if e2e <= 0:
-        return None
-    # At the KV wall (the first load above the knee preempts) every step after a preemption drains.
-    fail = predicted_at(pred, pred["first_fail"]) if pred.get("first_fail") else None
-    drains = bool(fail and fail.get("limited_by") == "kv_wall")
-    w, why = window_for(knee, e2e, tail, need, r.window_s, r.warmup_s, drains)
-    if w <= r.window_s:
-        return None
-    return WindowChoice(window_s=w, why=why, load=float(knee), e2e_s=e2e)
+        return float(load * out / tok_s)
+    e2e = ((point.get("ttft_p95_ms") or 0.0) + max(0.0, out - 1) * (point.get("tpot_p95_ms") or 0.0)) / 1e3
+    return float(e2e) if e2e > 0 else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,45 @@ def test_init_sizes_the_window_for_a_low_knee_and_a_step_then_measures_most_of_i
         ratios[window] = statistics.median(s["duration_s"] for s in steps) / (sc.ramp.warmup_s + window)
     assert ratios[sc.ramp.window_s] <= 1.5 and ratios[sc.ramp.window_s] < ratios[20.0], ratios
     assert (ratios[20.0] > 1.5) == old_over, ratios
+
+
+def test_where_the_baseline_meets_the_slo_at_no_load_init_sizes_the_window_for_the_next_modes_knee(tmp_path):
+    """llama-3.1-8b on an L4: bf16 reads ~70 ms a token even alone (TPOT p95 ≤ 50 ms at no load), fp8 weights
+    meet it at 2 requests at once. Sized for the baseline, which has no knee, the window stayed 20 s and each
+    fp8-w step ran ~11 x (warm-up + window) collecting its 40 whole requests; sized for fp8-w's knee, within 1.5."""
+    out = tmp_path / "l4.toml"
+    assert kvtui_main(["init", "llama-3.1-8b", "--gpu", "L4", "--out", str(out)]) == 0
+    text, sc = out.read_text(), load_scenario(out)
+    assert sc.modes[0].name == "bf16" and sc.ramp.window_s > 100
+    assert "fp8-w's predicted knee" in text
+    ratios = {}
+    for window in (sc.ramp.window_s, 20.0):
+        snap = tmp_path / f"l4-{window:g}.json"
+        assert kvtui_main(["run", str(out), "--headless", "--fast", "--mode", "fp8-w", "--out", str(snap),
+                           "--set", f"ramp.window_s={window:g}"]) == 0
+        steps = json.loads(snap.read_text())["modes"][0]["steps"]
+        assert steps
+        ratios[window] = statistics.median(s["duration_s"] for s in steps) / (sc.ramp.warmup_s + window)
+    assert ratios[sc.ramp.window_s] <= 1.5 < ratios[20.0], ratios
+
+
+def test_the_window_is_sized_for_the_first_load_above_the_knee_too(tmp_path):
+    """Half a confirmed search's steps are at the first fail, whose requests last longer than the knee's:
+    llama-3.1-8b on an H200 at 8k + 512 tokens. Sized for the knee alone the window would be shorter."""
+    from kvtui.explore.prediction import predict_mode, predicted_at
+    from kvtui.explore.protocol import mean_length, tail_for
+    from kvtui.explore.window_choice import _duration_at
+    from kvtui.predict.roofline import as_calibration
+
+    out = tmp_path / "8k.toml"
+    assert kvtui_main(["init", "llama-3.1-8b", "--gpu", "H200", "--prompt", "8192", "--output", "512",
+                       "--out", str(out)]) == 0
+    sc = load_scenario(out)
+    choice = suggest_window(replace(sc, ramp=replace(sc.ramp, window_s=20.0)))
+    assert choice is not None and choice.at_fail and choice.window_s == sc.ramp.window_s
+    assert "At the first load above bf16's predicted knee" in " ".join(out.read_text().split())
+    pred = predict_mode(sc, sc.modes[0], as_calibration(None))
+    knee = pred["knee"]
+    e2e = _duration_at(predicted_at(pred, knee), knee, mean_length(sc.workload.output_tokens))
+    alone, _ = window_for(knee, e2e, tail_for(sc), 40, 20.0, sc.ramp.warmup_s)
+    assert alone < choice.window_s
