@@ -495,12 +495,20 @@ def _sized_window(body: str) -> str:
     choice = suggest_window(sc)
     if choice is None:
         return body
+    lines = []
+    if choice.no_knee:
+        said = "; ".join(f"{m}: {why}" for m, why in choice.no_knee)
+        note = (f"Predicted (SIMULATED, kvtui's simulator): no load meets the SLO in {said}. The run still "
+                f"measures it: one step at the lowest load, until the whole requests a p95 needs have finished.")
+        lines += [f"# {x}" for x in textwrap.wrap(note, 98)]
+    if choice.window_s <= sc.ramp.window_s:
+        return body.replace(anchor, anchor + "\n" + "\n".join(lines), 1) if lines else body
     where = f"{'At the first load above' if choice.at_fail else 'At'} {choice.mode or sc.modes[0].name}'s"
     say = (f"The window: {choice.window_s:g} s, not the default {sc.ramp.window_s:g}. {where} "
            f"predicted knee ({choice.load:g} requests at once, each ~{choice.e2e_s:.1f} s) a step's TPOT p95 "
            f"counts whole requests, and a shorter window waits for them after it instead of measuring: "
            f"{choice.window_s:g} s is {choice.why}.")
-    lines = [f"# {x}" for x in textwrap.wrap(say, 98)] + [f"window_s = {choice.window_s:g}"]
+    lines += [f"# {x}" for x in textwrap.wrap(say, 98)] + [f"window_s = {choice.window_s:g}"]
     return body.replace(anchor, anchor + "\n" + "\n".join(lines), 1)
 
 

@@ -21,7 +21,7 @@ search's steps (sized for the knee alone, llama-3.1-8b on an H200 at 512 + 1,024
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from kvtui.scenario.schema import Scenario
@@ -50,6 +50,8 @@ class WindowChoice:
     e2e_s: float  # a request's duration there
     at_fail: bool = False
     mode: str = ""  # the mode it was sized for: the first whose prediction has a knee
+    # the modes before it predicted to meet the SLO at no load, each with what fails at its lowest load
+    no_knee: tuple[tuple[str, str], ...] = ()
 
 
 def step_s(window: float, load: float, e2e_s: float, tail: str, births: int, warmup_s: float,
@@ -105,8 +107,9 @@ def window_for(load: float, e2e_s: float, tail: str, need: int, window_s: float,
 
 def suggest_window(sc: Scenario, calibration: Any = None,
                    nvml: Callable[[], tuple[str | None, str]] | None = None) -> WindowChoice | None:
-    """The window for `sc`'s first mode at its predicted knee and the first load above it (the two
-    loads a search ends on), where it is longer than sc.ramp.window_s.
+    """The window for `sc`'s first mode with a predicted knee, at its knee and the first load above it
+    (the two loads a search ends on), where it is longer than sc.ramp.window_s. The modes before it,
+    predicted to meet the SLO at no load, are named in `no_knee` (then a choice may keep the window).
 
     None where nothing is to change: an open loop, the classic protocol, no prediction (the GPU or
     the model is not in the catalogue, or the simulator cannot model the mode), or a knee whose
@@ -134,6 +137,15 @@ def suggest_window(sc: Scenario, calibration: Any = None,
     tpot = next((v for m, p, v in sc.slo.targets() if m == "tpot"), None)
     # The first mode whose prediction has a knee: where the baseline meets the SLO at no load (a small
     # GPU: llama-3.1-8b bf16 on an L4 reads ~70 ms a token alone), the lowest knee is the next mode's.
+    no_knee: list[tuple[str, str]] = []
+
+    def standing() -> WindowChoice | None:
+        """The window stands: None, or where modes were predicted to meet the SLO at no load, a choice of
+        the window as it is that says so (kvtui init writes it in the scenario)."""
+        if not no_knee:
+            return None
+        return WindowChoice(window_s=r.window_s, why="", load=0.0, e2e_s=0.0, no_knee=tuple(no_knee))
+
     for mode in sc.modes:
         try:
             if tail == "births" and tpot:
@@ -141,21 +153,22 @@ def suggest_window(sc: Scenario, calibration: Any = None,
                 if 0 < e2e_top < r.window_s:
                     target = resolve_target(sc, mode, nvml)
                     if target.why:
-                        return None
+                        return standing()
                     n_hi = math.ceil(SAMPLE_FACTOR * need * e2e_top / (r.window_s - e2e_top))
                     if Simulator(_sim_scenario(sc, target), mode, cal, True).step(float(n_hi))["passed"]:
-                        return None
+                        return standing()
             pred = predict_mode(sc, mode, cal, nvml=nvml)
         except (SimConfigError, SimulationCut, KvtuiError):
-            return None
+            return standing()
         knee = pred.get("knee")
         if not pred.get("covered"):
-            return None
+            return standing()
         if not knee or not predicted_at(pred, knee):
             lowest = min((float(c["load"]) for c in pred.get("curve") or []), default=None)
             if pred.get("first_fail") is not None and lowest is not None and pred["first_fail"] <= lowest:
+                no_knee.append((mode.name, _failing(predicted_at(pred, lowest), lowest)))
                 continue  # no load passes in this mode: size for the next
-            return None
+            return standing()
         # At the KV wall (the first load above the knee preempts) every step after a preemption drains.
         fail = predicted_at(pred, pred["first_fail"]) if pred.get("first_fail") else None
         drains = bool(fail and fail.get("limited_by") == "kv_wall")
@@ -172,8 +185,18 @@ def suggest_window(sc: Scenario, calibration: Any = None,
             w, why = window_for(load, e2e, tail, need, r.window_s, r.warmup_s, drains)
             if w > r.window_s and (best is None or w > best.window_s):
                 best = WindowChoice(window_s=w, why=why, load=load, e2e_s=e2e, at_fail=at != knee, mode=mode.name)
-        return best
-    return None
+        return replace(best, no_knee=tuple(no_knee)) if best else standing()
+    return standing()
+
+
+def _failing(point: dict[str, Any] | None, load: float) -> str:
+    """What the prediction fails on at `load`: "TPOT p95 ~70 ms > 50 ms at 1 request at a time"."""
+    d = (point or {}).get("deciding") or {}
+    at = f"at {load:g} request{'s' if load != 1 else ''} at a time"
+    if not d.get("target") or d.get("value") is None:
+        return f"fails {at}"
+    name = str(d["target"]).removesuffix("_ms").replace("_", " ").upper().replace(" P", " p")
+    return f"{name} ~{float(d['value']):.0f} ms > {float(d['limit']):g} ms {at}"
 
 
 def _duration_at(point: dict[str, Any] | None, load: float, out: float) -> float | None:

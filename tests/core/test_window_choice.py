@@ -109,6 +109,9 @@ def test_where_the_baseline_meets_the_slo_at_no_load_init_sizes_the_window_for_t
     text, sc = out.read_text(), load_scenario(out)
     assert sc.modes[0].name == "bf16" and sc.ramp.window_s > 100
     assert "fp8-w's predicted knee" in text
+    # and says which modes it predicts meet the SLO at no load, with the figure that fails
+    flat = " ".join(x.lstrip("# ") for x in text.splitlines())
+    assert "no load meets the SLO in bf16: TPOT p95 ~" in flat and "; fp8-kv: TPOT p95" in flat
     ratios = {}
     for window in (sc.ramp.window_s, 20.0):
         snap = tmp_path / f"l4-{window:g}.json"
@@ -140,3 +143,14 @@ def test_the_window_is_sized_for_the_first_load_above_the_knee_too(tmp_path):
     e2e = _duration_at(predicted_at(pred, knee), knee, mean_length(sc.workload.output_tokens))
     alone, _ = window_for(knee, e2e, tail_for(sc), 40, 20.0, sc.ramp.warmup_s)
     assert alone < choice.window_s
+
+
+def test_where_no_mode_meets_the_slo_the_window_stands_and_init_says_so(tmp_path):
+    """llama-3.1-70b-awq on an H100: ~64 ms a token alone in both AWQ modes, against TPOT p95 ≤ 50 ms."""
+    out = tmp_path / "awq.toml"
+    assert kvtui_main(["init", "llama-3.1-70b-awq", "--gpu", "H100", "--out", str(out)]) == 0
+    text = out.read_text()
+    flat = " ".join(x.lstrip("# ") for x in text.splitlines())
+    assert "window_s" not in text and load_scenario(out).ramp.window_s == 20.0
+    names = [m.name for m in load_scenario(out).modes]
+    assert f"no load meets the SLO in {names[0]}: TPOT p95 ~" in flat and f"; {names[1]}: TPOT p95" in flat
