@@ -61,9 +61,14 @@ def test_at_the_kv_wall_a_step_starts_from_an_idle_server_and_the_window_pays_fo
 def test_without_whole_requests_only_the_sample_count_sizes_it():
     # a TTFT/ITL SLO ends at its window's first tokens: 20 s holds 40 of 32 / 12.4 s requests...
     assert window_for(32, 12.4, "first_token", 40, 20.0, 2.0) == (20.0, "")
-    # ...and 2 requests at once of 12.4 s send 40 in 248 s: the window it will have anyway
+    # ...and 2 requests at once of 12.4 s send 40 in 248 s: a window goes on until it has, so the shortest
+    # whose step (2 + 248 s) stays within 1.4 x (warm-up + window) is 180 s, not 250 s, which would hold the
+    # loads that send faster (the first fail's) for as long
     w, why = window_for(2, 12.4, "first_token", 40, 20.0, 2.0)
-    assert w == 250.0 and "40 requests" in why
+    assert w == 180.0 and "40 requests" in why and "248 s" in why
+    assert step_s(w, 2, 12.4, "first_token", 80, 2.0, need=40) == 2.0 + 40 / (2 / 12.4)
+    assert step_s(w, 2, 12.4, "first_token", 80, 2.0, need=40) <= STEP_OVER_WINDOW * (2.0 + w)
+    assert step_s(175.0, 2, 12.4, "first_token", 80, 2.0, need=40) > STEP_OVER_WINDOW * (2.0 + 175.0)
 
 
 def _init(tmp_path: Path, model: str) -> Path:
