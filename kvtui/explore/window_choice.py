@@ -12,10 +12,11 @@ window) at the median step, with 52 whole requests where the rule asks 80.
 `window_for` is the shortest window whose step (`step_s`) stays within STEP_OVER_WINDOW ×
 (warm-up + window): its wait for whole requests, and at the KV wall its start from an idle server
 after every preemption. `suggest_window` predicts a scenario's first mode (the baseline, whose
-knee is the lowest in every bundled shape) on the offline simulator and sizes the window for its
-knee and for the first load above it, whose longer requests wait longer: half of a confirmed
-search's steps (sized for the knee alone, llama-3.1-8b on an H200 at 512 + 1,024 tokens took
-1.51 x at the median step). `kvtui init` writes it, with why, where it is longer than the default.
+knee is the lowest in every bundled shape where it has one; else the next mode with a knee) on the
+offline simulator and sizes the window for its knee and for the first load above it, whose
+longer requests wait longer: half of a confirmed search's steps (sized for the knee alone,
+llama-3.1-8b on an H200 at 512 + 1,024 tokens took 1.51 x at the median step). `kvtui init`
+writes it, with why, where it is longer than the default.
 """
 
 from __future__ import annotations
@@ -203,7 +204,10 @@ def _failing(point: dict[str, Any] | None, load: float) -> str:
     at = f"at {load:g} request{'s' if load != 1 else ''} at a time"
     if not d.get("target") or d.get("value") is None:
         return f"fails {at}"
-    name = str(d["target"]).removesuffix("_ms").replace("_", " ").upper().replace(" P", " p")
+    target = str(d["target"])
+    if not target.endswith("_ms"):  # a rate or a count (errors, preemptions per request)
+        return f"{target.replace('_', ' ')} {float(d['value']):.3g} > {float(d['limit']):g} {at}"
+    name = target.removesuffix("_ms").replace("_", " ").upper().replace(" P", " p")
     return f"{name} ~{float(d['value']):.0f} ms > {float(d['limit']):g} ms {at}"
 
 

@@ -159,3 +159,12 @@ def test_where_no_mode_meets_the_slo_the_window_stands_and_init_says_so(tmp_path
     assert "window_s" not in text and load_scenario(out).ramp.window_s == 20.0
     names = [m.name for m in load_scenario(out).modes]
     assert f"no load meets the SLO in {names[0]}: TPOT p95 ~" in flat and f"; {names[1]}: TPOT p95" in flat
+
+
+def test_what_a_mode_fails_on_at_one_request_is_said_in_its_own_unit():
+    from kvtui.explore.window_choice import _failing
+
+    assert _failing({"deciding": {"target": "tpot_p95_ms", "value": 70.2, "limit": 50}}, 1.0) == \
+        "TPOT p95 ~70 ms > 50 ms at 1 request at a time"
+    assert _failing({"deciding": {"target": "preemptions_per_request", "value": 0.25, "limit": 0}}, 2.0) == \
+        "preemptions per request 0.25 > 0 at 2 requests at a time"
