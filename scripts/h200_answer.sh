@@ -29,6 +29,38 @@ PY=${PYTHON:-python3}
 TAG=${TAG:-answer}
 LATEST=$RUNS/$TAG.latest   # the path of the newest snapshot (each run writes its own --out; the next resumes it)
 SC=$RUNS/$TAG.toml   # per TAG: a detached chain's runs, and a `wait` beside them, never rewrite one another's
+bundle() {  # everything this call measured, in one file ($OUT takes 8 files at most)
+  tar -C "$RUNS" -cJf "$OUT/$TAG-runs-$(date +%H%M%S).tar.xz" . 2>/dev/null
+}
+wait_chain() {  # wait for a detached chain (below) until it is done or ${BUDGET_S:-580} s have passed; bundle what it has
+  local t_end=$(( $(date +%s) + ${BUDGET_S:-580} ))
+  while [ ! -f "$RUNS/chain.done" ] && [ "$(date +%s)" -lt "$t_end" ]; do sleep 2; done
+  if [ -f "$RUNS/chain.done" ]; then
+    echo "chain: done, rc $(cat "$RUNS/chain.done")"
+  elif [ -f "$RUNS/chain.pid" ]; then
+    echo "chain: still running (pid $(cat "$RUNS/chain.pid")): call 'bash scripts/h200_answer.sh wait' again at once (a warm machine waits 30 s)"
+  else
+    echo "chain: none was started in $RUNS"
+  fi
+  tail -n 60 "$RUNS/chain.log" 2>/dev/null
+  bundle
+}
+# detach and wait run no scenario of their own: they are handled before one is written, so a chain's stays as it is
+case "$WHAT" in
+  detach)  # detach COMMAND...: run COMMAND (e.g. `bash scripts/h200_answer.sh all`, or a bash -c chain of such runs) in a
+           # session of its own, so that it outlives this device call (a call's leftover processes are killed when it
+           # returns, except a new session's), then wait for it as `wait` does. The runs then go on across calls with no
+           # cut: a mode is never stopped by a call's end and restarted (its server started again) by the next.
+    shift
+    [ $# -gt 0 ] || { echo "detach: name the command to run (e.g. bash scripts/h200_answer.sh all)" >&2; exit 2; }
+    rm -f "$RUNS/chain.done" "$RUNS/chain.pid"
+    # the runs inside write their snapshots and splits under $RUNS: each call's $OUT is emptied before it starts
+    OUT=$RUNS CHAIN_DIR=$RUNS setsid bash -c 'echo $$ > "$CHAIN_DIR/chain.pid"; "$@"; echo $? > "$CHAIN_DIR/chain.done"' \
+      chain "$@" >"$RUNS/chain.log" 2>&1 </dev/null &
+    wait_chain
+    exit 0 ;;
+  wait) wait_chain; exit 0 ;;
+esac
 # ITL_P95_MS=100: the interactive SLO for the same workload (300: the published one, a KV-bound knee).
 # TPOT_P95_MS=30: judge decode by each request's mean gap instead (MLPerf's LLM latency constraints bound TTFT
 # and TPOT, at p99); ITL is then judged only where ITL_P95_MS is also given. At 8k prompts an ITL p95 is a cliff
@@ -43,7 +75,6 @@ else
   DECODE_SLO="itl_p95_ms = $ITL_P95_MS"
   DECODE_TEXT="ITL p95 <= ${ITL_P95_MS} ms"
 fi
-[ "$WHAT" = detach ] || [ "$WHAT" = wait ] && SC=/dev/null   # they run no scenario: the chain's own stays as it is
 cat >"$SC" <<TOML
 name = "h200-answer-8k512"
 description = "8B shape, 8k in / 512 out, TTFT p95 <= 3 s, $DECODE_TEXT: the answer in minutes (issue 28)"
@@ -97,7 +128,7 @@ $DECODE_SLO
 max_error_rate = 0.01
 max_preemptions_per_request = 0
 TOML
-[ -n "${SCENARIO:-}" ] && [ "$SC" != /dev/null ] && SC=$SCENARIO
+[ -n "${SCENARIO:-}" ] && SC=$SCENARIO
 # A shipped scenario keeps its own [ramp]: what is asked for here overrides it on the command line (before
 # 2026-12-05 it did not, and the "doubt" runs of h200-2k256-doubt.md ran the scenario's "always").
 SETS=()
@@ -105,9 +136,7 @@ for kv in confirm_when=${CONFIRM_WHEN:-} min_samples=${MIN_SAMPLES:-} window_s=$
   [ -n "${kv#*=}" ] && SETS+=(--set "ramp.$kv")
 done
 for kv in ${SET:-}; do SETS+=(--set "$kv"); done   # SET="ramp.search=fast ramp.start=128": any other override
-if [ "${SIM:-0}" = 1 ] && [ "$SC" = /dev/null ]; then
-  :
-elif [ "${SIM:-0}" = 1 ]; then
+if [ "${SIM:-0}" = 1 ]; then
   [ -n "${SCENARIO:-}" ] && { SC=$RUNS/$TAG.toml; cp "$($PY -c 'import sys; from pathlib import Path; from kvtui.paths import find_scenario; print(find_scenario(Path(sys.argv[1])))' "$SCENARIO")" "$SC"; }
   sed -i 's/^engine = "vllm"/engine = "sim"/; s#^model = "/tmp/model8b"#model = "llama-3.1-8b"#' "$SC"
   extra=(--fast)
@@ -174,37 +203,8 @@ finished() {  # the modes the snapshot holds as finished (search done), one per 
   [ -f "$LATEST" ] || return 0
   $PY -c 'import json,sys; [print(m["name"]) for m in json.load(open(sys.argv[1]))["modes"] if (m.get("search") or {}).get("done")]' "$(cat "$LATEST")"
 }
-bundle() {  # everything this call measured, in one file ($OUT takes 8 files at most)
-  tar -C "$RUNS" -cJf "$OUT/$TAG-runs-$(date +%H%M%S).tar.xz" . 2>/dev/null
-}
-wait_chain() {  # wait for a detached chain (below) until it is done or ${BUDGET_S:-580} s have passed; bundle what it has
-  local t_end=$(( $(date +%s) + ${BUDGET_S:-580} ))
-  while [ ! -f "$RUNS/chain.done" ] && [ "$(date +%s)" -lt "$t_end" ]; do sleep 2; done
-  if [ -f "$RUNS/chain.done" ]; then
-    echo "chain: done, rc $(cat "$RUNS/chain.done")"
-  elif [ -f "$RUNS/chain.pid" ]; then
-    echo "chain: still running (pid $(cat "$RUNS/chain.pid")): call 'bash scripts/h200_answer.sh wait' again at once (a warm machine waits 30 s)"
-  else
-    echo "chain: none was started in $RUNS"
-  fi
-  tail -n 60 "$RUNS/chain.log" 2>/dev/null
-  bundle
-}
 case "$WHAT" in
   report) ;;
-  detach)  # detach COMMAND...: run COMMAND (e.g. `bash scripts/h200_answer.sh all`, or a bash -c chain of such runs) in a
-           # session of its own, so that it outlives this device call (a call's leftover processes are killed when it
-           # returns, except a new session's), then wait for it as `wait` does. The runs then go on across calls with no
-           # cut: a mode is never stopped by a call's end and restarted (its server started again) by the next.
-    shift
-    [ $# -gt 0 ] || { echo "detach: name the command to run (e.g. bash scripts/h200_answer.sh all)" >&2; exit 2; }
-    rm -f "$RUNS/chain.done" "$RUNS/chain.pid"
-    # the runs inside write their snapshots and splits under $RUNS: each call's $OUT is emptied before it starts
-    OUT=$RUNS CHAIN_DIR=$RUNS setsid bash -c 'echo $$ > "$CHAIN_DIR/chain.pid"; "$@"; echo $? > "$CHAIN_DIR/chain.done"' \
-      chain "$@" >"$RUNS/chain.log" 2>&1 </dev/null &
-    wait_chain
-    exit 0 ;;
-  wait) wait_chain; exit 0 ;;
   next)  # one device call: the modes not yet finished, in order, within ${BUDGET_S:-560} s from now; a mode cut by
          # the call's end is resumed by the next call (--resume keeps its steps)
     t_end=$(( $(date +%s) + ${BUDGET_S:-560} ))
