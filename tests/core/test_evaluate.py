@@ -8,6 +8,8 @@ from kvtui.explore.evaluate import client_limited, limited_by
 from kvtui.scenario.schema import Slo
 
 DATA = Path(__file__).with_name("data")
+# The published runs' requests, trimmed to the modes these tests judge (tests/fixtures/records/build.py)
+RECORDS = Path(__file__).resolve().parents[1] / "fixtures" / "records"
 
 
 def test_h200_c256_is_prefill_bound_not_client_bound():
@@ -76,7 +78,7 @@ def test_a_closed_loop_in_lock_step_is_measured_on_the_real_h200_records():
     doc = load_snapshot(root / "h200-v2.json")
     awq = next(m for m in doc["modes"] if m["name"] == "awq-int4+fp8-kv")
     recs = defaultdict(list)
-    for r in read_records(root / "h200-v2.records.jsonl"):
+    for r in read_records(RECORDS / "h200-v2.records.jsonl"):
         if r.mode == awq["name"]:
             recs[r.step].append(r)
     slo = Slo(latency={"ttft_p95_ms": 2000.0, "tpot_p95_ms": 50.0})
@@ -117,7 +119,7 @@ def test_a_step_cut_by_a_stop_gets_no_verdict_on_the_real_h200_records():
     mode = next(m for m in doc["modes"] if m["name"] == "fp8-w+kv")
     step = mode["steps"][-1]
     assert step["aborted"] == "stopped by SIGINT" and step["passed"] is True and "cut" not in step
-    recs = [r for r in read_records(root / "h200-kvb-s1.records.jsonl") if r.mode == "fp8-w+kv" and r.step == step["index"]]
+    recs = [r for r in read_records(RECORDS / "h200-kvb-s1.records.jsonl") if r.mode == "fp8-w+kv" and r.step == step["index"]]
     assert recs and any(r.error == "cancelled" for r in recs)
     slo = Slo(latency={"ttft_p95_ms": 2000.0, "tpot_p95_ms": 50.0})
     as_measured = reevaluate(step, recs, slo)
@@ -146,7 +148,7 @@ def test_an_slo_on_preemptions_moves_the_knee_to_where_the_cache_held_on_the_rea
     doc = load_snapshot(root / "h200-kvb.json")
     mode = next(m for m in doc["modes"] if m["name"] == "fp8-kv")
     recs = defaultdict(list)
-    for r in read_records(root / "h200-kvb.records.jsonl"):
+    for r in read_records(RECORDS / "h200-kvb.records.jsonl"):
         if r.mode == "fp8-kv":
             recs[r.step].append(r)
     slo = scenario_from_dict({"slo": {"ttft_p95_ms": 2000, "tpot_p95_ms": 50, "max_preemptions_per_request": 0}}).slo
