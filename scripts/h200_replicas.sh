@@ -2,7 +2,7 @@
 # Device side of the replicas experiment (issue 22): two vLLM replicas sharing one H200 (0.45 of
 # the card each, kvtui's own launch: scenarios h200-llama8b-replicas) against one server at 0.90
 # (h200-llama8b's bf16 mode), the published 8B-dummy workload, the same search resolution.
-# After the staging calls and install (docs/results/README.md):
+# After the staging calls and install (docs/RESULTS.md):
 #   bash .gpuN/bin/install.sh && source /tmp/gpu-env.sh && bash scripts/h200_replicas.sh two 540
 #   source /tmp/gpu-env.sh && bash scripts/h200_replicas.sh one 540
 # A run cut by its time limit continues in the next call:  ... two 540 --resume /tmp/runs/h200-replicas-two.json

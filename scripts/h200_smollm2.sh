@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device side of the real-weights H200 run (docs/results/README.md, "SmolLM2 on the H200").
+# Device side of the real-weights H200 run (docs/RESULTS.md, "SmolLM2 on the H200").
 # After the staging calls (scripts/gpu_bundle_split.sh's .gpu* folders, the GGUF in .gpuG*):
 #   bash .gpuN/bin/install.sh && source /tmp/gpu-env.sh && bash scripts/h200_smollm2.sh MODES... [-- --resume X]
 # Puts the staged GGUF where kvtui's model cache looks, builds the bf16 model directory from it

@@ -16,7 +16,7 @@ the live run printed. The arithmetic, per mode:
   lower load picked by that noise would move every published figure). They differ where the
   KV cache binds: past the KV wall vLLM preempts and recomputes prefills, so more requests
   at once can still meet the SLO yet deliver fewer tokens (H200, KV limited to 25 %, fp8 KV:
-  148 concurrent at 2,759 tok/s, 132 at 4,144 — docs/results/README.md). The cheapest
+  148 concurrent at 2,759 tok/s, 132 at 4,144 — docs/RESULTS.md). The cheapest
   tokens within the SLO are at the fastest load; the knee's own figure is `knee_output_tok_s`.
 - **next step**: the first failing load above the best (`search.first_fail`): what
   limited it (`limited_by`) and its preemptions — why the mode could not go higher.

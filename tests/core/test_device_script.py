@@ -2,7 +2,7 @@
 what it is asked for is what the snapshot runs with, for its own 8k / 512 scenario and for a shipped one.
 
 Until 2026-12-05 CONFIRM_WHEN reached only the script's own scenario, so the published 2k / 256 runs
-meant as "doubt" ran the shipped scenario's "always" (docs/results/README.md)."""
+meant as "doubt" ran the shipped scenario's "always" (docs/RESULTS.md)."""
 
 from __future__ import annotations
 

@@ -220,7 +220,7 @@ def test_every_published_h200_step_run_under_doubt_re_settles_as_it_recorded() -
     """The settle rule, re-run on real H200 steps: each archived step of a run made with
     confirm_when = "doubt" gets the reason (or None) it recorded live. A change to the rule that would
     have settled (or repeated) a different H200 step fails here. The runs made without "doubt" are
-    out: h200-2k256-doubt.json was published as "doubt" and ran "always" (docs/results/README.md)."""
+    out: h200-2k256-doubt.json was published as "doubt" and ran "always" (docs/RESULTS.md)."""
     from kvtui.scenario.loader import scenario_from_snapshot
     from kvtui.snapshot.file import load_snapshot
 
