@@ -43,7 +43,7 @@ def declared_layers(pyproject: Path = ROOT / "pyproject.toml") -> list[list[str]
 
 
 def one_line(layers: list[list[str]]) -> str:
-    """`cli | __main__ > tui | commands > … > floor`: the form README.md quotes."""
+    """`cli | __main__ > tui | commands > … > floor`: the form CONTRIBUTING.md quotes."""
     return " > ".join([" | ".join(names) for names in layers[:-1]] + ["floor"])
 
 

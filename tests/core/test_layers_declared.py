@@ -1,5 +1,5 @@
 """The layers are declared once (pyproject.toml's import contract, issue 29 item 5): the script that
-checks every import reads them there, and README.md and docs/STRUCTURE.md say the same."""
+checks every import reads them there, and CONTRIBUTING.md and docs/STRUCTURE.md say the same."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def test_the_script_reads_the_contract():
     assert ranks == sorted(ranks, reverse=True) and ranks[-1] == 1
 
 
-def test_readme_quotes_the_declared_layers():
-    assert one_line(DECLARED) in _flat((ROOT / "README.md").read_text(encoding="utf-8"))
+def test_contributing_quotes_the_declared_layers():
+    assert one_line(DECLARED) in _flat((ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8"))
 
 
 def test_structure_md_lists_the_declared_layers_in_order():

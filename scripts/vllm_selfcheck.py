@@ -1,6 +1,6 @@
 """Does kvtui's vLLM launcher work on this box? Start one server, print what kvtui sees, stop it.
 
-    python -m kvtui.engines.vllm.selfcheck MODEL_DIR [--kv-cache-dtype fp8] [--quantization fp8]
+    python scripts/vllm_selfcheck.py MODEL_DIR [--kv-cache-dtype fp8] [--quantization fp8]
         [--max-model-len 2048] [--kv-cache-memory-bytes N | --gpu-memory-utilization 0.9]
         [--load-format dummy] [--tiny DIR] [--json OUT] [-- EXTRA VLLM ARGS…]
 
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1 :]
-    ap = argparse.ArgumentParser(prog="python -m kvtui.engines.vllm.selfcheck", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python scripts/vllm_selfcheck.py", description=__doc__.splitlines()[0])
     ap.add_argument("model", nargs="?", default="")
     ap.add_argument("--tiny", default="", help="build the tiny test model in this directory and serve it")
     ap.add_argument("--dtype", default="auto")
