@@ -27,6 +27,9 @@ sends as more streams were open (one shared httpx pool); the delay law is fitted
 itself, on the TTFT of the first request of every wave (`fit_client_delay`), and written to
 `[replay_client]`: it is part of the replay, not of the simulated vLLM. Rounds alternate the
 two fits until the factors settle. Its table goes between the h200run markers.
+
+The published runs' records archives left the tree (docs/RESULTS.md); restore them first:
+    git checkout 5cedb2d -- 'docs/results/*.records.jsonl.cols.xz'
 """
 
 from __future__ import annotations

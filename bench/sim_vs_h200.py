@@ -38,6 +38,9 @@ v2 — the fixed client of the h200-v2 re-run (aiohttp, one connection per slot)
 fresh simulated engine per load and prints the simulator's highest concurrency at the SLO per mode.
 
 bench/fit_calibration.py imports this module: the same replay is part of the fit.
+
+The published runs' records archives left the tree (docs/RESULTS.md); restore them first:
+    git checkout 5cedb2d -- 'docs/results/*.records.jsonl.cols.xz'
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The compact archive of a records file: `X.records.jsonl.cols.xz` (published runs, docs/results).
+"""The compact archive of a records file: `X.records.jsonl.cols.xz` (the published runs' records; since issue 49 in git
+history and, cut small, in tests/fixtures/records).
 
 A records file is mostly inter-token gaps (a 256-token answer carries 255 floats of six
 decimals). The archive stores the records as columns, each in the cheapest exact form:
