@@ -51,6 +51,8 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
         parts.append(f"KV {step['kv_cache_usage_max']:.0%}")
     if step.get("preemptions"):
         parts.append(f"preempt {step['preemptions']:g}")
+    if step.get("prefix_cache_hit_rate") is not None:  # vLLM's prefix_cache_hits / queries in the window
+        parts.append(f"prefix hit {step['prefix_cache_hit_rate']:.0%}")
     from kvtui.explore.evaluate import in_lock_step
 
     if in_lock_step(step):
@@ -104,6 +106,11 @@ class HeadlessPrinter:
                 gpus = ", ".join(env.get("gpu_names") or []) or "no GPU seen"
                 w(f"kvtui: scenario {self.scenario.name} — engine {env['engine']}{sim} — GPU {gpus}\n")
                 w(f"kvtui: SLO {self.scenario.slo.describe()}\n")
+                if doc.get("trace"):  # what the run replays, before any server starts
+                    from kvtui.scenario.trace import describe
+
+                    for line in describe(doc["trace"]):
+                        w(f"kvtui: {line}\n")
             case ModeStarting(mode=name, index=index, of=of, mode_doc=md):
                 m = md["settings"]
                 w(f"\n== mode {name} ({index + 1}/{of}): dtype={m['dtype']} "
