@@ -39,7 +39,7 @@ from array import array
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, cast
 
 from kvtui.errors import UsageError
 
@@ -123,11 +123,11 @@ def open_text(path: str | Path) -> IO[str]:
     if head[:2] == b"\x1f\x8b":
         import gzip
 
-        stream = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+        stream = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     elif head == b"\xfd7zXZ\x00":
         import lzma
 
-        stream = lzma.LZMAFile(raw, "rb")  # type: ignore[assignment]
+        stream = cast(IO[bytes], lzma.LZMAFile(raw, "rb"))
     elif head[:4] == b"\x28\xb5\x2f\xfd":
         try:
             import zstandard
@@ -135,7 +135,7 @@ def open_text(path: str | Path) -> IO[str]:
             raw.close()
             raise TraceError(f"{p}: zstandard-compressed, and the zstandard module is not installed "
                              "(pip install zstandard)")
-        stream = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[assignment]
+        stream = cast(IO[bytes], zstandard.ZstdDecompressor().stream_reader(raw, closefd=True))
     else:
         stream = raw
     return io.TextIOWrapper(stream, encoding="utf-8", errors="strict", newline="")
@@ -315,13 +315,13 @@ class Reader:
         else:
             self.skip_why = "rows with 0 input or 0 output tokens"
         idx = {r: (header.index(c) if c is not None else None) for r, c in roles.items()}
-        ti, ii, oi, si = idx["time"], idx["input"], idx["output"], idx["session"]
+        ti, si = idx["time"], idx["session"]
+        ii, oi = idx["input"] or 0, idx["output"] or 0  # never None: _layout refuses a header without them
         width = len(header)
         reader = csv.reader(f)
         tunit = 1.0 if self.layout in ("azure", "burstgpt") else unit
 
         def rows() -> Iterator[TraceRow]:
-            k = 0
             for rec in reader:
                 no = first_no + reader.line_num
                 if not rec or (len(rec) == 1 and not rec[0].strip()):
@@ -330,11 +330,10 @@ class Reader:
                     raise TraceError(f"{path}:{no}: {len(rec)} fields, the header has {width}")
                 try:
                     t = _time(rec[ti], tunit, header[ti]) if ti is not None else 0.0
-                    isl = _int(rec[ii], header[ii])  # type: ignore[index]
-                    osl = _int(rec[oi], header[oi])  # type: ignore[index]
+                    isl = _int(rec[ii], header[ii])
+                    osl = _int(rec[oi], header[oi])
                 except ValueError as e:
                     raise TraceError(f"{path}:{no}: {e}") from None
-                k += 1
                 yield TraceRow(no, t, isl, osl, None, rec[si] if si is not None and rec[si] != "" else None)
 
         try:
@@ -353,10 +352,11 @@ class Reader:
         self.layout, roles = _layout(list(row0), "json", self.spec.format, cols, path)
         self.skip_why = "rows with 0 input or 0 output tokens"
         moon = self.layout == "mooncake"
-        tk, ik, ok, sk = roles["time"], roles["input"], roles["output"], roles["session"]
+        tk, sk = roles["time"], roles["session"]
+        ik, ok = roles["input"] or "", roles["output"] or ""  # never None: _layout refuses a row without them
         tunit = 1e-3 if moon else unit
 
-        def parse(no: int, line: str, k: int) -> TraceRow:
+        def parse(no: int, line: str) -> TraceRow:
             try:
                 d = json.loads(line)
             except json.JSONDecodeError as e:
@@ -368,8 +368,8 @@ class Reader:
                     if key is not None and key not in d:
                         raise ValueError(f"no {key!r}")
                 t = _time(d[tk], tunit, tk) if tk is not None else 0.0
-                isl = _int(d[ik], ik)  # type: ignore[index]
-                osl = _int(d[ok], ok)  # type: ignore[index]
+                isl = _int(d[ik], ik)
+                osl = _int(d[ok], ok)
                 blocks = None
                 sess = None
                 if moon:
@@ -386,13 +386,11 @@ class Reader:
             return TraceRow(no, t, isl, osl, blocks, sess)
 
         def rows() -> Iterator[TraceRow]:
-            yield parse(first_no, first, 0)
-            k = 1
+            yield parse(first_no, first)
             for no, line in enumerate(f, start=first_no + 1):
                 if not line.strip():
                     continue
-                yield parse(no, line, k)
-                k += 1
+                yield parse(no, line)
 
         yield from self._select(rows())
 
@@ -470,6 +468,11 @@ class _Shared:
                 self.full = len(self.sessions) >= MAX_SEEN
 
 
+def _dist(vals: list[int], mean: float, var: float, top: int) -> dict[str, Any]:
+    return {"mean": round(mean, 2), "std": round(math.sqrt(max(0.0, var)), 2), "p50": _pct(vals, 50),
+            "p95": _pct(vals, 95), "p99": _pct(vals, 99), "max": top}
+
+
 def summarize(spec: TraceSpec, seed: int = 0) -> dict[str, Any]:
     """One pass over the selection: the figures a capacity owner checks before measuring with it."""
     rd = Reader(spec)
@@ -528,10 +531,8 @@ def summarize(spec: TraceSpec, seed: int = 0) -> dict[str, Any]:
         "duration_s": round(duration, 3),
         "mean_rate_rps": round((n - 1) / duration, 4) if duration > 0 else None,
         "interarrival_cv": round(sd / g_mean, 3) if sd is not None and g_mean > 0 else None,
-        "input_tokens": {"mean": round(sx / n, 2), "std": round(math.sqrt(max(0.0, vx)), 2), "p50": _pct(a, 50), "p95": _pct(a, 95), "p99": _pct(a, 99),
-                         "max": isl_max},
-        "output_tokens": {"mean": round(sy / n, 2), "std": round(math.sqrt(max(0.0, vy)), 2), "p50": _pct(b, 50), "p95": _pct(b, 95), "p99": _pct(b, 99),
-                          "max": osl_max},
+        "input_tokens": _dist(a, sx / n, vx, isl_max),
+        "output_tokens": _dist(b, sy / n, vy, osl_max),
         "max_request_tokens": tok_max,
         "io_correlation": round(corr, 4) if corr is not None else None,
         "percentiles": "exact" if exact else f"estimated from a uniform reservoir sample of {res.cap:,} rows",
