@@ -46,7 +46,8 @@ from kvtui.errors import UsageError
 MOONCAKE_BLOCK = 512  # tokens per hash id in the Mooncake traces
 RESERVOIR = 100_000  # rows kept for the summary's percentiles (exact below, a uniform sample above)
 MAX_REPLAY = 2_000_000  # rows a replay holds (~20 bytes each, more with hash_ids): far more than a run sends
-MAX_SEEN = 4_000_000  # distinct block ids / sessions tracked for the shared share (beyond: said approximate)
+MAX_SEEN = 1_000_000  # distinct sessions (or sparse block ids) remembered for the shared share (beyond: a lower bound)
+MAX_DENSE_ID = 1 << 30  # block ids below this are remembered in a bitmap (Mooncake's count up from 0): ≤ 128 MiB
 FORMATS = ("auto", "azure", "burstgpt", "mooncake", "csv", "jsonl")
 COLUMN_KEYS = ("time", "input", "output", "session", "time_unit")
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
@@ -478,11 +479,38 @@ def _pct(sorted_vals: list[int], q: float) -> float | None:
     return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
 
 
+class _IdSet:
+    """Block ids seen: a bitmap for ids counted up from 0 (Mooncake's: 1 bit each), a bounded set else."""
+
+    def __init__(self) -> None:
+        self.bits = bytearray()
+        self.sparse: set[int] = set()
+
+    def __contains__(self, h: int) -> bool:
+        if 0 <= h < MAX_DENSE_ID:
+            i = h >> 3
+            return i < len(self.bits) and bool(self.bits[i] & (1 << (h & 7)))
+        return h in self.sparse
+
+    def add(self, h: int) -> bool:
+        """Remember `h`; False when it could not be (the sparse set is full)."""
+        if 0 <= h < MAX_DENSE_ID:
+            i = h >> 3
+            if i >= len(self.bits):
+                self.bits.extend(bytes(max(i + 1 - len(self.bits), len(self.bits))))
+            self.bits[i] |= 1 << (h & 7)
+            return True
+        if len(self.sparse) >= MAX_SEEN:
+            return False
+        self.sparse.add(h)
+        return True
+
+
 class _Shared:
     """Prompt tokens an earlier request of the trace already sent (an unbounded prefix cache's hits)."""
 
     def __init__(self) -> None:
-        self.seen: set[int] = set()
+        self.seen = _IdSet()
         self.sessions: dict[str, int] = {}
         self.tokens = 0
         self.shared = 0
@@ -501,9 +529,8 @@ class _Shared:
                 left -= n
                 if h in self.seen:
                     self.shared += n
-                elif not self.full:
-                    self.seen.add(h)
-                    self.full = len(self.seen) >= MAX_SEEN
+                elif not self.seen.add(h):
+                    self.full = True
         elif r.session is not None:
             self.any = True
             before = self.sessions.get(r.session)
@@ -511,9 +538,10 @@ class _Shared:
                 self.shared += min(before, r.isl)
                 if r.isl > before:
                     self.sessions[r.session] = r.isl
-            elif not self.full:
+            elif len(self.sessions) < MAX_SEEN:
                 self.sessions[r.session] = r.isl
-                self.full = len(self.sessions) >= MAX_SEEN
+            else:
+                self.full = True
 
 
 def _dist(vals: list[int], mean: float, var: float, top: int) -> dict[str, Any]:
@@ -588,7 +616,8 @@ def summarize(spec: TraceSpec, seed: int = 0) -> dict[str, Any]:
         "prefix_source": ("hash_ids" if rd.layout == "mooncake" else "session ids") if sh.any else None,
     }
     if sh.full:
-        out["prefix_note"] = f"more than {MAX_SEEN:,} distinct blocks or sessions: the shared share is a lower bound"
+        out["prefix_note"] = (f"more than {MAX_SEEN:,} distinct sessions (or block ids beyond {MAX_DENSE_ID:,}): "
+                              "the shared share is a lower bound")
     return out
 
 

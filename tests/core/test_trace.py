@@ -322,3 +322,20 @@ def test_the_simulator_shows_fp8_kv_raising_the_hit_rate_where_the_cache_binds()
     assert hits["bf16"] is not None and hits["fp8-kv"] > hits["bf16"] + 0.03, hits
     # ...and both below what an unbounded cache would hit (the trace's own shared share)
     assert hits["fp8-kv"] < summarize(TraceSpec.of(sc.workload))["prefix_shared"]
+
+
+def test_the_shared_share_stays_bounded_and_says_when_it_is_a_lower_bound(tmp_path, monkeypatch):
+    import kvtui.scenario.trace as tr
+
+    monkeypatch.setattr(tr, "MAX_SEEN", 3)
+    (tmp_path / "s.csv").write_text("timestamp,input_tokens,output_tokens,session_id\n"
+                                    + "".join(f"{k},100,5,s{k % 5}\n" for k in range(20)))
+    s = tr.summarize(TraceSpec(str(tmp_path / "s.csv")))
+    assert s["prefix_shared"] == pytest.approx(15 * 100 / 2000 * 3 / 5, abs=1e-9)  # only 3 sessions remembered
+    assert "lower bound" in s["prefix_note"]
+    # dense Mooncake ids: a bitmap, exact however many
+    lines = [json.dumps({"timestamp": k, "input_length": 1024, "output_length": 1, "hash_ids": [k % 4, 100 + k]})
+             for k in range(40)]
+    (tmp_path / "m.jsonl").write_text("\n".join(lines))
+    s = tr.summarize(TraceSpec(str(tmp_path / "m.jsonl")))
+    assert s["prefix_shared"] == pytest.approx(36 * 512 / (40 * 1024)) and "prefix_note" not in s
