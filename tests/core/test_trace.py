@@ -178,6 +178,11 @@ def test_prefix_blocks_have_exactly_the_traces_sharing(tmp_path):
     assert other[:512] != a[:512]  # another run's salt: no sharing across runs
     summ = summarize(TraceSpec.of(sc.workload))
     assert summ["prefix_shared"] == pytest.approx((1024 + 188) / (1200 + 1100 + 700), abs=1e-4)
+    # the chat API: the same blocks as words, one token each
+    sc.workload.api = "chat"
+    fc = PromptFactory(sc.workload, TokenSpace.synthetic(), 8192, salt=1)
+    ca, cb = (fc.build(k).messages[0]["content"].split() for k in range(2))
+    assert len(ca) == 1200 and ca[:1024] == cb[:1024] and ca[1024:1100] != cb[1024:1100]
 
 
 def test_a_session_shares_its_earlier_prompt(tmp_path):
