@@ -344,3 +344,18 @@ def test_the_shared_share_stays_bounded_and_says_when_it_is_a_lower_bound(tmp_pa
     (tmp_path / "m.jsonl").write_text("\n".join(lines))
     s = tr.summarize(TraceSpec(str(tmp_path / "m.jsonl")))
     assert s["prefix_shared"] == pytest.approx(36 * 512 / (40 * 1024)) and "prefix_note" not in s
+
+
+def test_the_tui_logs_the_summary_when_the_run_starts(tmp_path):
+    from types import SimpleNamespace
+
+    from kvtui.tui.state import RunState
+
+    (tmp_path / "t.jsonl").write_text(_own_jsonl(_pairs(n=50)))
+    summ = summarize(TraceSpec(str(tmp_path / "t.jsonl")))
+    st = RunState()
+    doc = {"scenario": {"name": "t", "workload": {}}, "environment": {}, "run": {"modes_requested": []}, "modes": [],
+           "trace": summ}
+    st.ingest(SimpleNamespace(kind="run_started", mode=None, data=doc))
+    lines = [line for _, line, _ in st.log]
+    assert lines[:2] == [f"kvtui: {x}" for x in describe(summ)[:2]] and "50 rows" in lines[0]
