@@ -314,6 +314,9 @@ def test_the_summary_is_printed_first_and_kept_in_the_snapshot(tmp_path):
     assert t["layout"] == "mooncake" and t["rows"] == 2000 and 0.5 < t["prefix_shared"] < 0.95
     assert set(t["input_tokens"]) >= {"p50", "p95", "p99"} and t["interarrival_cv"] > 1
     assert doc["modes"][0]["steps"][0]["prefix_cache_hit_rate"] is not None
+    from kvtui.report.text import caveats
+
+    assert any("the trace's own prompt sharing: an unbounded cache would hit" in c for c in caveats(doc))
 
 
 def test_the_simulator_shows_fp8_kv_raising_the_hit_rate_where_the_cache_binds():
