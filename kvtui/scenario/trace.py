@@ -644,8 +644,9 @@ def describe(s: dict[str, Any]) -> list[str]:
     rate = f"{s['mean_rate_rps']:.3g} req/s" if s.get("mean_rate_rps") else "— req/s"
     cv = f"{s['interarrival_cv']:.2f}" if s.get("interarrival_cv") is not None else "—"
     skipped = f", {s['skipped']:,} skipped ({s['skipped_why']})" if s.get("skipped") else ""
-    lines = [f"trace {s['file']} ({s['layout']}, {s['selection']}): {s['rows']:,} rows{skipped} over "
-             f"{s['duration_s']:,.1f} s, mean {rate}, burstiness (inter-arrival CV) {cv}",
+    when = (f" over {s['duration_s']:,.1f} s, mean {rate}, burstiness (inter-arrival CV) {cv}" if s.get("duration_s")
+            else ", no arrival times (lengths only)")
+    lines = [f"trace {s['file']} ({s['layout']}, {s['selection']}): {s['rows']:,} rows{skipped}{when}",
              f"trace input tokens p50/p95/p99 {q(s['input_tokens'])}, output {q(s['output_tokens'])}"
              f" (mean {s['input_tokens']['mean']:,.0f} / {s['output_tokens']['mean']:,.0f}, "
              f"correlation {s['io_correlation'] if s.get('io_correlation') is not None else '—'}; "

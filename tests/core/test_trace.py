@@ -362,3 +362,15 @@ def test_the_tui_logs_the_summary_when_the_run_starts(tmp_path):
     st.ingest(SimpleNamespace(kind="run_started", mode=None, data=doc))
     lines = [line for _, line, _ in st.log]
     assert lines[:2] == [f"kvtui: {x}" for x in describe(summ)[:2]] and "50 rows" in lines[0]
+
+
+def test_bom_crlf_and_a_trace_without_times(tmp_path):
+    (tmp_path / "a.csv").write_bytes(b"\xef\xbb\xbfTIMESTAMP,ContextTokens,GeneratedTokens\r\n"
+                                     b"2024-05-10 00:00:00.009930+00:00,100,5\r\n2024-05-10 00:00:01.009930+00:00,200,7\r\n")
+    s = summarize(TraceSpec(str(tmp_path / "a.csv")))
+    assert (s["layout"], s["rows"], s["duration_s"]) == ("azure", 2, 1.0)
+    (tmp_path / "n.csv").write_text("in,out\n5,6\n7,8\n")
+    sc = load_scenario(_scenario(tmp_path, "n.csv", trace_columns={"input": "in", "output": "out"}))
+    s = summarize(TraceSpec.of(sc.workload))
+    assert s["mean_rate_rps"] is None and "no arrival times (lengths only)" in describe(s)[0]
+    assert PromptFactory(sc.workload, TokenSpace.synthetic(), 8192, salt=1).lengths(1) == (7, 8)
