@@ -33,7 +33,10 @@ def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
     return f"{x:,.{digits}f}{unit}"
 
 
-def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]]) -> str:
+def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]],
+              prefix: bool = False) -> str:
+    """One step's line; `prefix`: the workload shares prompt blocks (a trace, a shared prefix, a dataset),
+    so the prefix-cache hit rate is shown even at 0 % (else only when the cache hit at all)."""
     kind = "c" if step.get("load_kind", "concurrency") == "concurrency" else "rate"
     from kvtui.report.text import verdict_words
 
@@ -51,6 +54,9 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
         parts.append(f"KV {step['kv_cache_usage_max']:.0%}")
     if step.get("preemptions"):
         parts.append(f"preempt {step['preemptions']:g}")
+    hit = step.get("prefix_cache_hit_rate")
+    if hit is not None and (prefix or hit > 0):  # vLLM's prefix_cache_hits / queries in the window
+        parts.append(f"prefix hit {hit:.0%}")
     from kvtui.explore.evaluate import in_lock_step
 
     if in_lock_step(step):
@@ -104,6 +110,11 @@ class HeadlessPrinter:
                 gpus = ", ".join(env.get("gpu_names") or []) or "no GPU seen"
                 w(f"kvtui: scenario {self.scenario.name} — engine {env['engine']}{sim} — GPU {gpus}\n")
                 w(f"kvtui: SLO {self.scenario.slo.describe()}\n")
+                if doc.get("trace"):  # what the run replays, before any server starts
+                    from kvtui.scenario.trace import describe
+
+                    for line in describe(doc["trace"]):
+                        w(f"kvtui: {line}\n")
             case ModeStarting(mode=name, index=index, of=of, mode_doc=md):
                 m = md["settings"]
                 w(f"\n== mode {name} ({index + 1}/{of}): dtype={m['dtype']} "
@@ -114,7 +125,9 @@ class HeadlessPrinter:
             case EngineReady(mode=name, facts=f, info=info):
                 self._engine_ready(name, f, info)
             case StepFinished(mode=name, step=step):
-                w(step_line(name, step, self.scenario.slo.targets()) + "\n")
+                wl = self.scenario.workload
+                shares = bool(wl.trace or wl.shared_prefix or wl.dataset)
+                w(step_line(name, step, self.scenario.slo.targets(), prefix=shares) + "\n")
             case ModeFinished(mode=name, mode_doc=md):
                 self._mode_finished(name, md)
             case RunNote(mode=name, text=text):

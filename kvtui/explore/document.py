@@ -56,7 +56,7 @@ def environment(scenario: Scenario) -> dict[str, Any]:
 
 
 def new_doc(scenario: Scenario, salt: int, fast: bool, modes: list[str], t0: float) -> dict[str, Any]:
-    return {
+    doc: dict[str, Any] = {
         "schema": SCHEMA,
         "kvtui_version": __version__,
         "scenario": scenario.to_dict(),
@@ -64,6 +64,11 @@ def new_doc(scenario: Scenario, salt: int, fast: bool, modes: list[str], t0: flo
         "run": {"salt": f"{salt:08x}", "fast": fast, "modes_requested": modes, "t0_monotonic": t0},
         "modes": [],
     }
+    if scenario.workload.trace:  # read when the scenario was checked (cached): before any server starts
+        from kvtui.scenario.trace import TraceSpec, summary
+
+        doc["trace"] = summary(TraceSpec.of(scenario.workload), scenario.seed)
+    return doc
 
 
 def ran_on(doc: dict[str, Any]) -> dict[str, Any]:

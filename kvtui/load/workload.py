@@ -28,6 +28,7 @@ from kvtui.scenario.dataset import Dataset  # noqa: F401 - kvtui.load.workload.D
 from kvtui.scenario.schema import Length, Workload
 
 MARKER_TOKENS = 4  # base-|space| digits of (salt, counter): 200^4 = 1.6e9 distinct prefixes
+MOONCAKE_BLOCK = 512  # tokens per trace block (kvtui.scenario.trace.MOONCAKE_BLOCK)
 
 # Candidate words for probing a tokenizer: the synthetic "tN" words (the dummy models'
 # and the simulator's vocabulary) and common English words that most BPE vocabularies
@@ -103,7 +104,7 @@ def sample_length(ln: Length, rng: random.Random, jitter: float = 0.0, cap: int 
             v *= 1 + rng.uniform(-jitter, jitter)
     elif ln.dist == "uniform":
         v = rng.uniform(ln.min, ln.max + 1)
-    elif ln.dist == "normal":
+    elif ln.dist in ("normal", "trace"):  # trace: the factory takes the trace's rows; this only as a fallback
         v = rng.normalvariate(ln.mean, ln.std)
     else:  # lognormal with the given mean and std of the *result*
         sigma2 = math.log(1 + (ln.std / ln.mean) ** 2)
@@ -144,6 +145,14 @@ class PromptFactory:
         self.salt = salt
         self.seed = seed
         self.dataset = Dataset(workload.dataset) if workload.dataset else None
+        # A production trace (kvtui.scenario.trace): request `counter` takes row counter mod N, its
+        # (input, output) pair jointly and its prefix blocks; read once per process, compactly.
+        self.trace = None
+        if workload.trace:
+            from kvtui.scenario.trace import TraceSpec, replay_rows
+
+            self.trace = replay_rows(TraceSpec.of(workload))
+        self._blocks: dict[tuple, list[int]] = {}  # the trace's prompt blocks' token indices (bounded)
         n = len(space.ids)
         if n < 16:
             raise UsageError(f"token space too small ({n} single-token words found); cannot build unique prompts")
@@ -152,10 +161,22 @@ class PromptFactory:
         self._shared_cache: dict[int, list[int]] = {}
 
     # -- lengths ---------------------------------------------------------------------
+    @property
+    def shares_prefixes(self) -> bool:
+        """Do requests share prompt blocks (a shared prefix, a dataset, a trace's hash_ids or sessions)?"""
+        return bool(self.w.shared_prefix > 0 or self.dataset is not None
+                    or (self.trace is not None and self.trace.shares_prefixes))
+
     def lengths(self, counter: int) -> tuple[int, int]:
-        rng = random.Random(_digest(self.seed, "len", counter))
-        isl = sample_length(self.w.prompt_tokens, rng, self.w.jitter)
-        osl = sample_length(self.w.output_tokens, rng, self.w.jitter)
+        """Request `counter`'s (prompt, output) tokens: the one place every protocol draws them
+        (the live load generator, the simulator's --fast runs), a trace's row or the distributions."""
+        if self.trace is not None:
+            isl, osl = self.trace.row(counter)[:2]
+            osl = min(osl, max(1, self.max_model_len - MARKER_TOKENS - 1))  # a longer row is cut to fit
+        else:
+            rng = random.Random(_digest(self.seed, "len", counter))
+            isl = sample_length(self.w.prompt_tokens, rng, self.w.jitter)
+            osl = sample_length(self.w.output_tokens, rng, self.w.jitter)
         # Never exceed the context (jitter can push a fixed length a little over).
         per_turn = max(1, self.max_model_len // max(1, self.w.turns))
         if isl + osl > per_turn:
@@ -179,8 +200,50 @@ class PromptFactory:
             self._shared_cache[length] = [rng.randrange(len(self.space.ids)) for _ in range(length)]
         return self._shared_cache[length]
 
+    def _block(self, key: tuple, n: int) -> list[int]:
+        """The token indices of one shared prompt block (a trace's hash id, or a chunk of a session's
+        stream): the same key gives the same tokens within a run (salted: never across runs)."""
+        got = self._blocks.get(key)
+        if got is None or len(got) < n:
+            if len(self._blocks) > 8192:
+                self._blocks.clear()
+            rng = random.Random(_digest(self.seed, self.salt, "block", key))
+            got = self._blocks[key] = rng.choices(self._indices, k=max(n, MOONCAKE_BLOCK))
+        return got[:n]
+
+    def _trace_indices(self, counter: int, length: int) -> list[int] | None:
+        """A trace row's prompt with exactly the trace's sharing, or None (no blocks, no session):
+        Mooncake hash_ids are 512-token blocks (the same id, the same tokens); a session is one stream
+        of tokens whose first `length` each of its requests sends (a later request shares the
+        earlier one's prompt, as a conversation re-sends its history). Past the hashed blocks, the
+        request's own marker and tokens."""
+        assert self.trace is not None
+        _, _, blocks, sess = self.trace.row(counter)
+        out: list[int] = []
+        if blocks:
+            for h in blocks:
+                if len(out) >= length:
+                    break
+                out += self._block(("h", h), min(MOONCAKE_BLOCK, length - len(out)))
+        elif sess >= 0:
+            c = 0
+            while len(out) < length:
+                out += self._block(("s", sess, c), min(MOONCAKE_BLOCK, length - len(out)))
+                c += 1
+        else:
+            return None
+        if len(out) < length:
+            marker = self._marker(counter)
+            rng = random.Random(_digest(self.seed, self.salt, "body", counter))
+            out += marker + rng.choices(self._indices, k=max(0, length - len(out) - len(marker)))
+        return out[:length]
+
     def _body_indices(self, counter: int, length: int) -> list[int]:
         """`length` token indices: shared prefix (if any), the unique marker, then random tokens."""
+        if self.trace is not None:
+            got = self._trace_indices(counter, length)
+            if got is not None:
+                return got
         shared_len = int(self.w.shared_prefix * length)
         shared = self._shared(shared_len) if shared_len else []
         marker = self._marker(counter)
@@ -391,8 +454,8 @@ def context_problem(w: Workload, server_max_model_len: int | None) -> str | None
     `max_model_len` 1 once shrank every 64-token prompt to 5 tokens without a word. So the
     server's figure is checked against the scenario's lengths before any prompt is built.
     """
-    if not server_max_model_len or w.dataset:
-        return None
+    if not server_max_model_len or w.dataset or w.trace:
+        return None  # a trace's longer rows are cut to the context (the scenario's checks warned)
     need = (w.prompt_tokens.upper + w.output_tokens.upper) * w.turns
     if need > server_max_model_len:
         return (f"the server reports max_model_len {server_max_model_len} < {need} prompt + output tokens"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any, Mapping
 
 from kvtui.report import charts
@@ -67,6 +68,8 @@ def _length(ln: Any) -> str:
         return str(ln.get("value"))
     if d == "uniform":
         return f"uniform {ln.get('min')}–{ln.get('max')}"
+    if d == "trace":
+        return f"trace (mean {fmt(ln.get('mean'))}, max {fmt(ln.get('max'))})"
     if d == "measured mean":
         return f"{fmt(ln.get('mean'), 1)} (measured mean)"
     return f"{d} {ln.get('mean', 0):g}±{ln.get('std', 0):g}"
@@ -81,6 +84,8 @@ def _workload_text(sc: Mapping[str, Any]) -> str:
         s += f", {w['api']} API"
     if w.get("dataset"):
         s += f", dataset {w['dataset']}"
+    if w.get("trace"):
+        s += f", trace {Path(str(w['trace'])).name}"
     if w.get("shared_prefix"):
         s += f", shared prefix {w['shared_prefix']:.0%}"
     if (w.get("turns") or 1) > 1:
@@ -356,7 +361,7 @@ def _env_section(run: Run) -> list[str]:
     return [table(["", ""], rows, markdown=True)] if rows else ["—"]
 
 
-def _scenario_section(sc: Mapping[str, Any]) -> list[str]:
+def _scenario_section(sc: Mapping[str, Any], trace: Mapping[str, Any] | None = None) -> list[str]:
     if not sc:
         return ["—"]
     server = sc.get("server") or {}
@@ -367,6 +372,13 @@ def _scenario_section(sc: Mapping[str, Any]) -> list[str]:
            f"tensor_parallel_size {server.get('tensor_parallel_size', 1)}",
            f"- workload: {_workload_text(sc)}",
            f"- SLO: {_slo_text(sc)}"]
+    if trace:  # what the run replayed (kvtui.scenario.trace's summary, read before any server started)
+        from kvtui.scenario.trace import describe
+
+        try:
+            out += [f"- {line}" for line in describe(dict(trace))]
+        except (KeyError, TypeError, ValueError):  # another version's summary: its keys as they are
+            out.append(f"- trace: {json.dumps(dict(trace), default=str)[:500]}")
     if ramp:
         out.append(f"- ramp: {ramp.get('load', 'concurrency')} from {fmt_load(ramp.get('start'))} "
                    f"to {fmt_load(ramp.get('max'))}, step {ramp.get('step')}, search {ramp.get('search')}, "
@@ -421,7 +433,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     for m in modes:
         lines += _mode_section(run, m)
     lines += ["## Environment", ""] + _env_section(run) + [""]
-    lines += ["## Scenario", ""] + _scenario_section(sc) + [""]
+    lines += ["## Scenario", ""] + _scenario_section(sc, doc.get("trace")) + [""]
     lines += ["---", f"kvtui snapshot schema {run.schema or '?'}, "
                      f"written by kvtui {run.kvtui_version or env.kvtui_version or '?'}."]
     text = "\n".join(lines)

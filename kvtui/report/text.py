@@ -268,7 +268,11 @@ def caveats(doc: dict[str, Any]) -> list[str]:
             out.append(f"simulator in {word} ({', '.join(named)}): figures scaled back to modelled time")
     hits = [(n, r.prefix_cache_hit_rate_at_knee) for n, r in rows.items()]
     known = [(n, h) for n, h in hits if h is not None]
-    if known:
+    trace = run.trace or {}
+    if known and trace.get("prefix_shared") is not None:  # a trace's own sharing: real, not flattery
+        out.append("prefix-cache hit rate at the knee: " + ", ".join(f"{n} {h:.0%}" for n, h in known)
+                   + f"  (the trace's own prompt sharing: an unbounded cache would hit {trace['prefix_shared']:.0%})")
+    elif known:
         out.append("prefix-cache hit rate at the knee: " + ", ".join(f"{n} {h:.0%}" for n, h in known)
                    + ("  (above 5 %: prompt throughput and TTFT are flattered)" if any(h > 0.05 for _, h in known)
                       else ""))

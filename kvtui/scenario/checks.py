@@ -334,9 +334,15 @@ def _check(sc: Scenario, probs: _Problems) -> None:
                 Dataset(w.dataset)
             except UsageError as e:
                 probs.add(("workload", "dataset"), str(e))
+    if w.trace:
+        _check_trace(sc, probs)
+    else:
+        for key in ("prompt_tokens", "output_tokens"):
+            if getattr(w, key).dist == "trace":
+                probs.add(("workload", key), "dist = \"trace\" is set from [workload] trace, and there is none")
     # ISL + OSL must fit in the context, for every turn of a conversation.
     need = (w.prompt_tokens.upper + w.output_tokens.upper) * w.turns
-    if not w.dataset and need > s.max_model_len:
+    if not w.dataset and not w.trace and need > s.max_model_len:
         where = ("workload", "prompt_tokens")
         if probs.index is not None and not probs.index.line(where) and probs.index.line(("server", "max_model_len")):
             # The file sets only the context length: point there, the workload is the default one.
@@ -401,6 +407,66 @@ def _check(sc: Scenario, probs: _Problems) -> None:
     if sc.cost.gpu_hourly_usd < 0:
         probs.add(("cost", "gpu_hourly_usd"), "must be ≥ 0")
     _ranges(sc, probs)
+
+
+def _check_trace(sc: Scenario, probs: _Problems) -> None:
+    """[workload] trace: the file, its layout and every row read now (one pass, streamed), before any
+    server starts; its summary is kept for the run (kvtui.scenario.trace.summary caches it)."""
+    from kvtui.scenario.trace import COLUMN_KEYS, FORMATS, TIME_UNITS, TraceSpec, summary
+
+    w, s = sc.workload, sc.server
+    bad = False
+    if w.trace_format not in FORMATS:
+        probs.add(("workload", "trace_format"), f"must be one of {', '.join(FORMATS)}, got {w.trace_format!r}"
+                  + _suggest(w.trace_format, FORMATS))
+        bad = True
+    for k, v in w.trace_columns.items():
+        if k not in COLUMN_KEYS:
+            probs.add(("workload", "trace_columns", k), "unknown key" + _suggest(k, COLUMN_KEYS))
+            bad = True
+        elif k == "time_unit" and v not in TIME_UNITS:
+            probs.add(("workload", "trace_columns", k), f"must be one of {', '.join(TIME_UNITS)}, got {v!r}")
+            bad = True
+    if w.trace_end_s and w.trace_end_s <= w.trace_start_s:
+        probs.add(("workload", "trace_end_s"), f"must be > trace_start_s ({w.trace_start_s:g}), got {w.trace_end_s:g}")
+        bad = True
+    if w.dataset:
+        probs.add(("workload", "trace"), "a trace and a dataset cannot both give the requests: choose one")
+        bad = True
+    if w.turns > 1:
+        probs.add(("workload", "turns"), "a trace gives each request's whole prompt: turns must be 1 with a trace "
+                                          "(a session id column shares a conversation's prefix)")
+        bad = True
+    tr = Path(w.trace)
+    if not tr.is_absolute() and sc.source:
+        tr = Path(sc.source).parent / tr
+    if not tr.is_file():
+        from kvtui.safeio import input_problem
+
+        why = input_problem(tr) if tr.exists() else None
+        probs.add(("workload", "trace"), f"{tr} {why}" if why else f"no such file: {tr}")
+        return
+    w.trace = str(tr)
+    if bad:
+        return
+    from kvtui.errors import UsageError
+
+    try:  # every row now, not after a server started
+        summ = summary(TraceSpec.of(w), sc.seed)
+    except UsageError as e:
+        probs.add(("workload", "trace"), str(e))
+        return
+    # Everything that reasons about a typical request (the KV-bound guess, the simulator's typical
+    # request, the request-duration estimate, the settled arithmetic) reads these: the trace's own.
+    from kvtui.scenario.schema import Length
+
+    for key in ("prompt_tokens", "output_tokens"):
+        d = summ["input_tokens" if key == "prompt_tokens" else "output_tokens"]
+        setattr(w, key, Length(dist="trace", mean=float(d["mean"]), std=float(d["std"]), min=1, max=int(d["max"])))
+    over = summ["max_request_tokens"]
+    if over > s.max_model_len:
+        sc.warnings.append(f"workload.trace: a request reaches {over:,} input + output tokens > server.max_model_len "
+                           f"{s.max_model_len:,}: such prompts are cut to fit the context")
 
 
 def _check_env_trust(sc: Scenario, probs: _Problems) -> None:

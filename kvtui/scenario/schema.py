@@ -13,7 +13,7 @@ from typing import Any
 ENGINES = ("sim", "vllm", "external")
 ROUTINGS = ("least_inflight", "round_robin")  # how kvtui spreads requests over replicas
 APIS = ("completions", "chat")
-DISTS = ("fixed", "uniform", "normal", "lognormal")
+DISTS = ("fixed", "uniform", "normal", "lognormal", "trace")  # trace: set from [workload] trace's rows
 LOAD_SHAPES = ("concurrency", "rate")
 ARRIVALS = ("poisson", "bursty", "constant")
 SEARCHES = ("auto", "seeded", "fast", "linear")  # auto: seeded where a prediction exists (explore/search_seeded.py)
@@ -53,6 +53,10 @@ RANGES: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("workload", "turns"): (1, 1000, False),
     ("workload", "jitter"): (0, 1, False),
     ("workload", "seed"): (0, 2**63 - 1, False),
+    ("workload", "trace_start_s"): (0, 3650 * DAY_S, False),
+    ("workload", "trace_end_s"): (0, 3650 * DAY_S, False),
+    ("workload", "trace_skip_rows"): (0, 10**12, False),
+    ("workload", "trace_rows"): (0, 10**12, False),
     ("ramp", "start"): (0, 1_000_000, True),
     ("ramp", "max"): (0, 1_000_000, True),
     ("ramp", "burst_size"): (1, 100_000, False),
@@ -197,6 +201,8 @@ class Length:
             return str(self.value)
         if self.dist == "uniform":
             return f"uniform {self.min}-{self.max}"
+        if self.dist == "trace":
+            return f"trace (mean {self.mean:,.0f}, max {self.max:,})"
         cap = f" [{self.min}, {self.max}]" if self.max else ""
         return f"{self.dist} {self.mean:g}±{self.std:g}{cap}"
 
@@ -284,6 +290,17 @@ class Workload:
     turns: int = 1  # multi-turn: each turn re-sends the history
     jitter: float = 0.1  # ± share applied to fixed lengths so prefills do not march in lock-step
     seed: int = 0
+    # A production trace (kvtui.scenario.trace, docs/TRACES.md): request k takes row k's (input, output)
+    # pair jointly, and its prefix blocks (Mooncake hash_ids, a session id); prompt_tokens and
+    # output_tokens are then not used. Azure, BurstGPT and Mooncake are recognised by their columns;
+    # your own CSV or JSON lines by `trace_columns` {time, input, output, session, time_unit = "s"|"ms"|"us"}.
+    trace: str = ""
+    trace_format: str = "auto"  # or azure, burstgpt, mooncake, csv, jsonl
+    trace_columns: dict[str, str] = field(default_factory=dict)
+    trace_start_s: float = 0.0  # a time window, seconds from the file's first row (end 0: to the end)
+    trace_end_s: float = 0.0
+    trace_skip_rows: int = 0  # a row range: skip the first N data rows, then take trace_rows (0: all)
+    trace_rows: int = 0
 
 
 @dataclass

@@ -817,6 +817,11 @@ class Run(Document):
     run: RunInfo | None = field("how it went", one(RunInfo))
     modes: tuple[Mode, ...] | None = field("the modes, in the scenario's order", many(Mode))
     resumed_from: Mapping[str, Any] | None = field("the snapshot(s) a resume kept steps from", OBJECT)
+    trace: Mapping[str, Any] | None = field("[workload] trace's summary, read before any server started: file, "
+                                         "layout, selection, rows, skipped, duration_s, mean_rate_rps, "
+                                         "interarrival_cv, input_tokens and output_tokens {mean, std, p50, p95, "
+                                         "p99, max}, io_correlation, percentiles (exact or a reservoir's), "
+                                         "prefix_shared (share of prompt tokens an earlier request sent)", OBJECT)
     records: str | None = field("the per-request records' sidecar (JSON Lines), beside the snapshot", TEXT)
     comparison: Comparison | None = field("the modes against the baseline", one(Comparison))
     finalized_at: float | None = field("when the snapshot was finalised (epoch s); absent in a journal", NUMBER)

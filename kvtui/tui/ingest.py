@@ -57,6 +57,11 @@ class RunEvents(StateHost):
             self._load_mode(m, kept=True)
         for n in requested:
             self._mode(n)
+        if doc.get("trace"):  # the trace the run replays, read before any server started
+            from kvtui.scenario.trace import describe
+
+            for line in describe(dict(doc["trace"])):
+                self._append_log(None, f"kvtui: {line}", "kvtui")
         self._bump(steps=True, header=True)
 
     def _on_mode_starting(self, name: str | None, data: dict[str, Any]) -> None:

@@ -81,7 +81,7 @@ class OfflineServer:
         space = TokenSpace.synthetic(vocab_size=int(getattr(model, "vocab_size", 128256) or 128256))
         self._factory = PromptFactory(scenario.workload, space, s.max_model_len, salt,
                                       scenario.seed + scenario.workload.seed)
-        self._shared = scenario.workload.shared_prefix > 0 or scenario.workload.dataset
+        self._shared = self._factory.shares_prefixes
         self._client: Any = None  # the continuous protocol's virtual client (kvtui.engines.sim.continuous)
         self._released: list[Any] = []  # its requests cancelled before a classic step, not yet written
 
