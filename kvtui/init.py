@@ -5,7 +5,8 @@ bundled shape such as `llama-3.1-8b`), the GPUs NVML sees (or `--gpu NAME` for a
 the installed vLLM, it writes a scenario with the precision modes that make sense here:
 
     unquantized checkpoint   bf16 baseline, fp8 KV, fp8 weights, fp8 weights + fp8 KV
-                             (the fp8 modes only where the GPU has FP8: compute capability ≥ 8.9)
+                             (FP8 compute from compute capability 8.9; on Ampere the fp8
+                             weights run weight-only, W8A16 through FP8 Marlin, and named so)
     AWQ / GPTQ checkpoint    its own int4 weights (Marlin kernels), and with an fp8 KV cache
     FP8 checkpoint           its own fp8 weights, and with an fp8 KV cache
 
@@ -123,7 +124,8 @@ def detect_gpu(name: str | None, states: Callable[[], tuple[Any, list[Any]]] | N
 
     if name:
         g = load_gpu(name)  # UsageError names the catalogue
-        return InitGpu(g.name, f"{g.name} (--gpu: a what-if, not this box)", fp8=g.has_fp8, source="what-if")
+        return InitGpu(g.name, f"{g.name} (--gpu: a what-if, not this box)", g.compute_capability, fp8=g.has_fp8,
+                       source="what-if")
     from kvtui.telemetry.nvml import gpu_states
 
     inv, gpus = (states or gpu_states)()
@@ -131,8 +133,8 @@ def detect_gpu(name: str | None, states: Callable[[], tuple[Any, list[Any]]] | N
         reason = (inv.reason or "no GPU").removeprefix("no GPU telemetry: ")
         g = load_gpu(WHAT_IF_GPU)
         return InitGpu(
-            g.name, f"no GPU seen here ({reason}); predictions for an {g.name} (--gpu NAME for another)", fp8=g.has_fp8,
-            source="assumed",
+            g.name, f"no GPU seen here ({reason}); predictions for an {g.name} (--gpu NAME for another)",
+            g.compute_capability, fp8=g.has_fp8, source="assumed",
         )
     first = gpus[0]
     cc = first.compute_capability
@@ -152,16 +154,29 @@ def _modes(model: InitModel, gpu: InitGpu) -> tuple[list[dict[str, Any]], list[s
     from kvtui.engines.vllm.modelref import checkpoint_quantization
 
     own = checkpoint_quantization(model.config)
+    from kvtui.preflight.result import FP8_KV_CC, FP8_WEIGHT_ONLY_CC
+
     cc = gpu.compute_capability
     bf16 = cc is None or cc >= (8, 0)
     act = "bfloat16" if bf16 else "float16"
-    fp8 = gpu.fp8 is not False
+    fp8 = gpu.fp8 is not False  # FP8 tensor cores: FP8 GEMMs (W8A8)
+    # No FP8 compute (Ampere, Turing): vLLM runs FP8 weights weight-only (W8A16, FP8 Marlin) and
+    # stores an fp8 KV cache (FlashInfer or Triton attention); the modes say so in their names.
+    w8a16 = not fp8 and (cc is None or cc >= FP8_WEIGHT_ONLY_CC)
+    kv_ok = fp8 or cc is None or cc >= FP8_KV_CC
+    fp8w = "fp8-w8a16" if w8a16 else "fp8-w"
     left: list[str] = []
     kv8 = {"kv_cache_dtype": "fp8"}
-    if not fp8:
-        left.append(
-            f"fp8 modes left out: {gpu.name or 'this GPU'} has no FP8 (needs compute capability 8.9, Ada/Hopper)"
-        )
+    who = gpu.name or "this GPU"
+    if w8a16:
+        left.append(f"{who} has no FP8 tensor cores (compute capability 8.9): fp8 weights run weight-only (W8A16, "
+                    "FP8 Marlin), so modes fp8-w8a16*: half the weight memory, 16-bit matmuls"
+                    + ("; fp8 KV as storage" if kv_ok else "; fp8 KV left out (needs 8.0, Ampere)"))
+    elif not fp8:
+        left.append(f"fp8 modes left out: {who} has no FP8 (weight-only fp8 needs compute capability 7.5, "
+                    "an fp8 KV cache 8.0)")
+    w8a16_note = ("fp8 weights, weight-only here (W8A16, FP8 Marlin: no FP8 tensor cores): half the weight memory "
+                  "and weight reads; the matmuls stay 16-bit, plus a dequant")
     if own in ("awq", "gptq"):
         q = f"{own}_marlin" if cc is None or cc >= (8, 0) else own
         # vLLM 0.26.0 with float16 activations and an fp8 KV cache does not start (FlashAttention 3
@@ -174,25 +189,28 @@ def _modes(model: InitModel, gpu: InitGpu) -> tuple[list[dict[str, Any]], list[s
                 "#": f"the checkpoint's own {own.upper()} int4 weights (the baseline here)",
             }
         ]
-        if fp8:
+        if kv_ok:
             modes.append({"name": f"{own}-int4+fp8-kv", "dtype": act, "quantization": q, **kv8})
         left.append('bf16 and fp8-weights modes need the unquantized checkpoint: add a mode with model = "/path/to/it"')
         return modes, left
     if own == "fp8":
-        if not fp8:
+        if not fp8 and not w8a16:
             raise UsageError(
-                f"{model.arg} is an FP8 checkpoint and {gpu.name or 'this GPU'} has no FP8 "
-                "(compute capability 8.9 needed): give the unquantized checkpoint"
+                f"{model.arg} is an FP8 checkpoint and {who} runs no FP8 weights (compute capability 7.5 "
+                "needed for weight-only W8A16): give the unquantized checkpoint"
             )
-        return [
+        modes = [
             {
-                "name": "fp8-w",
+                "name": fp8w,
                 "dtype": act,
                 "quantization": "fp8",
-                "#": "the checkpoint's own fp8 weights (the baseline here)",
+                "#": "the checkpoint's own fp8 weights (the baseline here)"
+                + (f"; {w8a16_note}" if w8a16 else ""),
             },
-            {"name": "fp8-w+kv", "dtype": act, "quantization": "fp8", **kv8},
-        ], left
+        ]
+        if kv_ok:
+            modes.append({"name": f"{fp8w}+kv", "dtype": act, "quantization": "fp8", **kv8})
+        return modes, left
     if own:
         modes = [
             {
@@ -201,7 +219,7 @@ def _modes(model: InitModel, gpu: InitGpu) -> tuple[list[dict[str, Any]], list[s
                 "#": f"the checkpoint's own {own} weights (vLLM reads its quantization_config)",
             }
         ]
-        if fp8:
+        if kv_ok:
             modes.append({"name": f"{_slug(own)}+fp8-kv", "dtype": act, **kv8})
         return modes, left
     modes = [
@@ -212,22 +230,23 @@ def _modes(model: InitModel, gpu: InitGpu) -> tuple[list[dict[str, Any]], list[s
             "#": "the baseline: every other mode is compared with it",
         }
     ]
-    if fp8:
-        modes += [
-            {
-                "name": "fp8-kv",
-                "dtype": act,
-                **kv8,
-                "#": "KV cache in fp8: half the bytes per token, about 2x the KV tokens",
-            },
-            {
-                "name": "fp8-w",
-                "dtype": act,
-                "quantization": "fp8",
-                "#": "fp8 weights (quantized at load): about half the weight memory, FP8 GEMMs",
-            },
-            {"name": "fp8-w+kv", "dtype": act, "quantization": "fp8", **kv8},
-        ]
+    if kv_ok:
+        modes.append({
+            "name": "fp8-kv",
+            "dtype": act,
+            **kv8,
+            "#": "KV cache in fp8: half the bytes per token, about 2x the KV tokens",
+        })
+    if fp8 or w8a16:
+        modes.append({
+            "name": fp8w,
+            "dtype": act,
+            "quantization": "fp8",
+            "#": f"{w8a16_note} (quantized at load)" if w8a16 else
+            "fp8 weights (quantized at load): about half the weight memory, FP8 GEMMs",
+        })
+        if kv_ok:
+            modes.append({"name": f"{fp8w}+kv", "dtype": act, "quantization": "fp8", **kv8})
     return modes, left
 
 

@@ -47,6 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--kill-stale", action="store_true",
                    help="stop servers an earlier, killed kvtui run left running "
                         "(otherwise: a warning, or a question on a terminal)")
+    from kvtui.commands.url_target import add_arguments
+
+    add_arguments(p)
     p.set_defaults(func=run)
     return p
 
@@ -73,7 +76,16 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.commands import scenario_args
 
     overrides = scenario_args.overrides(args)  # defaults < TOML < --set < --engine
-    scenario = load_scenario(path, overrides, allow_env=getattr(args, "allow_env", False))
+    if getattr(args, "url", None):
+        from kvtui.commands.url_target import url_scenario
+
+        scenario = url_scenario(args, overrides)  # the server probed; what kvtui can and cannot see printed
+        path = args.scenario or scenario.name
+    else:
+        from kvtui.commands.url_target import check_no_url_options
+
+        check_no_url_options(args)
+        scenario = load_scenario(path, overrides, allow_env=getattr(args, "allow_env", False))
     scenario_args.check_fast(scenario, args.fast)
     resume = scenario_args.resumes(args)
     scenario_args.check_resumes(scenario, resume)

@@ -121,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
 
             mode = dataclasses.replace(mode, model=readable)  # the mode's own checkpoint, as the shape found
         refused = _past_model_limit(readable, sc.server.max_model_len) or _no_fp8(mode, gpu)
+        if not refused and _weight_only(mode, gpu):
+            notes.append(f"{n}: fp8 weights weight-only on {gpu} (W8A16, FP8 Marlin): no FP8 tensor cores, "
+                         "16-bit matmuls with a dequant")
         results.append((n, {"covered": False, "why": refused} if refused else predict_mode(sc, mode, cal, target)))
     predicted = sum(1 for _, p in results if p.get("covered"))
     payload = {"simulated": True, "calibration": cal.name, "gpu": gpu, "set": overrides, "notes": notes,
@@ -172,13 +175,16 @@ def _limit_words(p: dict[str, Any], nxt: dict[str, Any], sc: Any) -> str:
 
 
 def _no_fp8(mode: Any, gpu: str) -> str | None:
-    """Why an fp8 mode is not predicted on a GPU without FP8 (kvtui init leaves it out there and
-    the pre-flight refuses it: the what-if says the same)."""
+    """Why an fp8 mode is not predicted on this GPU (kvtui init leaves it out there and the
+    pre-flight refuses it: the what-if says the same). Below FP8 tensor cores (8.9) fp8 weights
+    run weight-only (W8A16) and an fp8 KV cache is stored from Ampere on: those are predicted."""
     from kvtui.predict import catalog
-    from kvtui.preflight.result import FP8_CC, QUANT_CC
+    from kvtui.preflight.result import FP8_CC, FP8_KV_CC, FP8_WEIGHT_ONLY, QUANT_CC
 
     q = (mode.quantization or "").lower()
-    if not ((QUANT_CC.get(q) or (0, 0)) >= FP8_CC or str(mode.kv_cache_dtype).startswith("fp8")):
+    kv8 = str(mode.kv_cache_dtype).startswith("fp8")
+    need = QUANT_CC.get(q)
+    if not (kv8 or (need and need >= FP8_WEIGHT_ONLY.get(q, FP8_CC))):
         return None
     try:
         spec = catalog.load_gpu(gpu)
@@ -186,7 +192,25 @@ def _no_fp8(mode: Any, gpu: str) -> str | None:
         return None
     if spec.has_fp8:
         return None
-    return f"{spec.name} has no FP8 (needs compute capability 8.9; kvtui init leaves the mode out there)"
+    cc = spec.compute_capability or (8, 0)  # the catalogue's GPUs without FP8 are Ampere
+    if need and cc < need:
+        why = ("has no FP8 tensor cores" if need >= FP8_CC else "cannot run it")
+        return (f"{spec.name} {why} (--quantization {q} needs compute capability {need[0]}.{need[1]}; "
+                "kvtui init leaves the mode out there)")
+    if kv8 and cc < FP8_KV_CC:
+        return f"{spec.name} stores no fp8 KV cache (compute capability 8.0 needed; kvtui init leaves the mode out)"
+    return None
+
+
+def _weight_only(mode: Any, gpu: str) -> bool:
+    """fp8 weights that vLLM runs weight-only (W8A16) on this catalogue GPU (no FP8 tensor cores)."""
+    from kvtui.predict import catalog
+
+    try:
+        spec = catalog.load_gpu(gpu)
+    except UsageError:
+        return False
+    return mode.weights == "fp8" and not spec.has_fp8
 
 
 def _context_needed(problem: str) -> int | None:

@@ -6,6 +6,7 @@ server: the mode names are labels only (the run says so).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,65 @@ class _Endpoint(Endpoint):
         return h
 
 
+def metrics_limits(text: str | None) -> tuple[list[str], list[str]]:
+    """What the server's /metrics lets kvtui see, and what it does not (the families kvtui reads)."""
+    if text is None:
+        return [], ["no /metrics answered: no KV cache usage, queue or preemptions; "
+                    "latency and throughput from kvtui's own requests only"]
+    from kvtui.telemetry.prom import _COUNTERS, _GAUGES
+
+    families = {**_GAUGES, **_COUNTERS}
+
+    def has(key: str) -> bool:
+        return any(re.search(rf"^{re.escape(n)}(_total)?[{{ ]", text, re.M) for n in families[key])
+
+    can: list[str] = []
+    cannot: list[str] = []
+    for key, what in (("kv_usage", "KV cache usage"), ("running", "running requests"),
+                      ("waiting", "waiting requests"), ("preemptions", "preemptions")):
+        (can if has(key) else cannot).append(what)
+    kv_size = "vllm:cache_config_info" in text
+    out_can = [f"/metrics: {', '.join(can)}" + (" and the KV cache's size" if kv_size else "")] if can else []
+    out_cannot = []
+    if cannot:
+        out_cannot.append(f"/metrics has no {', '.join(cannot)}" + (": not a vLLM server?" if not can else ""))
+    if not kv_size:
+        out_cannot.append("no KV cache size (no vllm:cache_config_info on /metrics): the search starts without "
+                          "a KV-bound guess")
+    return out_can, out_cannot
+
+
+def _local(host: str) -> bool:
+    import ipaddress
+    import socket
+
+    if host in ("localhost", socket.gethostname()):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def gpu_limits(base: str) -> tuple[list[str], list[str]]:
+    """GPU telemetry: only where NVML on this host sees the server's GPU."""
+    from urllib.parse import urlsplit
+
+    from kvtui.telemetry.gpus import gpu_inventory
+
+    inv = gpu_inventory()
+    host = urlsplit(base).hostname or ""
+    if not inv.available:
+        return [], [f"{inv.reason or 'no GPU telemetry: NVML sees no GPU'} on this host: no GPU power, memory "
+                    "or utilisation figures"]
+    names = ", ".join(sorted({g["name"] for g in inv.gpus}))
+    if _local(host):
+        return [f"GPU telemetry from this host's NVML ({len(inv.gpus)} × {names}): the whole GPU, "
+                "not only the server's processes"], []
+    return [], [f"GPU telemetry is this host's ({len(inv.gpus)} × {names}), not the server's: {host} is "
+                "another host"]
+
+
 @register("external")
 class ExternalEngine:
     name = "external"
@@ -62,6 +122,7 @@ class ExternalEngine:
         self._facts = StartupFacts()
         self._info = EngineInfo(engine="external", simulated=False)
         self._endpoint: Endpoint | None = None
+        self._metrics_text: str | None = None
         self._client: httpx.Client | None = None
         self._clients: list[httpx.Client] = []
 
@@ -100,6 +161,8 @@ class ExternalEngine:
             self._info.version = str(got)[:80] if got is not None else None
         except (httpx.HTTPError, ValueError):
             self._info.version = None
+        # `kvtui sim serve` behind the URL: its figures are the simulator's, labelled SIMULATED as such.
+        self._info.simulated = (self._info.version or "").startswith("kvtui-sim")
         base, basic, headers = bases[0]
         metrics = s.metrics_url or (s.metrics_urls[0] if s.metrics_urls and not s.replica_urls else f"{base}/metrics")
         self._facts = StartupFacts(startup_s=time.monotonic() - t0)
@@ -112,8 +175,21 @@ class ExternalEngine:
             # A gateway (llm-d, KServe, a vLLM DP head): the requests go to `url`, the /metrics of
             # what stands behind it are read one by one; each gets the key only on the URL's origin.
             self._endpoint.replicas = [Replica(f"r{i}", "", mu, headers) for i, mu in enumerate(s.metrics_urls)]
+        self._metrics_text = None
         self._facts.merge(self._kv_facts())
+        self._facts.warnings += self.limits(mode, bases[0][0])
         return self._endpoint
+
+    def limits(self, mode: Mode, base: str) -> list[str]:
+        """What this run cannot see of a server kvtui did not start, as the mode's warnings (so the
+        snapshot, the exports and every answer's caveats carry them)."""
+        out = [f"external server: kvtui did not launch it, so no precision switch: mode {mode.name!r} is a "
+               "label for the server as it runs"]
+        if self._info.simulated:
+            out.insert(0, f"SIMULATED: the server at {base} is kvtui's simulator ({self._info.version}), not a GPU")
+        out += metrics_limits(self._metrics_text)[1]
+        out += gpu_limits(base)[1]
+        return out
 
     def _kv_facts(self) -> StartupFacts:
         """The KV caches as the servers state them on /metrics (`vllm:cache_config_info`), since kvtui
@@ -130,12 +206,14 @@ class ExternalEngine:
         targets = [(r.metrics_url, r.headers, r.base_url or ep.base_url) for r in ep.replicas if r.metrics_url]
         if not targets and ep.metrics_url:
             targets = [(ep.metrics_url, ep.headers(), ep.base_url)]
-        parts = []
+        parts: list[StartupFacts] = []
         for url, headers, origin in targets:
             # The key goes to its own origin only, as for the scrapes; a partial sum would understate
             # the KV, so any replica that does not say gives no figures rather than wrong ones.
             with MetricsScraper(url, headers=headers if same_origin(url, origin) else {}, timeout_s=5.0) as scraper:
                 text, _ = scraper.fetch_text()  # the scrapes' own capped GET (16 MiB, the timeout)
+            if not parts:
+                self._metrics_text = text
             f = facts_from_metrics_text(text) if text is not None else None
             if f is None:
                 return StartupFacts()

@@ -81,6 +81,8 @@ class LiveStepExecutor:
             facts.startup_s = round(time.monotonic() - t_start, 2)
         md["server"] = facts.to_dict()
         md["engine_info"] = self._info_dict()
+        if md["engine_info"].get("simulated"):  # an external server that says it is kvtui's simulator
+            md["simulated"] = True
         md["endpoint"] = {"base_url": endpoint.base_url, "model": endpoint.model,
                           "max_model_len": endpoint.max_model_len}
         if endpoint.replicas:

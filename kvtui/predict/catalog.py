@@ -192,6 +192,7 @@ class GpuSpec:
     interconnect_gbs: float = 0.0  # GPU-to-GPU, one direction (tensor parallel all-reduce)
     aliases: tuple[str, ...] = ()
     measured: bool = False
+    compute_capability: tuple[int, int] | None = None  # CUDA's (major, minor), from the datasheet
 
     @property
     def bandwidth(self) -> float:
@@ -326,6 +327,14 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
 
 
 # --- GPUs --------------------------------------------------------------------------------
+def _capability(v: Any) -> tuple[int, int] | None:
+    """"8.6" → (8, 6); None when absent."""
+    if v is None:
+        return None
+    major, _, minor = str(v).partition(".")
+    return int(major), int(minor or 0)
+
+
 @lru_cache(maxsize=1)
 def _gpu_table() -> dict[str, GpuSpec]:
     raw = tomllib.loads(GPUS_FILE.read_text(encoding="utf-8"))
@@ -343,6 +352,7 @@ def _gpu_table() -> dict[str, GpuSpec]:
             interconnect_gbs=float(d.get("interconnect_gbs", 0)),
             aliases=tuple(d.get("aliases", ())),
             measured=name == "H200",
+            compute_capability=_capability(d.get("compute_capability")),
         )
     return out
 

@@ -274,7 +274,8 @@ def estimate_memory(
         notes.append(f"int4: AWQ/GPTQ weights (group {model.quant_group_size}) plus fp16 scales; "
                      "needs an AWQ/GPTQ checkpoint")
     if weights == "fp8" and not gpu.has_fp8:
-        notes.append(f"{gpu.name} has no FP8 tensor cores: vLLM runs FP8 weights weight-only (Marlin W8A16)")
+        notes.append(f"{gpu.name} has no FP8 tensor cores: vLLM runs FP8 weights weight-only (W8A16, FP8 Marlin): "
+                     "half the weight bytes, 16-bit matmuls with a dequant")
     if kv_b == 1:
         notes.append("fp8 KV: 1 byte per element; without calibrated scales vLLM uses scale 1.0")
     if tp > 1:

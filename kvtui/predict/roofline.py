@@ -153,6 +153,21 @@ def weight_bytes(model: ModelSpec, fmt: str, tp: int = 1) -> float:
 
 
 # --- the step-time model -------------------------------------------------------------
+# FP8 Marlin (W8A16) dequantizes each weight tile to 16 bits inside the GEMM: the math runs at
+# the bf16 peak, and the dequant costs some of it where the GEMM is compute-bound (an assumption:
+# no Ampere measurement here; a calibration's gemm_eff.w8a16 replaces it).
+W8A16_DEQUANT = 0.9
+
+
+def w8a16_gemm(cal: "Calibration") -> float:
+    """The GEMM efficiency of weight-only fp8 (W8A16): never above bf16's, the dequant's cost off it,
+    nor above the Marlin int4 kernels' (the same dequant-in-GEMM class)."""
+    own = cal.gemm_eff.get("w8a16")
+    if own:
+        return own
+    return min(cal.gemm("bf16") * W8A16_DEQUANT, cal.gemm("int4"))
+
+
 class Roofline:
     """Precomputed constants for one (model, GPU, weights format, KV dtype, TP); `time()` is cheap."""
 
@@ -172,13 +187,11 @@ class Roofline:
         self.attn_flops_per_pair = model.attn_flops_per_pair() / tp
         self.kv_bytes_per_token = model.kv_bytes_per_token(kv_bytes, tp)
         bw = gpu.bandwidth
-        # the GEMM format: fp8 without FP8 tensor cores runs W8A16 (Marlin) at the bf16 peak
-        gemm_fmt = weights
-        if weights == "fp8" and not gpu.has_fp8:
-            gemm_fmt = "int4"  # weight-only dequant kernel: same efficiency class as Marlin int4
+        # the GEMM format: fp8 without FP8 tensor cores runs W8A16 (FP8 Marlin) at the bf16 peak
         peak = gpu.peak_flops(weights if weights in ("fp8", "int8") else "bf16")
         self.inv_w = 1.0 / (bw * cal.weights_bw(weights))
-        self.inv_lin = 1.0 / (peak * cal.gemm(gemm_fmt))
+        self.weight_only = weights == "fp8" and not gpu.has_fp8
+        self.inv_lin = 1.0 / (peak * (w8a16_gemm(cal) if self.weight_only else cal.gemm(weights)))
         self.inv_kv = 1.0 / (bw * cal.kv_bw(kv_bytes))
         self.inv_attn = 1.0 / (gpu.bf16_tflops * 1e12 * cal.attn_eff)
         self.o_step = cal.step_overhead_s

@@ -8,7 +8,18 @@ import shlex
 import socket
 from typing import Any, Callable
 
-from kvtui.preflight.result import ARCH, BF16_CC, FP8_CC, QUANT_CC, Check, Preflight, _cc, _where  # noqa: F401
+from kvtui.preflight.result import (  # noqa: F401
+    ARCH,
+    BF16_CC,
+    FP8_CC,
+    FP8_KV_CC,
+    QUANT_CC,
+    Check,
+    Preflight,
+    _cc,
+    _where,
+    fp8_weight_only,
+)
 from kvtui.preflight.whatif import what_if_command  # noqa: F401
 from kvtui.scenario.schema import Mode, Scenario
 
@@ -131,7 +142,7 @@ def _mode_needs(m: Mode, cfg: dict[str, Any]) -> list[tuple[tuple[int, int], str
     if q in QUANT_CC:
         needs.append((QUANT_CC[q], f"--quantization {q}"))
     if m.kv_cache_dtype.startswith("fp8"):
-        needs.append((FP8_CC, f"an {m.kv_cache_dtype} KV cache"))
+        needs.append((FP8_KV_CC, f"an {m.kv_cache_dtype} KV cache"))
     # asked for explicitly (with "auto", vLLM falls back to float16 on a GPU without bf16)
     if m.dtype in ("bfloat16", "bf16"):
         needs.append((BF16_CC, "bfloat16"))
@@ -198,6 +209,19 @@ def _check_precision(
             )
     if cc is not None and not bad:
         pf.add("precision", "ok", f"every mode runs on {gpu}, compute capability {_cc(cc)}")
+    for m in modes:
+        if m in bad or cc is None or cc >= FP8_CC:
+            continue
+        forms: list[str] = []
+        cfg = configs.get(m.model or sc.server.model) or {}
+        own = (checkpoint_quantization(cfg) if cfg else None) or ""
+        if fp8_weight_only(m.quantization or own, cc):
+            forms.append("fp8 weights run weight-only (W8A16, FP8 Marlin): half the weight memory and weight reads, "
+                        "16-bit matmuls (no FP8 compute)")
+        if m.kv_cache_dtype.startswith("fp8"):
+            forms.append("fp8 KV cache through FlashInfer or Triton attention (FlashAttention 2 reads none)")
+        if forms:
+            pf.add("precision", "ok", f"mode {m.name} on {gpu} ({_cc(cc)}): {'; '.join(forms)}")
 
 
 def _check_max_model_len(pf: Preflight, sc: Scenario, configs: dict[str, dict[str, Any]]) -> None:

@@ -10,11 +10,18 @@ from kvtui.scenario.schema import Scenario
 
 ENV_SKIP = "KVTUI_PREFLIGHT"
 
-FP8_CC = (8, 9)  # Ada (8.9) and Hopper (9.0): FP8 tensor cores; vLLM's FP8 GEMMs and FP8 KV paths
+FP8_CC = (8, 9)  # Ada (8.9), Hopper (9.0), Blackwell: FP8 tensor cores, vLLM's FP8 GEMMs (W8A8)
+# Below 8.9 vLLM runs FP8 weights weight-only (W8A16): FP8 Marlin dequantizes them to 16 bits in
+# the GEMM (vLLM's Fp8Config: minimum capability 7.5; fbgemm_fp8 uses Marlin there from 8.0).
+FP8_WEIGHT_ONLY_CC = (7, 5)
+# An fp8 KV cache below Hopper: FlashAttention 2 reads none, FlashInfer and Triton attention do
+# (vLLM picks one of them); kvtui asks for Ampere, where those paths are built and tested.
+FP8_KV_CC = (8, 0)
+# Weight formats vLLM runs weight-only (W8A16) on a GPU without FP8 tensor cores.
+FP8_WEIGHT_ONLY = {"fp8": FP8_WEIGHT_ONLY_CC, "fbgemm_fp8": (8, 0)}
 # --quantization → the compute capability vLLM's kernels for it need
 QUANT_CC = {
-    "fp8": FP8_CC,
-    "fbgemm_fp8": FP8_CC,
+    **FP8_WEIGHT_ONLY,
     "modelopt": FP8_CC,
     "ptpc_fp8": (9, 4),
     "awq": (7, 5),
@@ -98,3 +105,10 @@ def _where(sc: Scenario, path: tuple) -> str:
         line = 0
     dotted = ".".join(str(p) for p in path)
     return f"{src}:{line}: {dotted}" if line else f"{src}: {dotted}"
+
+
+def fp8_weight_only(quantization: str, cc: tuple[int, int] | None) -> bool:
+    """FP8 weights that vLLM runs weight-only (W8A16, FP8 Marlin) on this compute capability: no FP8
+    tensor cores (below 8.9) but enough for Marlin. None (unknown) is not weight-only."""
+    q = (quantization or "").lower()
+    return cc is not None and q in FP8_WEIGHT_ONLY and FP8_WEIGHT_ONLY[q] <= cc < FP8_CC

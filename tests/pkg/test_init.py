@@ -55,7 +55,8 @@ def test_a_dense_model_directory_on_an_h200(tmp_path, monkeypatch):
 
 
 def test_a_moe_directory_and_a_pre_hopper_gpu(tmp_path, monkeypatch):
-    """Mixtral's config.json on an A100 (8.0): no FP8 there, so only bf16; the header says why."""
+    """Mixtral's config.json on an A100 (8.0): no FP8 tensor cores there, so the fp8 weights are
+    weight-only (W8A16, FP8 Marlin) and named so; the header says why."""
     FakeGpuBox(monkeypatch, [A100()])
     m = tmp_path / "mixtral"
     m.mkdir()
@@ -64,9 +65,11 @@ def test_a_moe_directory_and_a_pre_hopper_gpu(tmp_path, monkeypatch):
     rc, out = init(tmp_path, str(m), "--tp", "2")
     assert rc == 0
     sc = load_scenario(out)
-    assert [x.name for x in sc.modes] == ["bf16"] and sc.server.load_format == "" and sc.server.tensor_parallel_size == 2
+    assert [x.name for x in sc.modes] == ["bf16", "fp8-kv", "fp8-w8a16", "fp8-w8a16+kv"]
+    assert sc.server.load_format == "" and sc.server.tensor_parallel_size == 2
     text = out.read_text()
-    assert "MoE 8 experts, 2 active" in text and "fp8 modes left out" in text and "A100-80G x2 (per GPU)" in text
+    assert "MoE 8 experts, 2 active" in text and "A100-80G x2 (per GPU)" in text
+    assert "A100-80G has no FP8 tensor cores (compute capability 8.9): fp8 weights run weight-only (W8A16" in text
 
 
 def test_an_awq_directory(tmp_path, monkeypatch):

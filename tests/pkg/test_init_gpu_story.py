@@ -73,10 +73,15 @@ def test_whatif_on_another_gpu_simulates_that_gpu(tmp_path, capsys):
     assert knee(said) != knee(same)  # another GPU, another answer
 
 
-def test_whatif_says_an_fp8_mode_has_no_fp8_on_a_gpu_without_it(capsys):
-    rc = main(["whatif", "docs/results/h200-v2.json", "--set", "server.gpu=A100", "--mode", "fp8-kv"])
+def test_whatif_predicts_fp8_on_ampere_as_weight_only_and_says_so(capsys):
+    # An A100 has no FP8 tensor cores: vLLM runs fp8 weights weight-only (W8A16) and stores an fp8
+    # KV cache there, so both are predicted, the weights' form named.
+    rc = main(["whatif", "docs/results/h200-v2.json", "--set", "server.gpu=A100", "--mode", "fp8-w",
+               "--mode", "fp8-kv"])
     said = capsys.readouterr()
-    assert rc == 1 and "A100-80G has no FP8" in said.out and "nothing predicted" in said.err
+    assert rc == 0 and "SIMULATED on A100-80G" in said.out
+    assert "fp8-w: fp8 weights weight-only on A100-80G (W8A16, FP8 Marlin)" in said.out
+    assert "fp8-kv: fp8 weights" not in said.out and "has no FP8" not in said.out
 
 
 def test_whatif_names_the_limit_in_words_and_a_knee_at_the_ramps_max(capsys):

@@ -131,18 +131,48 @@ def test_the_same_gpu_with_room_passes_every_check(tmp_path, gpu_vllm, monkeypat
     assert {c.name for c in pf.checks} >= {"model", "vllm", "gpu", "memory", "precision"}
 
 
-def test_fp8_on_a_pre_hopper_gpu(tmp_path, gpu_vllm, monkeypatch, capsys):
-    FakeGpuBox(monkeypatch, [A100()])
-    sc = scenario(tmp_path, model_dir(tmp_path / "m"), modes=("bf16", "fp8-kv", "fp8-w"))
+def test_fp8_on_a_pre_ampere_gpu(tmp_path, gpu_vllm, monkeypatch, capsys):
+    """A Turing card (7.5): fp8 weights run weight-only there (vLLM's Fp8Config from 7.5), an fp8 KV
+    cache does not (8.0): one line for the mode that cannot run."""
+    FakeGpuBox(monkeypatch, [{"name": "Tesla T4", "total": 14.6, "free": 14.6, "cc": (7, 5), "procs": {}}])
+    sc = scenario(tmp_path, model_dir(tmp_path / "m"), modes=("fp16", "fp8-kv", "fp8-w"))
+    sc.write_text(sc.read_text().replace('"bfloat16"', '"float16"'))  # Turing has no bfloat16
     rc = main(["run", str(sc), "--headless", "--out", str(tmp_path / "out.json")])
     _, err = capsys.readouterr()
     assert rc == 1
     prec = [x for x in fail_lines(err) if " precision: " in x]
-    assert len(prec) == 2, err  # one line per mode that cannot run; bf16 can (8.0)
+    assert len(prec) == 1, err
     kv = next(x for x in prec if "mode fp8-kv" in x)
-    assert "needs compute capability ≥ 8.9" in kv and "8.0 (Ampere)" in kv and "--mode bf16" in kv
-    assert any("mode fp8-w:" in x and "--quantization fp8" in x for x in prec)
+    assert "an fp8 KV cache needs compute capability ≥ 8.0" in kv and "7.5 (Turing)" in kv
+    assert not any("--quantization fp8" in x for x in prec), err  # weight-only fp8 runs on 7.5
     assert nothing_written(tmp_path)
+
+
+def test_fp8_on_an_ampere_gpu_runs_weight_only_and_says_so(tmp_path, gpu_vllm, monkeypatch):
+    """An A100 (8.0) or an A10 (8.6): fp8 weights as W8A16 (FP8 Marlin) and an fp8 KV cache pass the
+    pre-flight, each named in its form; a format that needs FP8 tensor cores (modelopt) does not."""
+    from kvtui.preflight import run_preflight
+    from kvtui.scenario import load_scenario
+
+    for gpu in (A100(), {"name": "NVIDIA A10", "total": 22.49, "free": 22.49, "cc": (8, 6), "procs": {}}):
+        FakeGpuBox(monkeypatch, [gpu])
+        sc = load_scenario(scenario(tmp_path, model_dir(tmp_path / "m"),
+                                    modes=("bf16", "fp8-kv", "fp8-w8a16", "fp8-w8a16+kv")))
+        pf = run_preflight(sc)
+        lines = [c.line() for c in pf.checks if c.name == "precision"]
+        assert pf.ok and not [c for c in pf.failed if c.name == "precision"], lines
+        w = next(x for x in lines if "mode fp8-w8a16 " in x)
+        assert "weight-only (W8A16, FP8 Marlin)" in w and "no FP8 compute" in w and "fp8 KV" not in w
+        both = next(x for x in lines if "mode fp8-w8a16+kv " in x)
+        assert "W8A16" in both and "fp8 KV cache" in both
+        assert any("mode fp8-kv " in x and "fp8 KV cache" in x for x in lines)
+        assert not any("mode bf16 " in x for x in lines)
+    FakeGpuBox(monkeypatch, [A100()])
+    p = tmp_path / "modelopt.toml"
+    p.write_text(f'[server]\nengine = "vllm"\nmodel = "{model_dir(tmp_path / "m")}"\nmax_model_len = 4096\n'
+                 '[[modes]]\nname = "mo"\nquantization = "modelopt"\n')
+    f = [c for c in run_preflight(load_scenario(p)).failed if c.name == "precision"]
+    assert len(f) == 1 and "needs compute capability ≥ 8.9" in f[0].text and "Ada or Hopper" in f[0].fix
 
 
 def test_awq_mode_on_a_checkpoint_that_is_not_awq(tmp_path, gpu_vllm, monkeypatch):

@@ -434,6 +434,9 @@ class SchedulerSim:
         warnings = []
         if self.kv_bytes == 1:
             warnings.append("fp8 KV cache without calibrated scales (scale 1.0)")
+        if self.mode.weights == "fp8" and not self.gpu.has_fp8:
+            warnings.append(f"fp8 weights weight-only on {self.gpu.name} (W8A16, FP8 Marlin): no FP8 tensor cores, "
+                            "16-bit matmuls with a dequant")
         if not self.gpu.measured:
             warnings.append(f"{self.gpu.name}: simulated from datasheet figures, efficiencies fitted on an H200")
         return StartupFacts(
