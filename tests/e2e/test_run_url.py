@@ -21,9 +21,9 @@ from kvtui.cli import main as cli_main
 from kvtui.procs.servers import free_port
 
 KEY = "url-test-key-8d2f61"
-FAST = ["--set", "ramp.warmup_s=0.3", "--set", "ramp.window_s=0.6", "--set", "ramp.max=8", "--set", "ramp.confirm=false",
+FAST = ["--set", "ramp.warmup_s=0.3", "--set", "ramp.window_s=1.5", "--set", "ramp.max=8", "--set", "ramp.confirm=false",
         "--set", "ramp.min_samples=1", "--set", "slo.tpot_p50_ms=40", "--set", "workload.prompt_tokens=64",
-        "--set", "workload.output_tokens=10"]
+        "--set", "workload.output_tokens=40"]
 
 
 @pytest.fixture(scope="module")
