@@ -66,7 +66,11 @@ def run(args: argparse.Namespace) -> int:
     if args.replay:
         from kvtui.snapshot.file import load_snapshot
 
-        load_snapshot(args.replay)  # a bad file fails here, not in every browser tab
+        from kvtui.report.wellformed import require_facts, require_renderable
+
+        doc = load_snapshot(args.replay)  # a bad file fails here, not in every browser tab
+        require_renderable(doc, args.replay)
+        require_facts(doc, args.replay)
     elif args.scenario:
         from kvtui.scenario import load_scenario
 
