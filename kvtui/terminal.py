@@ -120,7 +120,7 @@ class SafeStream(io.TextIOBase):
     def encoding(self) -> str:  # type: ignore[override]
         return getattr(self._inner, "encoding", "utf-8")
 
-    def write(self, s: str) -> int:  # type: ignore[override]
+    def write(self, s: str) -> int:
         text = printable(s) if _CONTROLS.search(s) else s
         if not self._utf8:
             try:
@@ -130,7 +130,7 @@ class SafeStream(io.TextIOBase):
         self._inner.write(text)
         return len(s)
 
-    def writelines(self, lines: Any) -> None:  # type: ignore[override]
+    def writelines(self, lines: Any) -> None:
         for line in lines:
             self.write(line)
 
@@ -147,7 +147,7 @@ class SafeStream(io.TextIOBase):
         return True
 
     @property
-    def closed(self) -> bool:  # type: ignore[override]
+    def closed(self) -> bool:
         return bool(getattr(self._inner, "closed", False))
 
     def close(self) -> None:

@@ -64,9 +64,8 @@ def run(args: argparse.Namespace) -> int:
 
         check_theme(args.theme)
     if args.replay:
-        from kvtui.snapshot.file import load_snapshot
-
         from kvtui.report.wellformed import require_facts, require_renderable
+        from kvtui.snapshot.file import load_snapshot
 
         doc = load_snapshot(args.replay)  # a bad file fails here, not in every browser tab
         require_renderable(doc, args.replay)
@@ -247,7 +246,7 @@ def _tab_service(base: type, argv: list[str]) -> type:
 
     from kvtui.procs import reaper
 
-    class TabService(base):  # type: ignore[misc, valid-type]
+    class TabService(base):
         async def _open_app_process(self, width: int = 80, height: int = 24):
             env = {**self._build_environment(width=width, height=height), **reaper.server_env()}
             process = await asyncio.create_subprocess_exec(

@@ -174,3 +174,33 @@ def test_a_run_keeps_its_lines_on_an_ascii_stream(tmp_path):
     assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr[-600:]
     r.stdout.decode("ascii")
     assert b"max concurrency at SLO" in r.stdout and b"c=" in r.stdout
+
+
+def test_secrets_are_known_by_what_they_are_not_one_spelling():
+    from kvtui.report.outcome import resume_command
+    from kvtui.secrets import redact_args, redact_env, scrub, scrub_text, strip_url_password
+
+    args = redact_args(["--hf_token", "K1", "--hf-tok", "K2", "--openai-key=K3", "--db_password", "K4",
+                        "--max-num-batched-tokens", "8192", "--enforce-eager"])
+    assert not any(k in args for k in ("K1", "K2", "K4")) and "--openai-key=<redacted>" in args
+    assert "8192" in args and "--enforce-eager" in args  # a count is no secret
+    env = redact_env({"OPENAI_KEY": "K5", "GITHUB_PAT": "K6", "HF_AUTH": "K7", "DATABASE_URL": "postgres://u:pw9@db/x",
+                      "OMP_NUM_THREADS": "4"})
+    assert "K5" not in str(env) and "K6" not in str(env) and "K7" not in str(env) and "pw9" not in str(env)
+    assert env["OMP_NUM_THREADS"] == "4" and env["DATABASE_URL"].startswith("postgres://u:")
+    assert "K8" not in strip_url_password("http://127.0.0.1:8000/v1?api_key=K8&x=1")
+    assert "K9" not in scrub_text("launch --hf-tok K9 done", [])
+    doc = scrub({"scenario": {"server": {"env": {"HF_AUTH": "KA"}, "extra_args": ["--hf_token", "KB"]}}})
+    assert "KA" not in json.dumps(doc) and "KB" not in json.dumps(doc)
+    hint = resume_command(["run", "x.toml", "--set", "server.api_key=KC", "--set",
+                           'server.extra_args=["--hf-tok","KD"]'], "o.json")
+    assert "KC" not in hint and "KD" not in hint
+
+
+def test_a_server_url_with_a_query_is_refused_without_repeating_it(tmp_path):
+    sc = tmp_path / "s.toml"
+    sc.write_text('name = "q"\n[server]\nengine = "external"\nurl = "http://127.0.0.1:9/v1?api_key=KEYQ"\n'
+                  '[[modes]]\nname = "a"\n')
+    r = kvtui("run", sc, "--headless", "--out", tmp_path / "o.json")
+    assert r.returncode == 2 and b"server.url" in r.stderr and b"query" in r.stderr, r.stderr[-400:]
+    assert b"KEYQ" not in r.stderr + r.stdout
