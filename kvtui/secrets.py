@@ -31,7 +31,7 @@ _SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|PR
 SECRET_WORDS = frozenset({
     "token", "tok", "key", "apikey", "secret", "secrets", "auth", "authorization", "pat", "password", "passwd",
     "pass", "pwd", "passphrase", "credential", "credentials", "cred", "creds", "private", "privatekey", "bearer",
-    "cookie", "session", "sessionid", "signature", "sig", "dsn",
+    "cookie", "session", "sessionid", "signature", "sig", "dsn", "webhook",
 })
 _WORD_SPLIT = re.compile(r"[_\-.\s]+")
 
@@ -184,7 +184,7 @@ _TEXT_PATTERNS = (
     # a URL's secret query parameter (?api_key=K, &access_token=K, &sig=K)
     re.compile(r"(?i)([?&;](?:[a-z0-9]+[-_])*(?:api[-_]?key|apikey|key|token|secret|auth|pat|password|passwd|pass|"
                r"pwd|credentials?|sig|signature|session)=)(?!<redacted>)([^&#\s\"']+)"),
-    re.compile(r"(://[^/\s:@]+:)([^@\s/]+)(@)"),
+    re.compile(r"(://[^/\s:@]*:)([^@\s/]+)(@)"),
 )
 _ARG_KEYS = ("extra_args", "command", "argv", "cmd")
 
