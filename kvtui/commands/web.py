@@ -192,6 +192,20 @@ def guarded_server(cmd: str, host: str, port: int, token: str, argv: list[str] |
         async def on_startup(self, app: web.Application) -> None:
             pass  # textual-serve prints the URL without the token; ours is printed once, above
 
+        def serve(self, debug: bool = False) -> None:
+            """textual-serve's serve, with a bound on how long a stop waits for open connections
+            (aiohttp's default is 60 s): the tabs are stopped first, this is the net."""
+            import asyncio
+            import signal as _signal
+
+            self.debug = debug
+            self.initialize_logging()
+            loop = asyncio.get_event_loop()
+            for sig in (_signal.SIGINT, _signal.SIGTERM):
+                loop.add_signal_handler(sig, self.request_exit)
+            web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False, loop=loop,
+                        print=lambda *args: None, shutdown_timeout=STOP_GRACE_S + 2.0)
+
         def request_exit(self) -> None:
             # SIGTERM or Ctrl-C: the tabs' processes first (bounded), so that no open WebSocket
             # holds the server's close for as long as its tab takes to quit on its own (5 tabs: 19.6 s).
@@ -256,6 +270,8 @@ def _tab_service(base: type, argv: list[str]) -> type:
             self._process = process
             self._stdin = process.stdin
             reaper.register(process.pid, "kvtui web tab")
+            if _stopping:  # started while the stop ran (spawned, not yet registered when it looked)
+                _stop_tabs()
 
             async def forget() -> None:
                 await process.wait()
@@ -271,9 +287,15 @@ def _tab_service(base: type, argv: list[str]) -> type:
     return TabService
 
 
+_stopping = False  # set by the first stop: a tab that starts after it is stopped at once
+
+
 def _stop_tabs() -> None:
     """Every tab's kvtui still running: SIGTERM all at once, SIGKILL after STOP_GRACE_S."""
+    global _stopping
     from kvtui.procs import reaper
+
+    _stopping = True
 
     if reaper.registered():
         reaper.reap_all(grace_s=STOP_GRACE_S)
