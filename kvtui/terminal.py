@@ -13,8 +13,9 @@ as visible `\\xNN` / `\\uNNNN` instead. Every display goes through here:
   export to stdout, diff, import, resume hints, errors) pass their text through `printable`, and
   a stream that cannot take UTF-8 (PYTHONIOENCODING=ascii or latin-1, LC_ALL=C without locale
   coercion) gets an ASCII rendering (`ascii_fallback`) instead of a UnicodeEncodeError;
-- `guard_textual()`: the last net under the TUI (terminal and web): every text segment Textual
-  draws has its controls replaced by a visible one-cell picture (U+2400…, "¿" for the rest).
+- `cell_safe(text)`: the last net under the TUI (`kvtui.tui.textnet.guard_textual`, terminal and
+  web): every text segment Textual draws has its controls replaced by a visible one-cell picture
+  (U+2400…, "¿" for the rest).
 """
 
 from __future__ import annotations
@@ -190,28 +191,3 @@ def _picture(ch: str) -> str:
 def cell_safe(text: str) -> str:
     """`text` with each control shown as one visible cell (for a layout already measured)."""
     return _CONTROLS.sub(lambda m: _picture(m.group()), text)
-
-
-_textual_guarded = False
-
-
-def guard_textual() -> None:
-    """Every strip Textual renders (terminal or web) carries no control of its text's own."""
-    global _textual_guarded
-    if _textual_guarded:
-        return
-    from textual.strip import Strip
-
-    original = Strip.render
-
-    def render(self: Strip, console: Any) -> str:
-        if self._render_cache is None:
-            segs = list(self._segments)
-            if any(_CONTROLS.search(seg.text) for seg in segs):
-                from rich.segment import Segment
-
-                self._segments = [Segment(cell_safe(s.text), s.style, s.control) for s in segs]
-        return original(self, console)
-
-    Strip.render = render  # type: ignore[method-assign]
-    _textual_guarded = True

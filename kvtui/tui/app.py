@@ -26,7 +26,7 @@ from kvtui.explore import events
 from kvtui.procs import tracker
 from kvtui.scenario.schema import Scenario
 from kvtui.snapshot.schema import Mode, Search, Step
-from kvtui.terminal import guard_textual, visible_tree
+from kvtui.terminal import visible_tree
 from kvtui.tui.controls import Controls
 from kvtui.tui.documents import DocumentActions, SloResult, write_markdown  # noqa: F401 - imported from here
 from kvtui.tui.keys import bindings
@@ -34,6 +34,7 @@ from kvtui.tui.options import REFRESH_HZ, AppOptions  # noqa: F401 - REFRESH_HZ:
 from kvtui.tui.redraw import redraw
 from kvtui.tui.shutdown import QUIT_GRACE_S, Shutdown
 from kvtui.tui.state import RunState
+from kvtui.tui.textnet import guard_textual
 from kvtui.tui.themes import DEFAULT_THEME, ChartPalette, builtin_palette, load_themes, palette_for
 
 if TYPE_CHECKING:

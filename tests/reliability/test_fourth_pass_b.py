@@ -102,7 +102,7 @@ def test_every_strip_textual_draws_has_its_controls_made_visible():
     from rich.segment import Segment
     from textual.strip import Strip
 
-    from kvtui.terminal import guard_textual
+    from kvtui.tui.textnet import guard_textual
 
     guard_textual()
     out = Strip([Segment("a\x1b]0;t\x07\x1b[2J\u202eb")]).render(Console())
