@@ -55,6 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kvtui.terminal import guard_streams, unguard_streams
+
+    # Every line any command prints: controls and bidi characters from files and servers made
+    # visible, and an ASCII rendering where the stream cannot take UTF-8 (kvtui.terminal).
+    guarded = guard_streams()
+    try:
+        return _main(argv)
+    finally:
+        if guarded:
+            unguard_streams()
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     typed = list(argv)  # as the user wrote it: a stopped run's resume line repeats it
     # `kvtui` and `kvtui SCENARIO.toml [options]` open the TUI.

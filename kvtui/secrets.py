@@ -24,8 +24,42 @@ REDACTED = "<redacted>"
 _SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|PRIVATE)", re.I)
 
 
+# A secret is recognised by what it is, not one spelling (issue 50): any word of a variable's or a
+# flag's name (split at _ - .) that names a key, a token, a password or a credential, abbreviated
+# or not: OPENAI_KEY, GITHUB_PAT, HF_AUTH, --hf_token, --hf-tok, --db-pass. Plurals of "token" are
+# counts (--max-num-batched-tokens), not secrets.
+SECRET_WORDS = frozenset({
+    "token", "tok", "key", "apikey", "secret", "secrets", "auth", "authorization", "pat", "password", "passwd",
+    "pass", "pwd", "passphrase", "credential", "credentials", "cred", "creds", "private", "privatekey", "bearer",
+    "cookie", "session", "sessionid", "signature", "sig", "dsn", "webhook",
+})
+_WORD_SPLIT = re.compile(r"[_\-.\s]+")
+
+
+def is_secret_name(name: str, words_only: bool = False) -> bool:
+    """Does a variable's, flag's, field's or URL parameter's name say it holds a secret?
+    `words_only`: by its words alone (a flag: --max-num-batched-tokens holds TOKEN but is a count)."""
+    name = name.lstrip("-")
+    if not words_only and _SECRET_NAME.search(name):
+        return True
+    words = [w for w in _WORD_SPLIT.split(name.lower()) if w]
+    return any(w in SECRET_WORDS for w in words) or "apikey" in name.lower().replace("_", "").replace("-", "")
+
+
 def is_secret_env(name: str, declared: list[str] | tuple[str, ...] = ()) -> bool:
-    return name in declared or bool(_SECRET_NAME.search(name))
+    return name in declared or is_secret_name(name)
+
+
+def redact_value(value: str) -> str:
+    """A value that is no secret by its name, with the secrets it carries inside hidden: a URL's
+    password and its secret query parameters (DATABASE_URL=postgres://u:pw@h/db, …?api_key=K)."""
+    return strip_url_password(value) if isinstance(value, str) else value
+
+
+def redact_env(env: dict[str, Any], declared: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """An environment as stored or shown: secret-named values hidden, secrets inside the others hidden."""
+    return {k: (REDACTED if isinstance(k, str) and is_secret_env(k, declared) and v not in ("", None)
+                else redact_value(v)) for k, v in env.items()}
 
 
 def redact_scenario(d: dict[str, Any]) -> dict[str, Any]:
@@ -53,31 +87,69 @@ def redact_scenario(d: dict[str, Any]) -> dict[str, Any]:
             continue
         env = holder.get("env")
         if isinstance(env, dict):
-            for k in env:
-                if isinstance(k, str) and is_secret_env(k, declared):
-                    env[k] = REDACTED
+            holder["env"] = redact_env(env, declared)
         args = holder.get("extra_args")
         if isinstance(args, list) and all(isinstance(a, str) for a in args):
             holder["extra_args"] = redact_args(args)
     return d
 
 
+def _secret_flag(arg: str) -> bool:
+    return arg.startswith("-") and len(arg.lstrip("-")) > 0 and is_secret_name(arg.split("=", 1)[0], words_only=True)
+
+
 def redact_args(args: list[str]) -> list[str]:
-    """Hide the value following --api-key (or --api-key=...) in a command line."""
+    """Hide the value of every secret-named flag (`--api-key K`, `--hf_token=K`, `--hf-tok K`, …) in a
+    command line, and the secrets inside any URL argument (its password, its secret query values)."""
     out: list[str] = []
     hide_next = False
+    setting = False
     for a in args:
+        if setting:  # the word after --set: KEY=VALUE
+            setting = False
+            out.append(redact_setting(a))
+            continue
+        if a == "--set":
+            out.append(a)
+            setting = True
+            continue
         if hide_next:
-            out.append(REDACTED)
             hide_next = False
-        elif a in ("--api-key", "--hf-token", "--token"):
+            if not a.startswith("--"):
+                out.append(REDACTED)
+                continue
+        if a.startswith("-") and "=" in a and _secret_flag(a):
+            out.append(a.split("=", 1)[0] + "=" + REDACTED)
+        elif _secret_flag(a):
             out.append(a)
             hide_next = True
-        elif a.startswith(("--api-key=", "--hf-token=", "--token=")):
-            out.append(a.split("=", 1)[0] + "=" + REDACTED)
+        elif a.startswith("-") and "=" in a:
+            k, v = a.split("=", 1)
+            out.append(k + "=" + redact_setting(v))
         else:
-            out.append(a)
+            out.append(redact_value(a))
     return out
+
+
+def redact_setting(text: str) -> str:
+    """`--set KEY=VALUE` as shown (a resume hint, a stored command): a secret-named KEY's value hidden
+    (server.api_key=K, server.env.OPENAI_KEY=K), secrets inside any other value hidden."""
+    if "=" in text:
+        k, v = text.split("=", 1)
+        last = k.strip().rsplit(".", 1)[-1]
+        if is_secret_name(last) or last in ("env",) and is_secret_name(v.split("=", 1)[0]):
+            return k + "=" + REDACTED
+        if v.strip().startswith("["):  # a list of arguments (server.extra_args=[…])
+            import json
+
+            try:
+                items = json.loads(v)
+            except ValueError:
+                items = None
+            if isinstance(items, list) and all(isinstance(x, str) for x in items):
+                return k + "=" + json.dumps(redact_args(items))
+        return k + "=" + redact_value(scrub_text(v, []))
+    return redact_value(text)
 
 
 class Redactor:
@@ -106,7 +178,13 @@ _TEXT_PATTERNS = (
                r"[\"']?\s*[:=]\s*[\"']?)"
                r"(?!<redacted>)([^\s\"',;&]{4,})"),
     re.compile(r"(?i)(--(?:api-key|hf-token|token)(?:=|\s+))(?!<redacted>)(\S+)"),
-    re.compile(r"(://[^/\s:@]+:)([^@\s/]+)(@)"),
+    # any flag with a secret word in its name (--hf_token, --hf-tok, --db-password, --openai-key)
+    re.compile(r"(?i)(--(?:[a-z0-9]+[-_])*(?:api[-_]?key|apikey|key|token|tok|secret|auth|pat|password|passwd|pass|"
+               r"pwd|credentials?|creds?)(?:=|\s+))(?!<redacted>)(?!--)(\S+)"),
+    # a URL's secret query parameter (?api_key=K, &access_token=K, &sig=K)
+    re.compile(r"(?i)([?&;](?:[a-z0-9]+[-_])*(?:api[-_]?key|apikey|key|token|secret|auth|pat|password|passwd|pass|"
+               r"pwd|credentials?|sig|signature|session)=)(?!<redacted>)([^&#\s\"']+)"),
+    re.compile(r"(://[^/\s:@]*:)([^@\s/]+)(@)"),
 )
 _ARG_KEYS = ("extra_args", "command", "argv", "cmd")
 
@@ -134,8 +212,8 @@ def _scrub(x: Any, declared: list[str], secrets: list[str], key: str = "") -> An
         out: dict[Any, Any] = {}
         for k, v in x.items():
             if k == "env" and isinstance(v, dict):
-                out[k] = {ek: (REDACTED if is_secret_env(ek, declared) and ev not in ("", None)
-                               else _scrub(ev, declared, secrets, ek))
+                out[k] = {ek: (REDACTED if isinstance(ek, str) and is_secret_env(ek, declared) and ev not in ("", None)
+                               else _scrub(redact_value(ev), declared, secrets, ek))
                           for ek, ev in v.items()}
             elif isinstance(v, str) and v and v != REDACTED and _SECRET_KEY.match(str(k)):
                 out[k] = REDACTED
@@ -170,7 +248,9 @@ def scrub(doc: dict[str, Any], extra_secrets: list[str] | None = None) -> dict[s
 
 
 def strip_url_password(url: str) -> str:
-    """The URL with its password (if any) replaced: `http://u:pw@h/` → `http://u:<redacted>@h/`."""
+    """The URL with its password (if any) and its secret query values replaced:
+    `http://u:pw@h/` → `http://u:<redacted>@h/`, `…/v1?api_key=K` → `…/v1?api_key=<redacted>`."""
+    url = _TEXT_PATTERNS[-2].sub(lambda m: m.group(1) + REDACTED, url)
     return _TEXT_PATTERNS[-1].sub(lambda m: m.group(1) + REDACTED + m.group(3), url)
 
 

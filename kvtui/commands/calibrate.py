@@ -103,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
     x0 = None  # a run's own last refit (of the same prior) is a warm start
     for path in args.snapshots:
         doc = load_snapshot(path)
+        from kvtui.report.wellformed import require_facts
+
+        require_facts(doc, path)  # no fit from impossible figures
         gpu, g = groups_of(path, doc, getattr(args, "model", None))
         gpus.add(gpu)
         groups += g

@@ -45,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
     raw_a, raw_b = load_snapshot(args.a), load_snapshot(args.b)
     require_renderable(raw_a, args.a)
     require_renderable(raw_b, args.b)
+    from kvtui.report.wellformed import require_facts
+
+    require_facts(raw_a, args.a)  # impossible figures are refused, never compared as answers
+    require_facts(raw_b, args.b)
     if args.out and args.out != "-":
         refuse_overwriting_inputs(args.out, input_files(args.a, raw_a) + input_files(args.b, raw_b), "diff")
     with rendering(args.a):

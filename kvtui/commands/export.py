@@ -87,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:  # a FIFO, a device, a link: refused before anything is read (kvtui.safeio)
         check_output(out, "export (--out)")
     doc = load_snapshot(args.snapshot)
+    from kvtui.report.wellformed import require_facts
+
+    require_facts(doc, args.snapshot)  # impossible figures are refused, never exported as an answer
     mode = getattr(args, "mode", None)
     names = [m.get("name") if isinstance(m, dict) else None for m in doc.get("modes") or []]
     if mode and mode not in names:
@@ -123,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(printable(text))  # names from the file: no terminal escapes
         return 0
     assert out is not None
+    if fmt in ("md", "csv", "txt", "text"):  # read on terminals and rendered pages: no control or bidi of the file's
+        text = printable(text)
     write_text_private(out, text)
     print(f"kvtui: wrote {out}", file=sys.stderr)
     return 0

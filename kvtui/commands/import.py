@@ -73,7 +73,19 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             raise UsageError(f"--out {out}: cannot create the folder {out.parent}: {e.strerror or e}")
         print(f"kvtui: created the folder {out.parent}", file=sys.stderr)
-    write_text_private(out, dumps(doc) + "\n")
+    from kvtui.report.wellformed import require_facts
+
+    # What no reader would open is not written: the same validator as every reader's.
+    require_facts(doc, ", ".join(args.files))
+    text = dumps(doc) + "\n"
+    try:
+        from kvtui.safeio import loads
+
+        loads(text)  # and it reads back (a 1e300 once made a file no reader could open)
+    except ValueError as e:
+        raise UsageError(f"{', '.join(args.files)}: the snapshot made from it would not read back ({e}): "
+                         "not written") from None
+    write_text_private(out, text)
     sys.stdout.write(printable(table) + "\n")
     print(f"kvtui: wrote {out} ({len(doc['modes'])} mode(s), {sum(len(m['steps']) for m in doc['modes'])} step(s))",
           file=sys.stderr)

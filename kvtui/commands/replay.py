@@ -33,6 +33,9 @@ def run(args: argparse.Namespace) -> int:
 
     doc = load_snapshot(args.snapshot)
     require_renderable(doc, args.snapshot)  # a malformed file: one line and exit 2, not Textual's traceback
+    from kvtui.report.wellformed import require_facts
+
+    require_facts(doc, args.snapshot)
     names = [m.get("name") if isinstance(m, dict) else None for m in doc.get("modes") or []]
     if args.mode and args.mode not in names:
         raise UsageError(f"--mode {args.mode}: not in this snapshot (modes: {', '.join(map(str, names)) or 'none'})")

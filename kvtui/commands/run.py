@@ -56,14 +56,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def env_changes(scenario) -> list[str]:
     """The server environment the scenario changes, shown before anything starts (secret values hidden)."""
-    from kvtui.secrets import REDACTED, is_secret_env
+    from kvtui.secrets import REDACTED, redact_env
     from kvtui.terminal import printable
 
     out = []
     for who, env in [("every mode", scenario.server.env)] + [(f"mode {m.name}", m.env) for m in scenario.modes]:
         if env:
-            shown = ", ".join(f"{k}={REDACTED if is_secret_env(k, scenario.server.secret_env) else v!r}"
-                              for k, v in env.items())
+            shown = ", ".join(f"{k}={REDACTED if v == REDACTED else v!r}"
+                              for k, v in redact_env(env, scenario.server.secret_env).items())
             out.append(printable(f"server environment ({who}): {shown}"))
     return out
 

@@ -59,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.snapshot.file import load_snapshot
 
     doc = load_snapshot(args.snapshot)
+    from kvtui.report.wellformed import require_facts
+
+    require_facts(doc, args.snapshot)  # a what-if from impossible figures would show them as an answer
     overrides, notes = list(args.overrides), []
     try:
         sc = scenario_from_snapshot(doc.get("scenario") or {}, source=f"{args.snapshot}: scenario",

@@ -13,7 +13,7 @@ from typing import Any
 
 from kvtui import __version__
 from kvtui.scenario.schema import Mode, Scenario
-from kvtui.secrets import is_secret_env, redact_args
+from kvtui.secrets import redact_args, redact_env
 from kvtui.snapshot.schema import SCHEMA
 
 
@@ -99,7 +99,7 @@ def mode_settings(scenario: Scenario, mode: Mode) -> dict[str, Any]:
     """A mode's settings as the snapshot keeps them: secrets in its arguments and env redacted."""
     md = dataclasses.asdict(mode)
     md["extra_args"] = redact_args(md["extra_args"])
-    md["env"] = {k: ("<redacted>" if is_secret_env(k, scenario.server.secret_env) else v) for k, v in md["env"].items()}
+    md["env"] = redact_env(md["env"], scenario.server.secret_env)
     return md
 
 

@@ -204,6 +204,19 @@ def check_resumable(scenario_doc: dict[str, Any], resumes: list[dict[str, Any]])
 
     for prev in resumes:
         src = prev.get("_path") or "(snapshot)"
+        from kvtui.terminal import has_controls, printable
+
+        names: set[str] = set()
+        for m in prev.get("modes") or []:
+            if not isinstance(m, dict):
+                continue
+            name = m.get("name")
+            if not isinstance(name, str) or not name or has_controls(name):
+                raise UsageError(f"--resume {src}: mode name {printable(repr(name))} is not a mode name (control or "
+                                 "bidi characters, or not text): not resumed")
+            if name in names:
+                raise UsageError(f"--resume {src}: the mode name {name!r} appears twice: not resumed")
+            names.add(name)
         rec = records_source(prev)
         why_not = input_problem(rec) if rec is not None else None
         if why_not:  # read to carry its records over: a FIFO there once hung the resume
@@ -230,3 +243,34 @@ def check_resumable(scenario_doc: dict[str, Any], resumes: list[dict[str, Any]])
             if why:
                 raise UsageError(f"--resume {src}: mode {m.get('name')!r}: {why}: impossible figures, "
                                  "not resumed")
+
+
+def facts_problem(doc: dict[str, Any]) -> str | None:
+    """The one validator of a snapshot's facts, for every reader (--resume, export, diff, replay,
+    whatif, calibrate, import): a step's figures out of range, a PASS its own stored figures fail
+    under the snapshot's own SLO, an answer no passed step had, a mode name twice. None when the
+    facts hold. A reader refuses such a file (`kvtui.report.wellformed.require_facts`) rather than
+    show an impossible figure as an answer."""
+    from kvtui.scenario.slo_table import slo_of
+
+    sc = doc.get("scenario")
+    try:
+        slo = slo_of(sc if isinstance(sc, dict) else {})
+    except Exception:  # an SLO table no loader reads: the figures are still checked, not the verdicts
+        slo = None
+    seen: set[str] = set()
+    for i, m in enumerate(doc.get("modes") or []):
+        if not isinstance(m, dict):
+            continue
+        name = m.get("name")
+        if isinstance(name, str):
+            if name in seen:
+                return f"modes[{i}]: the mode name {name!r} appears twice"
+            seen.add(name)
+        try:
+            why = mode_problem(m, slo)
+        except (TypeError, ValueError, AttributeError, OverflowError) as e:
+            why = f"unreadable figures ({type(e).__name__})"
+        if why:
+            return f"mode {name!r}: {why}"
+    return None

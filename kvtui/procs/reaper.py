@@ -65,6 +65,10 @@ def _tell(line: str) -> None:
                 [sys.executable, "-m", "kvtui.procs.watchdog", run_id(), str(leftovers.entry_path())],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, close_fds=True,
+                # Tagged as its own kvtui's: a kvtui started by another (a `kvtui web` tab) inherits
+                # that one's tag, and its watchdog must not be among what that one's watchdog stops
+                # first (it would leave this kvtui's servers to nobody).
+                env={**os.environ, watchdog.TAG_ENV: run_id()},
             )
             _dog_pid = os.getpid()
         except OSError:

@@ -77,4 +77,8 @@ def resume_command(argv: list[str], out: Any) -> str:
         if a.startswith(("--resume=", "--out=")):
             continue
         words.append(a)
-    return shlex.join(["kvtui", *words, "--resume", str(out), "--out", str(out)])
+    from kvtui.secrets import redact_args
+
+    # Never a secret on the hint (`--set server.api_key=K`, `--hf-tok K`, a URL's ?api_key=): hidden,
+    # to be given again by whoever runs it.
+    return shlex.join(["kvtui", *redact_args(words), "--resume", str(out), "--out", str(out)])

@@ -39,3 +39,13 @@ def require_renderable(doc: dict[str, Any], source: str) -> None:
     with rendering(source):
         for fmt in ("md", "csv"):
             render(doc, fmt)
+
+
+def require_facts(doc: dict[str, Any], source: str) -> None:
+    """Refuse (one line, exit 2) a snapshot whose facts no run can give: the validator --resume
+    uses (`kvtui.explore.resume_guard.facts_problem`), shared by every reader."""
+    from kvtui.explore.resume_guard import facts_problem
+
+    why = facts_problem(doc)
+    if why:
+        raise UsageError(f"{source}: {why}: impossible figures, not shown")

@@ -252,6 +252,21 @@ def _check_replicas(sc: Scenario, probs: _Problems) -> None:
     if s.replica_urls and s.metrics_urls and len(s.metrics_urls) != len(s.replica_urls):
         probs.add(("server", "metrics_urls"), f"{len(s.metrics_urls)} URLs for {len(s.replica_urls)} replica_urls: "
                                               "one per replica (or none: <replica>/metrics)")
+    from urllib.parse import urlsplit
+
+    for key in ("url", "metrics_url", "replica_urls", "metrics_urls"):
+        val = getattr(s, key)
+        for i, u in enumerate([val] if isinstance(val, str) else list(val or [])):
+            try:
+                parts = urlsplit(u)
+            except ValueError:
+                continue
+            if parts.query or parts.fragment:
+                # kvtui adds its paths (/v1/models, /metrics) to the URL: a query there made
+                # `…/v1?api_key=K/v1/models` (404), and a key in it would be stored and printed.
+                probs.add(("server", key), f"{'entry ' + str(i + 1) + ' ' if key.endswith('s') else ''}has a query "
+                          "string or fragment (?…/#…): not kept, kvtui adds its own paths to the URL; give the key "
+                          "as server.api_key (the URL is not repeated here)")
     for key in ("replica_urls", "metrics_urls"):
         urls = getattr(s, key)
         for i, u in enumerate(urls):

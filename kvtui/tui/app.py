@@ -26,6 +26,7 @@ from kvtui.explore import events
 from kvtui.procs import tracker
 from kvtui.scenario.schema import Scenario
 from kvtui.snapshot.schema import Mode, Search, Step
+from kvtui.terminal import visible_tree
 from kvtui.tui.controls import Controls
 from kvtui.tui.documents import DocumentActions, SloResult, write_markdown  # noqa: F401 - imported from here
 from kvtui.tui.keys import bindings
@@ -33,6 +34,7 @@ from kvtui.tui.options import REFRESH_HZ, AppOptions  # noqa: F401 - REFRESH_HZ:
 from kvtui.tui.redraw import redraw
 from kvtui.tui.shutdown import QUIT_GRACE_S, Shutdown
 from kvtui.tui.state import RunState
+from kvtui.tui.textnet import guard_textual
 from kvtui.tui.themes import DEFAULT_THEME, ChartPalette, builtin_palette, load_themes, palette_for
 
 if TYPE_CHECKING:
@@ -67,7 +69,10 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         self.resume = o.resume
         self.autostart = o.autostart
         self.fast = o.fast
-        self.snapshot = o.snapshot_doc
+        # Text from a file shown on a terminal: every control and bidi character made visible
+        # (kvtui.terminal, the one place); the net under every strip Textual draws as well.
+        guard_textual()
+        self.snapshot = visible_tree(o.snapshot_doc) if o.snapshot_doc is not None else None
         self.setup_notice = o.setup_notice
         self.refresh_hz = min(2.0, max(0.2, o.refresh_hz))
         self.handle_signals = o.handle_signals

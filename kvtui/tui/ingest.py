@@ -21,6 +21,7 @@ from kvtui.explore import events
 from kvtui.explore.events import check_kind
 from kvtui.scenario.slo_table import slo_of
 from kvtui.snapshot.schema import EngineInfo, Environment, Mode, Quality, Run, RunInfo, Search, ServerFacts
+from kvtui.terminal import visible_tree
 from kvtui.tui.cellfmt import as_stored
 from kvtui.tui.loglines import classify_log_line
 from kvtui.tui.modeview import ModeView
@@ -43,7 +44,8 @@ class RunEvents(StateHost):
             check_kind(ev.kind)
         handler = HANDLERS.get(cls) if cls is not None else None
         if handler is not None:
-            handler(self, ev.mode, ev.data)
+            # A server's text (log lines, errors) and the run's names: controls made visible here.
+            handler(self, visible_tree(ev.mode), visible_tree(ev.data))
 
     def _on_run_started(self, _name: str | None, doc: dict[str, Any]) -> None:
         run = Run.view(doc)

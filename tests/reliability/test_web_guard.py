@@ -79,7 +79,8 @@ def test_web_refuses_without_the_token_or_from_a_foreign_origin(tmp_path, knee_p
         head = httpx.head(base + f"/?token={token}", timeout=5, trust_env=False)  # HEAD is answered as GET is
         assert head.status_code == 303 and head.headers["location"] == "/", head.headers
         assert httpx.head(base + "/", timeout=5, trust_env=False).status_code == 403
-        cookie = f"kvtui_web_token={token}"
+        cookie = set_cookie.split(";", 1)[0]  # named for this instance (issue 50): kvtui_web_token_PORT_ID=…
+        assert cookie.startswith(f"kvtui_web_token_{port}_") and cookie.endswith("=" + token)
         page = get("/", headers={"Cookie": cookie})
         assert page.status_code == 200 and page.headers.get("referrer-policy") == "no-referrer"
         assert "fonts.googleapis.com" not in page.text and "fonts.gstatic.com" not in page.text

@@ -54,7 +54,8 @@ def test_web_serves_the_dashboard(frozen_path):
         async def screen_over_websocket() -> str:
             seen = b""
             async with aiohttp.ClientSession() as s:
-                async with s.ws_connect(f"ws://127.0.0.1:{port}/ws?width=120&height=40&token={token}") as ws:
+                async with s.ws_connect(f"ws://127.0.0.1:{port}/ws?width=120&height=40&token={token}",
+                                        headers={"Origin": f"http://127.0.0.1:{port}"}) as ws:  # issue 50
                     await ws.send_str(json.dumps(["resize", {"width": 120, "height": 40}]))
                     loop = asyncio.get_running_loop()
                     stop = loop.time() + 60
