@@ -33,6 +33,8 @@ SKIP = [
     (r"smollm2-cpu|h200-smollm2", "real weights on vLLM (the vllm-marked tests)"),
     (r"sim-replicas", "live replicas, minutes: --fast models one server (tests/replicas run them live)"),
     (r"--parallel", "one lane per GPU, several processes (tests/e2e/test_parallel_modes.py)"),
+    (r"--url ", "a server the user runs (tests/e2e/test_run_url.py runs it against a real `kvtui sim serve`)"),
+    (r"--cluster ", "a Ray cluster (tests/e2e/test_cluster_lanes.py runs one)"),
     (r"^kvtui export --", "a fragment in prose: no snapshot named"),
     (r"^kvtui (sim serve --knee|run --mode)$", "a fragment in prose: the flag without its value"),
 ]
@@ -175,6 +177,7 @@ def files(tmp_path_factory):
     model.mkdir()
     (model / "config.json").write_text((ROOT / "kvtui/data/models/llama-3.1-8b.json").read_text())
     m = {"SCENARIO.toml": str(scen), "S.toml": str(scen), "FILE": str(scen), "MODEL-GPU": str(scen),
+         "llama-3.1-8b-h100": str(scen),  # the name README's `kvtui init llama-3.1-8b --gpu H100` prints
          "MODEL": "llama-3.1-8b", "/path/to/model": str(model),
          "NAME": "bf16", "PATH": str(tmp / "out"), "runs/x.json": str(snap), "run.json": str(snap),
          "A.json": str(snap), "B.json": str(snap), "a.json": str(snap), "b.json": str(snap), "SNAP": str(snap),
