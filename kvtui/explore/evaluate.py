@@ -267,6 +267,8 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
             step["births"] = {"cutoff": ctx.t_births_end, "requests": len(win.lived)}
     if flags:
         step["flags"] = flags
+    if m.get("metrics_missing"):  # no /metrics figure in the window: named (KV "—" is not silence)
+        step["metrics_missing"] = str(m["metrics_missing"])[:300]
     if m.get("metrics_out_of_range"):  # /metrics values outside their range: dropped, shown (prom.check_ranges)
         step["metrics_out_of_range"] = list(m["metrics_out_of_range"])
     if ctx.client_failure:

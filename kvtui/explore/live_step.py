@@ -50,7 +50,8 @@ class LiveStepExecutor:
                 raise RunAborted("engine start cancelled")
             endpoint = engine.start(sc, mode, lambda line: run.emit(ev.Log(mode.name, run.redactor(line))))
         except (EngineError, RunAborted) as e:
-            if isinstance(e, RunAborted) or self._cancel is not None:  # stopped while starting: not the engine's fault
+            if isinstance(e, RunAborted) or self._cancel is not None or run.stopping:
+                # stopped while starting: not the engine's fault, and never a verdict on the mode
                 md["error"] = {"kind": "cancelled", "message": f"engine start cancelled: {run.stop_reason}",
                                "log_tail": run.redactor(getattr(e, "log_tail", ""))}
             else:

@@ -242,6 +242,14 @@ class Run:
 
     # -- main --------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
+        from kvtui.safeio import thread_stop
+
+        # Every request this thread makes to a server (an engine's probes and /health, /tokenize,
+        # the quality prompts) ends within kvtui.safeio.STOP_POLL_S of the run's stop.
+        with thread_stop(lambda: self.stopping):
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
         self._thread = threading.get_ident()
         self._doc = document.new_doc(self.scenario, self.salt, self.fast, [m.name for m in self.modes], self.t0)
         if self.join_info is not None:
@@ -300,12 +308,21 @@ class Run:
                 self._search_mode(mode, md, facts, partial)
         finally:
             ex.end_mode(md, self._prior_series)
-        md["complete"] = ex.complete(md)
+        md["complete"] = ex.complete(md) and self._search_ended(md)
         if (md.get("error") or {}).get("kind") == "client":
             md["complete"] = False  # cut by the client's failure: --resume continues it
         md["finished_at"] = time.time()
         self.mode_finished(md)
         self.emit(ev.ModeFinished(mode.name, md))
+
+    def _search_ended(self, md: dict[str, Any]) -> bool:
+        """A stop is never a verdict: a mode the run's stop cut before its search ended (in its
+        engine's start, its prediction, or between steps) is not complete, whatever its executor
+        says; the snapshot's run.modes_cut names it and --resume runs it again. An error that
+        ended the mode is its own verdict (its entry says so)."""
+        if not self.stopping or md.get("error"):
+            return True
+        return bool((md.get("search") or {}).get("done"))
 
     def _not_measured(self, mode: Mode, index: int, why: str) -> None:
         """A joined mode no snapshot has (its lane died before writing one): named, not measured."""
@@ -388,11 +405,16 @@ class Run:
         ki = knee_interval.for_mode(md["steps"], res.best)
         if ki is not None:
             md["knee_interval"] = ki
+        describe = knee_interval.describe(res.describe(), res.best, ki)
+        if self.stopping and not search.s.done and not md.get("error"):
+            # Cut by the run's stop: what was found so far, never "no load met the SLO".
+            so_far = f"{res.best:g} passed so far" if res.best is not None else "no verdict"
+            describe = f"cut short before its search ended ({self._stop_reason}): {so_far}"
         ModeResult(md).record_search(
             best=res.best, first_fail=res.first_fail, confirmed=res.confirmed, flips=res.flips, noisy=res.noisy,
             reached_max=res.reached_max, settled={f"{k:g}": v for k, v in res.settled.items()},
             wall_s=round(time.monotonic() - t_search, ex.wall_s_digits),
-            describe=knee_interval.describe(res.describe(), res.best, ki), done=search.s.done,
+            describe=describe, done=search.s.done,
             skipped=self._skip.is_set(),
         )
 
