@@ -93,8 +93,8 @@ class ExternalEngine:
             with total_deadline(limit):
                 return self._start(s, mode, bases, key, t0, on_log)
         except httpx.TimeoutException as e:
-            raise EngineError("timeout", f"{bases[0][0]} did not answer in full within {ANSWER_S:g} s "
-                              f"per probe and {limit:g} s in all (server.startup_timeout_s): {e}") from None
+            raise EngineError("timeout", f"{bases[0][0]} did not answer in full in time (a probe has {ANSWER_S:g} s, "
+                              f"the whole start server.startup_timeout_s = {limit:g} s): {e}") from None
 
     def _start(self, s: Any, mode: Mode, bases: list[tuple[str, str, dict[str, str]]], key: str | None, t0: float,
                on_log: LogSink) -> Endpoint:
