@@ -16,6 +16,7 @@ Controls (thread-safe): stop, skip_mode, pause/resume, hold, nudge(±1).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
 import threading
@@ -133,6 +134,10 @@ class Run:
         self.publish = publish
         self._thread: int | None = None  # the thread that runs run(): the only one that publishes
         self.records_written = 0
+        # The first write of the records, the journal or the snapshot that failed (a full disk, a
+        # file-size limit, the --out folder deleted): the run stops on it and never ends as a
+        # success; its snapshot (run.output_failure) and last lines say what was lost.
+        self.output_failure: str | None = None
 
     # -- what a live step's parts are now (the TUI and tests look at them) ---------------------
     @property
@@ -229,16 +234,52 @@ class Run:
 
     def mode_started(self, md: dict[str, Any]) -> None:
         assert self.writer is not None
-        self.writer.mode_started(md)
+        self._journal(self.writer.mode_started, md)
 
     def mode_finished(self, md: dict[str, Any]) -> None:
         assert self.writer is not None
-        self.writer.mode_finished(md)
+        self._journal(self.writer.mode_finished, md)
         self._publish()  # a mode may end without its event (an engine that failed to start)
 
     def step_finished(self, mode: str, step: dict[str, Any]) -> None:
         assert self.writer is not None
-        self.writer.step_finished(mode, step)
+        self._journal(self.writer.step_finished, mode, step)
+
+    def _journal(self, write: Any, *args: Any) -> None:
+        assert self.writer is not None
+        if self.output_failure is not None:
+            return  # the run is stopping on an earlier failed write
+        try:
+            write(*args)
+        except OSError as e:
+            self.output_failed("journal", self.writer.journal, e)
+
+    def write_records(self, records: list[Any]) -> int:
+        """Append records to the run's records file (whole lines or none: kvtui.load.records); a
+        failed write stops the run (output_failed). How many were written."""
+        from kvtui.load.records import write_records
+
+        if self.output_failure is not None or not records:
+            return 0
+        try:
+            n = write_records(self.records_path, records)
+        except OSError as e:
+            self.output_failed("records file", self.records_path, e)
+            return 0
+        self.records_written += n
+        return n
+
+    def output_failed(self, what: str, path: Path, e: OSError) -> None:
+        """A write of the run's output failed: said once, in true words, and the run stops (a run that
+        goes on could keep nothing of what it measures)."""
+        if self.output_failure is not None:
+            return
+        why = e.strerror or str(e)
+        verb = "append records to" if what == "records file" else f"write the {what}"
+        self.output_failure = f"cannot {verb} {path}: {why}"
+        self.emit(ev.RunError(None, f"{self.output_failure} — the run stops: nothing more it measured could be "
+                                    "kept"))
+        self.stop(f"{what} unwritable: {why}")
 
     # -- main --------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -260,9 +301,12 @@ class Run:
         self._doc["modes"] = list(kept)
         self.writer = SnapshotWriter(self.out, self._doc, resumed=[p["_path"] for p in self.resumes if p.get("_path")])
         if self.resumes:
-            self.records_written += self._resume.carry_records(self.writer, self._doc)
+            try:
+                self.records_written += self._resume.carry_records(self.writer, self._doc)
+            except OSError as e:  # the run stops on it (the loop below starts no mode)
+                self.output_failed("records file", self.writer.records_path, e)
         for m in kept:
-            self.writer.mode_finished(m)
+            self.mode_finished(m)
         self.emit(ev.RunStarted(None, self._doc))
         done = {m["name"] for m in kept}
         failure: BaseException | None = None
@@ -482,12 +526,41 @@ class Run:
         document.close_doc(self._doc, self.scenario, finished=failure is None and not self.stopping,
                            stop_reason=self._stop_reason, records_written=self.records_written,
                            wall_s=round(time.monotonic() - self.t0, 1))
+        if self.output_failure is not None:
+            self._doc["run"]["output_failure"] = self.output_failure
         if self.writer is not None:
             try:
                 self.writer.finalize(self._doc)
             except OSError as e:
-                self.emit(ev.RunError(None, f"cannot write {self.out}: {e.strerror or e}; "
-                                            f"the journal {self.writer.journal} keeps every finished step"))
-                raise KvtuiError(f"cannot write {self.out}: {e.strerror or e}; finished steps are in "
-                                 f"{self.writer.journal}")
+                self._rescue(e)
         self.emit(ev.RunFinished(None, self._doc))
+
+    def _rescue(self, e: OSError) -> None:
+        """The snapshot could not be written at --out: written to a named safe place instead (the
+        user's state folder, else the temp folder), or, failing that, a true account of what is
+        left. Either way the run fails (KvtuiError: exit 1), never exit 0 over a cut file."""
+        from kvtui.paths import rescue_dir
+        from kvtui.snapshot.file import atomic_write, dumps
+
+        assert self.writer is not None
+        why = f"cannot write the snapshot {self.out}: {e.strerror or e}"
+        self.output_failure = self.output_failure or why
+        self._doc["run"]["output_failure"] = self.output_failure
+        journal_ok = self.writer.journal.is_file() and not self.output_failure.startswith("cannot write the journal")
+        kept = (f"finished steps are in {self.writer.journal} (--resume {self.out} continues from it)"
+                if journal_ok else f"its journal {self.writer.journal} is incomplete or gone")
+        tried = []
+        for folder in rescue_dir():
+            target = folder / self.out.name
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                atomic_write(target, dumps(self._doc))
+            except OSError as e2:
+                tried.append(f"{folder}: {e2.strerror or e2}")
+                if folder.name.startswith("kvtui-rescued-"):
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()  # the fresh temp folder, left empty
+                continue
+            raise KvtuiError(f"{why}; the snapshot was written to {target} instead (its per-request records "
+                             f"stay in {self.records_path}, if that is still there); {kept}")
+        raise KvtuiError(f"{why}; nor to a safe place ({'; '.join(tried)}); {kept}")

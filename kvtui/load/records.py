@@ -8,6 +8,7 @@ the load-generator process and the controller read the same clock.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -129,15 +130,29 @@ def write_records(path: Path, records: Iterable[Record]) -> int:
     from kvtui.errors import UsageError
     from kvtui.safeio import open_append
 
+    lines = [r.to_json() + "\n" for r in records]
+    if not lines:
+        return 0
     try:  # a FIFO, a device, a link put there while the run goes: refused, as a write error
         f = open_append(path, "records")
     except UsageError as e:
         raise OSError(errno.EINVAL, str(e)) from None
+    data = memoryview("".join(lines).encode("utf-8"))
     with f:
-        for r in records:
-            f.write(r.to_json() + "\n")
-            n += 1
-        f.flush()
+        # Whole lines or none: a write cut by a full disk, a file-size limit (EFBIG) or the like is
+        # taken back to where this batch began, so the file never ends in half a record.
+        fd = f.fileno()
+        start = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        except OSError:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass
+            raise
+        n = len(lines)
     return n
 
 
