@@ -16,7 +16,6 @@ import pytest
 
 from reliability_helpers import external_scenario, headless, runs  # noqa: F401
 
-
 # -- 1. a stop is never a verdict ---------------------------------------------------------------
 
 
