@@ -27,6 +27,9 @@ ERROR_CLASSES = (
     "cancelled",  # the step ended while it was in flight (not counted against the SLO)
     "client",  # a bug or resource limit in the client itself (never a verdict about the server)
     "sse_oversize",  # one SSE line longer than the client's bound (MAX_EVENT_BYTES)
+    "http_redirect",  # a 3xx: never followed (another origin would be measured)
+    "http_status",  # any other status than 200 that is no error class above (204 No Content, a 1xx)
+    "bad_response",  # an answer that is not readable HTTP (headers past the client's bound, a bad status line)
 )
 
 # Named doubts about a record's numbers (`Record.flags`): the request finished, but a figure
