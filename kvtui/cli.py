@@ -98,7 +98,7 @@ class _GuardedStdout:
     def write(self, text: str) -> int:
         if self.gone is None:
             try:
-                return self._inner.write(text)  # type: ignore[attr-defined,no-any-return]
+                return int(self._inner.write(text))  # type: ignore[attr-defined]
             except (OSError, ValueError) as e:  # EPIPE, EFBIG/ENOSPC, a closed file
                 self._failed(e)
         return len(text)
@@ -128,7 +128,7 @@ def _guard_stdout() -> _GuardedStdout:
     inner = sys.stdout
     guard = _GuardedStdout(inner if inner is not None else open(os.devnull, "w"),
                            None if inner is not None else "stdout is closed")
-    sys.stdout = guard  # type: ignore[assignment]
+    setattr(sys, "stdout", guard)  # duck-typed: write, flush, isatty, and the rest delegated
     return guard
 
 

@@ -427,7 +427,7 @@ def _slice(timeout: float | None) -> tuple[float | None, float | None]:
     return (None if left is None else max(0.0, left)), op_end
 
 
-def _bounded(call: Callable[[float | None], Any], timeout: float | None, exc: type) -> Any:
+def _bounded(call: Callable[[float | None], Any], timeout: float | None, exc: type[BaseException]) -> Any:
     """Run one socket wait in slices: the deadline and the stop are asked between them."""
     while True:
         why = _deadline_passed()

@@ -85,7 +85,7 @@ def step_flags(records: list[Record], ctx: StepContext) -> dict[str, Any]:
             k = "client_errors" if r.error == "client" else "sse_oversize"
             flags[k] = flags.get(k, 0) + 1
     long = [r for r in records if r.ok and r.t_first is not None and len(r.itl) >= BUFFERED_MIN_CHUNKS - 1]
-    whole = sum(1 for r in long if r.t_last is not None and r.t_last - r.t_first <= 0.0)
+    whole = sum(1 for r in long if r.t_last is not None and r.t_first is not None and r.t_last - r.t_first <= 0.0)
     if whole >= 3 and whole * 2 >= len(long):
         flags["buffered_stream"] = whole
     stall = (ctx.client or {}).get("stall_s") or 0.0
