@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from array import array
 from typing import Any
 
@@ -48,31 +49,59 @@ class Dataset:
         self.rows = _Rows(path, offsets, lengths)
 
 
+_BLANK = re.compile(rb"[ \t\r\n\f\v]*")
+BLOCK = 1 << 20
+
+
 def _scan(path: str, f: Any) -> tuple[array, array]:
-    """Every line checked, in one pass; the rows' (offsets, lengths)."""
+    """Every line checked, in one pass of 1 MiB blocks (blank lines skipped at C speed: a file of
+    newlines is no Python loop per line); the rows' (offsets, lengths)."""
     offsets, lengths = array("q"), array("l")
-    off = 0
-    no = 0
+    buf, base, pos, no = b"", 0, 0, 1  # base: the file offset of buf[0]; no: the line at pos
     while True:
-        line = f.readline(1 << 16)
-        if not line:
-            break
-        no += 1
-        head = line.lstrip()[:1]
-        if head and head not in _JSON_STARTS:
+        end = _BLANK.match(buf, pos).end()  # type: ignore[union-attr]
+        no += buf.count(b"\n", pos, end)
+        pos = end
+        if pos >= len(buf):
+            base += len(buf)
+            buf, pos = f.read(BLOCK), 0
+            if not buf:
+                break
+            continue
+        if buf[pos:pos + 1] not in _JSON_STARTS:
             # no JSON value starts so (a sparse file's zeros): refused before reading on
             raise UsageError(f"{path}:{no}: not JSON")
-        if not line.endswith(b"\n") and len(line) == 1 << 16:
-            line += f.readline(MAX_LINE_BYTES - len(line))
-        start, off = off, off + len(line)
-        body = line.strip()
-        if not body:
-            continue
-        if len(line) >= MAX_LINE_BYTES and not line.endswith(b"\n"):
+        start = base + pos
+        nl = buf.find(b"\n", pos)
+        if nl >= 0:
+            line = buf[pos:nl + 1]
+            pos = nl + 1
+        else:  # the line goes on past this block: read on, at most MAX_LINE_BYTES
+            parts, size = [buf[pos:]], len(buf) - pos
+            base += len(buf)
+            buf, pos = b"", 0
+            while True:
+                more = f.read(BLOCK)
+                if not more:
+                    break
+                cut = more.find(b"\n")
+                if cut >= 0:
+                    parts.append(more[:cut + 1])
+                    size += cut + 1
+                    buf, pos = more, cut + 1
+                    break
+                parts.append(more)
+                size += len(more)
+                base += len(more)
+                if size > MAX_LINE_BYTES:
+                    raise UsageError(f"{path}:{no}: a line longer than {MAX_LINE_BYTES >> 20} MiB")
+            line = b"".join(parts)
+        if len(line) > MAX_LINE_BYTES:
             raise UsageError(f"{path}:{no}: a line longer than {MAX_LINE_BYTES >> 20} MiB")
-        _check_row(path, no, _parse(path, no, body))
+        _check_row(path, no, _parse(path, no, line.strip()))
         offsets.append(start)
         lengths.append(len(line))
+        no += 1 if line.endswith(b"\n") else 0
     return offsets, lengths
 
 
