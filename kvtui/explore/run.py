@@ -531,11 +531,11 @@ class Run:
         if self.writer is not None:
             try:
                 self.writer.finalize(self._doc)
-            except OSError as e:
+            except (OSError, UsageError) as e:  # UsageError: a directory or a FIFO put at --out meanwhile
                 self._rescue(e)
         self.emit(ev.RunFinished(None, self._doc))
 
-    def _rescue(self, e: OSError) -> None:
+    def _rescue(self, e: OSError | UsageError) -> None:
         """The snapshot could not be written at --out: written to a named safe place instead (the
         user's state folder, else the temp folder), or, failing that, a true account of what is
         left. Either way the run fails (KvtuiError: exit 1), never exit 0 over a cut file."""
@@ -543,7 +543,8 @@ class Run:
         from kvtui.snapshot.file import atomic_write, dumps
 
         assert self.writer is not None
-        why = f"cannot write the snapshot {self.out}: {e.strerror or e}"
+        why = (f"cannot write the snapshot {self.out}: {e.strerror or e}" if isinstance(e, OSError)
+               else f"cannot write the snapshot: {e}")
         self.output_failure = self.output_failure or why
         self._doc["run"]["output_failure"] = self.output_failure
         journal_ok = self.writer.journal.is_file() and not self.output_failure.startswith("cannot write the journal")
