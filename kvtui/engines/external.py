@@ -54,6 +54,7 @@ class _Endpoint(Endpoint):
 
 ANSWER_S = 15.0  # a probe's whole answer (/v1/models, /version): headers and body, however trickled
 HEALTH_S = 5.0  # one /health's whole answer, in a run
+VERSION_S = 5.0  # /version's whole answer: a label, never worth holding the start
 
 
 @register("external")
@@ -112,11 +113,12 @@ class ExternalEngine:
                 max_len = ml if max_len is None else min(max_len, ml)
         try:
             assert self._client is not None
-            v = fetch(self._client, "GET", "/version", total_s=ANSWER_S)  # bounded, untrusted (kvtui.safeio)
+            v = fetch(self._client, "GET", "/version", total_s=VERSION_S)  # bounded, untrusted (kvtui.safeio)
             got = v.field("version") if v.status_code == 200 else None
             self._info.version = str(got)[:80] if got is not None else None
-        except httpx.TimeoutException:
-            raise
+        except httpx.TimeoutException:  # a version is a label: not worth the start
+            self._info.version = None
+            on_log(f"kvtui: {bases[0][0]}/version did not answer in full within {VERSION_S:g} s: version unknown")
         except (httpx.HTTPError, ValueError):
             self._info.version = None
         base, basic, headers = bases[0]

@@ -300,7 +300,11 @@ def start_fault_server(*args: str) -> FaultServer:
         except httpx.HTTPError:
             return False
 
-    wait_until(up, 30, "the fault server answers /health", proc)
+    try:
+        wait_until(up, 30, "the fault server answers /health", proc)
+    except BaseException:
+        FaultServer(proc, url).stop()  # never left running when it did not come up
+        raise
     return FaultServer(proc, url)
 
 
