@@ -79,11 +79,90 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    guard = _guard_stdout()
     try:
-        return _dispatch(args)
+        rc = _dispatch(args)
+        return _stdout_gone(guard, rc, getattr(args, "command", None))
     finally:
         # The load generator's spawns started a resource tracker: it goes with kvtui, not after.
         tracker.stop()
+
+
+class _GuardedStdout:
+    """sys.stdout, minus its failures: a closed stdout (`>&-`), a reader that went away (`| head -1`),
+    a redirect to a full disk. The first failure is kept (`gone`), later output is dropped, and the
+    command ends quietly with a stated exit code (_stdout_gone), never a BrokenPipeError or
+    AttributeError traceback: what the command writes elsewhere (a run's snapshot) goes on."""
+
+    def __init__(self, inner: object, gone: str | None = None):
+        self._inner = inner
+        self.gone = gone
+
+    def _failed(self, e: BaseException) -> None:
+        if self.gone is None:
+            self.gone = (e.strerror if isinstance(e, OSError) and e.strerror else str(e)) or type(e).__name__
+        try:  # Python's own flush at exit would fail again ("Exception ignored … BrokenPipeError")
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, 1)
+            os.close(fd)
+        except OSError:
+            pass
+
+    def write(self, text: str) -> int:
+        if self.gone is None:
+            try:
+                return int(self._inner.write(text))  # type: ignore[attr-defined]
+            except (OSError, ValueError) as e:  # EPIPE, EFBIG/ENOSPC, a closed file
+                self._failed(e)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.gone is None:
+            try:
+                self._inner.flush()  # type: ignore[attr-defined]
+            except (OSError, ValueError) as e:
+                self._failed(e)
+
+    def isatty(self) -> bool:
+        if self.gone is not None:
+            return False
+        try:
+            return bool(self._inner.isatty())  # type: ignore[attr-defined]
+        except (OSError, ValueError):
+            return False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+
+def _guard_stdout() -> _GuardedStdout:
+    if isinstance(sys.stdout, _GuardedStdout):
+        return sys.stdout
+    inner = sys.stdout
+    guard = _GuardedStdout(inner if inner is not None else open(os.devnull, "w"),
+                           None if inner is not None else "stdout is closed")
+    setattr(sys, "stdout", guard)  # duck-typed: write, flush, isatty, and the rest delegated
+    return guard
+
+
+# `kvtui run`'s product is its snapshot (whole whatever became of stdout): its own exit code stands.
+# Any other command's product is what it prints: a cut one exits 141, as a shell reports a command
+# that a pipe's reader ended (128 + SIGPIPE).
+STDOUT_GONE_EXIT = 141
+
+
+def _stdout_gone(guard: _GuardedStdout, rc: int, command: str | None) -> int:
+    if guard.gone is None:
+        guard.flush()  # what is still buffered: a failure here is one too
+    if guard.gone is None:
+        return rc
+    try:
+        print(f"kvtui: stdout went away ({guard.gone}): the rest of the output was dropped", file=sys.stderr)
+    except (OSError, ValueError, AttributeError):
+        pass
+    if command == "run":
+        return rc
+    return rc if rc != 0 else STDOUT_GONE_EXIT
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
+from typing import Iterator
 
 ENV_HOME = "KVTUI_HOME"
 KINDS = ("scenarios", "themes")
@@ -95,3 +96,21 @@ def find_scenario(arg: str | os.PathLike) -> Path | None:
             if cand.is_file():
                 return cand
     return None
+
+
+def rescue_dir() -> Iterator[Path]:
+    """Where a run's snapshot goes when its --out cannot take it (a deleted folder, a full disk, a
+    file-size limit), in order: $KVTUI_RESCUE_DIR, the user's state folder (platformdirs:
+    ~/.local/state/kvtui/rescued on Linux), then a fresh private folder in the temp folder."""
+    env = os.environ.get("KVTUI_RESCUE_DIR", "").strip()
+    if env:
+        yield Path(env).expanduser()
+    import platformdirs
+
+    yield Path(platformdirs.user_state_dir("kvtui", appauthor=False)) / "rescued"
+    import tempfile
+
+    try:
+        yield Path(tempfile.mkdtemp(prefix="kvtui-rescued-"))  # 0700, new: no one else's folder
+    except OSError:
+        return

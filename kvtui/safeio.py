@@ -9,10 +9,13 @@ writer), checked to be a regular file by fstat, and read to at most `cap` bytes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from kvtui.errors import UsageError
 
@@ -330,15 +333,190 @@ class Answer:
         return doc.get(key) if isinstance(doc, dict) else None
 
 
-def fetch(client: Any, method: str, url: str, **kw: Any) -> Answer:
-    """One request through `client`, its body read to at most MAX_ANSWER_BYTES. Raises what the
-    request raises (httpx.HTTPError)."""
+def fetch(client: Any, method: str, url: str, *, total_s: float | None = None,
+          stop: Callable[[], bool] | None = None, **kw: Any) -> Answer:
+    """One request through `client`, its body read to at most MAX_ANSWER_BYTES, the whole of it
+    (connect, headers, body) within `total_s` seconds when given (a client from `http_client`
+    bounds every socket wait by it; any client's body loop is checked too), and cut within
+    STOP_POLL_S of `stop()` turning true. Raises what the request raises (httpx.HTTPError; a
+    deadline or a stop is an httpx.TimeoutException)."""
+    import httpx
+
+    if total_s is None:  # no deadline given: the client's read timeout bounds the whole answer
+        t = kw.get("timeout", getattr(client, "timeout", None))
+        t = getattr(t, "read", t)
+        total_s = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
     parts: list[bytes] = []
     n = 0
-    with client.stream(method, url, **kw) as r:
-        for chunk in r.iter_bytes():
-            n += len(chunk)
-            if n > MAX_ANSWER_BYTES:
-                return Answer(r.status_code, b"".join(parts), cut=True)
-            parts.append(chunk)
-        return Answer(r.status_code, b"".join(parts))
+    with total_deadline(total_s, stop):
+        with client.stream(method, url, **kw) as r:
+            for chunk in r.iter_bytes():
+                n += len(chunk)
+                if n > MAX_ANSWER_BYTES:
+                    return Answer(r.status_code, b"".join(parts), cut=True)
+                parts.append(chunk)
+                why = _deadline_passed()
+                if why:
+                    raise httpx.ReadTimeout(why)
+            return Answer(r.status_code, b"".join(parts))
+
+
+# -- a total deadline for every read from a server ---------------------------------------------
+#
+# httpx's timeouts are per socket operation: a server that sends one byte every 2 s never trips a
+# 10 s read timeout, and held `/health`, `/v1/models`, `/tokenize` and `/version` (and with them a
+# run, past SIGTERM) for as long as it liked. `http_client` makes a client whose every socket wait
+# (connect, each read, each write, TLS) is bounded by the deadline `total_deadline` sets for the
+# calling thread, and wakes every STOP_POLL_S to ask the thread's stop: a request ends at its
+# deadline, or within STOP_POLL_S of a stop, however the server trickles.
+
+STOP_POLL_S = 0.25
+_DL = threading.local()
+
+
+@contextlib.contextmanager
+def total_deadline(total_s: float | None, stop: Callable[[], bool] | None = None) -> Iterator[None]:
+    """Within this block, every request of an `http_client` on this thread ends by `total_s` seconds
+    from now (nested: the earlier deadline holds) and within STOP_POLL_S of `stop()` (or of the
+    thread's stop: `thread_stop`)."""
+    prev_dl, prev_stop = getattr(_DL, "deadline", None), getattr(_DL, "stop", None)
+    if total_s is not None:
+        end = time.monotonic() + max(0.0, float(total_s))
+        _DL.deadline = end if prev_dl is None else min(prev_dl, end)
+    if stop is not None:
+        _DL.stop = _either(prev_stop, stop)
+    try:
+        yield
+    finally:
+        _DL.deadline, _DL.stop = prev_dl, prev_stop
+
+
+@contextlib.contextmanager
+def thread_stop(stop: Callable[[], bool]) -> Iterator[None]:
+    """Every request on this thread (a run's thread: its engine's probes, /health, /tokenize) ends
+    within STOP_POLL_S of `stop()` turning true."""
+    with total_deadline(None, stop):
+        yield
+
+
+def _either(a: Callable[[], bool] | None, b: Callable[[], bool]) -> Callable[[], bool]:
+    return b if a is None else (lambda: bool(a()) or bool(b()))
+
+
+def _deadline_passed() -> str | None:
+    dl, stop = getattr(_DL, "deadline", None), getattr(_DL, "stop", None)
+    if stop is not None:
+        try:
+            if stop():
+                return "stopped: the run is stopping"
+        except Exception:
+            pass
+    if dl is not None and time.monotonic() >= dl:
+        return "the answer's total deadline passed"
+    return None
+
+
+def _slice(timeout: float | None) -> tuple[float | None, float | None]:
+    """(this wait's slice, the op's own end) for one socket wait of `timeout` seconds."""
+    now = time.monotonic()
+    op_end = None if timeout is None else now + timeout
+    ends = [x for x in (op_end, getattr(_DL, "deadline", None)) if x is not None]
+    left = min(ends) - now if ends else None
+    if getattr(_DL, "stop", None) is not None:
+        left = STOP_POLL_S if left is None else min(left, STOP_POLL_S)
+    return (None if left is None else max(0.0, left)), op_end
+
+
+def _bounded(call: Callable[[float | None], Any], timeout: float | None, exc: type[BaseException]) -> Any:
+    """Run one socket wait in slices: the deadline and the stop are asked between them."""
+    while True:
+        why = _deadline_passed()
+        if why:
+            raise exc(why)
+        part, op_end = _slice(timeout)
+        try:
+            return call(part)
+        except exc:
+            if op_end is not None and time.monotonic() >= op_end:
+                raise  # the operation's own timeout
+            why = _deadline_passed()
+            if why:
+                raise exc(why) from None
+            if op_end is not None:
+                timeout = max(0.0, op_end - time.monotonic())
+
+
+_TRANSPORT: Any = None
+
+
+def _transport_class() -> Any:
+    global _TRANSPORT
+    if _TRANSPORT is not None:
+        return _TRANSPORT
+    import httpcore
+    import httpx
+
+    class _Stream(httpcore.NetworkStream):
+        def __init__(self, inner: Any):
+            self._inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return _bounded(lambda t: self._inner.read(max_bytes, t), timeout, httpcore.ReadTimeout)
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            _bounded(lambda t: self._inner.write(buffer, t), timeout, httpcore.WriteTimeout)
+
+        def close(self) -> None:
+            self._inner.close()
+
+        def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                      timeout: float | None = None) -> Any:
+            part, _ = _slice(timeout)
+            return _Stream(self._inner.start_tls(ssl_context, server_hostname, part))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._inner.get_extra_info(info)
+
+    class _Backend(httpcore.NetworkBackend):
+        def __init__(self) -> None:
+            self._inner = httpcore.SyncBackend()
+
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                        socket_options: Any = None) -> Any:
+            return _Stream(_bounded(lambda t: self._inner.connect_tcp(host, port, t, local_address, socket_options),
+                                    timeout, httpcore.ConnectTimeout))
+
+        def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
+            return _Stream(_bounded(lambda t: self._inner.connect_unix_socket(path, t, socket_options),
+                                    timeout, httpcore.ConnectTimeout))
+
+        def sleep(self, seconds: float) -> None:
+            self._inner.sleep(seconds)
+
+    class DeadlineTransport(httpx.HTTPTransport):
+        """httpx's own transport over a network backend whose every wait keeps the deadline."""
+
+        def __init__(self, verify: Any = True, trust_env: bool = False, **kw: Any):
+            super().__init__(verify=verify, trust_env=trust_env, **kw)
+            limits = kw.get("limits") or httpx.Limits(max_connections=100, max_keepalive_connections=20,
+                                                      keepalive_expiry=5.0)
+            ssl_context = httpx.create_ssl_context(verify=verify, trust_env=trust_env)
+            self._pool = httpcore.ConnectionPool(
+                ssl_context=ssl_context, max_connections=limits.max_connections,
+                max_keepalive_connections=limits.max_keepalive_connections,
+                keepalive_expiry=limits.keepalive_expiry, http1=True, http2=False,
+                network_backend=_Backend())
+
+    _TRANSPORT = DeadlineTransport
+    return _TRANSPORT
+
+
+def http_client(*, trust_env: bool = False, limits: Any = None, **kw: Any) -> Any:
+    """An httpx.Client whose requests keep `total_deadline` and `thread_stop` (every socket wait).
+    Its own `timeout` stays the per-operation one. Redirects are not followed (a 3xx is an
+    answer: kvtui.load.client refuses one to another origin the same way)."""
+    import httpx
+
+    transport = _transport_class()(trust_env=trust_env, **({"limits": limits} if limits is not None else {}))
+    return httpx.Client(transport=transport, trust_env=trust_env, follow_redirects=False,
+                        **({"limits": limits} if limits is not None else {}), **kw)

@@ -52,6 +52,8 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
         parts.append(f"errors {step['errors']}")
     if step.get("kv_cache_usage_max") is not None:
         parts.append(f"KV {step['kv_cache_usage_max']:.0%}")
+    elif step.get("metrics_missing"):  # a figure that stopped arriving is named, not dropped
+        parts.append(f"KV — (no /metrics: {step['metrics_missing']})")
     if step.get("preemptions"):
         parts.append(f"preempt {step['preemptions']:g}")
     hit = step.get("prefix_cache_hit_rate")

@@ -158,6 +158,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print_summary(doc, wide=bool(getattr(args, "wide", False)))
+    lost = doc["run"].get("output_failure")
+    if lost:  # a write failed: the run stopped on it, and no line says its files are whole
+        print(f"kvtui: the run FAILED: {lost}; the snapshot {out} holds what was measured until then, its "
+              "records file only the requests written before the failure", file=sys.stderr)
+        return 1
     # Each path on its own line: a long path stays whole and copyable at 80 columns.
     print(f"\nkvtui: snapshot and its records:\n  {out}\n  {out.with_name(out.stem + '.records.jsonl')}",
           file=sys.stderr if json_out else sys.stdout)

@@ -16,7 +16,7 @@ import httpx
 from kvtui.engines.base import Endpoint, EngineInfo, LogSink, Replica, StartupFacts
 from kvtui.engines.registry import register
 from kvtui.errors import EngineError
-from kvtui.safeio import fetch
+from kvtui.safeio import fetch, http_client, total_deadline
 from kvtui.scenario.schema import Mode, Scenario
 
 
@@ -112,6 +112,11 @@ def gpu_limits(base: str) -> tuple[list[str], list[str]]:
                 "another host"]
 
 
+ANSWER_S = 15.0  # a probe's whole answer (/v1/models, /version): headers and body, however trickled
+HEALTH_S = 5.0  # one /health's whole answer, in a run
+VERSION_S = 5.0  # /version's whole answer: a label, never worth holding the start
+
+
 @register("external")
 class ExternalEngine:
     name = "external"
@@ -141,8 +146,20 @@ class ExternalEngine:
             bases.append((base, basic, headers))
         where = bases[0][0] if len(bases) == 1 else f"{len(bases)} replicas ({', '.join(b for b, _, _ in bases)})"
         on_log(f"kvtui: using the external server at {where} (mode {mode.name!r} is a label only)")
-        self._clients = [httpx.Client(base_url=b, headers=h, timeout=10.0, trust_env=False) for b, _, h in bases]
+        self._clients = [http_client(base_url=b, headers=h, timeout=10.0) for b, _, h in bases]
         self._client = self._clients[0]
+        # The whole start (every probe, /version, the KV facts from /metrics) within
+        # server.startup_timeout_s: a server trickling its answers cannot hold it (kvtui.safeio).
+        limit = float(s.startup_timeout_s or 900.0)
+        try:
+            with total_deadline(limit):
+                return self._start(s, mode, bases, key, t0, on_log)
+        except httpx.TimeoutException as e:
+            raise EngineError("timeout", f"{bases[0][0]} did not answer in full in time (a probe has {ANSWER_S:g} s, "
+                              f"the whole start server.startup_timeout_s = {limit:g} s): {e}") from None
+
+    def _start(self, s: Any, mode: Mode, bases: list[tuple[str, str, dict[str, str]]], key: str | None, t0: float,
+               on_log: LogSink) -> Endpoint:
         want = mode.model or s.served_model_name or s.model
         model, max_len = "", None
         for i, (base, _, _) in enumerate(bases):
@@ -156,9 +173,13 @@ class ExternalEngine:
             elif ml is not None:
                 max_len = ml if max_len is None else min(max_len, ml)
         try:
-            v = fetch(self._client, "GET", "/version")  # bounded, untrusted (kvtui.safeio)
+            assert self._client is not None
+            v = fetch(self._client, "GET", "/version", total_s=VERSION_S)  # bounded, untrusted (kvtui.safeio)
             got = v.field("version") if v.status_code == 200 else None
             self._info.version = str(got)[:80] if got is not None else None
+        except httpx.TimeoutException:  # a version is a label: not worth the start
+            self._info.version = None
+            on_log(f"kvtui: {bases[0][0]}/version did not answer in full within {VERSION_S:g} s: version unknown")
         except (httpx.HTTPError, ValueError):
             self._info.version = None
         # `kvtui sim serve` behind the URL: its figures are the simulator's, labelled SIMULATED as such.
@@ -224,8 +245,10 @@ class ExternalEngine:
                name: str = "") -> tuple[str, int | None]:
         """(the model to use, its max_model_len) from one server's /v1/models; EngineError when unusable."""
         try:
-            r = fetch(client, "GET", "/v1/models")  # bounded, untrusted (kvtui.safeio)
+            r = fetch(client, "GET", "/v1/models", total_s=ANSWER_S)  # bounded, untrusted (kvtui.safeio)
         except httpx.HTTPError as e:
+            if isinstance(e, httpx.TimeoutException) and not isinstance(e, httpx.ConnectTimeout):
+                raise  # the answer did not come in full in time: start() names the deadline
             raise EngineError("connect", f"cannot reach {name}{base}: {type(e).__name__}: {e}")
         if r.status_code == 401:
             raise EngineError("auth", f"{name}{base} refused the API key (HTTP 401); set server.api_key")
@@ -268,7 +291,10 @@ class ExternalEngine:
         for i, c in enumerate(self._clients):
             name = f"replica r{i} " if len(self._clients) > 1 else ""
             try:
-                r = c.get("/health", timeout=5.0)
+                r = fetch(c, "GET", "/health", total_s=HEALTH_S, timeout=HEALTH_S)  # the whole answer in 5 s
+            except httpx.TimeoutException as e:
+                why.append(f"{name}external server: /health not answered in full within {HEALTH_S:g} s ({e})")
+                continue
             except httpx.HTTPError as e:
                 why.append(f"{name}external server unreachable: {type(e).__name__}")
                 continue

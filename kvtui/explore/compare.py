@@ -142,7 +142,11 @@ def usd_per_mtok(tok_s: float | None, gpu_hourly: float, gpus: int, billed_share
 
 
 def cost_settings(scenario: dict[str, Any] | Scenario) -> dict[str, Any]:
-    sc = scenario if isinstance(scenario, dict) else scenario.to_dict()
+    if not isinstance(scenario, dict):  # its fields, not a whole to_dict() per mode (10,000 modes: seconds)
+        c = scenario.cost
+        return {"gpu_hourly_usd": c.gpu_hourly_usd or 0.0, "gpus": int(c.gpus or scenario.server.tensor_parallel_size
+                                                                       or 1), "count_failed": c.count_failed}
+    sc = scenario
     cost = sc.get("cost") or {}
     gpus = cost.get("gpus") or (sc.get("server") or {}).get("tensor_parallel_size") or 1
     return {"gpu_hourly_usd": cost.get("gpu_hourly_usd") or 0.0, "gpus": int(gpus),
@@ -345,6 +349,8 @@ def _equal_quality(ref_tasks: dict[str, Any] | None, tasks: dict[str, Any], m: d
 def compare_modes(doc: dict[str, Any], scenario: dict[str, Any] | Scenario | None = None) -> dict[str, Any]:
     """{"baseline", "note", "load_kind", "cost", "quality_reference", "rows"}: one row per mode, in the doc's order."""
     sc = scenario if scenario is not None else doc.get("scenario", {})
+    if not isinstance(sc, dict):
+        sc = sc.to_dict()  # once, not per mode
     rows = [mode_summary(m, sc) for m in doc.get("modes", [])]
     # The scenario's order decides the baseline (a journal rebuilt mid-resume lists kept modes first).
     sdict = sc if isinstance(sc, dict) else sc.to_dict()

@@ -65,7 +65,12 @@ class StepContext:
 # verdict about the server. A starved CPU is not a stall (client_limited covers it).
 STALL_S = 1.0
 # Flags that say a number the server gave is wrong: no step passes on them.
-SERVER_NUMBER_FLAGS = ("usage_invalid", "usage_mismatch", "usage_missing", "text_null", "sse_oversize")
+SERVER_NUMBER_FLAGS = ("usage_invalid", "usage_mismatch", "usage_missing", "text_null", "sse_oversize",
+                       "buffered_stream")
+# A stream of BUFFERED_MIN_CHUNKS token chunks or more that came in one read: a proxy (or a server)
+# that holds the stream and sends it whole. Its TPOT and ITL read 0.0 ms and its TTFT is the whole
+# answer: when most of a step's streams came so, the step is flagged `buffered_stream`, never a PASS.
+BUFFERED_MIN_CHUNKS = 4
 # Flags that say the client, not the server, failed the step: no verdict either way.
 CLIENT_FLAGS = ("client_errors", "client_stalled", "client_failed")
 
@@ -79,6 +84,10 @@ def step_flags(records: list[Record], ctx: StepContext) -> dict[str, Any]:
         if r.error in ("client", "sse_oversize"):
             k = "client_errors" if r.error == "client" else "sse_oversize"
             flags[k] = flags.get(k, 0) + 1
+    long = [r for r in records if r.ok and r.t_first is not None and len(r.itl) >= BUFFERED_MIN_CHUNKS - 1]
+    whole = sum(1 for r in long if r.t_last is not None and r.t_first is not None and r.t_last - r.t_first <= 0.0)
+    if whole >= 3 and whole * 2 >= len(long):
+        flags["buffered_stream"] = whole
     stall = (ctx.client or {}).get("stall_s") or 0.0
     if stall >= STALL_S:
         flags["client_stalled"] = round(stall, 1)
@@ -267,6 +276,8 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
             step["births"] = {"cutoff": ctx.t_births_end, "requests": len(win.lived)}
     if flags:
         step["flags"] = flags
+    if m.get("metrics_missing"):  # no /metrics figure in the window: named (KV "—" is not silence)
+        step["metrics_missing"] = str(m["metrics_missing"])[:300]
     if m.get("metrics_out_of_range"):  # /metrics values outside their range: dropped, shown (prom.check_ranges)
         step["metrics_out_of_range"] = list(m["metrics_out_of_range"])
     if ctx.client_failure:

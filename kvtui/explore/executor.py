@@ -72,6 +72,8 @@ class Controls(Protocol):
 
     def step_finished(self, mode: str, step: dict[str, Any]) -> None: ...
 
+    def write_records(self, records: list[Record]) -> int: ...
+
 
 class StepExecutor(Protocol):
     wall_s_digits: int  # the search's wall_s rounding (offline runs are sub-second)

@@ -19,7 +19,7 @@ from kvtui.explore.resume import finished_steps
 from kvtui.explore.sim_model import ModelledSteps
 from kvtui.explore.telemetry_loop import TelemetryLoop
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
-from kvtui.load.records import Record, write_records
+from kvtui.load.records import Record
 from kvtui.scenario.schema import Mode
 
 
@@ -50,7 +50,8 @@ class LiveStepExecutor:
                 raise RunAborted("engine start cancelled")
             endpoint = engine.start(sc, mode, lambda line: run.emit(ev.Log(mode.name, run.redactor(line))))
         except (EngineError, RunAborted) as e:
-            if isinstance(e, RunAborted) or self._cancel is not None:  # stopped while starting: not the engine's fault
+            if isinstance(e, RunAborted) or self._cancel is not None or run.stopping:
+                # stopped while starting: not the engine's fault, and never a verdict on the mode
                 md["error"] = {"kind": "cancelled", "message": f"engine start cancelled: {run.stop_reason}",
                                "log_tail": run.redactor(getattr(e, "log_tail", ""))}
             else:
@@ -186,16 +187,12 @@ class LiveStepExecutor:
             tel.phase = st.get("phase", tel.phase)
             run.emit(ev.StepProgress(mode.name, {"load": load, **st}))
 
-        records_error: list[str] = []
-
         def on_records(recs: list[Record]) -> None:
             # Appended as they stream in (every ~0.2 s), so a crash mid-step keeps them too. A step
             # judged in modelled time (sim_model) keeps the model's records instead, written below.
-            if not records_error and self.modelled is None:
-                try:
-                    run.records_written += write_records(run.records_path, recs)
-                except OSError as e:
-                    records_error.append(e.strerror or str(e))
+            # A failed write stops the run at once (Run.output_failed), in true words.
+            if self.modelled is None:
+                run.write_records(recs)
             run.emit(ev.Records(mode.name, recs))
             if look is not None:
                 look.add(recs)
@@ -215,8 +212,6 @@ class LiveStepExecutor:
                 return "mode skipped by the user"
             if tel.dead:
                 return f"engine died: {tel.dead}"
-            if records_error:
-                return f"records file unwritable: {records_error[0]}"
             return None
 
         # Warm-up and window are modelled seconds: a simulator in slow motion (time_scale s)
@@ -254,9 +249,6 @@ class LiveStepExecutor:
         # A held step's requests still in flight count by their tokens so far (a cut copy each; their
         # own records come in the next step's carried_in, written once).
         recs = res.records + (res.carried_out if res.held else [])
-        if records_error:
-            run.emit(ev.RunError(mode.name, f"cannot append records to {run.records_path}: {records_error[0]}"))
-            run.stop(f"records file unwritable: {records_error[0]}")
         metrics = tel.window(res.t_window_start, res.t_window_end)
         d: dict[str, Any] | None = None
         if before is not None and after is not None and before.ok and after.ok:
@@ -321,12 +313,7 @@ class LiveStepExecutor:
             return live
         judged = self.modelled.judge(mode, load, index, need, run.closed, live,
                                       stopped=bool(run.stop_reason or run.skipping), md=md)
-        if not records_error:
-            try:
-                run.records_written += write_records(run.records_path, judged.records if judged.written is None
-                                                     else judged.written)
-            except OSError as e:
-                run.emit(ev.RunError(mode.name, f"cannot append records to {run.records_path}: {e.strerror or e}"))
+        run.write_records(judged.records if judged.written is None else judged.written)
         if judged is not live and judged.extra["live"].get("host_limited"):
             run.emit(ev.RunWarning(mode.name, f"step {index}: {judged.extra['live']['host_limited']}"))
         return judged
@@ -421,10 +408,7 @@ class LiveStepExecutor:
 
         def write(recs: list[Record]) -> None:
             if self.modelled is None:
-                try:
-                    self.run.records_written += write_records(self.run.records_path, recs)
-                except OSError:
-                    pass  # the step that wrote the rest already said the file is unwritable
+                self.run.write_records(recs)  # a failure is said once, and stops the run
         lg.release(write)
         if self.telemetry is not None:
             self.telemetry.phase = "drain"
@@ -480,11 +464,7 @@ class LiveStepExecutor:
         if self.modelled is not None:  # the modelled twin's requests still in flight: written once
             left = self.modelled.server.release_records()
             if left:
-                try:
-                    self.run.records_written += write_records(self.run.records_path, left)
-                except OSError as e:
-                    self.run.emit(ev.RunError(md["name"], f"cannot append records to {self.run.records_path}: "
-                                                          f"{e.strerror or e}"))
+                self.run.write_records(left)
         if self.run.scenario.quality.at_knee and md.get("quality") and not self.run.stopping and not md.get("error"):
             from kvtui.explore.knee_quality import quality_at_knee  # its own phase, after the search
 

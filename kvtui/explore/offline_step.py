@@ -15,7 +15,6 @@ from kvtui.engines.sim.fastrun import OfflineServer, SimConfigError
 from kvtui.explore import events as ev
 from kvtui.explore.evaluate import StepContext
 from kvtui.explore.executor import Controls, Measured
-from kvtui.load.records import write_records
 from kvtui.scenario.schema import Mode
 
 
@@ -62,7 +61,7 @@ class OfflineStepExecutor:
             return self._continuous(mode, md, load, index, why, need)
         res = srv.step(mode.name, index, load, run.closed, self._counter, need)
         self._counter += len(res.records) + 1
-        run.records_written += write_records(run.records_path, res.records)
+        run.write_records(list(res.records))  # a failed write stops the run (Run.output_failed)
         from kvtui.engines.sim.fastrun import step_metrics
 
         ctx = StepContext(load=load, closed=run.closed, t_window_start=res.window_start or res.t_start,
@@ -82,7 +81,7 @@ class OfflineStepExecutor:
         assert srv is not None
         res, ctx, extra, self._counter = continuous_step(srv, run.scenario, mode, md, load, index, why, need,
                                                          self._counter)
-        run.records_written += write_records(run.records_path, res.to_write())
+        run.write_records(list(res.to_write()))
         ctx.cut, ctx.aborted = bool(res.ended), self._cut_why(res.ended)
         head = {"index": index, "why": why, "started_at": time.time()}
         timing = {k: extra.pop(k) for k in ("duration_s", "t_window_start", "t_window_end", "t_end")}
@@ -110,7 +109,7 @@ class OfflineStepExecutor:
         if self.server is not None:
             left = self.server.release_records()
             if left:
-                self.run.records_written += write_records(self.run.records_path, left)
+                self.run.write_records(left)
         self.server = None
 
     def complete(self, md: dict[str, Any]) -> bool:

@@ -121,8 +121,9 @@ def collect_outputs(endpoint: Any, scenario: Any, space: Any, dummy_weights: boo
     extras: dict[str, Any] = {"return_tokens_as_token_ids": True}
     t0 = time.monotonic()
     timeout = max(30.0, float(getattr(scenario.ramp, "request_timeout_s", 60.0) or 60.0))
-    with httpx.Client(base_url=endpoint.base_url, headers=endpoint.headers(), timeout=timeout,
-                      trust_env=False) as client:
+    from kvtui.safeio import http_client
+
+    with http_client(base_url=endpoint.base_url, headers=endpoint.headers(), timeout=timeout) as client:
         for i, ids in enumerate(prompts):
             body: dict[str, Any] = {"model": endpoint.model, "prompt": ids, "max_tokens": int(q.max_tokens),
                                     "temperature": 0.0, "seed": 0, "stream": False, **extras}

@@ -16,6 +16,7 @@ Controls (thread-safe): stop, skip_mode, pause/resume, hold, nudge(±1).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
 import threading
@@ -133,6 +134,10 @@ class Run:
         self.publish = publish
         self._thread: int | None = None  # the thread that runs run(): the only one that publishes
         self.records_written = 0
+        # The first write of the records, the journal or the snapshot that failed (a full disk, a
+        # file-size limit, the --out folder deleted): the run stops on it and never ends as a
+        # success; its snapshot (run.output_failure) and last lines say what was lost.
+        self.output_failure: str | None = None
 
     # -- what a live step's parts are now (the TUI and tests look at them) ---------------------
     @property
@@ -229,19 +234,63 @@ class Run:
 
     def mode_started(self, md: dict[str, Any]) -> None:
         assert self.writer is not None
-        self.writer.mode_started(md)
+        self._journal(self.writer.mode_started, md)
 
     def mode_finished(self, md: dict[str, Any]) -> None:
         assert self.writer is not None
-        self.writer.mode_finished(md)
+        self._journal(self.writer.mode_finished, md)
         self._publish()  # a mode may end without its event (an engine that failed to start)
 
     def step_finished(self, mode: str, step: dict[str, Any]) -> None:
         assert self.writer is not None
-        self.writer.step_finished(mode, step)
+        self._journal(self.writer.step_finished, mode, step)
+
+    def _journal(self, write: Any, *args: Any) -> None:
+        assert self.writer is not None
+        if self.output_failure is not None:
+            return  # the run is stopping on an earlier failed write
+        try:
+            write(*args)
+        except OSError as e:
+            self.output_failed("journal", self.writer.journal, e)
+
+    def write_records(self, records: list[Any]) -> int:
+        """Append records to the run's records file (whole lines or none: kvtui.load.records); a
+        failed write stops the run (output_failed). How many were written."""
+        from kvtui.load.records import write_records
+
+        if self.output_failure is not None or not records:
+            return 0
+        try:
+            n = write_records(self.records_path, records)
+        except OSError as e:
+            self.output_failed("records file", self.records_path, e)
+            return 0
+        self.records_written += n
+        return n
+
+    def output_failed(self, what: str, path: Path, e: OSError) -> None:
+        """A write of the run's output failed: said once, in true words, and the run stops (a run that
+        goes on could keep nothing of what it measures)."""
+        if self.output_failure is not None:
+            return
+        why = e.strerror or str(e)
+        verb = "append records to" if what == "records file" else f"write the {what}"
+        self.output_failure = f"cannot {verb} {path}: {why}"
+        self.emit(ev.RunError(None, f"{self.output_failure} — the run stops: nothing more it measured could be "
+                                    "kept"))
+        self.stop(f"{what} unwritable: {why}")
 
     # -- main --------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
+        from kvtui.safeio import thread_stop
+
+        # Every request this thread makes to a server (an engine's probes and /health, /tokenize,
+        # the quality prompts) ends within kvtui.safeio.STOP_POLL_S of the run's stop.
+        with thread_stop(lambda: self.stopping):
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
         self._thread = threading.get_ident()
         self._doc = document.new_doc(self.scenario, self.salt, self.fast, [m.name for m in self.modes], self.t0)
         if self.join_info is not None:
@@ -252,9 +301,12 @@ class Run:
         self._doc["modes"] = list(kept)
         self.writer = SnapshotWriter(self.out, self._doc, resumed=[p["_path"] for p in self.resumes if p.get("_path")])
         if self.resumes:
-            self.records_written += self._resume.carry_records(self.writer, self._doc)
+            try:
+                self.records_written += self._resume.carry_records(self.writer, self._doc)
+            except OSError as e:  # the run stops on it (the loop below starts no mode)
+                self.output_failed("records file", self.writer.records_path, e)
         for m in kept:
-            self.writer.mode_finished(m)
+            self.mode_finished(m)
         self.emit(ev.RunStarted(None, self._doc))
         done = {m["name"] for m in kept}
         failure: BaseException | None = None
@@ -300,12 +352,21 @@ class Run:
                 self._search_mode(mode, md, facts, partial)
         finally:
             ex.end_mode(md, self._prior_series)
-        md["complete"] = ex.complete(md)
+        md["complete"] = ex.complete(md) and self._search_ended(md)
         if (md.get("error") or {}).get("kind") == "client":
             md["complete"] = False  # cut by the client's failure: --resume continues it
         md["finished_at"] = time.time()
         self.mode_finished(md)
         self.emit(ev.ModeFinished(mode.name, md))
+
+    def _search_ended(self, md: dict[str, Any]) -> bool:
+        """A stop is never a verdict: a mode the run's stop cut before its search ended (in its
+        engine's start, its prediction, or between steps) is not complete, whatever its executor
+        says; the snapshot's run.modes_cut names it and --resume runs it again. An error that
+        ended the mode is its own verdict (its entry says so)."""
+        if not self.stopping or md.get("error"):
+            return True
+        return bool((md.get("search") or {}).get("done"))
 
     def _not_measured(self, mode: Mode, index: int, why: str) -> None:
         """A joined mode no snapshot has (its lane died before writing one): named, not measured."""
@@ -388,11 +449,16 @@ class Run:
         ki = knee_interval.for_mode(md["steps"], res.best)
         if ki is not None:
             md["knee_interval"] = ki
+        describe = knee_interval.describe(res.describe(), res.best, ki)
+        if self.stopping and not search.s.done and not md.get("error"):
+            # Cut by the run's stop: what was found so far, never "no load met the SLO".
+            so_far = f"{res.best:g} passed so far" if res.best is not None else "no verdict"
+            describe = f"cut short before its search ended ({self._stop_reason}): {so_far}"
         ModeResult(md).record_search(
             best=res.best, first_fail=res.first_fail, confirmed=res.confirmed, flips=res.flips, noisy=res.noisy,
             reached_max=res.reached_max, settled={f"{k:g}": v for k, v in res.settled.items()},
             wall_s=round(time.monotonic() - t_search, ex.wall_s_digits),
-            describe=knee_interval.describe(res.describe(), res.best, ki), done=search.s.done,
+            describe=describe, done=search.s.done,
             skipped=self._skip.is_set(),
         )
 
@@ -460,12 +526,42 @@ class Run:
         document.close_doc(self._doc, self.scenario, finished=failure is None and not self.stopping,
                            stop_reason=self._stop_reason, records_written=self.records_written,
                            wall_s=round(time.monotonic() - self.t0, 1))
+        if self.output_failure is not None:
+            self._doc["run"]["output_failure"] = self.output_failure
         if self.writer is not None:
             try:
                 self.writer.finalize(self._doc)
-            except OSError as e:
-                self.emit(ev.RunError(None, f"cannot write {self.out}: {e.strerror or e}; "
-                                            f"the journal {self.writer.journal} keeps every finished step"))
-                raise KvtuiError(f"cannot write {self.out}: {e.strerror or e}; finished steps are in "
-                                 f"{self.writer.journal}")
+            except (OSError, UsageError) as e:  # UsageError: a directory or a FIFO put at --out meanwhile
+                self._rescue(e)
         self.emit(ev.RunFinished(None, self._doc))
+
+    def _rescue(self, e: OSError | UsageError) -> None:
+        """The snapshot could not be written at --out: written to a named safe place instead (the
+        user's state folder, else the temp folder), or, failing that, a true account of what is
+        left. Either way the run fails (KvtuiError: exit 1), never exit 0 over a cut file."""
+        from kvtui.paths import rescue_dir
+        from kvtui.snapshot.file import atomic_write, dumps
+
+        assert self.writer is not None
+        why = (f"cannot write the snapshot {self.out}: {e.strerror or e}" if isinstance(e, OSError)
+               else f"cannot write the snapshot: {e}")
+        self.output_failure = self.output_failure or why
+        self._doc["run"]["output_failure"] = self.output_failure
+        journal_ok = self.writer.journal.is_file() and not self.output_failure.startswith("cannot write the journal")
+        kept = (f"finished steps are in {self.writer.journal} (--resume {self.out} continues from it)"
+                if journal_ok else f"its journal {self.writer.journal} is incomplete or gone")
+        tried = []
+        for folder in rescue_dir():
+            target = folder / self.out.name
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                atomic_write(target, dumps(self._doc))
+            except OSError as e2:
+                tried.append(f"{folder}: {e2.strerror or e2}")
+                if folder.name.startswith("kvtui-rescued-"):
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()  # the fresh temp folder, left empty
+                continue
+            raise KvtuiError(f"{why}; the snapshot was written to {target} instead (its per-request records "
+                             f"stay in {self.records_path}, if that is still there); {kept}")
+        raise KvtuiError(f"{why}; nor to a safe place ({'; '.join(tried)}); {kept}")

@@ -110,8 +110,11 @@ class TelemetryLoop(threading.Thread):
                 self.emit(ev.RunWarning(self.mode, f"replica {name} answers again"))
 
     def run(self) -> None:
+        from kvtui.safeio import thread_stop
+
         try:
-            self._loop()
+            with thread_stop(self._halt.is_set):  # a scrape or /health cut within 0.25 s of stop()
+                self._loop()
         except BaseException as e:  # a dead telemetry thread fails the run, loudly (not exit 0 without telemetry)
             why = f"telemetry thread failed: {type(e).__name__}: {e}"
             self.failed = why
@@ -229,7 +232,22 @@ class TelemetryLoop(threading.Thread):
         bad = sorted({x for s in inside for x in s.out_of_range})
         if bad:  # flagged on the step: those values were dropped, no verdict or label uses them
             out["metrics_out_of_range"] = bad
+        missing = self.missing_why(inside, t1 - t0)
+        if missing:  # a figure that stopped arriving is named, never silently blank
+            out["metrics_missing"] = missing
         return out
+
+    def missing_why(self, inside: list[Any], window_s: float) -> str | None:
+        """Why the step has no /metrics figures (KV, running, waiting), or None: the scrapes failed
+        (their error), or none landed in a window of two intervals or more (this thread was held:
+        a trickling /health or /metrics, a starved host)."""
+        if self.scraper is None or any(s.kv_usage is not None or s.running is not None for s in inside):
+            return None
+        if self.metrics_error:
+            return self.metrics_error
+        if window_s >= 2 * self.interval_s:
+            return "no /metrics scrape landed in the step's window (the telemetry was held up)"
+        return None
 
     def gpu_mem_max(self, t0: float, t1: float) -> float | None:
         rows = [r for r in self.rows if t0 - self.t0 <= r["t"] <= t1 - self.t0 + self.interval_s]

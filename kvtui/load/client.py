@@ -109,6 +109,19 @@ def _count(v: Any) -> tuple[int | None, bool]:
     return None, False
 
 
+def http_error_class(status: int) -> str:
+    """A status other than 200, as an error class (kvtui.load.records.ERROR_CLASSES)."""
+    if status == 429:
+        return "http_429"
+    if status >= 500:
+        return "http_5xx"
+    if 400 <= status < 500:
+        return "http_4xx"
+    if 300 <= status < 400:
+        return "http_redirect"
+    return "http_status"  # 1xx, or a 2xx that is not the stream (204 No Content)
+
+
 def _flag(rec: Record, name: str) -> None:
     if name not in rec.flags:
         rec.flags.append(name)
@@ -238,12 +251,23 @@ async def _stream_request(
     rec.dispatch_delay = max(0.0, rec.t_sent - rec.t_intended)
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.session.post(url, json=body) as resp:
+            # A redirect is an answer, never followed: a 307 to another origin would measure another
+            # server (and carry the key there).
+            async with client.session.post(url, json=body, allow_redirects=False) as resp:
                 rec.http_status = resp.status
                 if resp.status != 200:
-                    raw = (await resp.read())[:300].decode("utf-8", "replace")
                     rec.status = "error"
-                    rec.error = "http_429" if resp.status == 429 else ("http_5xx" if resp.status >= 500 else "http_4xx")
+                    rec.error = http_error_class(resp.status)
+                    if rec.error == "http_redirect":
+                        where = str(resp.headers.get("Location", "?"))[:200]
+                        rec.detail = (f"HTTP {resp.status} to {where}: not followed (another server would be "
+                                      "measured); give server.url the server itself")
+                        return ""
+                    try:
+                        async with asyncio.timeout(5.0):  # an error body that trickles is not waited for
+                            raw = (await resp.content.read(300)).decode("utf-8", "replace")
+                    except TimeoutError:
+                        raw = "(its body did not come within 5 s)"
                     rec.detail = f"HTTP {resp.status}: {raw.strip()}"
                     return ""
                 # Bytes as they arrive, split into SSE lines here (no text decoding or line
@@ -304,6 +328,11 @@ async def _stream_request(
         fd = out_of_fds(e)
         if fd:
             rec.status, rec.error, rec.detail = "error", "client", fd
+        elif isinstance(e, aiohttp.ClientResponseError) and not isinstance(e, aiohttp.ClientConnectorError):
+            # An answer came that is not HTTP kvtui can read (headers past aiohttp's 8 KiB, a bad
+            # status line): the server answered, so not `connect`.
+            rec.status, rec.error = "error", "bad_response"
+            rec.detail = f"an answer that is not readable HTTP: {str(getattr(e, 'message', e))[:160]}"
         elif isinstance(e, aiohttp.ClientConnectorError):
             rec.status, rec.error, rec.detail = "error", "connect", str(e)[:200] or "connection refused"
         elif rec.http_status is None and isinstance(e, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)):

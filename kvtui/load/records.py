@@ -8,6 +8,7 @@ the load-generator process and the controller read the same clock.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -26,6 +27,9 @@ ERROR_CLASSES = (
     "cancelled",  # the step ended while it was in flight (not counted against the SLO)
     "client",  # a bug or resource limit in the client itself (never a verdict about the server)
     "sse_oversize",  # one SSE line longer than the client's bound (MAX_EVENT_BYTES)
+    "http_redirect",  # a 3xx: never followed (another origin would be measured)
+    "http_status",  # any other status than 200 that is no error class above (204 No Content, a 1xx)
+    "bad_response",  # an answer that is not readable HTTP (headers past the client's bound, a bad status line)
 )
 
 # Named doubts about a record's numbers (`Record.flags`): the request finished, but a figure
@@ -129,15 +133,29 @@ def write_records(path: Path, records: Iterable[Record]) -> int:
     from kvtui.errors import UsageError
     from kvtui.safeio import open_append
 
+    lines = [r.to_json() + "\n" for r in records]
+    if not lines:
+        return 0
     try:  # a FIFO, a device, a link put there while the run goes: refused, as a write error
         f = open_append(path, "records")
     except UsageError as e:
         raise OSError(errno.EINVAL, str(e)) from None
+    data = memoryview("".join(lines).encode("utf-8"))
     with f:
-        for r in records:
-            f.write(r.to_json() + "\n")
-            n += 1
-        f.flush()
+        # Whole lines or none: a write cut by a full disk, a file-size limit (EFBIG) or the like is
+        # taken back to where this batch began, so the file never ends in half a record.
+        fd = f.fileno()
+        start = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        except OSError:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass
+            raise
+        n = len(lines)
     return n
 
 

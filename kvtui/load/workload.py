@@ -356,7 +356,10 @@ def discover_token_space(base_url: str, model: str, headers: dict[str, str], tim
             return False
         return True
 
-    with httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s, trust_env=False) as client:
+    from kvtui.safeio import http_client
+
+    # each probe's whole answer within timeout_s (fetch: the client's timeout), a trickle too
+    with http_client(base_url=base_url, headers=headers, timeout=timeout_s) as client:
 
         def tok(payload: dict[str, Any]) -> list[int] | None:
             if not check():

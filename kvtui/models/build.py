@@ -163,12 +163,45 @@ def _converter_versions() -> dict[str, str | None]:
     import importlib.metadata as md
 
     out: dict[str, str | None] = {}
-    for name in ("torch", "transformers", "gguf", "accelerate"):
+    for name in CONVERTERS:
         try:
             out[name] = md.version(name)
         except md.PackageNotFoundError:
             out[name] = None
     return out
+
+
+CONVERTERS = ("torch", "transformers", "gguf", "accelerate")
+
+
+def missing_converters() -> list[str]:
+    """The converter's packages (kvtui[real]) this interpreter cannot import: no metadata, or no
+    module to import (runs none of their code)."""
+    out = []
+    for name, v in _converter_versions().items():
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if v is None or not found:
+            out.append(name)
+    return out
+
+
+def build_needs(model: RealModel, root: Path | None = None) -> tuple[list[str], str | None]:
+    """What a build of `model` would lack, before it is tried (the pre-flight): (packages missing,
+    where its GGUF would come from: an installed package, the cache, a cached wheel; None: pip must
+    download it)."""
+    root = root or models_dir()
+    missing = missing_converters()
+    source: str | None = None
+    if _installed_gguf(model) is not None:
+        source = f"the installed {model.package}"
+    elif (root / "gguf" / Path(model.gguf_member).name).is_file():
+        source = f"the cached {Path(model.gguf_member).name}"
+    elif (root / "wheels" / model.wheel).is_file():
+        source = f"the cached {model.wheel}"
+    return missing, source
 
 
 def _check_shape(model: RealModel, cfg: dict) -> None:
@@ -187,7 +220,7 @@ def build(model: RealModel, root: Path | None = None, on_log: Callable[[str], No
     with _locked(root / f".{model.name}.lock"):
         if is_built(model, root) and not force:
             return final
-        missing = [name for name, v in _converter_versions().items() if v is None]
+        missing = missing_converters()
         if missing:
             raise ModelBuildError(f"building {model.title} needs torch, transformers, gguf and accelerate "
                                   f"(missing: {', '.join(missing)}): pip install 'kvtui[real]'")

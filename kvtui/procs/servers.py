@@ -78,7 +78,9 @@ class ServerProcess:
     def wait_ready(self, health_url: str, timeout_s: float, what: str = "server") -> None:
         """Poll `health_url` until 200; fail fast when the process exits."""
         deadline = time.monotonic() + timeout_s
-        with httpx.Client(timeout=2.0, trust_env=False) as c:
+        from kvtui.safeio import fetch, http_client
+
+        with http_client(timeout=2.0) as c:
             while True:
                 code = self.popen.poll() if self.popen else -1
                 if code is not None:
@@ -89,7 +91,10 @@ class ServerProcess:
                         reaper.unregister(self.pgid)
                     raise EngineError("crashed", f"{what} exited with code {code} during startup", self.tail())
                 try:
-                    if c.get(health_url).status_code == 200:
+                    # a whole answer within 2 s (and never past the start's deadline): a trickling
+                    # /health is a server not ready, not a wait without end
+                    left = max(0.1, min(2.0, deadline - time.monotonic()))
+                    if fetch(c, "GET", health_url, total_s=left).status_code == 200:
                         return
                 except httpx.HTTPError:
                     pass

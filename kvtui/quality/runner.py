@@ -183,8 +183,11 @@ def run_suite(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | None
     started_at = time.time()
     timeout = max(30.0, float(getattr(scenario.ramp, "request_timeout_s", 600.0) or 600.0))
     limits = httpx.Limits(max_connections=q.concurrency, max_keepalive_connections=q.concurrency)
-    with httpx.Client(base_url=endpoint.base_url, headers=endpoint.headers(), timeout=timeout, trust_env=False,
-                      limits=limits) as client:
+    from kvtui.safeio import http_client, thread_stop
+
+    stopping = (lambda: bool(should_stop())) if should_stop is not None else (lambda: False)
+    with http_client(base_url=endpoint.base_url, headers=endpoint.headers(), timeout=timeout,
+                     limits=limits) as client:
         sizer = Sizer(_tokenizer(client, endpoint.model))
         items = build_items(scenario, sizer, getattr(endpoint, "max_model_len", None))
         log(f"[kvtui] quality: {len(items)} items ({', '.join(sorted({i.task for i in items}))}), "
@@ -193,7 +196,8 @@ def run_suite(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | None
             def ask(it: Item) -> dict[str, Any]:
                 if should_stop is not None and should_stop():  # a stop (q, Ctrl-C, SIGTERM) sends no more
                     return {"error": "not sent: the run was stopping"}
-                return _ask(client, endpoint.model, it)
+                with thread_stop(stopping):  # one in flight ends within 0.25 s of the stop
+                    return _ask(client, endpoint.model, it)
 
             answers = list(pool.map(ask, items))
     tasks: dict[str, Any] = {}

@@ -33,10 +33,20 @@ def stopped_parts(doc: Mapping[str, Any] | None) -> str | None:
         return None
     parts = []
     if run.modes_cut:
-        parts.append(f"cut short: {', '.join(map(str, run.modes_cut))}")
+        parts.append(f"cut short: {_names(run.modes_cut)}")
     if run.modes_not_run:
-        parts.append(f"not run: {', '.join(map(str, run.modes_not_run))}")
+        parts.append(f"not run: {_names(run.modes_not_run)}")
     return "; ".join(parts) or "the search did not end"
+
+
+NAMES_SHOWN = 8  # a stop line names this many modes, then counts the rest (10,000 modes: a 68 KB line)
+
+
+def _names(names: Any) -> str:
+    names = names if isinstance(names, list) else list(names)
+    shown = ", ".join(str(n)[:60] for n in names[:NAMES_SHOWN])
+    more = len(names) - NAMES_SHOWN
+    return shown + (f" and {more:,} more" if more > 0 else "")
 
 
 def stopped_caveat(doc: Mapping[str, Any] | None) -> str | None:

@@ -67,6 +67,9 @@ def parse_override(text: str) -> tuple[tuple, Any]:
         value = tomllib.loads(f"v = {raw}")["v"]
     except (tomllib.TOMLDecodeError, RecursionError):  # nested past tomllib's depth: a plain string
         value = raw
+    except ValueError:  # an integer past Python's 4,300 digits
+        raise ScenarioError([f"--set {key.strip()}=…: a number of more than {sys.get_int_max_str_digits():,} "
+                             "digits: no scenario value is that large"]) from None
     return path, value
 
 
@@ -172,6 +175,11 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = (),
             doc = tomllib.loads(text)
         except RecursionError:
             raise ScenarioError([f"{source}: TOML nested too deeply to be a scenario"])
+        except ValueError as e:  # an integer past Python's 4,300 digits (not a TOMLDecodeError): one line
+            if not isinstance(e, tomllib.TOMLDecodeError):
+                raise ScenarioError([f"{source}:{_long_number_line(text)}: a number of more than "
+                                     f"{sys.get_int_max_str_digits():,} digits: no scenario value is that large"])
+            raise
         except tomllib.TOMLDecodeError as e:
             m = re.search(r"at line (\d+)", str(e))
             line = m.group(1) if m else str(max(1, len(text.splitlines())))  # "at end of document": the last line
@@ -181,7 +189,53 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = (),
         opath, value = parse_override(item)
         _apply_override(doc, opath, value)
         index.set_by_override(opath, item)
+    _refuse_huge_ints(doc, source, index)
     return scenario_from_dict(doc, source, index, allow_env=allow_env)
+
+
+INT_BOUND = 2 ** 63  # past any scenario value (a count, bytes, seconds); 0x… hex and --set reach far past it
+
+
+def _refuse_huge_ints(doc: Any, source: str, index: Any = None) -> None:
+    """An integer no scenario value can be (a hex literal of 5,000 digits, say) is one line at its
+    field and line, exit 2: further on it overflowed a float (a traceback) or failed to print."""
+    found: list[tuple[tuple, int]] = []
+
+    def walk(node: Any, path: tuple) -> None:
+        if isinstance(node, bool):
+            return
+        if isinstance(node, int):
+            if abs(node) >= INT_BOUND:
+                found.append((path, node))
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, path + (k,))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, path + (i,))
+
+    walk(doc, ())
+    if found:
+        path, value = found[0]
+        where = ""
+        if index is not None:
+            over = index.override(path)
+            short = over if over is None or len(over) <= 60 else over[:60] + "…"
+            where = f": --set {short}:" if over else (f":{index.line(path)}:" if index.line(path) else ":")
+        digits = max(1, int(value.bit_length() * 0.30103))
+        dotted = ".".join(str(p) for p in path)
+        raise ScenarioError([f"{source}{where} {dotted}: a whole number of about {digits:,} digits, past any "
+                             f"scenario value (at most 2**63)"])
+
+
+def _long_number_line(text: str) -> int:
+    """The line of the first run of digits past Python's limit for int() (1 if none is found)."""
+    m = re.search(r"\d{%d,}" % (sys.get_int_max_str_digits() + 1), text.replace("_", ""))
+    if m is None:
+        return 1
+    # underscores were dropped for the search: count the lines up to the same run in the text
+    head = text.replace("_", "")[: m.start()]
+    return head.count("\n") + 1
 
 
 def scenario_from_snapshot(d: dict, source: str = "<snapshot>", overrides: typing.Sequence[str] = ()) -> Scenario:
@@ -200,4 +254,5 @@ def scenario_from_snapshot(d: dict, source: str = "<snapshot>", overrides: typin
     doc["server"] = {k: v for k, v in server.items() if v is not None}
     for text in overrides:  # `kvtui whatif SNAP --set …`: the same --set rules as on a file
         _apply_override(doc, *parse_override(text))
+    _refuse_huge_ints(doc, source)
     return scenario_from_dict(doc, source)

@@ -213,6 +213,8 @@ class Step(Document):
                                        "task): the step has no server verdict", TEXT)
     metrics_out_of_range: list[Any] | None = field("/metrics values outside their range in the window: dropped, "
                                                    "used for no verdict or limit (kvtui.telemetry.prom)", LIST)
+    metrics_missing: str | None = field("why the step has no /metrics figures (KV, running): the scrapes failed "
+                                        "or none landed in its window", TEXT)
     remeasured: bool | None = field("a replica died in this failed step: not the SLO's verdict; its load was "
                                     "measured again on the replicas left (the next step)", BOOL)
     repeat_of: Any = field("the step this one repeats", ANY)

@@ -349,7 +349,10 @@ class MetricsScraper:
         except Exception:  # a malformed URL fails at scrape time, as an ok=False sample
             host = ""
         loopback = host in ("localhost", "::1") or host.startswith("127.")
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), headers=headers, trust_env=not loopback)
+        from kvtui.safeio import http_client
+
+        # every socket wait within the scrape's whole deadline (a trickled header or body too)
+        self._client = http_client(timeout=httpx.Timeout(timeout_s), headers=headers, trust_env=not loopback)
         self.last_scrape_s: float | None = None  # wall time the last scrape took (HTTP + parse)
 
     def scrape(self) -> MetricsSample:
@@ -361,9 +364,11 @@ class MetricsScraper:
 
     def fetch_text(self) -> tuple[str | None, str | None]:
         """The body of one GET, bounded in size and time: (text, None), or (None, why). Never raises."""
+        from kvtui.safeio import total_deadline
+
         deadline = time.monotonic() + self.timeout_s
         try:
-            with self._client.stream("GET", self.url) as resp:
+            with total_deadline(self.timeout_s), self._client.stream("GET", self.url) as resp:
                 if resp.status_code != 200:
                     hint = " (API key?)" if resp.status_code in (401, 403) else ""
                     return None, f"HTTP {resp.status_code}{hint} from {self.url}"

@@ -120,6 +120,7 @@ class StepTable(DataTable):
             "goodput": fmt_share(s.goodput),
             # A /metrics value out of its range was dropped (never a verdict or a label): flagged, not "—".
             "kv": "⚑ range" if any("kv" in str(x) for x in s.metrics_out_of_range or []) else
+                  "⚑ none" if s.kv_cache_usage_max is None and s.metrics_missing else
                   fmt_share(s.kv_cache_usage_max),
             "preempt": fmt_load(s.preemptions),
             "prefix": fmt_share(s.prefix_cache_hit_rate),
@@ -172,5 +173,7 @@ def _pct(s: Step, metric: str, pct: str) -> Any:
 
 def out_of_range(step: Step | Mapping[str, Any]) -> str:
     """The step's /metrics values that were out of range (kvtui.telemetry.prom.check_ranges), in words."""
-    bad = Step.of(step).metrics_out_of_range
-    return (" ⚑ /metrics out of range: " + ", ".join(str(x) for x in bad)) if bad else ""
+    st = Step.of(step)
+    bad = st.metrics_out_of_range
+    gone = f" ⚑ no /metrics: {st.metrics_missing}" if st.metrics_missing else ""
+    return ((" ⚑ /metrics out of range: " + ", ".join(str(x) for x in bad)) if bad else "") + gone

@@ -59,6 +59,18 @@ async def completions(request: Request):
         return JSONResponse({"error": "slow down"}, status_code=429)
     if fault == "http-400":
         return JSONResponse({"error": "bad"}, status_code=400)
+    if fault == "http-204":
+        return Response(status_code=204)
+    if fault.startswith("redirect-"):  # to another origin (127.0.0.2): a client that follows measures it
+        return Response(status_code=int(fault[9:]), headers={"Location": "http://127.0.0.2:9/v1/completions"})
+    if fault == "big-headers":
+        return Response("x", headers={"X-Padding": "a" * 20000})
+    if fault == "buffered":  # a buffering proxy: the whole stream held, then sent in one piece
+        body = "".join([chunk(f" t{i}", "length" if i == 5 else None, "messages" in body) for i in range(6)])
+        usage = USAGE.replace('"completion_tokens": 4', '"completion_tokens": 6').replace('"total_tokens": 7',
+                                                                                          '"total_tokens": 9')
+        await asyncio.sleep(0.2)
+        return Response(body + usage + "data: [DONE]\n\n", media_type="text/event-stream")
     return StreamingResponse(gen(fault, "messages" in body), media_type="text/event-stream")
 
 

@@ -57,6 +57,9 @@ def test_chat_role_chunk_is_not_the_first_token(fault_server):
     ("http-500", "http_5xx"), ("http-429", "http_429"), ("http-400", "http_4xx"),
     ("malformed", "sse_malformed"), ("error-in-stream", "stream_error"),
     ("truncated", "truncated"), ("no-usage", "truncated"),
+    # issue 50: a 204 is no 4xx, a redirect is never followed, unreadable headers are no `connect`
+    ("http-204", "http_status"), ("redirect-307", "http_redirect"), ("redirect-308", "http_redirect"),
+    ("redirect-302", "http_redirect"), ("big-headers", "bad_response"),
 ])
 def test_error_classes(fault_server, model, error):
     r = one(fault_server, model)
@@ -132,3 +135,33 @@ def test_a_request_that_got_no_answer_at_all_is_a_connect_error_not_a_broken_str
     if second.ok:  # the close was seen before the reuse after all: nothing to classify on this host
         pytest.skip("aiohttp saw the server's close before reusing the connection")
     assert second.error == "connect" and "closed before any answer" in second.detail, (second.error, second.detail)
+
+
+def test_a_redirect_to_another_origin_is_refused_naming_where_it_pointed(fault_server):
+    """A 307 to another origin was followed silently, so another server was measured (and got the
+    key). It is an error of its own class now, naming the Location, never followed."""
+    r = one(fault_server, "redirect-307", headers={"Authorization": "Bearer k-secret-123"})
+    assert r.error == "http_redirect" and r.http_status == 307
+    assert "127.0.0.2" in r.detail and "not followed" in r.detail
+
+
+def test_a_buffering_proxy_is_flagged_and_never_a_pass(fault_server):
+    """A proxy that holds each stream and sends it whole: TPOT p95 0.0 ms and a PASS, unflagged. The
+    step now carries `buffered_stream` and is no PASS."""
+    from kvtui.explore.evaluate import StepContext, evaluate_step
+    from kvtui.scenario.schema import Slo
+
+    recs = [one(fault_server, "buffered") for _ in range(4)]
+    assert all(r.ok and len(r.itl) == 5 for r in recs)
+    assert all(r.tpot == 0.0 for r in recs)  # what the stream shows: every token at one instant
+    t0 = min(r.t_sent for r in recs)
+    t1 = max(r.t_last for r in recs) + 0.01
+    ctx = StepContext(load=1, closed=True, t_window_start=t0 - 0.01, t_window_end=t1)
+    step = evaluate_step(recs, ctx, Slo(latency={"tpot_p95_ms": 100.0, "ttft_p95_ms": 5000.0}))
+    assert step["flags"].get("buffered_stream") == 4, step.get("flags")
+    assert step["passed"] is not True
+    honest = [one(fault_server, "ok") for _ in range(4)]
+    step = evaluate_step(honest, StepContext(load=1, closed=True, t_window_start=min(r.t_sent for r in honest) - 0.01,
+                                             t_window_end=max(r.t_last for r in honest) + 0.01),
+                         Slo(latency={"tpot_p95_ms": 100.0, "ttft_p95_ms": 5000.0}))
+    assert "buffered_stream" not in (step.get("flags") or {})

@@ -22,6 +22,9 @@ max_tokens tokens with finish_reason "length" (ignore_eos), and then may lie abo
     in pieces of this many bytes;  bad_utf8: invalid UTF-8 in a data line;  oversize: pad one
     event to this many bytes;  gap_ms: between chunks.
 `--max-model-len N` and `--models-data JSON` set what /v1/models says.
+`--trickle ROUTE:GAP_S[:AFTER]` (repeatable): after AFTER whole answers (default 0), ROUTE (/health,
+/v1/models, /version, /metrics, /tokenize) answers 200 at once and then one byte of its body every
+GAP_S seconds, for an hour: a server no idle timeout ever cuts off.
 
 `/metrics` answers what --metrics says: a small vLLM-shaped exposition whose running gauge is
 the number of open streams, garbage text, random bytes, a 404, or an HTML page.
@@ -191,6 +194,9 @@ vllm:generation_tokens_total{{model_name="fault"}} {gen}
 
 
 async def metrics(request: Request):
+    trickle = _trickle("/metrics")
+    if trickle is not None:
+        return trickle
     _count("metrics_" + ARGS.metrics)
     kind = ARGS.metrics
     if kind == "vllm":
@@ -206,6 +212,25 @@ async def metrics(request: Request):
     return JSONResponse({"detail": "Not Found"}, status_code=404)
 
 
+def _trickle(path: str) -> Response | None:
+    """A 200 whose body comes one byte every GAP_S seconds (`--trickle`), or None."""
+    for route, gap, after in ARGS.trickle:
+        if route == path:
+            seen = STATE.setdefault("trickle_seen", {})
+            seen[route] = seen.get(route, 0) + 1
+            if seen[route] <= after:
+                return None
+            _count("trickle" + route)
+
+            async def drip():
+                for _ in range(int(3600 / gap)):
+                    yield b" "
+                    await asyncio.sleep(gap)
+
+            return StreamingResponse(drip(), media_type="application/json")
+    return None
+
+
 def _raw(path: str) -> Response | None:
     """The body `--raw PATH=TEXT` gives this route, as it is (HTTP 200), or None."""
     for item in ARGS.raw:
@@ -218,15 +243,15 @@ def _raw(path: str) -> Response | None:
 
 
 async def tokenize(request: Request):
-    return _raw("/tokenize") or JSONResponse({"detail": "Not Found"}, status_code=404)
+    return _trickle("/tokenize") or _raw("/tokenize") or JSONResponse({"detail": "Not Found"}, status_code=404)
 
 
 async def version(request: Request):
-    return _raw("/version") or JSONResponse({"version": "fault-server"})
+    return _trickle("/version") or _raw("/version") or JSONResponse({"version": "fault-server"})
 
 
 async def models(request: Request):
-    raw = _raw("/v1/models")
+    raw = _trickle("/v1/models") or _raw("/v1/models")
     if raw is not None:
         return raw
     if ARGS.models_data is not None:
@@ -244,7 +269,7 @@ app = Starlette(routes=[
     Route("/v1/models", models),
     Route("/version", version),
     Route("/tokenize", tokenize, methods=["POST"]),
-    Route("/health", lambda r: Response(status_code=200)),
+    Route("/health", lambda r: _trickle("/health") or Response(status_code=200)),
     Route("/_stats", stats),
     Route("/_answer", set_answer, methods=["POST"]),
 ])
@@ -253,6 +278,11 @@ app = Starlette(routes=[
 def _http(text: str) -> tuple[int, int, int]:
     status, lo, hi = (int(x) for x in text.split(":"))
     return status, lo, hi
+
+
+def _trickle_arg(text: str) -> tuple[str, float, int]:
+    route, gap, *after = text.split(":")
+    return route, float(gap), int(after[0]) if after else 0
 
 
 def _every(text: str) -> tuple[str, int]:
@@ -273,6 +303,7 @@ if __name__ == "__main__":
     ap.add_argument("--gap-ms", type=float, default=5.0)
     ap.add_argument("--max-model-len", type=int, default=4096)
     ap.add_argument("--models-data", help="JSON for /v1/models' data (a malformed one, say)")
+    ap.add_argument("--trickle", type=_trickle_arg, action="append", default=[], metavar="ROUTE:GAP_S[:AFTER]")
     ap.add_argument("--answer", help="JSON answer spec from the start (as POST /_answer)")
     ap.add_argument("--raw", action="append", default=[], metavar="PATH=TEXT",
                     help="answer GET/POST PATH (/version, /v1/models, /tokenize) with TEXT as it is (@FILE: its text)")

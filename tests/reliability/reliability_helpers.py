@@ -234,7 +234,9 @@ def headless(tmp_path: Path, scenario: Path | str, *args: str, out: Path | None 
     so, se = tmp_path / f"stdout-{tag[:6]}.txt", tmp_path / f"stderr-{tag[:6]}.txt"
     argv = ["run", str(scenario), "--headless", "--out", str(out), *args]
     cmd = [sys.executable, "-c", wrapper, *argv] if wrapper else [sys.executable, "-m", "kvtui", *argv]
-    full_env = {**os.environ, TAG_ENV: tag, "PYTHONUNBUFFERED": "1", "KVTUI_QUIET_TAIL": "1", **(env or {})}
+    full_env = {**os.environ, TAG_ENV: tag, "PYTHONUNBUFFERED": "1", "KVTUI_QUIET_TAIL": "1",
+                # a snapshot that cannot be written at --out is rescued here, not in the user's state folder
+                "KVTUI_RESCUE_DIR": str(tmp_path / "rescued"), **(env or {})}
     def pre() -> None:
         signal.signal(signal.SIGHUP, signal.SIG_IGN if nohup else signal.SIG_DFL)
         if umask is not None:
@@ -298,7 +300,11 @@ def start_fault_server(*args: str) -> FaultServer:
         except httpx.HTTPError:
             return False
 
-    wait_until(up, 30, "the fault server answers /health", proc)
+    try:
+        wait_until(up, 30, "the fault server answers /health", proc)
+    except BaseException:
+        FaultServer(proc, url).stop()  # never left running when it did not come up
+        raise
     return FaultServer(proc, url)
 
 

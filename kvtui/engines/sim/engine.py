@@ -102,7 +102,10 @@ class SimEngine(VllmEngine):
         if ep is not None and now - self._mem_t >= 0.9:
             self._mem_t = now
             try:
-                self._mem = httpx.get(ep.base_url + "/kvtui/sim", timeout=2.0, trust_env=False).json().get("memory")
+                from kvtui.safeio import fetch, http_client
+
+                with http_client(timeout=2.0) as c:
+                    self._mem = fetch(c, "GET", ep.base_url + "/kvtui/sim", total_s=2.0).field("memory")
             except (httpx.HTTPError, ValueError):
                 pass
         return self._mem

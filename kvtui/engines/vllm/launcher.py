@@ -208,9 +208,12 @@ class VllmEngine:
         if ep is None:
             return None
         r = None
+        from kvtui.safeio import http_client
+
         for timeout in (2.0, 10.0):
             try:
-                r = httpx.get(ep.base_url + "/health", timeout=timeout, trust_env=False)
+                with http_client(timeout=timeout) as c:  # the whole answer within `timeout` (a trickle too)
+                    r = fetch(c, "GET", ep.base_url + "/health", total_s=timeout)
                 break
             except httpx.TimeoutException:
                 # Busy, or the API server just died and a child still holds its listening socket.
@@ -389,7 +392,9 @@ class VllmEngine:
 
         deadline = t0 + float(s.startup_timeout_s or 900.0)
         last_pids = 0.0
-        with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0), trust_env=False) as client:
+        from kvtui.safeio import http_client, total_deadline
+
+        with http_client(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
             while True:
                 if self._cancel.is_set():
                     self.stop()
@@ -415,7 +420,11 @@ class VllmEngine:
                 if now - last_pids > 2.0:
                     self._collect_pids()
                     last_pids = now
-                if self._healthy(client, base_url, api_key):
+                # Each probe whole within 10 s, never past startup_timeout_s, cut by a cancel: a
+                # trickling /health or /v1/models (a squatter) cannot hold the start.
+                with total_deadline(max(0.1, min(10.0, deadline - time.monotonic())), self._cancel.is_set):
+                    healthy = self._healthy(client, base_url, api_key)
+                if healthy:
                     break
                 time.sleep(self.poll_s)
 
@@ -444,13 +453,13 @@ class VllmEngine:
         (Another server squatting the port would answer /health too.)
         """
         try:
-            r = client.get(base_url + "/health")
+            r = fetch(client, "GET", base_url + "/health")
             if r.status_code != 200:
                 return False
-            anon = client.get(base_url + "/v1/models")
+            anon = fetch(client, "GET", base_url + "/v1/models")
             if anon.status_code != 401:
                 return False
-            mine = client.get(base_url + "/v1/models", headers={"Authorization": f"Bearer {api_key}"})
+            mine = fetch(client, "GET", base_url + "/v1/models", headers={"Authorization": f"Bearer {api_key}"})
             return mine.status_code == 200
         except httpx.HTTPError:
             return False
@@ -459,15 +468,17 @@ class VllmEngine:
         with self._lock:
             self._parser.mark_phase(READY)
             self._parser.facts.startup_s = round(startup_s, 3)
-        with httpx.Client(timeout=10.0, headers=ep.headers(), trust_env=False) as c:
+        from kvtui.safeio import http_client
+
+        with http_client(timeout=10.0, headers=ep.headers()) as c:
             try:
-                v = fetch(c, "GET", ep.base_url + "/version")  # bounded, untrusted (kvtui.safeio)
+                v = fetch(c, "GET", ep.base_url + "/version", total_s=10.0)  # bounded, untrusted (kvtui.safeio)
                 if v.status_code == 200:
                     self._version = str(v.field("version") or "")[:80] or None
             except (httpx.HTTPError, ValueError):
                 pass
             try:
-                m = fetch(c, "GET", ep.base_url + "/v1/models")
+                m = fetch(c, "GET", ep.base_url + "/v1/models", total_s=10.0)
                 if m.status_code == 200:
                     from kvtui.engines.base import served_models
 
