@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
-from kvtui.report.text import FIGURE_CELLS, all_passed, comparison, fmt_knee, fmt_load, fmt_pct, fmt_x
+from kvtui.report.text import FIGURE_CELLS, all_passed, comparison, figure_cell, fmt_load, fmt_pct, fmt_x
 from kvtui.snapshot.schema import ComparisonRow, CostRange, Equivalence, Mode, Run, Search
 
 
@@ -51,9 +51,9 @@ def mode_line(r: dict[str, Any], base: str | None, so_far: float | None = None) 
         # the lowest load that failed, and on what, as its step rows say (a cut mode's first fail too)
         return f"{r['mode']}: no result at the SLO ({why}; {lim})" if lim else \
             f"{r['mode']}: no result at the SLO ({why})"
-    parts = [f"{fmt_knee(r['best'], r.get('knee_interval'), fmt_load)} at the SLO"]
+    parts = [f"{figure_cell('best', r)} at the SLO"]  # "≥ 22" where the knee is a lower bound
     if r["mode"] != base and r.get("best_x") is not None:
-        parts[0] += f" ({fmt_x(r['best_x'])})"
+        parts[0] += f" ({figure_cell('best_x', r)})"
     lim = limit_sentence(r)
     if lim:
         parts.append(lim)
@@ -154,8 +154,14 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     def ask(question: str, key: str, pick: Any, show: Any) -> None:
         names, top = _winners(done, key, pick)
         if names:
-            questions.append({"question": question, "key": key, "winners": names, "value": top, "text": show(top),
-                              "tie": len(names) == len(done) and len(done) > 1})
+            q = {"question": question, "key": key, "winners": names, "value": top, "text": show(top),
+                 "tie": len(names) == len(done) and len(done) > 1}
+            if key == "best" and any(r.get("best_lower_bound") for r in done if r["mode"] in names):
+                # a winner's knee is a floor: "≥ 22", and no tie is known between floors
+                q.update(text=f"≥ {q['text']}", lower_bound=True, tie=False)
+                if any(r.get("best_lower_bound") and r["mode"] not in names for r in done):
+                    q["text"] += " (other modes' knees are lower bounds too)"
+            questions.append(q)
 
     cell = FIGURE_CELLS  # each figure written by its one rule (report/text.py), as in the tables
     ask(f"most {unit} at the SLO", "best", max, cell["best"])
@@ -259,7 +265,8 @@ def headline(ans: dict[str, Any]) -> str:
     rows = {r["mode"]: r for r in ans["rows"]}
     w = q["winners"][0]
     x = rows[w].get("best_x")
-    more = f" ({fmt_x(x)} {ans['baseline']})" if x is not None and w != ans["baseline"] else ""
+    more = (f" ({figure_cell('best_x', rows[w])} {ans['baseline']})"
+            if x is not None and w != ans["baseline"] and q["key"] == "best" else "")
     return (f"{' & '.join(q['winners'])}: {q['text']} {q['question'].split(' at ')[0].replace('most ', '')}{more}"
             + partial)
 

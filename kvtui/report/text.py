@@ -163,9 +163,20 @@ def figure_cell(key: str, r: RowLike) -> str:
     """Row `r`'s figure `key` as every view writes it (FIGURE_CELLS); the knee with its interval
     ("46 [40–52]") where the row has one (kvtui.explore.knee_interval)."""
     row = ComparisonRow.of(r)
-    if key == "best":
-        return fmt_knee(row.best, row.knee_interval, fmt_load)
+    if key == "best":  # "≥ 22" where no measured load failed above it
+        return fmt_knee(row.best, row.knee_interval, fmt_load, floor=bool(row.best_lower_bound))
+    if key == "best_x":
+        return fmt_ratio_bound(row.best_x, row.best_x_bound)
     return FIGURE_CELLS[key](row.by_key(key))
+
+
+def fmt_ratio_bound(x: float | None, bound: str | None) -> str:
+    """The max-load ×, as bounded as its knees: "≥ 1.27×", "≤ 0.80×", or "?" (both knees floors)."""
+    if x is None:
+        return fmt_x(x)
+    if bound == "?":
+        return "?"
+    return f"{bound} {fmt_x(x)}" if bound in ("≥", "≤") else fmt_x(x)
 
 
 def comparison_row(r: RowLike) -> list[str]:
