@@ -72,7 +72,8 @@ def _bundled_shape(pf: Preflight, sc: Scenario, ref: str, where: str) -> bool:
            "for the real run"
     src = shlex.quote(str(sc.source)) if sc.source else "SCENARIO.toml"
     pf.add("model", "fail", f"{ref} is kvtui's bundled {ref} shape for the simulator, not a model vLLM can load "
-                            f"({where})", f"{real}; or simulate this one: kvtui run {src} --engine sim --fast --headless")
+                            f"({where})",
+           f"{real}; or simulate this one: kvtui run {src} --engine sim --fast --headless")
     return True
 
 

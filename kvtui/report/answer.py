@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
-from kvtui.report.text import FIGURE_CELLS, all_passed, comparison, figure_cell, fmt_load, fmt_pct, fmt_x
-from kvtui.snapshot.schema import ComparisonRow, CostRange, Equivalence, Mode, Run, Search
+from kvtui.explore.evaluate import LIMIT_WORDS
+from kvtui.report.text import FIGURE_CELLS, comparison, figure_cell, fmt_load, fmt_pct, fmt_x
+from kvtui.snapshot.schema import ComparisonRow, CostRange, Equivalence, Mode, Run
 
 
 def _winners(rows: list[dict[str, Any]], key: str, best: Any) -> tuple[list[str], Any]:
@@ -195,40 +195,14 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     if knee_lines:
         questions.append({"question": "quality at the knee", "key": "quality_at_knee", "winners": [],
                           "value": None, "text": "; ".join(knee_lines), "tie": False})
-    caveats: list[str] = []
-    from kvtui.report.outcome import stopped_caveat, stopped_parts
+    from kvtui.report.outcome import stopped_parts
+    from kvtui.report.text import caveats as every_caveat
 
-    partial = stopped_caveat(doc)
-    if partial:  # first: a partial run's answer is not the whole comparison (its headline says so too)
-        caveats.append(partial)
-    run = Run.view(doc)
-    typed = run.all_modes
+    # ONE list, from ONE place: the Markdown export's caveats are the TUI's, the headless answer's
+    # and --json's (the simulator's extrapolations and "this host limited the live run" among them).
+    caveats = every_caveat(doc)
+    typed = Run.view(doc).all_modes
     modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]  # for _so_far (explore.search reads dicts)
-    if (run.environment and run.environment.simulated) or any(m.simulated for m in typed):
-        caveats.append("SIMULATED: kvtui's simulated vLLM, not a GPU")
-    eager: list[str] = []
-    for tm in typed:
-        s = tm.search or Search()
-        if s.noisy or (s.flips or 0) > 0:
-            caveats.append(f"{tm.name}: noisy knee, pass/fail flipped {s.flips or 1}×")
-        if tm.limit_is_higher:
-            caveats.append(f"{tm.name}: {all_passed(tm)}; the limit is higher")
-        waves = [x for x in tm.all_steps if in_lock_step(x.to_dict())]
-        if waves:
-            # Said with the knee, so "lock-step at 11" beside a knee of 14 reads as the step it was.
-            knee = tm.best_concurrency
-            where = f"; knee {fmt_load(knee)}" if knee is not None else ""
-            caveats.append(f"{tm.name}: steps at {', '.join(fmt_load(x.load) for x in waves)} sent in "
-                           f"lock-step waves (their TTFT tail is a wave's queue{where})")
-        if "--enforce-eager" in (tm.info.command or []):
-            eager.append(str(tm.name))
-        complete = tm.complete if tm.has("complete") else True  # absent: complete; null or odd: not
-        if not complete and not (tm.error or tm.extras.get("error")):
-            caveats.append(f"{tm.name}: did not finish; resume the run to confirm")
-    if eager:
-        who = "every mode" if len(eager) == len(modes) else ", ".join(eager)
-        caveats.append(f"{who}: launched with --enforce-eager (no CUDA graphs): capacity measures kernel-launch "
-                       "overhead on a small model; compare the modes' capacity with graphs on")
     predicted = []
     for tm in typed:
         row: dict[str, Any] = next((x for x in rows if x.get("mode") == tm.name), {})
@@ -240,6 +214,10 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
 
     if no_mode_started(doc):  # not "no mode met the SLO": none was measured at all
         note = "no mode started: each failed before its first step (why: below)"
+    elif modes and not any(Mode.of(m).measured_steps for m in modes):  # stopped before a step finished
+        from kvtui.explore.compare import NOTHING_MEASURED
+
+        note = NOTHING_MEASURED
     return {
         "baseline": base,
         "note": note,
