@@ -146,8 +146,8 @@ def step_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
             for k in TAIL_COLUMNS:
                 row[k] = s.stored(k)
             row.update(qcells)
-            row.update(knee=m.best_concurrency, knee_lower_bound=bool(comp_row.best_lower_bound)
-                       if comp_row is not None else None)
+            row["knee"] = m.best_concurrency
+            row["knee_lower_bound"] = bool(comp_row.best_lower_bound) if comp_row is not None else None
             ki = comp_row.knee_interval if comp_row is not None else None
             if ki:
                 row.update(knee_lo=ki.get("lo"), knee_hi=ki.get("hi"), knee_confidence=ki.get("confidence"),
