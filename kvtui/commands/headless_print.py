@@ -289,9 +289,12 @@ def print_summary(doc: dict[str, Any], out: TextIO | None = None, wide: bool = F
     from kvtui.report.answer import build_answer, headline
     from kvtui.report.fit_table import fitted_table
     from kvtui.report.text import comparison, comparison_headers, comparison_rows, labels
-    from kvtui.terminal import printable
+    from kvtui.terminal import output_width, printable
 
-    cols = width or shutil.get_terminal_size((120, 40)).columns
+    fit_to = width or output_width(out)  # None: a pipe or a file, every table whole (every column)
+    cols = fit_to or shutil.get_terminal_size((120, 40)).columns  # the prose's wrap
+    if fit_to is None:
+        wide = True
     ans = build_answer(doc)
 
     def say(text: str, indent: str = "") -> None:
