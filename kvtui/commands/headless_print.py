@@ -88,10 +88,13 @@ def compact_step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[s
         optional.append(f"KV {step['kv_cache_usage_max']:.0%}")
     if step.get("preemptions"):
         optional.append(f"pre {step['preemptions']:g}")
-    for sep in ("  ", " "):
+    verdict = tail.index(_short_verdict(step))
+    bare = list(tail)
+    bare[verdict] = bare[verdict].split(" (")[0]  # the limit's words last: the answer's "why" says them too
+    for sep, t in (("  ", tail), (" ", tail), (" ", bare)):
         opt = list(optional)
         while True:
-            line = sep.join([head, *opt[:1], *figs, *opt[1:], *tail])
+            line = sep.join([head, *opt[:1], *figs, *opt[1:], *t])
             if len(line) <= width or not opt:
                 break
             opt.pop()
