@@ -84,10 +84,10 @@ def test_whole_number_ticks():
 
 
 async def test_an_svg_export_footer_never_says_no_path(tmp_path):
+    from kvtui.commands.export import render_svg
     from kvtui.explore.run import Run
     from kvtui.report.export import render
     from kvtui.scenario import load_scenario
-    from kvtui.commands.export import render_svg
 
     sc = load_scenario(SCENARIOS_DIR / "sim-demo.toml", ["ramp.max=12"])
     doc = Run(sc, tmp_path / "s.json", fast=True).run()
