@@ -32,6 +32,7 @@ def output_width(stream: object = None) -> int | None:
     if not (callable(isatty) and isatty()):
         return None
     try:
-        return os.get_terminal_size(s.fileno()).columns  # type: ignore[attr-defined]
+        fileno = getattr(s, "fileno")
+        return os.get_terminal_size(fileno()).columns
     except (OSError, ValueError, AttributeError):
         return 120

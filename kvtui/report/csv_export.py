@@ -125,7 +125,7 @@ def step_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
         info = m.info
         comp_row = comp_rows.get(m.name)
         qcells = _quality_cells(comp_row, info)
-        labels = {
+        labels: dict[str, Any] = {
             "mode": m.name,
             "engine": info.engine or m.engine or env.engine,
             "gpu": ", ".join(info.gpu_names or env.gpu_names or []) or None,
