@@ -86,7 +86,12 @@ async def test_an_unbounded_knee_reads_at_least_on_the_answer_screen_and_in_its_
         head = str(screen.query_one("#answer-head").render())
         assert "≥ 14" in head
         svg = app.export_screenshot()
+        await pilot.press("d")  # the dashboard's status line: "best ★ c≥14" on fp8-kv
+        await pilot.press("m")
+        await pilot.pause(0.3)
+        dash = app.export_screenshot()
     assert "≥&#160;14" in svg or "≥ 14" in svg or "≥\u00a014" in svg
+    assert "c≥14" in dash
 
 
 def test_a_run_stopped_before_any_step_finished_says_so(tmp_path):
