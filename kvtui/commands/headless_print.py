@@ -296,8 +296,7 @@ def print_summary(doc: dict[str, Any], out: TextIO | None = None, wide: bool = F
 
     fit_to = width or output_width(out)  # None: a pipe or a file, every table whole (every column)
     cols = fit_to or shutil.get_terminal_size((120, 40)).columns  # the prose's wrap
-    if fit_to is None:
-        wide = True
+    table_cols = fit_to or 10**6  # to a pipe: no column left out for width (the empty ones still go)
     ans = build_answer(doc)
 
     def say(text: str, indent: str = "") -> None:
@@ -322,7 +321,7 @@ def print_summary(doc: dict[str, Any], out: TextIO | None = None, wide: bool = F
     comp = comparison(doc)
     out.write("\n")
     say(f"Modes vs baseline {comp.get('baseline') or '—'}")
-    body = fitted_table(comparison_headers(doc), comparison_rows(doc), cols, wide)
+    body = fitted_table(comparison_headers(doc), comparison_rows(doc), table_cols, wide)
     out.write(printable(body) + "\n")
     if comp.get("note"):
         say(f"note: {comp['note']}")
