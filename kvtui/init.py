@@ -418,7 +418,17 @@ def build_init(
         H.append(f"# Note: {line}")
     H.append("#")
     what_if = sim_line(REF, engine, model.value, model.sim_value)
-    if gpu.source == "seen":
+    if engine == "sim":  # a bundled shape (or --engine sim): this scenario IS a simulation, said as one
+        from kvtui.predict.catalog import bundled_hf_id
+
+        hf = bundled_hf_id(model.value) if model.shape else None
+        H.append(f"# A SIMULATED what-if: kvtui's simulated vLLM runs this scenario on a modelled {gpu.name} "
+                 "(no GPU, no weights).")
+        H.append(f"# The answer in seconds:  kvtui run {REF} --fast --headless")
+        H.append(f"# Watch it live (slow on a small host; the TUI shows its ETA):  kvtui {REF}")
+        H.append("# Measure it for real, on the GPU box:  kvtui init /path/to/model"
+                 + (f"   (or a Hugging Face id: kvtui init {hf})" if hf else "   (or a Hugging Face id)"))
+    elif gpu.source == "seen":
         H.append(f"# Run it:             kvtui run {REF} --headless       (the TUI: kvtui {REF})")
         H.append(f"# Simulated what-if:  {what_if}")
     else:  # not this box's GPU: the what-if first, the real run for a machine that has one

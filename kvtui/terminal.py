@@ -191,3 +191,24 @@ def _picture(ch: str) -> str:
 def cell_safe(text: str) -> str:
     """`text` with each control shown as one visible cell (for a layout already measured)."""
     return _CONTROLS.sub(lambda m: _picture(m.group()), text)
+
+
+def output_width(stream: object = None) -> int | None:
+    """The width text written to `stream` (default: stdout) should fit: COLUMNS where it is set, the
+    terminal's width on a terminal, and None to a pipe or a file (a script or a pager reads each
+    table whole: fitted to a guessed 120 columns it lost columns no one asked to leave out)."""
+    import os
+    import sys
+
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    s = stream if stream is not None else sys.stdout
+    isatty = getattr(s, "isatty", None)
+    if not (callable(isatty) and isatty()):
+        return None
+    try:
+        fileno = getattr(s, "fileno")
+        return os.get_terminal_size(fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 120

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
+
+from kvtui.terminal import output_width
 
 
 def add_parser(sub):
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     with rendering(f"{args.a} / {args.b}"):
         # Text to the terminal fits its width (COLUMNS where set); a file or --wide gets every column.
         to_file = bool(args.out and args.out != "-")
-        width = None if to_file or args.wide else shutil.get_terminal_size((120, 40)).columns
+        width = None if to_file or args.wide else output_width()  # a pipe (no COLUMNS): every column
         text = scrub_text(render_diff(a, b, "A", "B", markdown=fmt != "text", title_a=na, title_b=nb, width=width,
                                       wide=bool(args.wide)))
     if args.out and args.out != "-":

@@ -34,9 +34,79 @@ def _fmt(x: Any, unit: str = "", digits: int = 0) -> str:
 
 
 def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]],
-              prefix: bool = False) -> str:
-    """One step's line; `prefix`: the workload shares prompt blocks (a trace, a shared prefix, a dataset),
-    so the prefix-cache hit rate is shown even at 0 % (else only when the cache hit at all)."""
+              prefix: bool = False, width: int | None = None) -> str:
+    """The step in one line. `prefix`: the workload shares prompt blocks (a trace, a shared prefix, a
+    dataset), so the prefix-cache hit rate is shown even at 0 % (else only when the cache hit at all).
+    With `width` (a terminal's) and a line longer than it: the short form (compact_step_line), so an
+    80-column terminal shows each step on one line."""
+    line = _full_step_line(mode, step, slo_targets, prefix)
+    if width is None or len(line) <= width:
+        return line
+    return compact_step_line(mode, step, slo_targets, width)
+
+
+def _short_verdict(step: dict[str, Any]) -> str:
+    """PASS, or FAIL with the SLO figure that failed and its limit: "FAIL TPOT95 (decode)"."""
+    from kvtui.explore.evaluate import LIMIT_WORDS
+    from kvtui.snapshot.schema import Step
+
+    s = Step.of(step)
+    if step.get("cut"):
+        return "CUT SHORT"
+    lim = LIMIT_WORDS.get(s.limited_by or "", s.limited_by or "")
+    if s.passed is True:
+        return "PASS"
+    if s.passed is False:
+        failed = [c for c in s.checks or () if c.ok is False]
+        what = ""
+        if failed:
+            parts = str(failed[0].target or "").split("_")
+            what = f" {parts[0].upper()}{parts[1][1:]}" if len(parts) >= 3 and parts[-1] == "ms" else \
+                f" {parts[0]}" if parts[0] else ""
+        return "FAIL" + what + (f" ({lim})" if lim else "")
+    return "UNDECIDED"
+
+
+def compact_step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]],
+                      width: int) -> str:
+    """The step line's short form for a narrow terminal: the load, each SLO figure, the verdict and
+    its tags always; n, tok/s, KV and preemptions while they fit (dropped in that order from the end)."""
+    kind = "c" if step.get("load_kind", "concurrency") == "concurrency" else "rate"
+    head = f"[{mode}] {kind}={step['load']:g}"
+    shown = {("ttft", "p95"), ("tpot", "p95")} | {(m, p) for m, p, _ in slo_targets}
+    figs = [f"{m.upper()}{p[1:]} {_fmt(step[f'{m}_ms'].get(p), 'ms')}"
+            for m, p in sorted(shown, key=lambda x: ("ttft", "tpot", "itl", "e2e").index(x[0]))]
+    tail = [_short_verdict(step)]
+    if step.get("errors"):
+        tail.insert(0, f"err {step['errors']}")
+    if step.get("flags"):
+        tail.append("FLAGS " + ",".join(sorted(step["flags"])))
+    how = step_how(step)
+    tail += ["[early]" if h.startswith("early") else f"[{h.split()[0]}]" for h in how]
+    if step.get("why") == "confirm":
+        tail.append("[confirm]")
+    optional = [f"n={step['requests']}", f"{_fmt(step['output_tok_s'])} tok/s"]
+    if step.get("kv_cache_usage_max") is not None:
+        optional.append(f"KV {step['kv_cache_usage_max']:.0%}")
+    if step.get("preemptions"):
+        optional.append(f"pre {step['preemptions']:g}")
+    verdict = tail.index(_short_verdict(step))
+    bare = list(tail)
+    bare[verdict] = bare[verdict].split(" (")[0]  # the limit's words last: the answer's "why" says them too
+    for sep, t in (("  ", tail), (" ", tail), (" ", bare)):
+        opt = list(optional)
+        while True:
+            line = sep.join([head, *opt[:1], *figs, *opt[1:], *t])
+            if len(line) <= width or not opt:
+                break
+            opt.pop()
+        if len(line) <= width:
+            return line
+    return line
+
+
+def _full_step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]],
+                    prefix: bool = False) -> str:
     kind = "c" if step.get("load_kind", "concurrency") == "concurrency" else "rate"
     from kvtui.report.text import verdict_words
 
@@ -129,7 +199,7 @@ class HeadlessPrinter:
             case StepFinished(mode=name, step=step):
                 wl = self.scenario.workload
                 shares = bool(wl.trace or wl.shared_prefix or wl.dataset)
-                w(step_line(name, step, self.scenario.slo.targets(), prefix=shares) + "\n")
+                w(step_line(name, step, self.scenario.slo.targets(), prefix=shares, width=self._cols()) + "\n")
             case ModeFinished(mode=name, mode_doc=md):
                 self._mode_finished(name, md)
             case RunNote(mode=name, text=text):
@@ -182,21 +252,28 @@ class HeadlessPrinter:
               f"(the knee {r['best']:g} made {_fmt(r['knee_output_tok_s'])}"
               f"{f' with {pre:g} preemptions' if pre else ''})\n")
 
-    def _fit(self, text: str) -> str:
-        """On a terminal (a person reading), each line wrapped at a word to the terminal's width, the
-        rest indented under it: an 80-column terminal cut a step line mid-word. To a pipe or a file
-        (a script reading), each line whole, as it always was."""
+    def _cols(self) -> int | None:
+        """The terminal's width, or None to a pipe or a file (a script reads each line whole)."""
         isatty = getattr(self.out, "isatty", None)
         if not (callable(isatty) and isatty()):
-            return text
+            return None
         import os
-        import textwrap
 
         try:
             cols = int(os.environ.get("COLUMNS") or os.get_terminal_size(self.out.fileno()).columns)
         except (OSError, ValueError, AttributeError):
             cols = 120
-        cols = max(40, cols)
+        return max(40, cols)
+
+    def _fit(self, text: str) -> str:
+        """On a terminal (a person reading), each line wrapped at a word to the terminal's width, the
+        rest indented under it: an 80-column terminal cut a step line mid-word. To a pipe or a file
+        (a script reading), each line whole, as it always was."""
+        cols = self._cols()
+        if cols is None:
+            return text
+        import textwrap
+
         out = []
         for line in text.split("\n"):
             out.append("\n".join(textwrap.wrap(line, cols, subsequent_indent="    ", break_long_words=False,
@@ -230,9 +307,11 @@ def print_summary(doc: dict[str, Any], out: TextIO | None = None, wide: bool = F
     from kvtui.report.answer import build_answer, headline
     from kvtui.report.fit_table import fitted_table
     from kvtui.report.text import comparison, comparison_headers, comparison_rows, labels
-    from kvtui.terminal import printable
+    from kvtui.terminal import output_width, printable
 
-    cols = width or shutil.get_terminal_size((120, 40)).columns
+    fit_to = width or output_width(out)  # None: a pipe or a file, every table whole (every column)
+    cols = fit_to or shutil.get_terminal_size((120, 40)).columns  # the prose's wrap
+    table_cols = fit_to or 10**6  # to a pipe: no column left out for width (the empty ones still go)
     ans = build_answer(doc)
 
     def say(text: str, indent: str = "") -> None:
@@ -257,7 +336,7 @@ def print_summary(doc: dict[str, Any], out: TextIO | None = None, wide: bool = F
     comp = comparison(doc)
     out.write("\n")
     say(f"Modes vs baseline {comp.get('baseline') or '—'}")
-    body = fitted_table(comparison_headers(doc), comparison_rows(doc), cols, wide)
+    body = fitted_table(comparison_headers(doc), comparison_rows(doc), table_cols, wide)
     out.write(printable(body) + "\n")
     if comp.get("note"):
         say(f"note: {comp['note']}")

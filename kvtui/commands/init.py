@@ -120,8 +120,23 @@ def run(args: argparse.Namespace) -> int:
         # A bundled shape (or --engine sim): kvtui's simulator runs it, on the scenario's GPU; said as such.
         name = gpu.name if gpu is not None and gpu.name else "the scenario's GPU"
         print(f"kvtui: GPU {name} (SIMULATED: kvtui's simulated vLLM runs this scenario)")
-        print(f"kvtui: simulate it:  kvtui run {q} --fast --headless   (seconds; live in the TUI: kvtui {q})")
+        print(f"kvtui: the answer in seconds:  kvtui run {q} --fast --headless   (or its answer screen: "
+              f"kvtui {q} --fast --start)")
+        print(f"kvtui: watch it live:  kvtui {q}   (minutes on a small host: the TUI shows its ETA)")
+        if _is_shape(args.model):
+            from kvtui.predict.catalog import bundled_hf_id
+
+            hf = bundled_hf_id(args.model)
+            print("kvtui: measure it for real, on the GPU box:  kvtui init /path/to/model"
+                  + (f"   (or a Hugging Face id: kvtui init {hf})" if hf else "   (or a Hugging Face id)"))
     else:
         print(f"kvtui: run it:  kvtui run {q} --headless   (or the TUI: kvtui {q})")
     print(f"kvtui: edit it:  ${{EDITOR:-vi}} {shlex.quote(str(out))}")
     return 0
+
+
+def _is_shape(arg: str) -> bool:
+    """Whether `arg` names a bundled shape (the simulator's), not a model vLLM can load."""
+    from kvtui.predict.catalog import bundled_models
+
+    return str(arg).lower() in {n.lower() for n in bundled_models()}

@@ -30,7 +30,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="keep the finished modes of this snapshot, continue the ones cut short, run the rest; "
                         "repeatable")
     p.add_argument("--engine", choices=["sim", "vllm", "external"], help="override server.engine")
-    p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline")
+    p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline (the answer "
+                                                       "in seconds; w on the answer then watches it live)")
+    p.add_argument("--live", action="store_true",
+                   help="with no scenario: the demo on the live simulator from the start (minutes), instead of its "
+                        "answer in seconds")
     p.add_argument("--theme", help="theme name (shipped or <user dir>/themes/*.toml: kvtui-dark, kvtui-light, "
                                    "kvtui-high-contrast, …)")
     p.add_argument("--allow-env", action="store_true",
@@ -58,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
                               notice=f"the demo scenario {demo} is missing: showing the defaults")
         scenario = load_scenario(demo, overrides)
         autostart = True
+        # The first answer in seconds: the demo simulated offline (--fast) opens on its answer, and
+        # w there watches the same scenario live (issue 49). --live: the live simulator from the start.
+        if not args.live and scenario.server.engine == "sim":
+            args.fast = True
     else:
         scenario = load_scenario(args.scenario, overrides, allow_env=args.allow_env)
         autostart = args.start

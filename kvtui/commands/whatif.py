@@ -157,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
             return "—" if x is None else f"{x:,.{d}f}"
 
         knee = f(p.get("knee")) if p.get("knee") is not None else "none"  # predicted: no load met the SLO
+        if p.get("knee") is not None and (p.get("reached_max") or p.get("first_fail") is None):
+            knee = f"≥ {knee}"  # no load up to ramp.max failed: a lower bound
         print(f"{n:<22} {knee:>6} {f(p.get('first_fail')):>10} {f(at.get('output_tok_s')):>10} "
               f"{f(at.get('tpot_p95_ms'), 1):>9} {f(at.get('ttft_p95_ms')):>9}  {_limit_words(p, nxt, sc)}")
     if args.out:

@@ -192,6 +192,8 @@ def mode_summary(mode: dict[str, Any], scenario: dict[str, Any] | Scenario) -> d
         "dummy_weights": bool(info.get("dummy_weights")),
         "load_kind": load_kind,
         "best": best,
+        # no measured load failed above the best: the knee is a floor, shown "≥ N" by every view
+        "best_lower_bound": lower_bound(mode),
         "search": m.search.get("describe"),
         "knee_steps": len(at),
         "knee_output_tok_s": _round(_mean(_vals(at, "output_tok_s")), 1),
@@ -227,6 +229,35 @@ def mode_summary(mode: dict[str, Any], scenario: dict[str, Any] | Scenario) -> d
     }
 
 
+NOTHING_MEASURED = "stopped before any step finished: nothing was measured, no verdict"
+
+
+def _finished_steps(mode: dict[str, Any]) -> list[Any]:
+    """The mode's steps that ran to their end (a verdict rests on them)."""
+    from kvtui.snapshot.schema import Mode
+
+    return Mode.of(mode).measured_steps
+
+
+def lower_bound(mode: dict[str, Any]) -> bool:
+    """Whether the mode's knee is a lower bound (`Mode.limit_is_higher`: every load it measured
+    above the best passed, or none was measured above it)."""
+    from kvtui.snapshot.schema import Mode
+
+    return Mode.of(mode).limit_is_higher
+
+
+def ratio_bound(r: dict[str, Any], base: dict[str, Any] | None) -> str | None:
+    """How the max-load × reads when a knee is a floor: "≥" (this row's knee a floor, the
+    baseline's bounded), "≤" (the other way), "?" (both floors: no ratio is known), None (both bounded)."""
+    if base is None or r is base or r.get("best") is None or base.get("best") is None:
+        return None
+    mine, theirs = bool(r.get("best_lower_bound")), bool(base.get("best_lower_bound"))
+    if mine and theirs:
+        return "?"
+    return "≥" if mine else "≤" if theirs else None
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or not b:
         return None
@@ -243,6 +274,9 @@ def add_ratios(r: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any]
         r.update(best_x=None, tok_s_x=None, kv_tokens_x=None, cost_out_change=None, cost_in_change=None)
         return r
     r["best_x"] = _ratio(r["best"], base["best"])
+    bound = ratio_bound(r, base)
+    if bound is not None or "best_x_bound" in r:
+        r["best_x_bound"] = bound
     r["tok_s_x"] = _ratio(r["output_tok_s"], base["output_tok_s"])
     r["kv_tokens_x"] = _ratio(r["kv_tokens"], base["kv_tokens"])
     r["cost_out_change"] = _change(r["usd_per_mtok_out"], base["usd_per_mtok_out"])
@@ -360,6 +394,8 @@ def compare_modes(doc: dict[str, Any], scenario: dict[str, Any] | Scenario | Non
     note = None
     if not rows:
         note = "no mode ran"
+    elif base is None and not any(_finished_steps(m) for m in doc.get("modes", []) if isinstance(m, dict)):
+        note = NOTHING_MEASURED
     elif base is None:
         note = "no mode met the SLO: nothing to compare against"
     elif base is not ordered[0]:

@@ -234,12 +234,16 @@ def knee_interval(points: Iterable[tuple[float, float, float]], knee: float | No
             "pass_probability": [[x, round(p, 3)] for x, p in zip(loads, fit)]}
 
 
-def fmt_knee(best: Any, interval: Any, fmt: Any = None) -> str:
+def fmt_knee(best: Any, interval: Any, fmt: Any = None, floor: bool = False) -> str:
     """'46 [40–52]' where the mode's interval is wider than its knee; the knee alone where every
     verdict around it is beyond doubt (lo = hi: the snapshot keeps that, the line stays short) or
-    where the mode has no interval (a snapshot from before: its exports are unchanged)."""
+    where the mode has no interval (a snapshot from before: its exports are unchanged).
+    `floor`: no measured load failed above the knee, so it is a lower bound: '≥ 22', never an
+    interval that would read as bounded above."""
     f = fmt or (lambda x: "—" if x is None else f"{x:g}")
     s = f(best)
+    if floor and best is not None:
+        return f"≥ {s}"
     if best is None or not isinstance(interval, dict) or interval.get("hi") is None:
         return s
     if interval.get("lo") is None:  # no measured load passes with the interval's confidence
@@ -253,7 +257,7 @@ def describe(text: str, best: float | None, interval: dict[str, Any] | None) -> 
     """The search's one-line answer ("16 (next 18 fails), confirmed") with the knee's interval
     after the knee ("16 [14–16] (next 18 fails), confirmed"); unchanged without one."""
     head = "—" if best is None else f"{best:g}"
-    if interval is None or best is None or not text.startswith(head):
+    if interval is None or best is None or not text.startswith(head):  # "≥ 22 …" (a floor) included
         return text
     return fmt_knee(best, interval) + text[len(head):]
 

@@ -71,3 +71,41 @@ def steps_left(ramp: Ramp | dict[str, Any] | None, steps: list[dict[str, Any]], 
         search.record(load, load <= knee)
         n += 1
     return n
+
+
+def step_wall_s(ramp: Ramp | dict[str, Any] | None, steps: Iterable[dict[str, Any]], time_scale: float = 1.0) -> float:
+    """A step's wall seconds: the mean of the mode's finished steps, or before the first one ends,
+    the protocol's own length (warm-up + window, modelled seconds × the simulator's slow motion)."""
+    durs = []
+    for st in steps:
+        a, b = st.get("t_rel_start"), st.get("t_rel_end")
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > a:
+            durs.append(float(b - a))
+        elif isinstance(st.get("duration_s"), (int, float)):
+            durs.append(float(st["duration_s"]))
+    if durs:
+        return sum(durs) / len(durs)
+    r = ramp_from(ramp)
+    return (float(r.warmup_s) + float(r.window_s)) * max(1.0, float(time_scale or 1.0))
+
+
+def mode_eta(ramp: Ramp | dict[str, Any] | None, steps: list[dict[str, Any]], closed: bool = True,
+             guess: float | None = None, seed: float | None = None, time_scale: float = 1.0,
+             elapsed_s: float = 0.0) -> tuple[int, int, float]:
+    """(this step's number, about how many the mode takes, seconds left in the mode) for a live
+    mode about to run or running its next step: the plan (steps_left) × a step's wall time."""
+    left = max(1, steps_left(ramp, steps, closed, guess=guess, seed=seed))
+    per = step_wall_s(ramp, steps, time_scale)
+    done = len(steps)
+    return done + 1, done + left, max(0.0, left * per - min(elapsed_s, per))
+
+
+def fmt_eta(s: float | None) -> str:
+    if s is None:
+        return "—"
+    s = max(0.0, s)
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"

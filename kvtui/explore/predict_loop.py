@@ -29,10 +29,12 @@ def make_predictor(calibration: Any, refit: bool) -> Predictor:
 
 
 def _wanted(run: Any) -> bool:
-    """Whether this run predicts: always, except the live simulator under a search that does not
-    use it (CI runs it many times, and it would only predict itself)."""
+    """Whether this run predicts: always, except the live simulator under a search the scenario
+    chose not to seed (`ramp.search = "fast"` or `"linear"`: it would only predict itself). The
+    default ("auto") predicts on every engine, so every engine's search starts from the same rule
+    (kvtui.explore.search_seeded.seeded_by_default)."""
     sc = run.scenario
-    return not (sc.server.engine == "sim" and not run.fast and sc.ramp.search in ("fast", "linear", "auto"))
+    return not (sc.server.engine == "sim" and not run.fast and sc.ramp.search in ("fast", "linear"))
 
 
 def before_search(run: Any, mode: Mode, md: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -52,7 +54,9 @@ def before_search(run: Any, mode: Mode, md: dict[str, Any], old: dict[str, Any] 
     # A prediction is news, not a fault: a note (headless "[mode] predicted …", the TUI's log).
     if p.get("covered"):
         run.emit(ev.RunNote(mode.name, f"predicted (SIMULATED, {p.get('gpu')}, calibration {p.get('calibration')}): "
-                                       f"knee {_g(p.get('knee'))}, next {_g(p.get('first_fail'))} fails"))
+                                       + (f"knee ≥ {_g(p.get('knee'))}, no load up to ramp.max fails"
+                                          if p.get("knee") is not None and p.get("first_fail") is None
+                                          else f"knee {_g(p.get('knee'))}, next {_g(p.get('first_fail'))} fails")))
     else:
         run.emit(ev.RunNote(mode.name, f"no prediction: {p.get('why')}; the search starts from the KV-bound guess"))
     return p

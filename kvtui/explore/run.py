@@ -479,12 +479,32 @@ class Run:
             phase = "confirm"
         return nxt, phase
 
+    def _say_eta(self, mode: Mode, md: dict[str, Any], load: float) -> None:
+        """A live step's place in its mode and the time left, as a note (headless lines, the TUI's
+        log): "step 1 of about 6 (c=152): mode ETA 4 min". Not offline (--fast: seconds in all)."""
+        if self.fast:
+            return
+        from kvtui.explore.plan import fmt_eta, mode_eta
+
+        srch = md.get("search") or {}
+        eng = self.engine
+        ts = float(getattr(eng, "time_scale", 1.0) or 1.0)
+        try:
+            n, about, left = mode_eta(self.scenario.ramp, list(md.get("steps") or []), self.closed,
+                                      guess=srch.get("guess"), seed=srch.get("seed"), time_scale=ts)
+        except Exception:  # an estimate: never the run's failure
+            return
+        word = "c" if self.closed else "rate"
+        self.emit(ev.RunNote(mode.name, f"step {n} of about {about} ({word}={load:g}): mode ETA {fmt_eta(left)}"
+                                        + (f" (simulator in slow motion ×{ts:g})" if ts > 1 else "")))
+
     def _one_step(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str,
                   need: int, may_remeasure: bool = False) -> dict[str, Any] | None:
         """Measure one step (the executor), evaluate it against the SLO, journal it.
         `may_remeasure`: a failed step that lost a replica is marked to be measured again on the
         replicas left (replica_step.mark_remeasure), not judged."""
         self.emit(ev.StepStarted(mode.name, load, index, why, self.closed))
+        self._say_eta(mode, md, load)
         m = self.executor.measure(mode, md, load, index, why, need)
         step = evaluate_step(m.records, m.ctx, self.scenario.slo)
         step.update(m.extra)

@@ -83,8 +83,8 @@ class SearchResult:
         if self.best is None:
             return "no load met the SLO" + (f" (first fail {self.first_fail:g})" if self.first_fail is not None else "")
         s = f"{self.best:g}"
-        if self.reached_max:
-            return s + " (ramp.max reached: the knee lies higher)"
+        if self.reached_max:  # a lower bound: no load failed above it
+            return f"≥ {s} (every load up to {s} passed: the knee lies higher)"
         if self.first_fail is not None:
             s += f" (next {self.first_fail:g} fails)"
         if self.confirmed:

@@ -137,9 +137,11 @@ def rehint(search: Any, step: dict[str, Any]) -> None:
 
 def seeded_by_default(engine: str, fast: bool) -> bool:
     """Where `search = "auto"` (the default) means the seeded search, when a prediction exists:
-    a real server (vllm, external), whose steps cost GPU minutes, and the offline demo (`--fast`).
-    The live simulator keeps the fast search (its steps cost seconds; CI runs many of them)."""
-    return fast or engine in ("vllm", "external")
+    everywhere. One rule decides where a search starts, so the live simulator (the TUI's demo) and
+    `--fast` on the same scenario start at the same load, the predicted knee (the live simulator
+    once started at the KV-bound guess, 195, where --fast started at 152; on a small host its
+    steps cost minutes in slow motion, as a real server's cost GPU minutes)."""
+    return True
 
 
 def choose_search(ramp: Ramp, closed: bool, guess: float | None, prediction: dict | None, engine: str,

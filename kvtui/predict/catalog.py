@@ -217,6 +217,21 @@ def bundled_models() -> list[str]:
     return sorted(p.stem for p in MODELS_DIR.glob("*.json"))
 
 
+def bundled_hf_id(name: str) -> str | None:
+    """The Hugging Face id a bundled shape was read from (its `_source` starts with it), or None."""
+    import json
+
+    p = next((q for q in MODELS_DIR.glob("*.json") if q.stem.lower() == name.lower()), None)
+    if p is None:
+        return None
+    try:
+        src = str(json.loads(p.read_text(encoding="utf-8")).get("_source") or "")
+    except (OSError, ValueError):
+        return None
+    head = src.split()[0] if src.split() else ""
+    return head if head.count("/") == 1 and not head.startswith((".", "/")) else None
+
+
 def _get(cfg: dict, *keys, default=None):
     for k in keys:
         if k in cfg and cfg[k] is not None:

@@ -45,6 +45,8 @@ def _check_models(pf: Preflight, sc: Scenario, modes: list[Mode]) -> dict[str, d
         where = _where(sc, path)
         if _real_model(pf, ref, where, configs):
             continue
+        if _bundled_shape(pf, sc, ref, where):
+            continue
         r = resolve_model(ref)
         if r.kind == DIR:
             pf.add("model", "ok", f"{ref} ({where})")
@@ -66,6 +68,25 @@ def _check_models(pf: Preflight, sc: Scenario, modes: list[Mode]) -> dict[str, d
                 fix += f"; a dummy AWQ one: python -m kvtui.engines.vllm.awqdummy SRC_DIR {ref}"
             pf.add("model", "fail", f"{r.problem} ({where})", fix)
     return configs
+
+
+def _bundled_shape(pf: Preflight, sc: Scenario, ref: str, where: str) -> bool:
+    """A bundled shape's name (`llama-3.1-8b`) given to a real engine: a name only kvtui's simulator
+    knows, never a Hugging Face id to download (vLLM would look for it on the Hub and fail). The fix
+    names the real model the shape was read from, where the shape says, and the simulated what-if."""
+    from kvtui.engines.vllm.modelref import _looks_like_path
+    from kvtui.predict.catalog import bundled_hf_id, bundled_models
+
+    if _looks_like_path(ref) or ref.lower() not in {n.lower() for n in bundled_models()}:
+        return False
+    hf = bundled_hf_id(ref)
+    real = f"kvtui init /path/to/model (or a Hugging Face id{', e.g. ' + hf if hf else ''}) writes a scenario " \
+           "for the real run"
+    src = shlex.quote(str(sc.source)) if sc.source else "SCENARIO.toml"
+    pf.add("model", "fail", f"{ref} is kvtui's bundled {ref} shape for the simulator, not a model vLLM can load "
+                            f"({where})",
+           f"{real}; or simulate this one: kvtui run {src} --engine sim --fast --headless")
+    return True
 
 
 def _real_model(pf: Preflight, ref: str, where: str, configs: dict[str, dict[str, Any]]) -> bool:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvtui.explore.evaluate import LIMIT_WORDS, in_lock_step
-from kvtui.report.text import FIGURE_CELLS, all_passed, comparison, fmt_knee, fmt_load, fmt_pct, fmt_x
-from kvtui.snapshot.schema import ComparisonRow, CostRange, Equivalence, Mode, Run, Search
+from kvtui.explore.evaluate import LIMIT_WORDS
+from kvtui.report.text import FIGURE_CELLS, comparison, figure_cell, fmt_load, fmt_pct, fmt_x
+from kvtui.snapshot.schema import ComparisonRow, CostRange, Equivalence, Mode, Run
 
 
 def _winners(rows: list[dict[str, Any]], key: str, best: Any) -> tuple[list[str], Any]:
@@ -51,9 +51,9 @@ def mode_line(r: dict[str, Any], base: str | None, so_far: float | None = None) 
         # the lowest load that failed, and on what, as its step rows say (a cut mode's first fail too)
         return f"{r['mode']}: no result at the SLO ({why}; {lim})" if lim else \
             f"{r['mode']}: no result at the SLO ({why})"
-    parts = [f"{fmt_knee(r['best'], r.get('knee_interval'), fmt_load)} at the SLO"]
+    parts = [f"{figure_cell('best', r)} at the SLO"]  # "≥ 22" where the knee is a lower bound
     if r["mode"] != base and r.get("best_x") is not None:
-        parts[0] += f" ({fmt_x(r['best_x'])})"
+        parts[0] += f" ({figure_cell('best_x', r)})"
     lim = limit_sentence(r)
     if lim:
         parts.append(lim)
@@ -154,8 +154,14 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     def ask(question: str, key: str, pick: Any, show: Any) -> None:
         names, top = _winners(done, key, pick)
         if names:
-            questions.append({"question": question, "key": key, "winners": names, "value": top, "text": show(top),
-                              "tie": len(names) == len(done) and len(done) > 1})
+            q = {"question": question, "key": key, "winners": names, "value": top, "text": show(top),
+                 "tie": len(names) == len(done) and len(done) > 1}
+            if key == "best" and any(r.get("best_lower_bound") for r in done if r["mode"] in names):
+                # a winner's knee is a floor: "≥ 22", and no tie is known between floors
+                q.update(text=f"≥ {q['text']}", lower_bound=True, tie=False)
+                if any(r.get("best_lower_bound") and r["mode"] not in names for r in done):
+                    q["text"] += " (other modes' knees are lower bounds too)"
+            questions.append(q)
 
     cell = FIGURE_CELLS  # each figure written by its one rule (report/text.py), as in the tables
     ask(f"most {unit} at the SLO", "best", max, cell["best"])
@@ -189,40 +195,14 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     if knee_lines:
         questions.append({"question": "quality at the knee", "key": "quality_at_knee", "winners": [],
                           "value": None, "text": "; ".join(knee_lines), "tie": False})
-    caveats: list[str] = []
-    from kvtui.report.outcome import stopped_caveat, stopped_parts
+    from kvtui.report.outcome import stopped_parts
+    from kvtui.report.text import caveats as every_caveat
 
-    partial = stopped_caveat(doc)
-    if partial:  # first: a partial run's answer is not the whole comparison (its headline says so too)
-        caveats.append(partial)
-    run = Run.view(doc)
-    typed = run.all_modes
+    # ONE list, from ONE place: the Markdown export's caveats are the TUI's, the headless answer's
+    # and --json's (the simulator's extrapolations and "this host limited the live run" among them).
+    caveats = every_caveat(doc)
+    typed = Run.view(doc).all_modes
     modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]  # for _so_far (explore.search reads dicts)
-    if (run.environment and run.environment.simulated) or any(m.simulated for m in typed):
-        caveats.append("SIMULATED: kvtui's simulated vLLM, not a GPU")
-    eager: list[str] = []
-    for tm in typed:
-        s = tm.search or Search()
-        if s.noisy or (s.flips or 0) > 0:
-            caveats.append(f"{tm.name}: noisy knee, pass/fail flipped {s.flips or 1}×")
-        if tm.limit_is_higher:
-            caveats.append(f"{tm.name}: {all_passed(tm)}; the limit is higher")
-        waves = [x for x in tm.all_steps if in_lock_step(x.to_dict())]
-        if waves:
-            # Said with the knee, so "lock-step at 11" beside a knee of 14 reads as the step it was.
-            knee = tm.best_concurrency
-            where = f"; knee {fmt_load(knee)}" if knee is not None else ""
-            caveats.append(f"{tm.name}: steps at {', '.join(fmt_load(x.load) for x in waves)} sent in "
-                           f"lock-step waves (their TTFT tail is a wave's queue{where})")
-        if "--enforce-eager" in (tm.info.command or []):
-            eager.append(str(tm.name))
-        complete = tm.complete if tm.has("complete") else True  # absent: complete; null or odd: not
-        if not complete and not (tm.error or tm.extras.get("error")):
-            caveats.append(f"{tm.name}: did not finish; resume the run to confirm")
-    if eager:
-        who = "every mode" if len(eager) == len(modes) else ", ".join(eager)
-        caveats.append(f"{who}: launched with --enforce-eager (no CUDA graphs): capacity measures kernel-launch "
-                       "overhead on a small model; compare the modes' capacity with graphs on")
     predicted = []
     for tm in typed:
         row: dict[str, Any] = next((x for x in rows if x.get("mode") == tm.name), {})
@@ -234,6 +214,10 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
 
     if no_mode_started(doc):  # not "no mode met the SLO": none was measured at all
         note = "no mode started: each failed before its first step (why: below)"
+    elif modes and not any(Mode.of(m).measured_steps for m in modes):  # stopped before a step finished
+        from kvtui.explore.compare import NOTHING_MEASURED
+
+        note = NOTHING_MEASURED
     return {
         "baseline": base,
         "note": note,
@@ -259,7 +243,8 @@ def headline(ans: dict[str, Any]) -> str:
     rows = {r["mode"]: r for r in ans["rows"]}
     w = q["winners"][0]
     x = rows[w].get("best_x")
-    more = f" ({fmt_x(x)} {ans['baseline']})" if x is not None and w != ans["baseline"] else ""
+    more = (f" ({figure_cell('best_x', rows[w])} {ans['baseline']})"
+            if x is not None and w != ans["baseline"] and q["key"] == "best" else "")
     return (f"{' & '.join(q['winners'])}: {q['text']} {q['question'].split(' at ')[0].replace('most ', '')}{more}"
             + partial)
 

@@ -50,6 +50,9 @@ COLUMNS = LABEL_COLUMNS + STEP_COLUMNS + DIST_COLUMNS + TAIL_COLUMNS + QUALITY_C
 # The knee's interval (kvtui.explore.knee_interval), repeated on its mode's rows, and the step's own
 # pass probability: written only where a mode has one (a snapshot from before keeps its columns).
 KNEE_COLUMNS = ("knee_lo", "knee_hi", "knee_confidence", "pass_probability")
+# The mode's knee and whether it is a lower bound (no measured load failed above it: "≥ N" on screen),
+# repeated on its rows: written where some mode's knee is one (other snapshots keep their columns).
+BOUND_COLUMNS = ("knee", "knee_lower_bound")
 
 
 def _quality_cells(row: ComparisonRow | None, info: EngineInfo) -> dict[str, Any]:
@@ -122,7 +125,7 @@ def step_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
         info = m.info
         comp_row = comp_rows.get(m.name)
         qcells = _quality_cells(comp_row, info)
-        labels = {
+        labels: dict[str, Any] = {
             "mode": m.name,
             "engine": info.engine or m.engine or env.engine,
             "gpu": ", ".join(info.gpu_names or env.gpu_names or []) or None,
@@ -143,6 +146,8 @@ def step_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
             for k in TAIL_COLUMNS:
                 row[k] = s.stored(k)
             row.update(qcells)
+            row["knee"] = m.best_concurrency
+            row["knee_lower_bound"] = bool(comp_row.best_lower_bound) if comp_row is not None else None
             ki = comp_row.knee_interval if comp_row is not None else None
             if ki:
                 row.update(knee_lo=ki.get("lo"), knee_hi=ki.get("hi"), knee_confidence=ki.get("confidence"),
@@ -157,6 +162,7 @@ def render_csv(doc: dict[str, Any]) -> str:
     rows = step_records(doc)
     suite = any(r.get("_suite_columns") for r in rows)
     cols = COLUMNS + (SUITE_COLUMNS if suite else ()) + (KNEE_COLUMNS if any("knee_lo" in r for r in rows) else ())
+    cols += BOUND_COLUMNS if any(r.get("knee_lower_bound") for r in rows) else ()
     w.writerow(cols)
     for row in rows:
         w.writerow([_cell(row.get(c)) for c in cols])

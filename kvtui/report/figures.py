@@ -31,11 +31,28 @@ def comparison(doc: dict[str, Any], fresh: bool = False) -> dict[str, Any]:
         from kvtui.explore.compare import compare_modes
 
         comp = compare_modes(doc)
+    if any("best_lower_bound" not in r for r in comp["rows"]):  # a row stored before the field: from its mode
+        comp = dict(comp, rows=_bounds_from_modes(doc, comp["rows"], comp.get("baseline")))
     if any("knee_limits" not in r for r in comp["rows"]):
         comp = dict(comp, rows=[_limits_from_steps(doc, r) for r in comp["rows"]])
     if all("j_per_token_out" in r for r in comp["rows"]):
         return comp
     return add_energy(doc, dict(comp, rows=[dict(r) for r in comp["rows"]]))
+
+
+def _bounds_from_modes(doc: dict[str, Any], rows: list[dict[str, Any]], baseline: Any) -> list[dict[str, Any]]:
+    """Rows stored before `best_lower_bound`: read it from each row's mode (copies), and the ×'s bound."""
+    from kvtui.explore.compare import lower_bound, ratio_bound
+
+    modes = {m.get("name"): m for m in doc.get("modes") or [] if isinstance(m, dict)}
+    out = [dict(r, best_lower_bound=lower_bound(modes[r.get("mode")]) if r.get("mode") in modes else False)
+           for r in rows]
+    base = next((r for r in out if r.get("mode") == baseline), None)
+    for r in out:
+        b = ratio_bound(r, base) if r is not base else None
+        if b is not None:
+            r["best_x_bound"] = b
+    return out
 
 
 def _limits_from_steps(doc: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from kvtui.report.text import (
     comparison,
     comparison_headers,
     comparison_rows,
+    figure_cell,
     fmt,
-    fmt_knee,
     fmt_load,
     fmt_pct,
     fmt_x,
@@ -106,13 +106,13 @@ def _answer(comp: Comparison) -> list[str]:
             continue
         cost = (f"${r.usd_per_mtok_out:.3f} per million output tokens" if r.usd_per_mtok_out is not None
                 else "cost unknown")
-        knee = fmt_knee(r.best, r.knee_interval, fmt_load)
+        knee = figure_cell("best", r)  # "≥ 22" where the knee is a lower bound
         if r.mode == base:
             tag = "" if str(r.mode).lower() == "baseline" else " (baseline)"
             s = (f"- **{r.mode}**{tag}: {knee} {unit} at the SLO, "
                  f"{fmt(r.output_tok_s)} output tok/s, {cost}.")
         else:
-            s = (f"- **{r.mode}**: {knee} {unit} ({fmt_x(r.best_x)} the baseline), "
+            s = (f"- **{r.mode}**: {knee} {unit} ({figure_cell('best_x', r)} the baseline), "
                  f"{fmt(r.output_tok_s)} output tok/s ({fmt_x(r.tok_s_x)}), {cost}"
                  + (f" ({fmt_pct(r.cost_out_change)})" if r.cost_out_change is not None else "") + ".")
         extra = []

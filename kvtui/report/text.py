@@ -163,9 +163,20 @@ def figure_cell(key: str, r: RowLike) -> str:
     """Row `r`'s figure `key` as every view writes it (FIGURE_CELLS); the knee with its interval
     ("46 [40–52]") where the row has one (kvtui.explore.knee_interval)."""
     row = ComparisonRow.of(r)
-    if key == "best":
-        return fmt_knee(row.best, row.knee_interval, fmt_load)
+    if key == "best":  # "≥ 22" where no measured load failed above it
+        return fmt_knee(row.best, row.knee_interval, fmt_load, floor=bool(row.best_lower_bound))
+    if key == "best_x":
+        return fmt_ratio_bound(row.best_x, row.best_x_bound)
     return FIGURE_CELLS[key](row.by_key(key))
+
+
+def fmt_ratio_bound(x: float | None, bound: str | None) -> str:
+    """The max-load ×, as bounded as its knees: "≥ 1.27×", "≤ 0.80×", or "?" (both knees floors)."""
+    if x is None:
+        return fmt_x(x)
+    if bound == "?":
+        return "?"
+    return f"{bound} {fmt_x(x)}" if bound in ("≥", "≤") else fmt_x(x)
 
 
 def comparison_row(r: RowLike) -> list[str]:
@@ -287,11 +298,11 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         if s.noisy:
             out.append(f"{m.name}: the knee is noisy, the same load passed and failed: {s.describe}")
         if m.limit_is_higher:
-            out.append(f"{m.name}: {all_passed(m)}; the real limit is higher")
+            out.append(f"{m.name}: {all_passed(m)}; the limit is higher")
         if m.has_error:
             out.append(f"{m.name}: failed: {m.error_message}")
         elif not (m.complete if m.has("complete") else True):
-            out.append(f"{m.name}: did not finish (stopped or interrupted)")
+            out.append(f"{m.name}: did not finish (stopped or interrupted); resume the run to confirm")
         waves = [s_ for s_ in m.all_steps if in_lock_step(s_)]
         if waves:
             out.append(f"{m.name}: the closed loop ran in lock-step at load "
@@ -305,6 +316,17 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         lagged = [s_.load for s_ in m.all_steps if s_.client_limited]
         if lagged:
             out.append(f"{m.name}: the client lagged at load {', '.join(fmt_load(x) for x in lagged)}")
+        # the live simulator's steps where this host, not the modelled server, set the client's figures
+        hosted = [s_.load for s_ in m.all_steps
+                  if isinstance(live := s_.live, Mapping) and live.get("host_limited")]
+        if hosted:
+            out.append(f"{m.name}: this host limited the live run at load {', '.join(fmt_load(x) for x in hosted)} "
+                       "(the client's limit, not the server's): the verdicts use the modelled figures")
+    eager = [str(m.name) for m in modes if "--enforce-eager" in (m.info.command or [])]
+    if eager:
+        who = "every mode" if len(eager) == len(modes) else ", ".join(eager)
+        out.append(f"{who}: launched with --enforce-eager (no CUDA graphs): capacity measures kernel-launch "
+                   "overhead on a small model; compare the modes' capacity with graphs on")
     rf = run.resumed_from or {}
     if rf.get("modes"):
         prev = (rf.get("environment") or {}).get("gpu_names")

@@ -710,6 +710,10 @@ class ComparisonRow(Document):
     dummy_weights: bool | None = field("served with dummy (random) weights", BOOL)
     load_kind: str | None = field("concurrency or rate", TEXT)
     best: float | None = field("max load at the SLO", NUMBER)
+    best_lower_bound: bool | None = field("the best is a lower bound: no measured load failed above it (shown "
+                                          "\"≥ N\")", BOOL)
+    best_x_bound: str | None = field("how best_x reads where a knee is a lower bound: \"≥\", \"≤\" or \"?\" "
+                                     "(both knees lower bounds)", TEXT)
     search: str | None = field("the search in words (\"160 (next 192 fails), confirmed\")", TEXT)
     knee_steps: int | None = field("passing steps at the best load", INT)
     knee_output_tok_s: float | None = field("their mean output tok/s", NUMBER)

@@ -149,7 +149,7 @@ class LoadLatencyChart(Chart):
             lo, hi = lo - 1, hi + 1
         plt.xlim(lo, hi)
         plt.ylim(0, top * 1.05 if top > 0 else 1)
-        xt, xl = nice_ticks(lo, hi, max(2, min(6, w // 14)))
+        xt, xl = nice_ticks(lo, hi, max(2, min(6, w // 14)), integer=all(float(x).is_integer() for x in loads))
         plt.xticks(xt, xl)
         yt, yl = nice_ticks(0, top, max(2, min(5, h // 3)))
         plt.yticks(yt, yl)
@@ -345,7 +345,6 @@ class AnswerScreen(Screen):
             table.add_row(*row, key=str(r.mode))
 
     def _paths_text(self) -> Text:
-        st = self.state
         snap = self.kapp.snapshot_path()
         t = Text()
         if snap:
@@ -359,8 +358,8 @@ class AnswerScreen(Screen):
                 t.append(f"\n  {pre}{middle_ellipsis(str(snap), width - 2 - len(pre) - len(post))}{post}")
         for p in self.kapp.exports:
             t.append(f"\nexported {p}")
-        if st.replay and not snap:
-            t.append("replay of a document with no path")
+        # A replay of a document with no file behind it (an SVG export's portable copy): no commands
+        # to offer on a path, and nothing said of it (the picture's title names the scenario).
         return t
 
     class ShowDashboard(Message):

@@ -172,7 +172,32 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             return self.state.replay
         if action == "start":
             return not self.state.replay
+        if action == "watch_live":  # only where the answer on screen was simulated offline (--fast)
+            return self.can_watch_live
         return True
+
+    @property
+    def can_watch_live(self) -> bool:
+        sc = self.scenario
+        return (self.fast and not self.run_active and not self.state.replay and sc is not None
+                and sc.server.engine == "sim")
+
+    def action_watch_live(self) -> None:
+        """The answer came from the offline simulation (--fast, seconds): run the same scenario on the
+        live simulator (real HTTP, real time, slow motion where this host needs it), on the dashboard,
+        with its ETA. Its search starts where the offline one did (one rule: search_seeded) and its
+        verdicts use the modelled figures, so it comes to the same figures."""
+        if not self.can_watch_live:
+            self.notify("watch it live: only after a simulated answer computed offline (--fast)",
+                        severity="information")
+            return
+        assert self.scenario is not None
+        self.fast = False
+        if not self.start_run(self.scenario, modes=self.modes):
+            self.fast = True
+            return
+        self.notify("the live simulator: each step in real time (its ETA on the status line); "
+                    "a: the answer so far", title="watch it live", timeout=8)
 
     async def on_unmount(self) -> None:
         """Whatever closed the app (q, ctrl+c, the browser tab, a signal): stop the run first."""
@@ -232,6 +257,9 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         if self.screen is not self.dashboard:
             if isinstance(self.screen, Screen) and self.screen.__class__.__name__ == "SetupScreen":
                 self.switch_screen(self.dashboard)
+            elif self.dashboard in self.screen_stack:  # under the answer (watch it live): back to it
+                while self.screen is not self.dashboard:
+                    self.pop_screen()
             else:
                 self.push_screen(self.dashboard)
         self.worker_run = self._run_thread(run)
@@ -283,7 +311,11 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             self._reevaluate_new_step(self.state.view_slo, ev.mode, Step.view(ev.step).index)
 
     def on_setup_screen_start_requested(self, message: Any) -> None:
-        self.start_run(message.scenario, modes=message.modes)
+        was = self.fast
+        if message.fast is not None:
+            self.fast = bool(message.fast) and message.scenario.server.engine == "sim"
+        if not self.start_run(message.scenario, modes=message.modes):
+            self.fast = was
 
     def on_answer_screen_show_dashboard(self, message: Any) -> None:
         self.show_dashboard(open_log=message.open_log)

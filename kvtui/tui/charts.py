@@ -306,8 +306,9 @@ class TimeChart(Chart):
             return
         end = self.state.t_max()
         last = mv.series.t[mv.series.end_index(end) - 1] if mv.series.end_index(end) else mv.series.t[-1]
-        span = max(1e-6, (last - mv.series.t[0]) / time_scale(mv))
-        xt, xl = nice_ticks(0.0, span, max(2, min(5, w // 14)), unit="s")
+        # at least a second: a series of one sample spans 0 s ("0s 5e-07s 1e-06s" at a run's start)
+        span = max(1.0, (last - mv.series.t[0]) / time_scale(mv))
+        xt, xl = nice_ticks(0.0, span, max(2, min(5, w // 14)), unit="s", integer=span >= 2)
         plt.xticks(xt, xl)
         plt.xlim(0, span)
 
@@ -438,6 +439,14 @@ class QueueChart(TimeChart):
             plt.scatter([p[0] for p in pts], [p[1] for p in pts], color=pal.slo, marker="x")
             items.append(("preempt", pal.slo, "x"))
         self.time_ticks(plt, mv, w)
+        # request counts are whole: whole ticks from 0 (plotext's own read "11 11.1 11.1" on a flat line)
+        from kvtui.tui.ticks import nice_ticks
+
+        top = max([y for key in ("running", "waiting", "load") for y in self.view(mv, key, b)[1]
+                   if isinstance(y, (int, float)) and math.isfinite(y)] + [1.0])
+        plt.ylim(0, top * 1.1)
+        yt, yl = nice_ticks(0, top * 1.1, max(2, min(4, h // 3)), integer=True)
+        plt.yticks(yt, yl)
         return self.legend(items)
 
 

@@ -56,6 +56,9 @@ KEYS: list[Key] = [
     Key("e", "app.edit_slo", "SLO", "answer", {"answer": "change the SLO (recomputed from the records)"}),
     Key("ctrl+s", "app.export", "export", "answer", {"answer": "export the snapshot as shown (+ Markdown)"}),
     Key("l", "log", "log", "answer", {"answer": "the dashboard with the server log open"}, show=False),
+    Key("w", "app.watch_live", "watch it live", "answer",
+        {"answer": "watch it live: the same simulated scenario on the live simulator, step by step, with its ETA "
+                   "(an answer computed offline, --fast, only)"}),
     # The answer's body scrolls itself (Textual's own keys): listed in the help, not bound again.
     Key("up,down,pageup,pagedown,home,end", "scroll", "scroll", "answer",
         {"answer": "scroll the answer (home / end: its top, its caveats and commands)"},
@@ -90,7 +93,10 @@ KEYS: list[Key] = [
     # the comparison, the setup form, the SLO form
     Key("escape,c,q", "dismiss_none", "close", "compare", {"compare": "close (back to where it was opened)"},
         help_key="escape / c / q"),
-    Key("ctrl+r", "start", "start", "setup", {"setup": "start the run"}, priority=True),
+    Key("ctrl+f", "start_fast", "answer in seconds", "setup",
+        {"setup": "a simulated scenario: its answer in seconds (simulated offline, --fast)"}, priority=True),
+    Key("ctrl+r", "start", "start", "setup", {"setup": "start the run (a simulated scenario: watch it live)"},
+        priority=True),
     Key("escape", "app.quit", "quit", "setup", {"setup": "quit"}),
     Key("escape", "dismiss_none", "cancel", "slo", {"SLO form": "cancel"}),
     Key("ctrl+r", "apply", "apply", "slo", {"SLO form": "apply (enter in a field too)"}, help_key="ctrl+r / enter",

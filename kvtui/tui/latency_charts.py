@@ -4,6 +4,7 @@ Steps are read through the snapshot schema's typed `Step`."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from kvtui.snapshot.schema import Step
@@ -101,8 +102,9 @@ class LatencyChart(Chart):
         pred = mv.predicted_kv if mv else None
         if pred and lo * 0.5 <= pred <= hi * 1.5:  # the KV-bound prediction beside the best load
             lo, hi = min(lo, pred), max(hi, pred)
-        if lo == hi:
-            lo, hi = lo - 1, hi + 1
+        whole = all(float(x).is_integer() for x in loads)  # a concurrency: whole ticks ("11 11.1 11.1" was not)
+        if lo == hi or (whole and hi - lo < 2):
+            lo, hi = math.floor(lo) - 1, math.ceil(hi) + 1
         # A latency tail far above the SLO would squash its line at the bottom: clip at 3× the target.
         limits = [limit for metric, _p, limit in st.shown_slo.targets() if metric in metrics]
         clipped = bool(limits) and ymax > 3 * max(limits)
@@ -113,7 +115,7 @@ class LatencyChart(Chart):
 
         plt.xlim(lo, hi)
         plt.ylim(0, ymax * 1.15 if ymax > 0 else 1)
-        xt, xl = nice_ticks(lo, hi, max(2, min(5, w // 12)))
+        xt, xl = nice_ticks(lo, hi, max(2, min(5, w // 12)), integer=whole)
         plt.xticks(xt, xl)
         yt, yl = nice_ticks(0, ymax * 1.15 if ymax > 0 else 1, max(2, min(4, h // 3)))
         plt.yticks(yt, yl)

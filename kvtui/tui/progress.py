@@ -14,18 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from kvtui.explore.plan import fmt_eta  # noqa: E402,F401 - the one way an ETA is written (headless too)
 from kvtui.snapshot.schema import Search, Step
-
-
-def fmt_eta(s: float | None) -> str:
-    if s is None:
-        return "—"
-    s = max(0.0, s)
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 5400:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
 
 
 def _durations(steps: Sequence[Step | Mapping[str, Any]]) -> list[float]:
@@ -56,6 +46,11 @@ def progress(state: Any) -> dict[str, Any] | None:
     left = max(1, steps_left(ramp, mv.steps, state.closed, guess=guess, seed=srch.seed))
     durs = _durations(mv.steps) or _durations([s for m in state.modes.values() for s in m.steps])
     mean = sum(durs) / len(durs) if durs else None
+    if mean is None:  # before the first step ends: the protocol's own length (warm-up + window, × slow motion)
+        from kvtui.explore.plan import step_wall_s
+
+        ts = mv.info.time_scale if isinstance(mv.info.time_scale, (int, float)) else 1.0
+        mean = step_wall_s(ramp, [], ts) or None
     elapsed = float((state.progress or {}).get("elapsed_s") or 0.0)
     eta_mode = None if mean is None else max(0.0, left * mean - min(elapsed, mean))
     waiting = [m for m in state.modes.values() if m.status == "waiting"]

@@ -116,7 +116,12 @@ class SetupScreen(Screen):
                 yield Input(length_text(sc.workload.output_tokens), id="wl-output")
             yield Static("", id="problems")
             with Horizontal(id="buttons"):
-                yield Button("Start  (ctrl+r)", variant="primary", id="start")
+                if sc.server.engine == "sim":  # the what-if in seconds first; the live simulator a choice after it
+                    yield Button("Answer in seconds  (ctrl+f)", variant="primary", id="start-fast")
+                    live = not getattr(self.app, "fast", False)  # `kvtui X --fast`: its start stays offline
+                    yield Button("Watch it live  (ctrl+r)" if live else "Start  (ctrl+r)", id="start")
+                else:
+                    yield Button("Start  (ctrl+r)", variant="primary", id="start")
                 yield Button("Quit", id="quit")
         yield Footer()
 
@@ -237,7 +242,8 @@ class SetupScreen(Screen):
         self.problems = list(problems)
         try:
             self.query_one("#problems", Static).update(Text("\n".join(problems)))
-            self.query_one("#start", Button).disabled = bool(problems)
+            for b in self.query("#start, #start-fast").results(Button):
+                b.disabled = bool(problems)
         except Exception:
             return
         for inp in self.query(Input):
@@ -258,20 +264,34 @@ class SetupScreen(Screen):
 
     @on(Button.Pressed, "#start")
     def action_start(self) -> None:
+        self.start(None)
+
+    @on(Button.Pressed, "#start-fast")
+    def action_start_fast(self) -> None:
+        """The simulated what-if offline (--fast): its answer in seconds; w there watches it live."""
+        self.start(True)
+
+    def start(self, fast: bool | None) -> None:
         sc = self.validate()
         if sc is None:
             self.notify("fix the problems shown first", severity="error")
             return
+        if fast and sc.server.engine != "sim":
+            self.notify("the answer in seconds simulates offline: a scenario with engine = \"sim\" only",
+                        severity="warning")
+            return
         modes = list(self.query_one("#modes", SelectionList).selected)
-        self.post_message(self.StartRequested(sc, modes))
+        self.post_message(self.StartRequested(sc, modes, fast=fast))
 
     class StartRequested(Message):
-        """The form is valid: the app starts the run (the screen does not reach into the app)."""
+        """The form is valid: the app starts the run (the screen does not reach into the app).
+        `fast`: True, the offline simulation (--fast); False, live; None, as the app was started."""
 
-        def __init__(self, scenario: Scenario, modes: list[str]) -> None:
+        def __init__(self, scenario: Scenario, modes: list[str], fast: bool | None = None) -> None:
             super().__init__()
             self.scenario = scenario
             self.modes = modes
+            self.fast = fast
 
     @on(Button.Pressed, "#quit")
     def _quit(self) -> None:

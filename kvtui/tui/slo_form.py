@@ -111,6 +111,13 @@ class SloScreen(ModalScreen[Any]):
                          "the stored per-request records; the search itself is not re-run.", id="note")
             yield SloForm(self.current, id="slo")
 
+    def on_mount(self) -> None:
+        # The first field has the focus (the buttons come first in the layout, so Textual's own
+        # first focus was Apply: four Tabs to the first field); Enter in it applies.
+        first = next(iter(self.query_one(SloForm).query(Input)), None)
+        if first is not None:
+            first.focus()
+
     @on(Button.Pressed, "#apply")
     @on(Input.Submitted)
     def action_apply(self) -> None:

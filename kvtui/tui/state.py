@@ -146,6 +146,12 @@ class RunState(RunEvents, SnapshotLoading):
             return mv.run_best
         return best_load(self.steps_of(mv, upto_cursor))
 
+    def best_is_floor(self, mv: ModeView | None) -> bool:
+        """The mode's best is a lower bound ("≥ N"): its search ended with no failing load above it."""
+        if mv is None or self.edited or not mv.search.has("best") or mv.search.best is None:
+            return False
+        return mv.search.first_fail is None and mv.search.done is not False
+
     def t_max(self) -> float | None:
         """Replay: the end of the selected step (series are cut there); live: None."""
         mv = self.viewed

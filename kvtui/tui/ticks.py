@@ -32,13 +32,17 @@ def tick_label(v: float, unit: str = "") -> str:
     return s + unit
 
 
-def nice_ticks(lo: float, hi: float, n: int = 4, unit: str = "") -> tuple[list[float], list[str]]:
-    """Round tick positions inside [lo, hi] (about n of them) and their labels."""
+def nice_ticks(lo: float, hi: float, n: int = 4, unit: str = "",
+               integer: bool = False) -> tuple[list[float], list[str]]:
+    """Round tick positions inside [lo, hi] (about n of them) and their labels. `integer`: an axis
+    of whole numbers (a concurrency, a request count): its ticks are whole too, never "11 11.1 11.1"."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return [], []
     if hi <= lo:
         return [lo], [tick_label(lo, unit)]
     step = nice_step(hi - lo, n)
+    if integer:
+        step = max(1.0, math.ceil(step))
     first = math.ceil(lo / step - 1e-9) * step
     vals: list[float] = []
     v = first

@@ -196,7 +196,7 @@ class StatusBar(Static):
         droppable = [len(parts)]  # the best load: also ★ in the step table
         t.append("best ", style="dim")
         if best is not None:
-            t.append(f"★ {lw}={best:g}", style=f"bold {th.success}")
+            t.append(f"★ {lw}{'≥' if st.best_is_floor(mv) else '='}{best:g}", style=f"bold {th.success}")
         else:
             t.append("—")
         if mv is not None and mv.predicted_kv:
@@ -215,7 +215,7 @@ class StatusBar(Static):
                         "stopped": "■", "kept": "✓"}.get(m.status, "·")
                 t.append(" ")
                 t.append(m.name, style="bold underline" if m is mv else "")
-                t.append(f" {mark}{'' if b is None else f'{b:g}'}")
+                t.append(f" {mark}{'' if b is None else ('≥' if st.best_is_floor(m) else '') + f'{b:g}'}")
             parts.append(t)
 
         width = max(20, (self.size.width or 80) - 2)

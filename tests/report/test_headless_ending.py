@@ -153,7 +153,10 @@ def test_on_an_80_column_terminal_every_headless_line_fits(tmp_path):
     assert "ANSWER:" in text and "[fp8-kv] c=" in text
     long = [line for line in text.splitlines() if len(line) > 80 and " " in line.strip()]
     assert not long, long
-    assert any(line.startswith("    ") and ("PASS" in line or "FAIL" in line) for line in text.splitlines())
+    # each step on ONE line (issue 49): its short form at 80 columns, the verdict on the step's own line
+    steps = [line for line in text.splitlines() if line.startswith(("[bf16] c=", "[fp8-kv] c="))]
+    assert steps and all("PASS" in line or "FAIL" in line for line in steps), steps
+    assert not any(line.startswith("    ") and ("PASS" in line or "FAIL" in line) for line in text.splitlines())
 
 
 def test_one_wording_for_the_pace_and_for_long_latencies():

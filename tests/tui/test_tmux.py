@@ -131,9 +131,12 @@ def test_tmux_80x24_replay_and_demo(tmux_factory, frozen_path):
     t.wait_for("KVTUI-EXIT=0")
     if not demo_scenario_path().exists():
         return
-    # `kvtui` with no arguments: the simulated demo, started at once.
+    # `kvtui` with no arguments: the simulated demo's answer in seconds (simulated offline), and
+    # w there watches the same scenario on the live simulator.
     d = tmux_factory(f"{shlex.quote(sys.executable)} -m kvtui")
-    d.wait_for("SIMULATED", "GPU memory GiB", "TTFT p95", "RUNNING")
+    d.wait_for("SIMULATED", "ANSWER", "fp8-kv")
+    d.keys("w")
+    d.wait_for("SIMULATED", "GPU memory GiB", "TTFT p95", "RUNNING", "ETA")
     d.keys("q")
     d.wait_for("Stop the run and quit?")  # mid-run, q asks first (as x does)
     d.keys("y")

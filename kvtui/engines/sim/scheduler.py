@@ -88,6 +88,30 @@ class MemorySplit:
     kv_in_use_gib: float = 0.0  # kv_usage x pool
 
 
+def extrapolations(model: ModelSpec, gpu: GpuSpec, cal: Calibration) -> list[str]:
+    """Where the simulator's figures go beyond what its calibration measured, one caveat each: a GPU
+    from datasheet figures, a calibration fitted on another GPU, MoE routing and MLA attention
+    (modelled, never calibrated against vLLM on such a model). The server's startup warnings carry
+    them, so every view's caveats (kvtui.report.text.caveats) say them."""
+    out = []
+    fitted = cal.gpu or ""
+    if fitted and fitted.upper() == gpu.name.upper():
+        pass  # calibrated on this very GPU
+    elif not gpu.measured:
+        out.append(f"{gpu.name}: simulated from datasheet figures, efficiencies fitted on "
+                   + (f"{'an' if fitted[:1] in 'AEFHILMNORSX' else 'a'} {fitted}" if fitted else "no GPU (priors)"))
+    elif fitted:
+        out.append(f"{gpu.name}: simulated with a calibration fitted on another GPU ({fitted}: {cal.name})")
+    else:
+        out.append(f"{gpu.name}: simulated with uncalibrated priors ({cal.name})")
+    if model.is_moe:
+        out.append(f"{model.name}: MoE routing ({model.num_experts} experts, {model.experts_per_tok} per token) "
+                   "modelled, not calibrated against vLLM")
+    if model.is_mla:
+        out.append(f"{model.name}: MLA attention (compressed latent KV) modelled, not calibrated against vLLM")
+    return out
+
+
 class SchedulerSim:
     """The simulated engine core. See the module docstring; the HTTP server drives `step()`."""
 
@@ -437,8 +461,7 @@ class SchedulerSim:
         if self.mode.weights == "fp8" and not self.gpu.has_fp8:
             warnings.append(f"fp8 weights weight-only on {self.gpu.name} (W8A16, FP8 Marlin): no FP8 tensor cores, "
                             "16-bit matmuls with a dequant")
-        if not self.gpu.measured:
-            warnings.append(f"{self.gpu.name}: simulated from datasheet figures, efficiencies fitted on an H200")
+        warnings += extrapolations(self.model, self.gpu, self.cal)
         return StartupFacts(
             weights_gib=round(e.weights_gib, 2),
             kv_cache_gib=round(e.kv_cache_gib, 2),
