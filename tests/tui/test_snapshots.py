@@ -10,8 +10,10 @@ import pytest
 from kvtui.tui.app import create_app
 
 
-@pytest.mark.parametrize("theme", ["kvtui-dark", "kvtui-light"])
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+# The large terminal once (dark), every theme at 80x24: the pictures are 0.2 MB each at 160x48 and
+# the tracked tree is kept under 8 MB (issue 49).
+@pytest.mark.parametrize("size,theme", [((80, 24), "kvtui-dark"), ((80, 24), "kvtui-light"), ((160, 48), "kvtui-dark")],
+                         ids=["80x24-kvtui-dark", "80x24-kvtui-light", "160x48-kvtui-dark"])
 def test_dashboard(snap_compare, frozen_doc, size, theme):
     assert snap_compare(create_app(snapshot=frozen_doc, theme=theme, view="dashboard"), terminal_size=size)
 
@@ -39,7 +41,7 @@ def _h200_doc():
     return doc
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=["80x24", "120x40", "200x50"])
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 def test_answer(snap_compare, size):
     assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=size)
 
@@ -93,7 +95,7 @@ def test_compare_no_color_120x40(snap_compare, monkeypatch):
     assert snap_compare(create_app(snapshot=_h200_doc()), terminal_size=(120, 40), run_before=compare)
 
 
-@pytest.mark.parametrize("size", [(120, 40), (200, 50)], ids=["120x40", "200x50"])
+@pytest.mark.parametrize("size", [(120, 40)], ids=["120x40"])
 def test_replay_dashboard_joined_modes(snap_compare, size):
     """A replay joined from several GPUs: time axes in seconds since each mode started, never negative."""
     assert snap_compare(create_app(snapshot=_h200_doc(), view="dashboard", replay_mode="fp8-w+kv"), terminal_size=size)
@@ -127,7 +129,7 @@ def _live(doc, size):
     return app, go_live
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=["80x24", "120x40", "200x50"])
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 def test_live_dashboard(snap_compare, frozen_doc, size):
     app, go_live = _live(frozen_doc, size)
     assert snap_compare(app, terminal_size=size, run_before=go_live)
