@@ -113,15 +113,37 @@ def _tail_journal(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
             continue
         kind, d = ev.get("event"), ev.get("data") or {}
         if kind == "step":
-            st = d.get("step") or {}
-            brief = {k: st.get(k) for k in ("load", "load_kind", "requests", "output_tok_s", "passed", "errors")}
-            brief["ttft_p95_ms"] = (st.get("ttft_ms") or {}).get("p95")
-            brief["tpot_p95_ms"] = (st.get("tpot_ms") or {}).get("p95")
-            news.append({"kind": "step", "mode": d.get("mode"), "step": brief})
+            news.append(_step_news(d.get("mode"), d.get("step") or {}))
         elif kind == "mode_done":
-            news.append({"kind": "mode_done", "mode": d.get("name"), "knee": d.get("best_concurrency"),
-                         "complete": d.get("complete"), "error": (d.get("error") or {}).get("message")})
+            news.append(_mode_news(d))
     return news, offset + end + 1
+
+
+def _step_news(mode: Any, st: dict[str, Any]) -> dict[str, Any]:
+    brief = {k: st.get(k) for k in ("load", "load_kind", "requests", "output_tok_s", "passed", "errors")}
+    brief["ttft_p95_ms"] = (st.get("ttft_ms") or {}).get("p95")
+    brief["tpot_p95_ms"] = (st.get("tpot_ms") or {}).get("p95")
+    return {"kind": "step", "mode": mode, "step": brief}
+
+
+def _mode_news(d: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "mode_done", "mode": d.get("name"), "knee": d.get("best_concurrency"),
+            "complete": d.get("complete"), "error": (d.get("error") or {}).get("message")}
+
+
+def _unsent(snapshot_text: str | None, sent: dict[str, int], done: set[str]) -> list[dict[str, Any]]:
+    """What the journal had no time to say (a --fast lane ends within one push): from the final snapshot."""
+    try:
+        doc = json.loads(snapshot_text or "")
+    except ValueError:
+        return []
+    news: list[dict[str, Any]] = []
+    for m in doc.get("modes") or [] if isinstance(doc, dict) else []:
+        name = m.get("name")
+        news += [_step_news(name, st) for st in (m.get("steps") or [])[sent.get(name, 0):]]
+        if name not in done and m.get("finished_at"):
+            news.append(_mode_news(m))
+    return news
 
 
 def _read_text(path: Path) -> str | None:
@@ -195,6 +217,8 @@ def run_lane(spec: dict[str, Any], hub: Any) -> dict[str, Any]:
     reader = threading.Thread(target=pump, name=f"kvtui-lane-{lane}", daemon=True)
     reader.start()
     journal, offset = out.with_name(out.name + ".journal"), 0
+    sent: dict[str, int] = {}  # steps told per mode
+    finished: set[str] = set()  # modes told done
     signalled_at: float | None = None
     why_stop = ""
     try:
@@ -203,6 +227,13 @@ def run_lane(spec: dict[str, Any], hub: Any) -> dict[str, Any]:
             if done:
                 reader.join(10)
             news, offset = _tail_journal(journal, offset)
+            if done:
+                news += _unsent(_read_text(out), sent, finished)
+            for n in news:
+                if n["kind"] == "step":
+                    sent[n["mode"]] = sent.get(n["mode"], 0) + 1
+                elif n["kind"] == "mode_done":
+                    finished.add(n["mode"])
             with lock:
                 news = [{"kind": "line", "text": x} for x in lines] + news
                 lines.clear()
