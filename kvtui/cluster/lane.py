@@ -41,6 +41,16 @@ HUB_TIMEOUT_S = 30.0
 STOP_GRACE_S = 60.0  # after SIGTERM, how long a lane may take to stop its server before SIGKILL
 
 
+# A Ray worker runs with SIGINT blocked and SIGINT and SIGQUIT ignored, and a child inherits both
+# through fork and exec: the lane's server would ignore the SIGINT that stops it cleanly (its
+# stop waited half its stop_timeout_s for nothing). The lane starts through this, which gives
+# the signals back their defaults, then becomes the lane (exec: the same process).
+SIGNALS_RESET = ("import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+                 "[signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGPIPE, "
+                 "signal.SIGXFSZ)]; "
+                 "os.execv(sys.argv[1], sys.argv[1:])")
+
+
 def kvtui_digest() -> str:
     """A digest of the kvtui package's Python files: the same version with other code is another kvtui."""
     import hashlib
@@ -185,7 +195,7 @@ def run_lane(spec: dict[str, Any], hub: Any) -> dict[str, Any]:
     if spec.get("calibration_text") is not None:
         (d / "calibration.toml").write_text(spec["calibration_text"], encoding="utf-8")
         subst["@CALIBRATION@"] = str(d / "calibration.toml")
-    argv = [sys.executable, "-m", "kvtui"]
+    argv = [sys.executable, "-c", SIGNALS_RESET, sys.executable, "-m", "kvtui"]
     for a in spec["argv"]:
         for k, v in subst.items():
             a = a.replace(k, v)

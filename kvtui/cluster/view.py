@@ -79,12 +79,13 @@ class LanesView:
         self.changed = True
         kind = ev.get("kind")
         if kind == "started":
-            retry = row.attempt >= 1
+            before = row.node_id
             row.state, row.node_id, row.host = "running", str(ev.get("node_id") or ""), str(ev.get("host") or "")
             row.gpu, row.attempt, row.steps, row.last = gpu_words(ev), int(ev.get("attempt") or 1), 0, ""
             row.nodes.append(row.node_id)
+            retry = f", try {row.attempt}: node {before[:12]} was lost mid-lane" if row.attempt > 1 else ""
             self.say(row, f"kvtui: lane {row.lane}: mode {row.mode} {'retried' if retry else 'started'} on node "
-                          f"{row.node_id[:12]} ({row.host}), {row.gpu}" + (f", try {row.attempt}" if retry else ""))
+                          f"{row.node_id[:12]} ({row.host}), {row.gpu}{retry}")
         elif kind == "line":
             self.say(row, str(ev.get("text", "")))
         elif kind == "step":
