@@ -358,7 +358,7 @@ def mark_lane_docs(docs: list[dict[str, Any]], ran: list[dict[str, Any]]) -> Non
 
 
 def gpu_type_warning(ran: list[dict[str, Any]]) -> str | None:
-    types = {}
+    types: dict[str, list[str]] = {}
     for r in ran:
         if r.get("gpu_names"):
             types.setdefault(", ".join(r["gpu_names"]), []).append(r["mode"])

@@ -46,8 +46,8 @@ STOP_GRACE_S = 60.0  # after SIGTERM, how long a lane may take to stop its serve
 # stop waited half its stop_timeout_s for nothing). The lane starts through this, which gives
 # the signals back their defaults, then becomes the lane (exec: the same process).
 SIGNALS_RESET = ("import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
-                 "[signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGPIPE, "
-                 "signal.SIGXFSZ)]; "
+                 "[signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, "
+                 "signal.SIGPIPE, signal.SIGXFSZ)]; "
                  "os.execv(sys.argv[1], sys.argv[1:])")
 
 

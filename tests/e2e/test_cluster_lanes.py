@@ -281,7 +281,8 @@ def test_a_node_lost_mid_lane_is_retried_on_another_and_the_other_lanes_kept(clu
         t.join(240)
         return box["wall"]
 
-    code = real_run_cluster(_args(c.address, out, []), _scenario(sp, []), str(sp), [], out, follow=follow)
+    sets = ["ramp.confirm=false"]
+    code = real_run_cluster(_args(c.address, out, sets), _scenario(sp, sets), str(sp), sets, out, follow=follow)
     text = capsys.readouterr()
     assert code == 0, text.out[-3000:] + text.err[-3000:]
     doc = load_snapshot(out)
