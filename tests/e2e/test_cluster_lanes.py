@@ -60,15 +60,28 @@ LONG_SETS = ["ramp.window_s=30", "ramp.confirm=false"]
 LONG = [x for o in LONG_SETS for x in ("--set", o)]
 
 
+def _env() -> dict[str, str]:
+    path = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "KVTUI_PREFLIGHT": "0", "PYTHONPATH": os.pathsep.join(path)}
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(
-        os.pathsep) if p])  # the nodes' workers (and their lanes) import this kvtui
-    os.environ["KVTUI_PREFLIGHT"] = "0"
-    # Three GPU nodes (the head one of them: a raylet fewer to start), a fake GPU each.
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 1})
-    gpu_nodes = [c.head_node] + [c.add_node(num_cpus=1, num_gpus=1) for _ in range(2)]
-    c.wait_for_nodes()
+    # The nodes' raylets, and so their workers and lanes, take this environment when they start:
+    # this kvtui first on the path, no pre-flight (the lanes' simulator needs none).
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "KVTUI_PREFLIGHT")}
+    os.environ.update(_env())
+    try:
+        # Three GPU nodes (the head one of them: a raylet fewer to start), a fake GPU each.
+        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 1})
+        gpu_nodes = [c.head_node] + [c.add_node(num_cpus=1, num_gpus=1) for _ in range(2)]
+        c.wait_for_nodes()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     ray.init(address=c.address, log_to_driver=False, namespace="kvtui")
     yield c, gpu_nodes
     ray.shutdown()
@@ -86,7 +99,8 @@ def lane_processes() -> list[str]:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if "kvtui-lane-" in cmd and state not in ("Z", "X"):
+        # (a Ray worker's title names the task it runs, "ray::kvtui-lane-…": not a lane's process)
+        if "kvtui-lane-" in cmd and not cmd.startswith("ray::") and state not in ("Z", "X"):
             out.append(f"{pid} {cmd}")
     return out
 
@@ -136,7 +150,7 @@ def test_lanes_land_on_different_nodes_and_join_into_the_figures_of_one_box(clus
     one = tmp_path / "one.json"
     r = subprocess.run([sys.executable, "-m", "kvtui", "run", str(sp), "--parallel", "--fast", "--headless",
                         "--set", "server.devices=2", "--out", str(one)], capture_output=True, text=True,
-                       timeout=240, env={**os.environ, "KVTUI_PREFLIGHT": "0"})
+                       timeout=240, env=_env())
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert figures(doc) == figures(load_snapshot(one))
 
@@ -200,7 +214,7 @@ def test_the_live_view_shows_every_lane_in_a_textual_pilot(cluster, tmp_path):
 def _driver(sp: Path, out: Path, address: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "kvtui", "run", str(sp), "--cluster", address, "--headless",
                              "--out", str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "KVTUI_PREFLIGHT": "0"})
+                            env=_env())
 
 
 def _read_until(proc: subprocess.Popen, needles: list[str], timeout: float) -> str:

@@ -33,6 +33,7 @@ SKIP = [
     (r"smollm2-cpu|h200-smollm2", "real weights on vLLM (the vllm-marked tests)"),
     (r"sim-replicas", "live replicas, minutes: --fast models one server (tests/replicas run them live)"),
     (r"--parallel", "one lane per GPU, several processes (tests/e2e/test_parallel_modes.py)"),
+    (r"--cluster", "a Ray cluster (tests/e2e/test_cluster_lanes.py runs the lanes on a local one)"),
     (r"^kvtui export --", "a fragment in prose: no snapshot named"),
     (r"^kvtui (sim serve --knee|run --mode)$", "a fragment in prose: the flag without its value"),
 ]
