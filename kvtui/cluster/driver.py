@@ -112,32 +112,42 @@ def probe(ray: Any, scenario: Scenario) -> list[dict[str, Any]]:
         except Exception as e:
             bad.append(f"node {str(n['NodeID'])[:12]} ({n.get('NodeManagerHostname')}): does not answer "
                        f"({type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''})")
-    mine = lane.kvtui_digest()
+    bad += refusals(facts, scenario, kvtui.__version__, lane.kvtui_digest())
+    if bad:
+        raise ClusterRefused(bad)
+    return facts
+
+
+def refusals(facts: list[dict[str, Any]], scenario: Scenario, version: str, digest: str) -> list[str]:
+    """One line per node that must not take a lane (its reasons together): another kvtui than the
+    driver's (`version`, `digest`); for a real engine, no vLLM, or another vLLM than the scenario
+    asks (or, where it asks none, than the other nodes)."""
+    why: dict[str, list[str]] = {}
     for f in facts:
-        if f["kvtui_version"] != kvtui.__version__:
-            bad.append(f"{node_name(f)}: kvtui {f['kvtui_version']}, the driver runs {kvtui.__version__}: "
-                       "install the driver's kvtui there")
-        elif f["kvtui_digest"] != mine:
-            bad.append(f"{node_name(f)}: another kvtui build than the driver's (version {kvtui.__version__}, other "
-                       "code): install the driver's kvtui there")
+        if f["kvtui_version"] != version:
+            why.setdefault(node_name(f), []).append(f"kvtui {f['kvtui_version']}, the driver runs {version}: "
+                                                    "install the driver's kvtui there")
+        elif f["kvtui_digest"] != digest:
+            why.setdefault(node_name(f), []).append(f"another kvtui build than the driver's (version {version}, "
+                                                    "other code): install the driver's kvtui there")
     if scenario.server.engine != "sim":
         asked = scenario.server.vllm_version
         have = [f for f in facts if f.get("vllm_version")]
         for f in facts:
             if not f.get("vllm_version"):
-                bad.append(f"{node_name(f)}: no vLLM installed (server.engine = \"{scenario.server.engine}\")")
+                why.setdefault(node_name(f), []).append(f"no vLLM installed (server.engine = "
+                                                        f"\"{scenario.server.engine}\")")
             elif asked and not _same_version(f["vllm_version"], asked):
-                bad.append(f"{node_name(f)}: vLLM {f['vllm_version']}, the scenario asks for {asked} "
-                           "(server.vllm_version)")
+                why.setdefault(node_name(f), []).append(f"vLLM {f['vllm_version']}, the scenario asks for {asked} "
+                                                        "(server.vllm_version)")
         if not asked and len({f["vllm_version"] for f in have}) > 1:
             first = have[0]
             for f in have[1:]:
                 if f["vllm_version"] != first["vllm_version"]:
-                    bad.append(f"{node_name(f)}: vLLM {f['vllm_version']}, {node_name(first)} has "
-                               f"{first['vllm_version']}: set server.vllm_version to the one to measure")
-    if bad:
-        raise ClusterRefused(bad)
-    return facts
+                    why.setdefault(node_name(f), []).append(
+                        f"vLLM {f['vllm_version']}, {node_name(first)} has {first['vllm_version']}: set "
+                        "server.vllm_version to the one to measure")
+    return [f"{node}: {'; '.join(reasons)}" for node, reasons in why.items()]
 
 
 def _same_version(have: str, asked: str) -> bool:
