@@ -298,6 +298,11 @@ class ClusterRun:
                     self.hub.stop.remote(self.stop_reason or "the driver failed")
                 except Exception:
                     pass
+            else:  # every lane has ended: the hub is no longer needed
+                try:
+                    ray.kill(self.hub)
+                except Exception:
+                    pass
             self.wall_s = time.monotonic() - t0
         return self.wall_s
 
