@@ -14,6 +14,7 @@ from typing import Any, Callable
 from kvtui.terminal import printable
 
 COLUMNS = ("lane", "mode", "state", "node", "host", "GPU", "try", "steps", "last step", "knee")
+WIDTHS = (4, 14, 8, 12, 14, 22, 3, 5, 52, 6)  # the TUI's columns: rows fill in after the table is drawn
 
 
 @dataclass

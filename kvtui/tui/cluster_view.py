@@ -15,7 +15,7 @@ from typing import Any
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Footer, RichLog, Static
 
-from kvtui.cluster.view import COLUMNS, LanesView
+from kvtui.cluster.view import COLUMNS, WIDTHS, LanesView
 
 
 class ClusterApp(App):
@@ -49,8 +49,8 @@ class ClusterApp(App):
 
     def on_mount(self) -> None:
         table = self.query_one("#lanes", DataTable)
-        for col in COLUMNS:
-            table.add_column(col, key=col)
+        for col, width in zip(COLUMNS, WIDTHS):
+            table.add_column(col, key=col, width=width)
         for cells in self.view.table():
             table.add_row(*cells, key=cells[0])
         self.set_interval(0.25, self.redraw)
