@@ -193,34 +193,40 @@ class ParallelRun:
     # -- the join --------------------------------------------------------------------------
     def lane_docs(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """The lanes' snapshots (a journal where a lane was cut before finalising), and why a mode has none."""
-        from kvtui.snapshot.file import load_snapshot, paths_for
+        return lane_docs([r for lane in self.lanes for r in lane.ran], self.pending, self.stop_reason)
 
-        docs: list[dict[str, Any]] = []
-        missing: dict[str, str] = {}
-        for lane in self.lanes:
-            for r in lane.ran:
-                snap = Path(r["snapshot"])
-                journal = paths_for(snap)[1]
-                src = snap if snap.exists() else journal if journal.exists() else None
-                if src is None:
-                    missing[r["mode"]] = (f"its lane ({r['device']}) exited with code {r['rc']} before writing a "
-                                          f"snapshot; its log: {r['log']}")
-                    continue
-                try:
-                    d = load_snapshot(src)
-                except Exception as e:  # a lane's damaged file must not lose the other lanes' modes
-                    missing[r["mode"]] = f"its lane's snapshot {src} cannot be read: {e}"
-                    continue
-                if r["rc"] not in (0, None):
-                    for m in d.get("modes") or []:
-                        if m.get("name") == r["mode"] and not m.get("complete") and not m.get("error"):
-                            # The lane died inside the mode (its journal has no word of why): its log's last line.
-                            m["error"] = {"kind": "lane", "message": f"its lane ({r['device']}) exited with code "
-                                          f"{r['rc']}: {_last_line(Path(r['log']))} (log: {r['log']})"}
-                docs.append(d)
-        for m in self.pending:
-            missing.setdefault(m, f"not started: {self.stop_reason or 'no lane was free'}")
-        return docs, missing
+
+def lane_docs(ran: list[dict[str, Any]], pending: list[str] | None = None,
+              stop_reason: str | None = None) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The snapshots of lanes that ran ({mode, device, snapshot, log, rc}: a journal where a lane was cut
+    before finalising), and why a mode has none; `pending`: modes no lane started."""
+    from kvtui.snapshot.file import load_snapshot, paths_for
+
+    docs: list[dict[str, Any]] = []
+    missing: dict[str, str] = {}
+    for r in ran:
+        snap = Path(r["snapshot"])
+        journal = paths_for(snap)[1]
+        src = snap if snap.exists() else journal if journal.exists() else None
+        if src is None:
+            missing[r["mode"]] = (f"its lane ({r['device']}) exited with code {r['rc']} before writing a "
+                                  f"snapshot; its log: {r['log']}")
+            continue
+        try:
+            d = load_snapshot(src)
+        except Exception as e:  # a lane's damaged file must not lose the other lanes' modes
+            missing[r["mode"]] = f"its lane's snapshot {src} cannot be read: {e}"
+            continue
+        if r["rc"] not in (0, None):
+            for m in d.get("modes") or []:
+                if m.get("name") == r["mode"] and not m.get("complete") and not m.get("error"):
+                    # The lane died inside the mode (its journal has no word of why): its log's last line.
+                    m["error"] = {"kind": "lane", "message": f"its lane ({r['device']}) exited with code "
+                                  f"{r['rc']}: {_last_line(Path(r['log']))} (log: {r['log']})"}
+        docs.append(d)
+    for m in pending or []:
+        missing.setdefault(m, f"not started: {stop_reason or 'no lane was free'}")
+    return docs, missing
 
 
 def _last_line(log: Path) -> str:
@@ -233,9 +239,7 @@ def _last_line(log: Path) -> str:
 
 def run_parallel(args: Any, scenario: Scenario, path: str, overrides: list[str], out: Path) -> int:
     """`kvtui run --parallel --headless`: the lanes, then the join; the exit code."""
-    from kvtui.commands.headless_print import HeadlessPrinter, print_summary
     from kvtui.explore.devices import plan_lanes
-    from kvtui.explore.run import Run
 
     if scenario.server.engine == "external":
         raise UsageError("--parallel: the external engine is one server already running; parallel lanes start "
@@ -271,14 +275,26 @@ def run_parallel(args: Any, scenario: Scenario, path: str, overrides: list[str],
         wall = pr.run_lanes()
         docs, missing = pr.lane_docs()
         lanes_info = [dict(r) for lane in pr.lanes for r in lane.ran]
-        info = {"lanes": lanes_info, "wall_s": round(wall, 1),
-                "lanes_wall_s_sum": round(sum(r["wall_s"] or 0 for r in lanes_info), 1)}
-        join = Run(scenario, out, modes=names, listener=_join_listener(HeadlessPrinter(scenario, out=text_out)),
-                   resume=docs, fast=args.fast, join=missing, join_info=info, publish=False)
-        doc = join.run()
+        return join_lanes(args, scenario, out, names, docs, missing, lanes_info, wall, pr.dir, pr.stop_reason,
+                          text_out)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def join_lanes(args: Any, scenario: Scenario, out: Path, names: list[str], docs: list[dict[str, Any]],
+               missing: dict[str, str], lanes_info: list[dict[str, Any]], wall: float, lanes_dir: Path,
+               stop_reason: str | None, text_out: TextIO, extra: dict[str, Any] | None = None) -> int:
+    """The lanes' snapshots joined into one (`--parallel`, `--cluster`), the answer printed; the exit code."""
+    from kvtui.commands.headless_print import HeadlessPrinter, print_summary
+    from kvtui.explore.run import Run
+
+    json_out = bool(getattr(args, "json", False))
+    info = {"lanes": lanes_info, "wall_s": round(wall, 1),
+            "lanes_wall_s_sum": round(sum(r["wall_s"] or 0 for r in lanes_info), 1), **(extra or {})}
+    join = Run(scenario, out, modes=names, listener=_join_listener(HeadlessPrinter(scenario, out=text_out)),
+               resume=docs, fast=args.fast, join=missing, join_info=info, publish=False)
+    doc = join.run()
     if json_out:  # as a sequential run's --json: the answer, with the run it answers
         import json
 
@@ -292,13 +308,13 @@ def run_parallel(args: Any, scenario: Scenario, path: str, overrides: list[str],
         if "devices" in w or "different GPUs" in w:
             print(f"kvtui: warning: {w}", file=text_out)
     print(f"\nkvtui: {len(lanes_info)} lane run(s) in {wall:.0f} s, joined: snapshot {out} "
-          f"(records: {out.with_name(out.stem + '.records.jsonl')}; lanes: {pr.dir})", file=text_out)
+          f"(records: {out.with_name(out.stem + '.records.jsonl')}; lanes: {lanes_dir})", file=text_out)
     from kvtui.report.outcome import stopped_line
 
     stopped = stopped_line(doc)
     if stopped:
         print(f"kvtui: {stopped}", file=sys.stderr)
-    if pr.stop_reason:
+    if stop_reason:
         return 130
     failed = [m for m in doc["modes"] if m.get("error")] or [r for r in lanes_info if r["rc"] not in (0, None)]
     return 1 if failed else 0

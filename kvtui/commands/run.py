@@ -29,6 +29,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="one mode per free GPU at once (the sim engine: server.devices simulated GPUs), each lane "
                         "its own kvtui run with CUDA_VISIBLE_DEVICES, joined into one snapshot; headless "
                         "(also: server.parallel = true)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="spread the modes over a Ray cluster, one lane per mode on the GPUs it needs: "
+                        "ray://HOST:PORT, HOST:PORT, or auto (RAY_ADDRESS, or a cluster started here); "
+                        "needs kvtui[ray] (docs/CLUSTER.md)")
     p.add_argument("--engine", choices=["sim", "vllm", "external"], help="override server.engine")
     p.add_argument("--fast", action="store_true",
                    help="with the sim engine: simulate each step offline (seconds, no HTTP)")
@@ -93,6 +97,15 @@ def run(args: argparse.Namespace) -> int:
     from kvtui.commands.launch_checks import check_leftovers
 
     check_leftovers(args)
+    if getattr(args, "cluster", None):
+        out_path = Path(args.out) if args.out else default_out(scenario.name)
+        if not args.headless and not getattr(args, "json", False):
+            from kvtui.commands.tui import launch_cluster_tui
+
+            return launch_cluster_tui(args, scenario, path, overrides, out_path)
+        from kvtui.commands.cluster import run_cluster
+
+        return run_cluster(args, scenario, path, overrides, out_path)
     if getattr(args, "parallel", False) or scenario.server.parallel:
         from kvtui.commands.parallel import run_parallel
 

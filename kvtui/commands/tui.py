@@ -135,3 +135,31 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
         rc = 0
     return int(rc or 0)
 
+
+
+def launch_cluster_tui(args: Any, scenario: Any, path: str, overrides: list[str], out: Path) -> int:
+    """`kvtui run --cluster ADDRESS` with its live view: the lanes' table while they run (kvtui.tui.cluster_view),
+    then the join and the answer on the terminal, as headless."""
+    from kvtui.commands.cluster import run_cluster
+    from kvtui.commands.launch_checks import dumb_terminal
+
+    if dumb_terminal():
+        raise UsageError("TERM=dumb: this terminal cannot show the lanes' view; "
+                         "kvtui run SCENARIO --cluster ADDRESS --headless prints plain lines (no escapes)")
+
+    def follow(view: Any, crun: Any) -> float:
+        from kvtui.tui.cluster_view import ClusterApp
+
+        app = ClusterApp(view, crun, f"kvtui — {scenario.name}: {len(view.rows)} lane(s) on the Ray cluster "
+                                     f"{args.cluster}")
+        app.run()
+        if app.failure is not None:
+            raise app.failure
+        if not app.done:  # closed before the lanes ended: they are stopped, and followed to their end here
+            crun.stop("the view was closed")
+            app.follower.join()
+            if app.failure is not None:
+                raise app.failure
+        return app.wall_s or 0.0
+
+    return run_cluster(args, scenario, path, overrides, out, follow=follow)

@@ -246,6 +246,11 @@ class Server:
     # simulated GPUs (a real engine's are NVML's free ones)
     parallel: bool = False
     devices: int = 1
+    # kvtui run --cluster (docs/CLUSTER.md): the Ray accelerator type every lane asks for ("H100",
+    # "H200", "L40S": Ray's accelerator_type:X resource), and the vLLM version every node must have
+    # ("0.26" any 0.26.x; empty: the nodes must agree)
+    accelerator_type: str = ""
+    vllm_version: str = ""
     # sim engine
     gpu: str = "H200"
     time_scale: float = 0.0  # 0 = choose: real time when the box keeps up, else slow motion

@@ -77,6 +77,11 @@ class SimEngine(VllmEngine):
     def _launcher(self) -> tuple[str, list[str]]:
         return "sim", [sys.executable, "-m", "kvtui", "sim", "serve"]
 
+    def _refuse_what_the_cpu_build_cannot_run(self, mode: Mode, on_log: Any) -> None:
+        """The simulator starts no vLLM: what the installed vLLM CPU build refuses (an fp8 KV cache
+        without AVX-512) is no reason to refuse a simulated mode."""
+        return None
+
     def _build_command(self, scenario: Scenario, mode: Mode, port: int, api_key: str, prefix) -> tuple[list[str],
         dict[str, str]]:
         self.time_scale = auto_time_scale(scenario, mode)
