@@ -127,8 +127,10 @@ def build(shape: str, directory: str | Path, layers: int | None = None) -> Path:
     (d / "tokenizer.json").write_text(json.dumps(tokenizer_json(spec), ensure_ascii=False))
     (d / "tokenizer_config.json").write_text(json.dumps({
         "bos_token": BOS, "eos_token": EOS, "unk_token": UNK, "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": spec.max_position, "add_bos_token": False, "chat_template": CHAT_TEMPLATE}, indent=1) + "\n")
-    (d / "special_tokens_map.json").write_text(json.dumps({"bos_token": BOS, "eos_token": EOS, "unk_token": UNK}) + "\n")
+        "model_max_length": spec.max_position, "add_bos_token": False, "chat_template": CHAT_TEMPLATE},
+        indent=1) + "\n")
+    (d / "special_tokens_map.json").write_text(json.dumps({"bos_token": BOS, "eos_token": EOS,
+                                                           "unk_token": UNK}) + "\n")
     for w in d.glob("*.safetensors"):
         w.unlink()  # dummy weights only: a stale weight file would make vLLM load it
     (d / PROVENANCE).write_text(json.dumps({"shape": shape, "layers": cfg["num_hidden_layers"],
@@ -139,8 +141,9 @@ def build(shape: str, directory: str | Path, layers: int | None = None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     from kvtui.errors import UsageError
 
-    ap = argparse.ArgumentParser(prog="python -m kvtui.engines.vllm.shapedummy",
-                                 description="A dummy-weights model directory of a bundled shape (vLLM --load-format dummy).")
+    ap = argparse.ArgumentParser(
+        prog="python -m kvtui.engines.vllm.shapedummy",
+        description="A dummy-weights model directory of a bundled shape (vLLM --load-format dummy).")
     ap.add_argument("shape", help="a bundled shape (deepseek-v2-lite, qwen3-30b-a3b, mixtral-8x7b, …) or a config.json")
     ap.add_argument("dir")
     ap.add_argument("--layers", type=int, default=None, help="keep the first N layers (default: all)")
