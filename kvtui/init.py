@@ -292,7 +292,7 @@ def build_init(
     if model.shape and engine == "vllm":
         raise UsageError(
             f"{arg} is a bundled shape for the simulator: --engine vllm needs a model directory or a Hugging Face id "
-            f"(a dummy-weights directory of that shape: python -m kvtui.engines.vllm.tinymodel DIR --no-weights …)"
+            f"(a dummy-weights directory of that shape: python -m kvtui.engines.vllm.shapedummy {arg} DIR)"
         )
     spec = model_from_config(model.config, name=Path(model.value).name or model.value, source=model.where)
     modes, left = _modes(model, gpu)
