@@ -14,7 +14,13 @@ KV_BYTES = 50_000_000  # the KV budget of the real-vLLM tests (24,320 tokens of 
 
 
 def read_log(name: str) -> str:
-    return (DATA / name).read_text(encoding="utf-8", errors="replace")
+    """A captured file by its name: the larger ones are stored xz-compressed (NAME.xz) to keep the
+    tracked tree small; the text is the same."""
+    import lzma
+
+    xz = DATA / (name + ".xz")
+    raw = lzma.decompress(xz.read_bytes()) if xz.exists() else (DATA / name).read_bytes()
+    return raw.decode("utf-8", errors="replace")
 
 
 @functools.lru_cache(maxsize=1)
