@@ -175,15 +175,13 @@ def load_scenario(path: str | Path | None, overrides: typing.Sequence[str] = (),
             doc = tomllib.loads(text)
         except RecursionError:
             raise ScenarioError([f"{source}: TOML nested too deeply to be a scenario"])
-        except ValueError as e:  # an integer past Python's 4,300 digits (not a TOMLDecodeError): one line
-            if not isinstance(e, tomllib.TOMLDecodeError):
-                raise ScenarioError([f"{source}:{_long_number_line(text)}: a number of more than "
-                                     f"{sys.get_int_max_str_digits():,} digits: no scenario value is that large"])
-            raise
-        except tomllib.TOMLDecodeError as e:
+        except tomllib.TOMLDecodeError as e:  # before ValueError, of which it is a subclass
             m = re.search(r"at line (\d+)", str(e))
             line = m.group(1) if m else str(max(1, len(text.splitlines())))  # "at end of document": the last line
             raise ScenarioError([f"{source}:{line}: TOML syntax: {str(e).split(' (at')[0]}"])
+        except ValueError:  # an integer past Python's 4,300 digits (not a TOMLDecodeError): one line
+            raise ScenarioError([f"{source}:{_long_number_line(text)}: a number of more than "
+                                 f"{sys.get_int_max_str_digits():,} digits: no scenario value is that large"])
     index = LineIndex(text)
     for item in overrides:
         opath, value = parse_override(item)

@@ -46,7 +46,12 @@ def test_same_seed_same_answer_under_cpu_load(tmp_path):
             p.kill()
             p.wait()
     assert _verdicts(quiet) == _verdicts(loaded)
-    assert answer_text(quiet) == answer_text(loaded)
+    # The same answer; only the host's own caveat may differ ("this host limited the live run at …":
+    # a loaded host is a fact about the host, said in every view since issue 49, never about the server).
+    def same(doc):
+        return [ln for ln in answer_text(doc).splitlines() if "this host limited the live run" not in ln]
+
+    assert same(quiet) == same(loaded)
     steps = quiet["modes"][0]["steps"]
     assert steps and all(s.get("modelled") for s in steps)
     assert all(isinstance(s.get("live"), dict) and s["live"]["requests"] > 0 for s in steps)  # the live run kept

@@ -87,7 +87,8 @@ def test_auto_is_seeded_for_real_engines_and_fast_runs_only_where_predicted():
     covered = {"covered": True, "knee": 12}
     assert choose_search(ramp, True, 30, covered, "vllm", False).name == "seeded"
     assert choose_search(ramp, True, 30, covered, "sim", True).name == "seeded"
-    assert choose_search(ramp, True, 30, covered, "sim", False).name == "fast"
+    # The live simulator too (issue 49): it starts where --fast starts, at the predicted knee.
+    assert choose_search(ramp, True, 30, covered, "sim", False).name == "seeded"
     assert choose_search(ramp, True, 30, {"covered": False}, "vllm", False).name == "fast"
     assert choose_search(Ramp(search="seeded"), True, 30, covered, "sim", False).name == "seeded"
     assert choose_search(Ramp(search="fast"), True, 30, covered, "vllm", False).name == "fast"

@@ -32,7 +32,7 @@ def _journal(tmp: Path) -> Path:
     w = SnapshotWriter(tmp / "j.json", {"schema": "kvtui.snapshot/1", "scenario": {"name": "ünïcode"}, "environment": {}, "run": {}})
     w.mode_started({"name": MODE, "steps": []})
     for i in range(4):
-        w.step_finished(MODE, {"index": i, "load": 2.0 ** i, "passed": True, "note": "→ ✓ “fine”"})
+        w.step_finished(MODE, {"index": i, "load": 2.0 ** i, "passed": False, "note": "→ ✓ “fine”"})
     w.close()
     return w.journal
 

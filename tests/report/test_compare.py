@@ -123,9 +123,11 @@ def test_baseline_follows_the_scenario_order_and_says_when_it_has_no_result():
     doc2["scenario"]["modes"] = [{"name": "a"}, {"name": "b"}]
     assert compare_modes(doc2)["baseline"] == "a"
     # Nothing passed anywhere: said, not invented.
-    none = compare_modes(_doc({"x": (None, [])}))
-    assert none["baseline"] is None and "no mode met the SLO" in none["note"]
+    none = compare_modes(_doc({"x": (None, [])}))  # no step finished at all: nothing was measured (issue 49)
+    assert none["baseline"] is None and "stopped before any step finished" in none["note"]
     assert comparison_rows({"modes": none["rows"], "comparison": none})[0][1] == "—"
+    failed = compare_modes(_doc({"x": (None, [dict(s, passed=False)])}))  # steps measured, none passed
+    assert failed["baseline"] is None and "no mode met the SLO" in failed["note"]
 
 
 def test_an_undecided_or_failed_step_at_the_best_load_is_not_averaged_in():

@@ -33,8 +33,8 @@ SKIP = [
     (r"smollm2-cpu|h200-smollm2", "real weights on vLLM (the vllm-marked tests)"),
     (r"sim-replicas", "live replicas, minutes: --fast models one server (tests/replicas run them live)"),
     (r"--parallel", "one lane per GPU, several processes (tests/e2e/test_parallel_modes.py)"),
-    (r"--url ", "a server the user runs (tests/e2e/test_run_url.py runs it against a real `kvtui sim serve`)"),
-    (r"--cluster ", "a Ray cluster (tests/e2e/test_cluster_lanes.py runs one)"),
+    (r"--url\b", "a server the user runs (tests/e2e/test_run_url.py runs it against a real `kvtui sim serve`)"),
+    (r"--cluster\b", "a Ray cluster (tests/e2e/test_cluster_lanes.py runs one)"),
     (r"^kvtui export --", "a fragment in prose: no snapshot named"),
     (r"^kvtui (sim serve --knee|run --mode)$", "a fragment in prose: the flag without its value"),
 ]
