@@ -40,7 +40,7 @@ SKIP = [
 ]
 # Lines that open the interactive TUI: run in tmux as a person would (the screen drawn, no traceback,
 # q quits; a run started by the line is stopped by its question, exit 3, as designed).
-TUI = [r"^kvtui( [A-Za-z0-9_./-]+\.toml| (?!scenarios$)(?!-)[a-z0-9-]+)?( --start)?$", r"^kvtui (tui|replay)\b",
+TUI = [r"^kvtui( [A-Za-z0-9_./-]+\.toml| (?!scenarios$)(?!-)[a-z0-9-]+)?( --start| --live)?$", r"^kvtui (tui|replay)\b",
        r"^kvtui run (?!.*--headless)(?!.*--json)(?!.*--parallel)"]
 # Lines that serve until stopped: started, seen serving, then stopped with Ctrl-C.
 SERVE = {r"^kvtui web\b": "serving ", r"^kvtui sim serve\b": "Application startup complete"}
