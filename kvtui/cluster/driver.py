@@ -87,8 +87,10 @@ def node_name(n: dict[str, Any]) -> str:
     return f"node {str(n.get('node_id') or n.get('NodeID'))[:12]} ({n.get('host') or n.get('NodeManagerHostname')})"
 
 
-def probe(ray: Any, scenario: Scenario) -> list[dict[str, Any]]:
-    """The facts of every node that could take a lane; ClusterRefused where one must not."""
+def probe(ray: Any, scenario: Scenario, warn: Any = None) -> list[dict[str, Any]]:
+    """The facts of every node that could take a lane; ClusterRefused where one must not. A node that
+    left the cluster between the listing and its probe (dead now, or its task unschedulable there) is
+    left out and said (`warn`): Ray places no lane on it; one alive that does not answer refuses."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     import kvtui
@@ -106,12 +108,23 @@ def probe(ray: Any, scenario: Scenario) -> list[dict[str, Any]]:
         node_id=n["NodeID"], soft=False)).remote() for n in nodes]
     facts: list[dict[str, Any]] = []
     bad: list[str] = []
+    gone: list[str] = []
     for n, ref in zip(nodes, refs):
         try:
             facts.append(ray.get(ref, timeout=PROBE_TIMEOUT_S))
         except Exception as e:
-            bad.append(f"node {str(n['NodeID'])[:12]} ({n.get('NodeManagerHostname')}): does not answer "
-                       f"({type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''})")
+            line = (f"node {str(n['NodeID'])[:12]} ({n.get('NodeManagerHostname')}): does not answer "
+                    f"({type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''})")
+            alive = {x.get("NodeID") for x in ray.nodes() if x.get("Alive")}
+            if type(e).__name__ == "TaskUnschedulableError" or n["NodeID"] not in alive:
+                gone.append(line + ": it left the cluster, no lane goes there")
+            else:
+                bad.append(line)
+    if not facts and not bad:
+        bad = gone  # no node left to take a lane
+    elif gone and warn is not None:
+        for line in gone:
+            warn(line)
     bad += refusals(facts, scenario, kvtui.__version__, lane.kvtui_digest())
     if bad:
         raise ClusterRefused(bad)

@@ -87,7 +87,8 @@ def run_cluster(args: Any, scenario: Scenario, path: str, overrides: list[str], 
     lanes_dir = out.with_name(out.stem + ".lanes")
     try:
         ray = driver.connect(args.cluster)
-        facts = driver.probe(ray, scenario)
+        facts = driver.probe(ray, scenario, warn=lambda line: print(f"kvtui: --cluster: warning: {line}",
+                                                                  file=sys.stderr, flush=True))
     except driver.ClusterRefused as e:
         for line in e.lines:
             print(f"kvtui: --cluster: refused: {line}", file=sys.stderr)
