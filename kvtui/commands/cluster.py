@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from kvtui.commands.parallel import join_lanes, lane_argv, lane_docs
+from kvtui.commands.parallel import join_lanes, lane_argv, lane_docs, lane_modes
 from kvtui.errors import UsageError
 from kvtui.scenario.schema import Scenario
 
@@ -60,12 +60,7 @@ def check(args: Any, scenario: Scenario) -> list[str]:
     if not re.fullmatch(r"[A-Za-z0-9._-]*", scenario.server.accelerator_type):
         raise UsageError(f"server.accelerator_type = {scenario.server.accelerator_type!r}: a Ray accelerator type "
                          "is letters, digits, '.', '_' or '-' (H100, H200, L40S, A100-80G)")
-    names = args.modes or [m.name for m in scenario.modes]
-    unknown = [n for n in names if n not in {m.name for m in scenario.modes}]
-    if unknown:
-        raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: "
-                         f"{', '.join(m.name for m in scenario.modes)})")
-    return names
+    return lane_modes(args, scenario)
 
 
 def run_cluster(args: Any, scenario: Scenario, path: str, overrides: list[str], out: Path,

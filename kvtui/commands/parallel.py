@@ -237,6 +237,16 @@ def _last_line(log: Path) -> str:
     return lines[-1][:300] if lines else "(empty log)"
 
 
+def lane_modes(args: Any, scenario: Scenario) -> list[str]:
+    """The modes that become lanes: those named by --mode (each checked), else every mode."""
+    names = args.modes or [m.name for m in scenario.modes]
+    unknown = [n for n in names if n not in {m.name for m in scenario.modes}]
+    if unknown:
+        raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: "
+                         f"{', '.join(m.name for m in scenario.modes)})")
+    return names
+
+
 def run_parallel(args: Any, scenario: Scenario, path: str, overrides: list[str], out: Path) -> int:
     """`kvtui run --parallel --headless`: the lanes, then the join; the exit code."""
     from kvtui.explore.devices import plan_lanes
@@ -244,11 +254,7 @@ def run_parallel(args: Any, scenario: Scenario, path: str, overrides: list[str],
     if scenario.server.engine == "external":
         raise UsageError("--parallel: the external engine is one server already running; parallel lanes start "
                          "their own (server.engine = \"vllm\" or \"sim\")")
-    names = args.modes or [m.name for m in scenario.modes]
-    unknown = [n for n in names if n not in {m.name for m in scenario.modes}]
-    if unknown:
-        raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: "
-                         f"{', '.join(m.name for m in scenario.modes)})")
+    names = lane_modes(args, scenario)
     plan = plan_lanes(scenario)
     for why in plan.left_out:
         print(f"kvtui: --parallel: left out {why}", file=sys.stderr)

@@ -63,6 +63,17 @@ _AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _BURST = ("Timestamp", "Request tokens", "Response tokens")
 
 
+def _json_object(path: str, no: int, line: str) -> dict[str, Any]:
+    """One JSONL line as an object, or the one-line error naming FILE:LINE."""
+    try:
+        d = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise TraceError(f"{path}:{no}: not JSON: {e.msg}") from None
+    if not isinstance(d, dict):
+        raise TraceError(f"{path}:{no}: each line must be a JSON object")
+    return d
+
+
 @dataclass(frozen=True)
 class TraceSpec:
     """What to read: the file, its layout and the selection (from a Workload)."""
@@ -392,12 +403,7 @@ class Reader:
 
     def _json(self, f: IO[str], first: str, first_no: int, cols: dict[str, str], unit: float) -> Iterator[TraceRow]:
         path = self.spec.path
-        try:
-            row0 = json.loads(first)
-        except json.JSONDecodeError as e:
-            raise TraceError(f"{path}:{first_no}: not JSON: {e.msg}") from None
-        if not isinstance(row0, dict):
-            raise TraceError(f"{path}:{first_no}: each line must be a JSON object")
+        row0 = _json_object(path, first_no, first)
         self.layout, roles = _layout(list(row0), "json", self.spec.format, cols, path)
         self.skip_why = "rows with 0 input or 0 output tokens"
         moon = self.layout == "mooncake"
@@ -406,12 +412,7 @@ class Reader:
         tunit = 1e-3 if moon else unit
 
         def parse(no: int, line: str) -> TraceRow:
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TraceError(f"{path}:{no}: not JSON: {e.msg}") from None
-            if not isinstance(d, dict):
-                raise TraceError(f"{path}:{no}: each line must be a JSON object")
+            d = _json_object(path, no, line)
             try:
                 for key in (tk, ik, ok):
                     if key is not None and key not in d:
