@@ -15,6 +15,7 @@ from kvtui.engines.sim.fastrun import OfflineServer, SimConfigError
 from kvtui.explore import events as ev
 from kvtui.explore.evaluate import StepContext
 from kvtui.explore.executor import Controls, Measured
+from kvtui.explore.pacing import Pacer, kept_by, rows_by
 from kvtui.scenario.schema import Mode
 
 
@@ -26,6 +27,11 @@ class OfflineStepExecutor:
         self.server: OfflineServer | None = None
         self._counter = 0
         self._rows: list[dict[str, Any]] = []
+        self._cut_at = 0.0  # where the run's stop or skip cut a paced step (modelled, absolute)
+        # A paced run (the TUI's "watch it live"): each step, computed as --fast computes it, is
+        # released over its modelled time on the run's PacedClock (kvtui.explore.pacing).
+        pace = getattr(run, "pace", None)
+        self.pacer: Pacer | None = Pacer(pace, run) if pace is not None else None
 
     def start_mode(self, mode: Mode, md: dict[str, Any], partial: dict[str, Any] | None) -> StartupFacts | None:
         run = self.run
@@ -49,6 +55,8 @@ class OfflineStepExecutor:
         run.mode_started(md)
         run.emit(ev.EngineReady(mode.name, md["server"], md["engine_info"]))
         self._counter = 1_000_000 * (md["index"] + 1)  # disjoint counters per mode
+        if self.pacer is not None:
+            self.pacer.start_mode()
         return srv.facts
 
     def begin_search(self, mode: Mode, md: dict[str, Any]) -> None:
@@ -61,18 +69,19 @@ class OfflineStepExecutor:
             return self._continuous(mode, md, load, index, why, need)
         res = srv.step(mode.name, index, load, run.closed, self._counter, need)
         self._counter += len(res.records) + 1
-        run.write_records(list(res.records))  # a failed write stops the run (Run.output_failed)
+        self._rows = srv.series_rows(res, load)
+        records, ended = self._paced(mode, load, res, list(res.records), list(res.records))
+        run.write_records(records)  # a failed write stops the run (Run.output_failed)
         from kvtui.engines.sim.fastrun import step_metrics
 
         ctx = StepContext(load=load, closed=run.closed, t_window_start=res.window_start or res.t_start,
                           t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
                           gpu_mem_used_gib_max=srv.gpu_mem_used_gib(), max_num_seqs=srv.facts.max_num_seqs,
-                          cut=bool(res.ended), aborted=self._cut_why(res.ended))
+                          cut=bool(ended), aborted=self._cut_why(ended))
         extra = {"index": index, "why": why, "started_at": time.time(), "duration_s": round(res.t_end - res.t_start, 2),
                  "t_window_start": ctx.t_window_start, "t_window_end": ctx.t_window_end, "fast": True,
                  "engine_limits": res.limited_by}
-        self._rows = srv.series_rows(res, load)
-        return Measured(list(res.records), ctx, extra, check_samples=False, aborted=bool(res.ended),
+        return Measured(records, ctx, extra, check_samples=False, aborted=bool(ended),
                         mode_error=refusal(res.ended, load))
 
     def _continuous(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str, need: int) -> Measured:
@@ -81,14 +90,33 @@ class OfflineStepExecutor:
         assert srv is not None
         res, ctx, extra, self._counter = continuous_step(srv, run.scenario, mode, md, load, index, why, need,
                                                          self._counter)
-        run.write_records(list(res.to_write()))
-        ctx.cut, ctx.aborted = bool(res.ended), self._cut_why(res.ended)
+        self._rows = srv.series_rows(res, load)
+        records, ended = self._paced(mode, load, res, list(res.records), list(res.to_write()))
+        run.write_records(records)
+        ctx.cut, ctx.aborted = bool(ended), self._cut_why(ended)
         head = {"index": index, "why": why, "started_at": time.time()}
         timing = {k: extra.pop(k) for k in ("duration_s", "t_window_start", "t_window_end", "t_end")}
         extra = {**head, **timing, "fast": True, **extra}
-        self._rows = srv.series_rows(res, load)
-        return Measured(list(res.records), ctx, extra, check_samples=False, aborted=bool(res.ended),
+        measured = list(res.records) if ended == res.ended else kept_by(list(res.records), self._cut_at)
+        return Measured(measured, ctx, extra, check_samples=False, aborted=bool(ended),
                         mode_error=refusal(res.ended, load))
+
+    def _paced(self, mode: Mode, load: float, res: Any, records: list[Any],
+               to_write: list[Any]) -> tuple[list[Any], str]:
+        """Release the computed step over its modelled time where the run is paced. (The records to
+        write, why the step ended: the result's own, or the run's stop or skip during the pacing, which
+        cuts the step where the modelled time had reached: only what ended by then is kept.)"""
+        if self.pacer is None or res.ended:
+            return to_write, res.ended
+        srv = self.server
+        assert srv is not None
+        cut_at = self.pacer.release(mode.name, load, self._rows, records, srv.t_mode, res.t_start, res.t_end,
+                                    (res.window_start or res.t_start, res.window_end or res.t_end))
+        if cut_at is None:
+            return to_write, res.ended
+        self._cut_at = cut_at
+        self._rows = rows_by(self._rows, cut_at - srv.t_mode)
+        return kept_by(to_write, cut_at), STOPPED
 
     def _cut_why(self, ended: str) -> str | None:
         """Why a step was cut short (its `aborted`): the run's stop or skip, or the bound it reached."""

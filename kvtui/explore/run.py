@@ -75,8 +75,13 @@ class Run:
         calibration: Any = None,
         refit: bool | None = None,
         publish: bool = True,
+        pace: Any = None,
     ):
         self.scenario = scenario
+        # A kvtui.clock.PacedClock: the run is the offline simulation (--fast, the same figures),
+        # each step released over its modelled time on it (kvtui.explore.pacing: "watch it live").
+        self.pace = pace
+        fast = fast or pace is not None
         # A join (kvtui run --parallel): every mode is taken as its snapshot has it, nothing is
         # measured here; `join` names why a mode that no snapshot has is missing.
         self.join = join
