@@ -117,12 +117,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"kvtui: on a machine with {'an' if gpu.name[:1] in 'AEFHILMNORSX' else 'a'} {gpu.name}:  "
               f"kvtui run {q} --headless   (or the TUI: kvtui {q})")
     elif res.engine == "sim":
+        from kvtui.explore.pacing import PACE_SPEED
+
         # A bundled shape (or --engine sim): kvtui's simulator runs it, on the scenario's GPU; said as such.
         name = gpu.name if gpu is not None and gpu.name else "the scenario's GPU"
         print(f"kvtui: GPU {name} (SIMULATED: kvtui's simulated vLLM runs this scenario)")
         print(f"kvtui: the answer in seconds:  kvtui run {q} --fast --headless   (or its answer screen: "
               f"kvtui {q} --fast --start)")
-        print(f"kvtui: watch it live:  kvtui {q}   (minutes on a small host: the TUI shows its ETA)")
+        print(f"kvtui: watch it live:  kvtui {q}   (the same simulation paced to the wall, ×{PACE_SPEED:g} its "
+              "modelled time: the TUI shows its ETA; j jumps to the answer)")
         if _is_shape(args.model):
             from kvtui.predict.catalog import bundled_hf_id
 

@@ -33,8 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--fast", action="store_true", help="with the sim engine: simulate each step offline (the answer "
                                                        "in seconds; w on the answer then watches it live)")
     p.add_argument("--live", action="store_true",
-                   help="with no scenario: the demo on the live simulator from the start (minutes), instead of its "
-                        "answer in seconds")
+                   help="with no scenario: watch the demo live from the start (the same simulation, paced to the "
+                        "wall; j jumps to the answer), instead of its answer in seconds")
     p.add_argument("--theme", help="theme name (shipped or <user dir>/themes/*.toml: kvtui-dark, kvtui-light, "
                                    "kvtui-high-contrast, …)")
     p.add_argument("--allow-env", action="store_true",
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         scenario = load_scenario(demo, overrides)
         autostart = True
         # The first answer in seconds: the demo simulated offline (--fast) opens on its answer, and
-        # w there watches the same scenario live (issue 49). --live: the live simulator from the start.
+        # w there watches the same scenario live, paced (issue 46). --live: paced from the start.
         if not args.live and scenario.server.engine == "sim":
             args.fast = True
     else:
@@ -99,7 +99,10 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
         from kvtui.preflight import gate, modes_to_start
 
         chosen = [m for m in scenario.modes if not modes or m.name in modes]
-        pf = gate(scenario, modes_to_start(chosen, resume), fast=fast, emit=lambda c: print(f"kvtui: {c.line()}"))
+        # the sim engine runs in process in the TUI (--fast, or paced: kvtui.explore.pacing): no port to check
+        in_process = fast or scenario.server.engine == "sim"
+        pf = gate(scenario, modes_to_start(chosen, resume), fast=in_process,
+                  emit=lambda c: print(f"kvtui: {c.line()}"))
         if not pf.ok:
             print(f"kvtui: {pf.summary()}")
             return 1

@@ -102,6 +102,13 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             want = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
         self.theme = want
         self.dashboard: Any = None
+        # A TUI run of the sim engine that is not --fast runs in process, paced (kvtui.explore.pacing):
+        # modelled seconds per wall second, and the clock the pacing waits on (tests: a VirtualClock).
+        from kvtui.explore.pacing import PACE_SPEED
+
+        self.pace_speed = PACE_SPEED
+        self.pace_real: Any = None
+        self.pacer: Any = None  # the running paced run's PacedClock (j: jump to the answer)
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
                markup: bool = True) -> None:
@@ -174,30 +181,45 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             return not self.state.replay
         if action == "watch_live":  # only where the answer on screen was simulated offline (--fast)
             return self.can_watch_live
+        if action == "jump":  # only while a paced run still waits for the wall
+            return self.pacing
         return True
+
+    @property
+    def pacing(self) -> bool:
+        return self.pacer is not None and self.run_active and self.pacer.speed > 0
 
     @property
     def can_watch_live(self) -> bool:
         sc = self.scenario
-        return (self.fast and not self.run_active and not self.state.replay and sc is not None
+        return ((self.fast or self.pacer is not None) and not self.run_active and not self.state.replay and sc is not None
                 and sc.server.engine == "sim")
 
     def action_watch_live(self) -> None:
-        """The answer came from the offline simulation (--fast, seconds): run the same scenario on the
-        live simulator (real HTTP, real time, slow motion where this host needs it), on the dashboard,
-        with its ETA. Its search starts where the offline one did (one rule: search_seeded) and its
-        verdicts use the modelled figures, so it comes to the same figures."""
+        """The answer came from the offline simulation (--fast, seconds): run the same scenario again in
+        process, paced to the wall (kvtui.explore.pacing), on the dashboard. The same code computes the
+        same figures; only their release waits (j jumps to the answer)."""
         if not self.can_watch_live:
             self.notify("watch it live: only after a simulated answer computed offline (--fast)",
                         severity="information")
             return
         assert self.scenario is not None
-        self.fast = False
+        was, self.fast = self.fast, False
         if not self.start_run(self.scenario, modes=self.modes):
-            self.fast = True
+            self.fast = was
             return
-        self.notify("the live simulator: each step in real time (its ETA on the status line); "
-                    "a: the answer so far", title="watch it live", timeout=8)
+        self.notify(f"the same simulation, paced ×{self.pace_speed:g} (modelled seconds per second; its ETA on "
+                    "the status line); j: jump to the answer, a: the answer so far", title="watch it live", timeout=8)
+
+    def action_jump(self) -> None:
+        """Stop waiting for the wall: the rest of the paced run computes at once and its answer shows."""
+        if not self.pacing:
+            return
+        self.pacer.jump()
+        if self.run_obj is not None and self.run_obj.paused:
+            self.run_obj.unpause()
+        self.notify("jumping to the answer: the rest computes at once (the same figures)", timeout=4)
+        self.refresh_bindings()
 
     async def on_unmount(self) -> None:
         """Whatever closed the app (q, ctrl+c, the browser tab, a signal): stop the run first."""
@@ -224,14 +246,23 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             self.notify("a run is going: stop it first (x)", severity="warning")
             return False
         out_path = Path(out) if out else (self.out if self.out and self.run_obj is None else default_out(scenario.name))
+        # The sim engine in the TUI without --fast: the simulator in process, paced to the wall (issue 46),
+        # never the HTTP live simulator; its figures are --fast's own.
+        paced = not self.fast and scenario.server.engine == "sim"
+        pace = None
+        if paced:
+            from kvtui.clock import PacedClock
+
+            pace = PacedClock(self.pace_speed, real=self.pace_real)
         try:
-            run = Run(scenario, out_path, modes=modes, listener=self._listener, resume=self.resume, fast=self.fast)
+            run = Run(scenario, out_path, modes=modes, listener=self._listener, resume=self.resume, fast=self.fast,
+                      pace=pace)
         except KvtuiError as e:
             self.notify(str(e), severity="error", timeout=10)
             return False
         from kvtui.preflight import gate, modes_to_start
 
-        pf = gate(scenario, modes_to_start(run.modes, self.resume), fast=self.fast)
+        pf = gate(scenario, modes_to_start(run.modes, self.resume), fast=self.fast or paced)
         if not pf.ok:  # nothing started, nothing written: say why, one line each, with the fix
             for c in pf.failed:
                 self.notify(c.line(), severity="error", timeout=30)
@@ -250,6 +281,7 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             st.note("warning", w)
         tracker.start_quietly()
         self.run_obj = run
+        self.pacer = pace
         self.run_error = None
         self.run_done.clear()
         if self.dashboard is None or self.dashboard.replay:

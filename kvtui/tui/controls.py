@@ -99,7 +99,8 @@ class Controls(AppHost):
             self.notify("resumed")
         else:
             r.pause()
-            self.notify("pausing after this step")
+            # a paced simulation holds its clock at once (kvtui.explore.pacing); a live step runs to its end
+            self.notify("paused" if getattr(self, "pacing", False) else "pausing after this step")
         if self.dashboard:
             redraw(self.dashboard)
 

@@ -18,11 +18,11 @@ from textual.widgets._footer import FooterKey
 
 # Kept first to last: quit, the palette (it reaches every key left out), the answer and the modes,
 # a live run's controls, then the rest. An action not named here goes before `cycle_theme`.
-FOOTER_RANK = ("quit", "command_palette", "show_answer", "dashboard", "watch_live", "cycle_mode", "compare",
+FOOTER_RANK = ("quit", "command_palette", "show_answer", "dashboard", "watch_live", "jump", "cycle_mode", "compare",
                "toggle_pause", "stop_run", "skip_mode", "help", "replay_move", "dismiss_none", "start", "apply",
                "edit_slo", "export", "cycle_theme")
 # Shorter labels for narrow terminals (by full label).
-SHORT = {"skip mode": "skip"}
+SHORT = {"skip mode": "skip", "jump to the answer": "jump"}
 WIDE = 100  # from here the palette key docks right, Textual's way
 
 

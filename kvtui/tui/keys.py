@@ -57,15 +57,19 @@ KEYS: list[Key] = [
     Key("ctrl+s", "app.export", "export", "answer", {"answer": "export the snapshot as shown (+ Markdown)"}),
     Key("l", "log", "log", "answer", {"answer": "the dashboard with the server log open"}, show=False),
     Key("w", "app.watch_live", "watch it live", "answer",
-        {"answer": "watch it live: the same simulated scenario on the live simulator, step by step, with its ETA "
-                   "(an answer computed offline, --fast, only)"}),
+        {"answer": "watch it live: the same simulation again, paced to the wall on the dashboard, step by step, "
+                   "with its ETA; the same figures (an answer computed offline, --fast, only)"}),
     # The answer's body scrolls itself (Textual's own keys): listed in the help, not bound again.
     Key("up,down,pageup,pagedown,home,end", "scroll", "scroll", "answer",
         {"answer": "scroll the answer (home / end: its top, its caveats and commands)"},
         help_key="↑↓ pgup pgdn", show=False, bound=False),
     Key("question_mark", "app.help", "help", "answer", {}, key_display="?"),
     # the dashboard, live and replay
-    Key("space", "app.toggle_pause", "pause", "dashboard", {LIVE: "pause / resume after the step in flight"}),
+    Key("space", "app.toggle_pause", "pause", "dashboard", {LIVE: "pause / resume after the step in flight "
+                                                                  "(a paced simulation: at once)"}),
+    Key("j", "app.jump", "jump to the answer", "dashboard",
+        {LIVE: "a paced simulation: stop waiting, the rest computes at once and its answer shows (the same "
+               "figures)"}),
     Key("x", "app.stop_run", "stop", "dashboard", {LIVE: "stop the run (asks first)"}),
     Key("n", "app.skip_mode", "skip mode", "dashboard", {LIVE: "skip to the next mode (asks first)"}),
     Key("h", "app.hold", "hold", "dashboard", {LIVE: "hold this load: repeat the step"}, show=False),

@@ -57,6 +57,10 @@ def progress(state: Any) -> dict[str, Any] | None:
     startup = mv.server.startup_s
     per_mode = None if mean is None else (done + left) * mean + (float(startup) if startup is not None else 0.0)
     eta_run = None if eta_mode is None or per_mode is None else eta_mode + len(waiting) * per_mode
+    paced = (state.progress or {}).get("paced")
+    if isinstance(paced, (int, float)) and paced > 0:  # a paced simulation: modelled seconds / its speed on the wall
+        eta_mode = None if eta_mode is None else eta_mode / paced
+        eta_run = None if eta_run is None else eta_run / paced
     return {"n": done + 1, "about": done + left, "eta_mode_s": eta_mode, "eta_run_s": eta_run,
             "modes_left": len(waiting)}
 

@@ -164,6 +164,8 @@ class StatusBar(Static):
                 t.append(f" [{why}]")
             t.append(f" {phase} {p.get('elapsed_s') or 0:.0f}s · {p.get('window_started', 0)} in window · "
                      f"{p.get('completed', 0)} done")
+            if p.get("paced"):  # a paced simulation (kvtui.explore.pacing): modelled seconds, this many per second
+                t.append(f" · paced ×{p['paced']:g}", style=th.accent or "")
         elif st.replay and mv is not None:
             steps = mv.steps
             if steps and st.cursor is not None:
