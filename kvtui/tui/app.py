@@ -192,7 +192,8 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
     @property
     def can_watch_live(self) -> bool:
         sc = self.scenario
-        return ((self.fast or self.pacer is not None) and not self.run_active and not self.state.replay and sc is not None
+        offline = self.fast or self.pacer is not None  # an answer simulated in process (--fast, or paced)
+        return (offline and not self.run_active and not self.state.replay and sc is not None
                 and sc.server.engine == "sim")
 
     def action_watch_live(self) -> None:
@@ -207,6 +208,10 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         was, self.fast = self.fast, False
         if not self.start_run(self.scenario, modes=self.modes):
             self.fast = was
+            return
+        if self.pacer is None:  # a test model (--knee) the offline simulation does not have: the HTTP simulator
+            self.notify("the live simulator: each step in real time (its ETA on the status line)",
+                        title="watch it live", timeout=8)
             return
         self.notify(f"the same simulation, paced ×{self.pace_speed:g} (modelled seconds per second; its ETA on "
                     "the status line); j: jump to the answer, a: the answer so far", title="watch it live", timeout=8)
@@ -248,7 +253,9 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         out_path = Path(out) if out else (self.out if self.out and self.run_obj is None else default_out(scenario.name))
         # The sim engine in the TUI without --fast: the simulator in process, paced to the wall (issue 46),
         # never the HTTP live simulator; its figures are --fast's own.
-        paced = not self.fast and scenario.server.engine == "sim"
+        from kvtui.explore.pacing import paces
+
+        paced = not self.fast and paces(scenario, modes)
         pace = None
         if paced:
             from kvtui.clock import PacedClock
