@@ -1,6 +1,7 @@
 """The first ten minutes (issue 49, item 1): `kvtui` with no arguments opens the simulated demo's
-ANSWER in seconds (the demo simulated offline, --fast, in process), w there watches the same scenario
-live, and the live simulator and --fast start their searches at the same load (one rule decides it)."""
+ANSWER in seconds (the demo simulated offline, --fast, in process), w there watches the same simulation
+paced to the wall (issue 46), and the live simulator and --fast start their searches at the same load (one
+rule decides it)."""
 
 from __future__ import annotations
 
@@ -25,13 +26,14 @@ def test_kvtui_with_no_arguments_opens_the_demo_offline(monkeypatch):
     assert seen[-1]["fast"] is False  # the live demo, asked for
 
 
-async def test_the_demos_answer_is_on_screen_in_seconds_and_w_watches_it_live(tmp_path):
+async def test_the_demos_answer_is_on_screen_in_seconds_and_w_watches_it_live(tmp_path, monkeypatch):
     from kvtui.tui.answer import AnswerScreen
     from kvtui.tui.app import make_app
     from kvtui.tui.options import AppOptions
     from kvtui.tui.screens import DashboardScreen
 
     sc = load_scenario(SCENARIOS_DIR / "sim-demo.toml")
+    monkeypatch.chdir(tmp_path)  # w's run writes to runs/ (kvtui.report.paths.default_out)
     app = make_app(AppOptions(scenario=sc, autostart=True, fast=True, out=tmp_path / "demo.json"))
     t0 = time.monotonic()
     async with app.run_test(size=(100, 32)) as pilot:
@@ -46,7 +48,9 @@ async def test_the_demos_answer_is_on_screen_in_seconds_and_w_watches_it_live(tm
         assert app.check_action("watch_live", ()) is True
         await pilot.press("w")
         await pilot.pause(0.3)
-        assert isinstance(app.screen, DashboardScreen) and app.run_obj is not None and app.run_obj.fast is False
+        # the same simulation paced in process (issue 46), not the HTTP live simulator
+        assert isinstance(app.screen, DashboardScreen) and app.run_obj is not None
+        assert app.run_obj.pace is not None and app.run_obj.engine is None and app.run_obj.fast is True
         app.run_obj.stop("the test is done")
         await pilot.press("q")
 
