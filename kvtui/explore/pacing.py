@@ -74,9 +74,12 @@ class Pacer:
         sent = sorted(r.t_sent - t_mode for r in records if r.phase == "window")
         ended = sorted(_ended(r) - t_mode for r in records)
 
+        told = [False]
+
         def progress(now: float) -> None:
-            if self.clock.speed <= 0:
-                return  # jumped: the rest arrives at once, no progress to show
+            if self.clock.speed <= 0 and told[0]:
+                return  # jumped: the rest arrives at once, its progress once a step ("paced" 0: no wait left)
+            told[0] = True
             phase = "warmup" if now < w0 else ("window" if now <= w1 else "tail")
             self.run.emit(ev.StepProgress(mode, {
                 "phase": phase, "elapsed_s": round(max(0.0, now - start), 2), "load": load,

@@ -46,6 +46,9 @@ def progress(state: Any) -> dict[str, Any] | None:
     left = max(1, steps_left(ramp, mv.steps, state.closed, guess=guess, seed=srch.seed))
     durs = _durations(mv.steps) or _durations([s for m in state.modes.values() for s in m.steps])
     mean = sum(durs) / len(durs) if durs else None
+    modelled = (state.progress or {}).get("modelled_s")  # a paced simulation knows its step's modelled length
+    if mean is None and isinstance(modelled, (int, float)) and modelled > 0:
+        mean = float(modelled)
     if mean is None:  # before the first step ends: the protocol's own length (warm-up + window, × slow motion)
         from kvtui.explore.plan import step_wall_s
 
@@ -61,6 +64,8 @@ def progress(state: Any) -> dict[str, Any] | None:
     if isinstance(paced, (int, float)) and paced > 0:  # a paced simulation: modelled seconds / its speed on the wall
         eta_mode = None if eta_mode is None else eta_mode / paced
         eta_run = None if eta_run is None else eta_run / paced
+    elif isinstance(paced, (int, float)):  # jumped to the answer: no wait left on the wall
+        eta_mode = eta_run = 0.0
     return {"n": done + 1, "about": done + left, "eta_mode_s": eta_mode, "eta_run_s": eta_run,
             "modes_left": len(waiting)}
 
