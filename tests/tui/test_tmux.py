@@ -132,7 +132,7 @@ def test_tmux_80x24_replay_and_demo(tmux_factory, frozen_path):
     if not demo_scenario_path().exists():
         return
     # `kvtui` with no arguments: the simulated demo's answer in seconds (simulated offline), and
-    # w there watches the same scenario on the live simulator.
+    # w there watches the same simulation paced to the wall, in process (issue 46).
     d = tmux_factory(f"{shlex.quote(sys.executable)} -m kvtui")
     d.wait_for("SIMULATED", "ANSWER", "fp8-kv")
     d.keys("w")
