@@ -98,16 +98,6 @@ class Pacer:
         return None
 
 
-def paces(scenario: Any, modes: list[str] | None = None) -> bool:
-    """Whether a TUI run of `scenario` that is not --fast runs paced in process: every mode it runs is
-    one the offline model reproduces (kvtui.explore.sim_model.applies: the sim engine, one server kvtui
-    starts, the scheduler model). A test knob (--knee), replicas or a server URL keep the HTTP simulator."""
-    from kvtui.explore.sim_model import applies
-
-    chosen = [m for m in scenario.modes if not modes or m.name in modes]
-    return bool(chosen) and all(applies(scenario, m) for m in chosen)
-
-
 def _ended(r: Any) -> float:
     return float(r.t_last if r.t_last is not None else (r.t_first if r.t_first is not None else r.t_sent))
 

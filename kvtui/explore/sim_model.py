@@ -38,6 +38,14 @@ def applies(scenario: Scenario, mode: Mode) -> bool:
     return not (list(s.extra_args) + list(mode.extra_args))  # a test knob (--knee, --calibration) is another model
 
 
+def paces(scenario: Scenario, modes: list[str] | None = None) -> bool:
+    """Whether a TUI run of `scenario` that is not --fast runs paced in process (kvtui.explore.pacing):
+    every mode it runs is one the offline model reproduces (`applies`). A test knob (--knee),
+    replicas or a server URL keep the HTTP simulator."""
+    chosen = [m for m in scenario.modes if not modes or m.name in modes]
+    return bool(chosen) and all(applies(scenario, m) for m in chosen)
+
+
 class ModelledSteps:
     """One mode's steps in modelled time, beside the live ones (module docstring)."""
 
