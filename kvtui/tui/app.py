@@ -286,7 +286,8 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             st._mode(m.name)
         for w in scenario.warnings:
             st.note("warning", w)
-        tracker.start_quietly()
+        if not run.fast:  # the load generator's worker processes need it; an in-process run starts none
+            tracker.start_quietly()
         self.run_obj = run
         self.pacer = pace
         self.run_error = None

@@ -176,12 +176,19 @@ async def test_the_paced_demo_in_the_tui_gives_the_fast_answer(tmp_path):
     from kvtui.tui.app import make_app
     from kvtui.tui.options import AppOptions
 
-    from tui_helpers import wait_until
+    from tui_helpers import descendants, wait_until
 
     app = make_app(AppOptions(scenario=load_scenario(DEMO), autostart=True, fast=False, out=tmp_path / "demo.json"))
     app.pace_real = VirtualClock()
+    before = set(descendants())
+    children: set[int] = set()
     async with app.run_test(size=(100, 32)) as pilot:
-        await wait_until(pilot, lambda: isinstance(app.screen, AnswerScreen), "the answer", limit_s=60)
+        def answered() -> bool:
+            children.update(set(descendants()) - before)  # looked at all along the run
+            return isinstance(app.screen, AnswerScreen)
+
+        await wait_until(pilot, answered, "the answer", limit_s=60)
+        assert not children  # no server, no load generator, no tracker: nothing a kill could leave behind
         run = app.run_obj
         assert run is not None and run.pace is app.pacer and run.engine is None  # in process: no HTTP server
         assert app.check_action("jump", ()) is False  # the run ended: nothing to jump over
