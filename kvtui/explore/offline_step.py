@@ -6,9 +6,9 @@ SIMULATED (fast, offline).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from kvtui import clock
 from kvtui.engines.base import StartupFacts
 from kvtui.engines.sim.budget import STOPPED, refusal
 from kvtui.engines.sim.fastrun import OfflineServer, SimConfigError
@@ -40,7 +40,7 @@ class OfflineStepExecutor:
             run.mode_started(md)
             run.emit(ev.RunError(mode.name, md["error"]["message"]))
             md["complete"] = True
-            md["finished_at"] = time.time()
+            md["finished_at"] = clock.time()
             run.mode_finished(md)
             run.emit(ev.ModeFinished(mode.name, md))
             return None
@@ -68,7 +68,8 @@ class OfflineStepExecutor:
                           t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
                           gpu_mem_used_gib_max=srv.gpu_mem_used_gib(), max_num_seqs=srv.facts.max_num_seqs,
                           cut=bool(res.ended), aborted=self._cut_why(res.ended))
-        extra = {"index": index, "why": why, "started_at": time.time(), "duration_s": round(res.t_end - res.t_start, 2),
+        extra = {"index": index, "why": why, "started_at": clock.time(),
+                 "duration_s": round(res.t_end - res.t_start, 2),
                  "t_window_start": ctx.t_window_start, "t_window_end": ctx.t_window_end, "fast": True,
                  "engine_limits": res.limited_by}
         self._rows = srv.series_rows(res, load)
@@ -83,7 +84,7 @@ class OfflineStepExecutor:
                                                          self._counter)
         run.write_records(list(res.to_write()))
         ctx.cut, ctx.aborted = bool(res.ended), self._cut_why(res.ended)
-        head = {"index": index, "why": why, "started_at": time.time()}
+        head = {"index": index, "why": why, "started_at": clock.time()}
         timing = {k: extra.pop(k) for k in ("duration_s", "t_window_start", "t_window_end", "t_end")}
         extra = {**head, **timing, "fast": True, **extra}
         self._rows = srv.series_rows(res, load)
