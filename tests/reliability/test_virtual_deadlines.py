@@ -214,3 +214,46 @@ def test_token_space_discovery_cuts_a_trickling_tokenize_at_its_timeout(wire):
     # the first probe's whole answer is cut at its 0.5 s: no /tokenize, synthetic ids, said so
     assert vc.monotonic() - t0 == 0.5 and [w.trickled for w in opened] == [2]
     assert space is not None and space.verified is False and "no /tokenize" in space.source
+
+
+# -- a server's stop: SIGINT, SIGTERM, SIGKILL, each after its share of the grace -----------------
+
+
+def test_a_server_that_ignores_its_stop_is_killed_at_its_grace_deadlines(monkeypatch):
+    """kvtui.procs.reaper.terminate on a real process that ignores SIGINT and SIGTERM: the grace
+    (timeout 10 s: 50 % after SIGINT, 30 % after SIGTERM) is kept on the clock in use, so the
+    escalation is exact and the test waits for no grace on the wall."""
+    import signal
+    import subprocess
+    import sys
+
+    from kvtui.procs import reaper
+
+    child = ("import signal, sys, time\n"
+             "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+             "print('ready', flush=True)\n"
+             "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        sent: list[tuple[int, float]] = []
+        real_signal_group = reaper.signal_group
+        vc = VirtualClock(start=0.0)
+
+        def spy(pgid: int, sig: int) -> bool:
+            sent.append((sig, vc.monotonic()))
+            return real_signal_group(pgid, sig)
+
+        monkeypatch.setattr(reaper, "signal_group", spy)
+        with clock.use(vc):
+            reaper.terminate(proc, proc.pid, timeout_s=10.0)
+        assert proc.returncode == -signal.SIGKILL
+        assert [s for s, _ in sent] == [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
+        assert sent[0][1] == 0.0
+        assert sent[1][1] == pytest.approx(5.0, abs=0.051)  # 50 % of 10 s, polled every 0.05 s
+        assert sent[2][1] == pytest.approx(8.0, abs=0.101)  # then 30 %
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
