@@ -4,8 +4,8 @@ kvtui.clock, so that a test can drive every deadline, watchdog and window with a
 The guard reads every kvtui/**/*.py with ast (never imports it) and names file:line for each way
 round the seam it knows: `time.monotonic` and its kin through `import time`, `import time as t`,
 `from time import monotonic as m`, `from time import *`, `getattr(time, "sleep")`,
-`__import__("time")`; `datetime.now()`/`utcnow()`/`today()` and `date.today()` however datetime came
-in; `time.strftime(fmt)`, `time.localtime()`, `time.gmtime()`, `time.ctime()` without an explicit
+`__import__("time")`, `timeit.default_timer`; `datetime.now()`/`utcnow()`/`today()` and
+`date.today()` however datetime came in; `time.strftime(fmt)`, `time.localtime()`, `time.gmtime()`, `time.ctime()` without an explicit
 time (they read the clock themselves). A reference counts as much as a call: `now=time.monotonic`
 captures the system's clock where the seam would read the current one at call time.
 
@@ -58,6 +58,7 @@ def violations(source: str, name: str = "<src>") -> list[str]:
     """Every way round the clock seam in one module's source, as 'name:line: what'."""
     tree = ast.parse(source, filename=name)
     time_mods: set[str] = set()  # names bound to the time module
+    timeit_mods: set[str] = set()  # names bound to the timeit module (its default_timer is perf_counter)
     dt_mods: set[str] = set()  # names bound to the datetime module
     dt_classes: set[str] = set()  # names bound to datetime.datetime / datetime.date
     found: list[tuple[int, str]] = []
@@ -69,11 +70,15 @@ def violations(source: str, name: str = "<src>") -> list[str]:
                     time_mods.add(a.asname or "time")
                 elif a.name == "datetime":
                     dt_mods.add(a.asname or "datetime")
+                elif a.name == "timeit":
+                    timeit_mods.add(a.asname or "timeit")
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             for a in node.names:
                 if node.module == "time":
                     if a.name == "*" or a.name in TIME_READS or a.name in TIME_DEFAULTS_NOW:
                         found.append((node.lineno, f"from time import {a.name}"))
+                elif node.module == "timeit" and a.name in ("*", "default_timer"):
+                    found.append((node.lineno, f"from timeit import {a.name}"))
                 elif node.module == "datetime":
                     if a.name == "*":
                         found.append((node.lineno, "from datetime import *"))
@@ -86,6 +91,8 @@ def violations(source: str, name: str = "<src>") -> list[str]:
             if path is None:
                 continue
             if len(path) == 2 and path[0] in time_mods and path[1] in TIME_READS:
+                found.append((node.lineno, ".".join(path)))
+            elif len(path) == 2 and path[0] in timeit_mods and path[1] == "default_timer":
                 found.append((node.lineno, ".".join(path)))
             elif len(path) == 2 and path[0] in dt_classes and path[1] in DATETIME_NOW:
                 found.append((node.lineno, ".".join(path)))
@@ -147,6 +154,10 @@ def test_the_guard_reads_every_module():
     "import time\nstamp = time.strftime('%Y')",
     "import time\nstamp = time.strftime('%Y', time.localtime())",
     "import time\nx = time.gmtime()",
+    "import time\nx = time.clock_gettime(time.CLOCK_MONOTONIC)",
+    "from timeit import default_timer",
+    "import timeit\nx = timeit.default_timer()",
+    "from datetime import datetime\nnow = datetime.now",
     "from time import strftime",
     "from datetime import datetime\nx = datetime.now()",
     "from datetime import datetime\nx = datetime.utcnow()",
