@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from kvtui import clock
 from kvtui.errors import KvtuiError, UsageError
 
 if TYPE_CHECKING:  # imported where used: `kvtui init` loads the estimator only when it runs
@@ -386,7 +387,7 @@ def build_init(
     own = checkpoint_quantization(model.config)
     dtype = model.config.get("torch_dtype") or model.config.get("dtype") or "?"
     dummy = (not model.has_weights) if dummy is None else dummy
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(clock.time()))
     H = []
     H.append(f"# {name}: written by kvtui init on {when}")
     if command:

@@ -13,10 +13,10 @@ import contextlib
 import os
 import stat
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from kvtui import clock
 from kvtui.errors import UsageError
 
 MiB = 1 << 20
@@ -381,7 +381,7 @@ def total_deadline(total_s: float | None, stop: Callable[[], bool] | None = None
     thread's stop: `thread_stop`)."""
     prev_dl, prev_stop = getattr(_DL, "deadline", None), getattr(_DL, "stop", None)
     if total_s is not None:
-        end = time.monotonic() + max(0.0, float(total_s))
+        end = clock.monotonic() + max(0.0, float(total_s))
         _DL.deadline = end if prev_dl is None else min(prev_dl, end)
     if stop is not None:
         _DL.stop = _either(prev_stop, stop)
@@ -411,14 +411,14 @@ def _deadline_passed() -> str | None:
                 return "stopped: the run is stopping"
         except Exception:
             pass
-    if dl is not None and time.monotonic() >= dl:
+    if dl is not None and clock.monotonic() >= dl:
         return "the answer's total deadline passed"
     return None
 
 
 def _slice(timeout: float | None) -> tuple[float | None, float | None]:
     """(this wait's slice, the op's own end) for one socket wait of `timeout` seconds."""
-    now = time.monotonic()
+    now = clock.monotonic()
     op_end = None if timeout is None else now + timeout
     ends = [x for x in (op_end, getattr(_DL, "deadline", None)) if x is not None]
     left = min(ends) - now if ends else None
@@ -437,13 +437,13 @@ def _bounded(call: Callable[[float | None], Any], timeout: float | None, exc: ty
         try:
             return call(part)
         except exc:
-            if op_end is not None and time.monotonic() >= op_end:
+            if op_end is not None and clock.monotonic() >= op_end:
                 raise  # the operation's own timeout
             why = _deadline_passed()
             if why:
                 raise exc(why) from None
             if op_end is not None:
-                timeout = max(0.0, op_end - time.monotonic())
+                timeout = max(0.0, op_end - clock.monotonic())
 
 
 _TRANSPORT: Any = None

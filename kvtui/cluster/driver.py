@@ -18,11 +18,11 @@
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from kvtui import clock
 from kvtui.cluster.view import LanesView
 from kvtui.errors import UsageError
 from kvtui.scenario.schema import Scenario
@@ -277,7 +277,7 @@ class ClusterRun:
     def run(self, tick: Callable[[], None] | None = None) -> float:
         """Submit, follow, return the wall time. `tick`: called each turn (the TUI redraws)."""
         ray = self.ray
-        t0 = time.monotonic()
+        t0 = clock.monotonic()
         self._submit()
         last_nodes = 0.0
         try:
@@ -285,23 +285,23 @@ class ClusterRun:
                 refs = [ln.ref for ln in self.lanes if ln.state != "ended"]
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0.25)
                 self._drain()
-                if time.monotonic() - last_nodes > NODES_EVERY_S:
+                if clock.monotonic() - last_nodes > NODES_EVERY_S:
                     self._watch_nodes()
-                    last_nodes = time.monotonic()
+                    last_nodes = clock.monotonic()
                 for ln in self.lanes:
                     if ln.state != "ended" and ln.ref in ready:
                         self._finish(ln)
                 if self.stop_reason and self._stop_sent_at is None:
-                    self._stop_sent_at = time.monotonic()
+                    self._stop_sent_at = clock.monotonic()
                     self.hub.stop.remote(self.stop_reason)
                     for ln in self.lanes:  # not begun: never begin
                         if ln.state == "queued":
                             ray.cancel(ln.ref, force=False)
-                if self._stop_sent_at is not None and time.monotonic() - self._stop_sent_at > STOP_WAIT_S:
+                if self._stop_sent_at is not None and clock.monotonic() - self._stop_sent_at > STOP_WAIT_S:
                     for ln in self.lanes:  # a lane that did not stop in time: its worker goes, its watchdog acts
                         if ln.state != "ended":
                             ray.cancel(ln.ref, force=True)
-                    self._stop_sent_at = time.monotonic() + 3600  # once
+                    self._stop_sent_at = clock.monotonic() + 3600  # once
                 if tick is not None:
                     tick()
             self._drain()
@@ -316,7 +316,7 @@ class ClusterRun:
                     ray.kill(self.hub)
                 except Exception:
                     pass
-            self.wall_s = time.monotonic() - t0
+            self.wall_s = clock.monotonic() - t0
         return self.wall_s
 
     # -- the lanes' files on the driver ----------------------------------------------------

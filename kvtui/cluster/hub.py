@@ -7,8 +7,9 @@ next push fails: the lane takes that as the driver gone and stops its server (kv
 
 from __future__ import annotations
 
-import time
 from typing import Any
+
+from kvtui import clock
 
 
 class Hub:
@@ -20,7 +21,7 @@ class Hub:
     def started(self, lane: str, facts: dict[str, Any]) -> tuple[bool, int]:
         """A lane (or its retry) began on a node: (stop now, which attempt this is)."""
         self.attempts[lane] = self.attempts.get(lane, 0) + 1
-        self.events.append({"lane": lane, "kind": "started", "t": time.time(), "attempt": self.attempts[lane],
+        self.events.append({"lane": lane, "kind": "started", "t": clock.time(), "attempt": self.attempts[lane],
                             **facts})
         return self.stopping is not None, self.attempts[lane]
 

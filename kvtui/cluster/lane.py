@@ -31,9 +31,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
+
+from kvtui import clock
 
 RECORDS_BACK_BYTES = 256 * 1024 * 1024  # larger per-request records stay on the node
 PUSH_EVERY_S = 0.3
@@ -208,7 +209,7 @@ def run_lane(spec: dict[str, Any], hub: Any) -> dict[str, Any]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(spec.get("env") or {})
     log = d / "lane.log"
-    t0 = time.monotonic()
+    t0 = clock.monotonic()
     proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, close_fds=True)
     reaper.register_pid(proc.pid, f"kvtui lane {lane} mode {spec['mode']}")  # this worker's death stops it
@@ -255,11 +256,11 @@ def run_lane(spec: dict[str, Any], hub: Any) -> dict[str, Any]:
                 break
             if stop and signalled_at is None:
                 proc.send_signal(signal.SIGTERM)
-                signalled_at = time.monotonic()
+                signalled_at = clock.monotonic()
                 result["stopped"] = True
-            elif signalled_at is not None and time.monotonic() - signalled_at > STOP_GRACE_S:
+            elif signalled_at is not None and clock.monotonic() - signalled_at > STOP_GRACE_S:
                 proc.kill()  # its own watchdog stops its server
-            time.sleep(PUSH_EVERY_S)
+            clock.sleep(PUSH_EVERY_S)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -269,7 +270,7 @@ def run_lane(spec: dict[str, Any], hub: Any) -> dict[str, Any]:
                 proc.kill()
         rc = proc.wait()
         reaper.unregister_pid(proc.pid)
-    result.update(rc=rc, wall_s=round(time.monotonic() - t0, 1), why_stop=why_stop)
+    result.update(rc=rc, wall_s=round(clock.monotonic() - t0, 1), why_stop=why_stop)
     result["snapshot_text"] = _read_text(out)
     if result["snapshot_text"] is None:
         result["journal_text"] = _read_text(journal)

@@ -26,11 +26,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from kvtui import clock
 from kvtui.errors import UsageError
 from kvtui.procs import reaper
 from kvtui.scenario.schema import Scenario
@@ -129,7 +129,7 @@ class ParallelRun:
         proc = subprocess.Popen(argv, env=lane_env(self.scenario, lane.devices), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True)
         reaper.register_pid(proc.pid, f"kvtui lane {lane.label} mode {mode}")
-        lane.proc, lane.mode, lane.started = proc, mode, time.monotonic()
+        lane.proc, lane.mode, lane.started = proc, mode, clock.monotonic()
         lane.ran.append({"mode": mode, "devices": lane.devices, "device": lane.label, "snapshot": str(out),
                          "log": str(log), "rc": None, "wall_s": None})
         lane.reader = threading.Thread(target=self._pump, args=(lane, proc, log), name=f"kvtui-lane-{i}", daemon=True)
@@ -143,7 +143,7 @@ class ParallelRun:
         if lane.reader is not None:
             lane.reader.join(10)
         reaper.unregister_pid(proc.pid)
-        lane.ran[-1].update(rc=rc, wall_s=round(time.monotonic() - lane.started, 1))
+        lane.ran[-1].update(rc=rc, wall_s=round(clock.monotonic() - lane.started, 1))
         self.say(f"kvtui: lane {lane.label}: mode {lane.mode} ended (exit code {rc}) "
                  f"after {lane.ran[-1]['wall_s']:g} s")
         lane.proc, lane.mode = None, None
@@ -169,7 +169,7 @@ class ParallelRun:
         except FileNotFoundError:
             pass
         self.dir.mkdir(parents=True, exist_ok=True)
-        t0 = time.monotonic()
+        t0 = clock.monotonic()
         self.say(f"kvtui: {len(self.pending)} mode(s) on {len(self.lanes)} lane(s): "
                  + "; ".join(lane.label for lane in self.lanes))
         try:
@@ -181,14 +181,14 @@ class ParallelRun:
                         self._start(lane, self.pending.pop(0))
                 if all(lane.proc is None for lane in self.lanes) and (not self.pending or self.stop_reason):
                     break
-                time.sleep(0.1)
+                clock.sleep(0.1)
         finally:
             for lane in self.lanes:  # an exception here: no lane outlives us
                 if lane.proc is not None and lane.proc.poll() is None:
                     lane.proc.send_signal(signal.SIGTERM)
                 if lane.proc is not None:
                     self._reap(lane)
-        return time.monotonic() - t0
+        return clock.monotonic() - t0
 
     # -- the join --------------------------------------------------------------------------
     def lane_docs(self) -> tuple[list[dict[str, Any]], dict[str, str]]:

@@ -7,12 +7,12 @@ server: the mode names are labels only (the run says so).
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from kvtui import clock
 from kvtui.engines.base import Endpoint, EngineInfo, LogSink, Replica, StartupFacts
 from kvtui.engines.registry import register
 from kvtui.errors import EngineError
@@ -135,7 +135,7 @@ class ExternalEngine:
         s = scenario.server
         urls = list(s.replica_urls) or [s.url]
         key = s.api_key or None
-        t0 = time.monotonic()
+        t0 = clock.monotonic()
         bases: list[tuple[str, str, dict[str, str]]] = []
         for u in urls:
             base, basic = _split_userinfo(u.rstrip("/"))  # user:pw@ never stored, printed or logged
@@ -186,7 +186,7 @@ class ExternalEngine:
         self._info.simulated = (self._info.version or "").startswith("kvtui-sim")
         base, basic, headers = bases[0]
         metrics = s.metrics_url or (s.metrics_urls[0] if s.metrics_urls and not s.replica_urls else f"{base}/metrics")
-        self._facts = StartupFacts(startup_s=time.monotonic() - t0)
+        self._facts = StartupFacts(startup_s=clock.monotonic() - t0)
         self._endpoint = _Endpoint(base_url=base, model=model, api_key=key, metrics_url=metrics, max_model_len=max_len,
                                    basic=basic, routing=s.routing)
         if s.replica_urls:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import platform
-import time
 from typing import Any
 
-from kvtui import __version__
+from kvtui import __version__, clock
 from kvtui.scenario.schema import Mode, Scenario
 from kvtui.secrets import redact_args, redact_env
 from kvtui.snapshot.schema import SCHEMA
@@ -28,8 +27,8 @@ def environment(scenario: Scenario) -> dict[str, Any]:
         "kvtui_version": __version__,
         "engine": scenario.server.engine,
         "simulated": scenario.server.engine == "sim",
-        "started_at": time.time(),
-        "t0_epoch": time.time(),
+        "started_at": clock.time(),
+        "t0_epoch": clock.time(),
     }
     if scenario.server.engine == "sim":
         env["gpu_names"] = [f"{scenario.server.gpu} (SIMULATED)"]
@@ -118,7 +117,7 @@ def mode_doc(scenario: Scenario, mode: Mode, index: int, doc: dict[str, Any]) ->
         "steps": [],
         "series": [],
         "complete": False,
-        "started_at": time.time(),
+        "started_at": clock.time(),
         "ran_on": ran_on(doc),
     }
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from typing import Any
 
+from kvtui import clock
 from kvtui.explore import events as ev
 from kvtui.quality.harness import HarnessSession
 
@@ -118,14 +118,14 @@ def _under_load(executor: Any, md: dict[str, Any], knee: float, k: int, gen: int
 
     th = threading.Thread(target=load, name="kvtui-knee-load", daemon=True)
     th.start()
-    time.sleep(max(0.5, r.warmup_s * ts))
+    clock.sleep(max(0.5, r.warmup_s * ts))
     before = tel.scrape_now()
-    t0 = time.monotonic()
+    t0 = clock.monotonic()
     try:
         suite = run_suite(executor.endpoint, qsc, on_log=lambda line: run.emit(ev.Log(name, line)),
                           should_stop=lambda: run.stop_reason, harness=harness)
     finally:
-        t1 = time.monotonic()
+        t1 = clock.monotonic()
         after = tel.scrape_now()
         done.set()
         th.join(timeout=max(60.0, r.request_timeout_s * ts))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from typing import Any, Callable
 
+from kvtui import clock
 from kvtui.engines.base import Endpoint, Engine, StartupFacts
 from kvtui.engines.replicas import create_for
 from kvtui.errors import EngineError, RunAborted
@@ -43,7 +43,7 @@ class LiveStepExecutor:
         run, sc = self.run, self.run.scenario
         self.md = md
         self.engine = engine = create_for(sc)  # several replicas when server.replicas > 1
-        t_start = time.monotonic()
+        t_start = clock.monotonic()
         self._starting = True
         try:
             if run.stopping:
@@ -79,7 +79,7 @@ class LiveStepExecutor:
             self._starting = False
         facts = engine.facts()
         if facts.startup_s is None:
-            facts.startup_s = round(time.monotonic() - t_start, 2)
+            facts.startup_s = round(clock.monotonic() - t_start, 2)
         md["server"] = facts.to_dict()
         md["engine_info"] = self._info_dict()
         if md["engine_info"].get("simulated"):  # an external server that says it is kvtui's simulator
@@ -181,7 +181,7 @@ class LiveStepExecutor:
         tel, loadgen = self.telemetry, self.loadgen
         assert loadgen is not None and tel is not None
         tel.load = load
-        started_at = time.time()
+        started_at = clock.time()
 
         def on_status(st: dict[str, Any]) -> None:
             tel.phase = st.get("phase", tel.phase)
@@ -437,18 +437,18 @@ class LiveStepExecutor:
     def _drain(self, tel: TelemetryLoop) -> None:
         """Between steps: wait until the server reports running = waiting = 0."""
         run = self.run
-        deadline = time.monotonic() + run.scenario.ramp.drain_timeout_s
+        deadline = clock.monotonic() + run.scenario.ramp.drain_timeout_s
         if tel.scraper is None:
-            time.sleep(0.5)
+            clock.sleep(0.5)
             return
-        while time.monotonic() < deadline and not tel.dead and not run.stopping and not run.skipping:
+        while clock.monotonic() < deadline and not tel.dead and not run.stopping and not run.skipping:
             s = tel.scrape_now()
             if s is None or not s.ok:
-                time.sleep(0.5)
+                clock.sleep(0.5)
                 return
             if not (s.running or 0) and not (s.waiting or 0):
                 return
-            time.sleep(0.25)
+            clock.sleep(0.25)
         if not tel.dead and not run.stopping and not run.skipping:
             run.emit(ev.RunWarning(None, f"server still busy after {run.scenario.ramp.drain_timeout_s:g} s of drain"))
 

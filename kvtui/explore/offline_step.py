@@ -6,9 +6,9 @@ SIMULATED (fast, offline).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from kvtui import clock
 from kvtui.engines.base import StartupFacts
 from kvtui.engines.sim.budget import STOPPED, refusal
 from kvtui.engines.sim.fastrun import OfflineServer, SimConfigError
@@ -46,7 +46,7 @@ class OfflineStepExecutor:
             run.mode_started(md)
             run.emit(ev.RunError(mode.name, md["error"]["message"]))
             md["complete"] = True
-            md["finished_at"] = time.time()
+            md["finished_at"] = clock.time()
             run.mode_finished(md)
             run.emit(ev.ModeFinished(mode.name, md))
             return None
@@ -78,7 +78,8 @@ class OfflineStepExecutor:
                           t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
                           gpu_mem_used_gib_max=srv.gpu_mem_used_gib(), max_num_seqs=srv.facts.max_num_seqs,
                           cut=bool(ended), aborted=self._cut_why(ended))
-        extra = {"index": index, "why": why, "started_at": time.time(), "duration_s": round(res.t_end - res.t_start, 2),
+        extra = {"index": index, "why": why, "started_at": clock.time(),
+                 "duration_s": round(res.t_end - res.t_start, 2),
                  "t_window_start": ctx.t_window_start, "t_window_end": ctx.t_window_end, "fast": True,
                  "engine_limits": res.limited_by}
         return Measured(records, ctx, extra, check_samples=False, aborted=bool(ended),
@@ -94,7 +95,7 @@ class OfflineStepExecutor:
         records, ended = self._paced(mode, load, res, list(res.records), list(res.to_write()))
         run.write_records(records)
         ctx.cut, ctx.aborted = bool(ended), self._cut_why(ended)
-        head = {"index": index, "why": why, "started_at": time.time()}
+        head = {"index": index, "why": why, "started_at": clock.time()}
         timing = {k: extra.pop(k) for k in ("duration_s", "t_window_start", "t_window_end", "t_end")}
         extra = {**head, **timing, "fast": True, **extra}
         measured = list(res.records) if ended == res.ended else kept_by(list(res.records), self._cut_at)

@@ -21,11 +21,11 @@ from __future__ import annotations
 import copy
 import json
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from kvtui import clock
 from kvtui.errors import KvtuiError
 from kvtui.explore.evaluate import StepContext, evaluate_step
 from kvtui.explore.protocol import ramp_for
@@ -230,7 +230,7 @@ def predict_mode(scenario: Scenario, mode: Mode, calibration: Calibration, targe
     from kvtui.engines.sim.fastrun import SimConfigError
     from kvtui.engines.sim.server import SIM_VERSION
 
-    t0 = time.monotonic()
+    t0 = clock.monotonic()
     target = target or resolve_target(scenario, mode, nvml)
     base: dict[str, Any] = {"simulated": True, "sim_version": SIM_VERSION, "calibration": calibration.name,
                             "gpu": target.gpu, "model": target.model}
@@ -281,7 +281,7 @@ def _predicted(base: dict[str, Any], sc: Scenario, sim: Simulator, closed: bool,
     curve = [seen[x] for x in sorted(seen)]
     return {**base, "covered": True, "knee": knee, "first_fail": fail, "reached_max": res.reached_max,
             "resolution": resolution(sc.ramp, knee or sc.ramp.start, closed), "kv_bound_guess": kv,
-            "curve": curve, "factors": factors_dict(calibration), "wall_s": round(time.monotonic() - t0, 2)}
+            "curve": curve, "factors": factors_dict(calibration), "wall_s": round(clock.monotonic() - t0, 2)}
 
 
 def _mean_tokens(scenario: Scenario) -> float:

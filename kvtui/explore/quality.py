@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-import time
 from typing import Any
 
+from kvtui import clock
 from kvtui.safeio import fetch
 
 MIN_EXACT_MATCH = 0.5
@@ -119,7 +119,7 @@ def collect_outputs(endpoint: Any, scenario: Any, space: Any, dummy_weights: boo
         "outputs": [], "errors": [],
     }
     extras: dict[str, Any] = {"return_tokens_as_token_ids": True}
-    t0 = time.monotonic()
+    t0 = clock.monotonic()
     timeout = max(30.0, float(getattr(scenario.ramp, "request_timeout_s", 60.0) or 60.0))
     from kvtui.safeio import http_client
 
@@ -152,7 +152,7 @@ def collect_outputs(endpoint: Any, scenario: Any, space: Any, dummy_weights: boo
             result["outputs"].append(_parse_choice(choice))
     got = [o for o in result["outputs"] if o]
     result["logprobs"] = any(o.get("logprobs") for o in got)
-    result["wall_s"] = round(time.monotonic() - t0, 2)
+    result["wall_s"] = round(clock.monotonic() - t0, 2)
     if not got:
         return {"skipped": f"no output for any quality prompt "
                            f"({result['errors'][0] if result['errors'] else 'no prompt'})",

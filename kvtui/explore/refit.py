@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from typing import Any, Callable
 
+from kvtui import clock
 from kvtui.explore import prediction as pred
 from kvtui.predict import fit
 from kvtui.predict.calibration_file import factors_dict
@@ -72,7 +72,7 @@ def refit_groups(groups: list[Group], base: Calibration, max_evaluations: int = 
     """One fit over several modes' steps (`kvtui calibrate`: every mode of every snapshot at once).
     A step the simulator cannot model to its end (the run's stop `halt`, a bound) raises
     SimulationCut (kvtui.engines.sim.budget)."""
-    t0 = time.monotonic()
+    t0 = clock.monotonic()
     prepared = [(pred._sim_scenario(sc, target), mode, sc.ramp.load == "concurrency", steps)
                 for sc, mode, target, steps in groups]
     n_steps = sum(len(g[3]) for g in groups)
@@ -99,7 +99,7 @@ def refit_groups(groups: list[Group], base: Calibration, max_evaluations: int = 
                "multipliers": {p.label: round(v, 4) for p, v in zip(REFIT_PARAMS, res.x)},
                "rms_log_error_before": round(rms(at_prior), 4), "rms_log_error_after": round(rms(res.cost), 4),
                "evaluations": res.evaluations, "factors": factors_dict(cal), "calibration": cal.name,
-               "wall_s": round(time.monotonic() - t0, 2)}
+               "wall_s": round(clock.monotonic() - t0, 2)}
     return cal, summary
 
 

@@ -8,10 +8,10 @@ keep their finished steps, and their search goes on from them.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
+from kvtui import clock
 from kvtui.explore import events as ev
 from kvtui.explore.document import mode_settings, setting_changes
 from kvtui.explore.evaluate import no_server_verdict, ran_to_its_end
@@ -232,7 +232,7 @@ class Resume:
         steps = finished_steps(old)
         end = max([s.get("t_rel_end") or 0.0 for s in steps] + [r.get("t",
                                                                       0.0) for r in old.get("series") or []] + [0.0])
-        shift = (time.monotonic() - t0) - end - 1.0
+        shift = (clock.monotonic() - t0) - end - 1.0
         kept = 0
         for st in steps:
             if st.get("why") in ("search", "confirm"):

@@ -20,10 +20,10 @@ import contextlib
 import dataclasses
 import secrets
 import threading
-import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from kvtui import clock
 from kvtui.engines import registry
 from kvtui.engines.base import Engine, StartupFacts
 from kvtui.errors import KvtuiError, UsageError
@@ -107,7 +107,7 @@ class Run:
         self._prior_series: list[dict[str, Any]] = []
         self.closed = scenario.ramp.load == "concurrency"
         self.salt = secrets.randbits(32)
-        self.t0 = time.monotonic()
+        self.t0 = clock.monotonic()
         from urllib.parse import urlsplit
 
         try:
@@ -360,7 +360,7 @@ class Run:
         md["complete"] = ex.complete(md) and self._search_ended(md)
         if (md.get("error") or {}).get("kind") == "client":
             md["complete"] = False  # cut by the client's failure: --resume continues it
-        md["finished_at"] = time.time()
+        md["finished_at"] = clock.time()
         self.mode_finished(md)
         self.emit(ev.ModeFinished(mode.name, md))
 
@@ -377,7 +377,7 @@ class Run:
         """A joined mode no snapshot has (its lane died before writing one): named, not measured."""
         md = document.mode_doc(self.scenario, mode, index, self._doc)
         md["error"] = {"kind": "lane", "message": why}
-        md["finished_at"] = time.time()
+        md["finished_at"] = clock.time()
         self._doc["modes"].append(md)
         self.mode_started(md)
         self.mode_finished(md)
@@ -396,7 +396,7 @@ class Run:
         levels = ramp_levels(sc.ramp, self.closed)
         # Enough window samples for every SLO percentile (p99 needs hundreds).
         need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [sc.ramp.min_samples])
-        t_search = time.monotonic()
+        t_search = clock.monotonic()
         last_load: float | None = None
         step_index = 0
         client_retries = 0
@@ -412,7 +412,7 @@ class Run:
         ex = self.executor
         while not self.stopping and not self._skip.is_set():
             while self._paused.is_set() and not self.stopping:
-                time.sleep(0.1)
+                clock.sleep(0.1)
             nxt: tuple[float | None, str] = retry if retry is not None else self._next_load(search, last_load, levels)
             retry = None
             load, why = nxt
@@ -462,7 +462,7 @@ class Run:
         ModeResult(md).record_search(
             best=res.best, first_fail=res.first_fail, confirmed=res.confirmed, flips=res.flips, noisy=res.noisy,
             reached_max=res.reached_max, settled={f"{k:g}": v for k, v in res.settled.items()},
-            wall_s=round(time.monotonic() - t_search, ex.wall_s_digits),
+            wall_s=round(clock.monotonic() - t_search, ex.wall_s_digits),
             describe=describe, done=search.s.done,
             skipped=self._skip.is_set(),
         )
@@ -550,7 +550,7 @@ class Run:
     def _finalize(self, failure: BaseException | None) -> None:
         document.close_doc(self._doc, self.scenario, finished=failure is None and not self.stopping,
                            stop_reason=self._stop_reason, records_written=self.records_written,
-                           wall_s=round(time.monotonic() - self.t0, 1))
+                           wall_s=round(clock.monotonic() - self.t0, 1))
         if self.output_failure is not None:
             self._doc["run"]["output_failure"] = self.output_failure
         if self.writer is not None:

@@ -7,9 +7,9 @@ series rows and gauge samples for the step evaluation.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Callable
 
+from kvtui import clock
 from kvtui.engines.base import Endpoint, Engine, StartupFacts
 from kvtui.explore import events as ev
 
@@ -101,7 +101,7 @@ class TelemetryLoop(threading.Thread):
         n = len(s.replicas)
         for name, r in zip(self.replica_names, s.replicas):
             if not r.ok and name not in self.replica_down:
-                self.replica_down[name] = (time.monotonic(), r.error or "metrics scrape failed")
+                self.replica_down[name] = (clock.monotonic(), r.error or "metrics scrape failed")
                 up = n - sum(1 for x in s.replicas if not x.ok)
                 self.emit(ev.RunWarning(self.mode, f"replica {name} is down ({r.error}); "
                                                    f"the run goes on with {up} of {n}"))
@@ -128,7 +128,7 @@ class TelemetryLoop(threading.Thread):
         last_alive = 0.0
         prev = None
         while not self._halt.wait(self.interval_s):
-            now = time.monotonic()
+            now = clock.monotonic()
             s = self.scrape_now()
             if s is not None and s.ok:
                 # window() reads only the gauges: a full scrape with its histograms is ~10 KB, and
@@ -159,7 +159,7 @@ class TelemetryLoop(threading.Thread):
                 self.emit(ev.RunError(self.mode, f"engine died: {reason}"))
 
     def _row(self, s: Any, prev: Any) -> dict[str, Any]:
-        t = time.monotonic() - self.t0
+        t = clock.monotonic() - self.t0
         row: dict[str, Any] = {"t": round(t, 2), "load": self.load, "phase": self.phase}
         if s is not None and s.ok:
             row.update(kv_usage=s.kv_usage, running=s.running, waiting=s.waiting, preemptions=s.preemptions)

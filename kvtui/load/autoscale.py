@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from kvtui import clock
 
 # A worker past these is near its capacity (client_limited flags a step at CPU share 0.9, run-queue
 # wait 0.25 of wall time, dispatch p95 10 ms: the scaler acts before those).
@@ -122,7 +123,7 @@ class WorkerMeter:
 
     def reset(self, pids: list[int]) -> None:
         self.pids = list(pids)
-        self.t0 = time.monotonic()
+        self.t0 = clock.monotonic()
         self.idle0 = _idle_s()
         self.cpu0 = [_cpu_s(p) for p in self.pids]
         self.q0 = [_runq_s(p) for p in self.pids]
@@ -133,7 +134,7 @@ class WorkerMeter:
 
     @property
     def elapsed_s(self) -> float:
-        return time.monotonic() - self.t0
+        return clock.monotonic() - self.t0
 
     def idle_cores(self) -> float | None:
         """Cores the box left idle since `reset` (None: /proc/stat unreadable)."""

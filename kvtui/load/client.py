@@ -11,11 +11,11 @@ import asyncio
 import errno
 import json
 import resource  # imported up front: a lazy import fails exactly when descriptors run out
-import time
 from typing import Any
 
 import aiohttp
 
+from kvtui import clock
 from kvtui.load.records import Record
 from kvtui.secrets import scrub_text
 
@@ -247,7 +247,7 @@ async def _stream_request(
     words = [0]  # word breaks in the streamed text (cross_check_usage)
     last: float | None = None
     done = False
-    rec.t_sent = time.monotonic()
+    rec.t_sent = clock.monotonic()
     rec.dispatch_delay = max(0.0, rec.t_sent - rec.t_intended)
     try:
         async with asyncio.timeout(timeout_s):
@@ -280,7 +280,7 @@ async def _stream_request(
                 held: list[bytes] = []
                 held_n = 0
                 async for chunk in reads:
-                    now = time.monotonic()
+                    now = clock.monotonic()
                     if b"\n" not in chunk:
                         held.append(chunk)
                         held_n += len(chunk)
@@ -305,7 +305,7 @@ async def _stream_request(
                     # p99 went from ~300 ms to ~30 ms at 128 streams with this yield; see bench/).
                     await asyncio.sleep(0)
                 else:  # the body ended: a last line without its newline means the stream was cut
-                    last, done = _events([b"".join(held)], rec, chat, time.monotonic(), last, parts, words)
+                    last, done = _events([b"".join(held)], rec, chat, clock.monotonic(), last, parts, words)
                 if rec.status == "error":
                     return ""
                 if done:

@@ -12,11 +12,11 @@ step's requests (before a drain).
 from __future__ import annotations
 
 import multiprocessing as mp
-import time
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterable, cast
 
+from kvtui import clock
 from kvtui.load.autoscale import AutoScaler, WorkerMeter
 from kvtui.load.births import births_cutoff
 from kvtui.load.protocol import STATUS_LISTS, ClientStats, StepSpec, WorkerConfig, merge_stats, sum_status
@@ -166,9 +166,9 @@ class LoadGenerator:
                 reaper.register_pid(p.pid, f"kvtui load generator {i}")
             self.procs.append(p)
             self.conns.append(parent)
-        deadline = time.monotonic() + timeout_s
+        deadline = clock.monotonic() + timeout_s
         for conn in self.conns:
-            left = max(0.1, deadline - time.monotonic())
+            left = max(0.1, deadline - clock.monotonic())
             if not conn.poll(left):
                 self.close()
                 raise RuntimeError("load generator process did not start")
@@ -277,7 +277,7 @@ class LoadGenerator:
                      continue_from_previous=cont, step_load=float(load))
             for s in shares
         ]
-        run.t_start = time.monotonic()
+        run.t_start = clock.monotonic()
         active = [i for i, s in enumerate(shares) if s > 0]
         if cont:
             active = self._continued_active(active, run)
@@ -339,7 +339,7 @@ class LoadGenerator:
                     stopped[i] = {}
                     run.aborted = f"load generator failed: {msg[1]}"
                     run.client_failure = run.client_failure or str(msg[1])
-            now = time.monotonic()
+            now = clock.monotonic()
             if stop_sent:
                 continue
             agg = sum_status(status, active)
@@ -387,7 +387,7 @@ class LoadGenerator:
                 settled = now - run.t_start - warm_from
                 if settled >= warmup_s and (warm or settled >= warmup_s + cap):
                     phase = "window"
-                    run.t_window_start = time.monotonic()
+                    run.t_window_start = clock.monotonic()
                     self._send_all(active, ("phase", "window"))
             elif phase == "window":
                 elapsed = now - run.t_window_start
@@ -396,7 +396,7 @@ class LoadGenerator:
                 if why_look:  # decided on a complete cohort: the window closes now, the tail as usual
                     run.window_decided = why_look
                     phase = "tail"
-                    run.t_window_end = time.monotonic()
+                    run.t_window_end = clock.monotonic()
                     self._send_all(active, ("phase", "tail"))
                     continue
                 by_time = window_requests <= 0 and elapsed >= window_s and (
@@ -405,7 +405,7 @@ class LoadGenerator:
                 by_count = window_requests > 0 and agg["window_started"] >= window_requests
                 if by_time or by_count:
                     phase = "tail"
-                    run.t_window_end = time.monotonic()
+                    run.t_window_end = clock.monotonic()
                     self._send_all(active, ("phase", "tail"))
             elif phase == "tail":
                 # Only statuses sent after the worker saw "tail" can prove the window is done.
@@ -426,7 +426,7 @@ class LoadGenerator:
             run.continued_from["in_flight"] = sum(first_inflight.values())
         if grow_to and not run.aborted:
             return grow_to, list(stopped.values())
-        run.t_end = time.monotonic()
+        run.t_end = clock.monotonic()
         if not run.t_window_end:
             run.t_window_end = run.t_end
         self._window_ends = {k: v for k, v in self._window_ends.items() if k[0] == p.mode and k[1] >= p.step - 4}
@@ -552,8 +552,8 @@ class LoadGenerator:
             except (BrokenPipeError, OSError):
                 del waiting[c]
         seqs = [0]
-        deadline = time.monotonic() + timeout_s
-        while waiting and time.monotonic() < deadline:
+        deadline = clock.monotonic() + timeout_s
+        while waiting and clock.monotonic() < deadline:
             for c in _ready(waiting, timeout=0.1):
                 try:
                     msg = c.recv()
@@ -592,9 +592,9 @@ class LoadGenerator:
             self.held = None
             self.not_held_why = "the load-generator processes were restarted"
         self._broadcast(("exit",))
-        deadline = time.monotonic() + 5
+        deadline = clock.monotonic() + 5
         for p in self.procs:
-            p.join(max(0.0, deadline - time.monotonic()))
+            p.join(max(0.0, deadline - clock.monotonic()))
             if p.is_alive():
                 p.kill()
                 p.join(30)  # SIGKILL is not ignored: only a stalled host makes this wait long

@@ -1,8 +1,8 @@
 """The per-request record: everything later views need to recompute any figure.
 
-Times are seconds on the run's clock (`time.monotonic()` minus the run's t0, which the
-snapshot stores with its wall-clock epoch). CLOCK_MONOTONIC is system-wide on Linux, so
-the load-generator process and the controller read the same clock.
+Times are seconds on the run's clock (`kvtui.clock.monotonic()` minus the run's t0, which the
+snapshot stores with its wall-clock epoch). On the system clock that is CLOCK_MONOTONIC, which
+is system-wide on Linux, so the load-generator process and the controller read the same clock.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
+from kvtui import clock
 from kvtui.load.protocol import STATUS_EVERY, StepSpec, WorkerConfig
 from kvtui.load.records import Record
 
@@ -139,7 +140,7 @@ class _Worker:
                     # When this status was sent: every window request this worker sends later is
                     # sent after it (a closed slot stamps its request as it creates it, with no await
                     # between), so the parent's live look knows which finished requests form a cohort.
-                    "t": time.monotonic(),
+                    "t": clock.monotonic(),
                     # in the tail only (the "births" rule): every window send time
                     "window_births": list(self.window_births) if self.phase == "tail" else [],
                     # the window requests still streaming: the births rule's wait in the tail, and
@@ -328,7 +329,7 @@ class _Worker:
                 if turns > 1 and (conv is None or conv.turn >= turns):
                     conv = Conversation(cid=f"{self.cfg.salt:08x}-c{self.cfg.index}-{i}-{self.seq}")
                 c = self.next_counter()
-                await self.request(c, time.monotonic(), i, True, conv, client, clients)
+                await self.request(c, clock.monotonic(), i, True, conv, client, clients)
         finally:
             if self.slot_tasks.get(i) is asyncio.current_task():
                 del self.slot_tasks[i]
@@ -338,7 +339,7 @@ class _Worker:
     async def arrivals(self, rate: float, rng: random.Random) -> None:
         spec = self.spec
         assert spec is not None
-        t = time.monotonic()
+        t = clock.monotonic()
         k = 0
         while not self.stopping:
             if spec.arrival == "constant":
@@ -349,7 +350,7 @@ class _Worker:
                 gap = rng.expovariate(rate)
             t += gap
             k += 1
-            now = time.monotonic()
+            now = clock.monotonic()
             if t > now:
                 await asyncio.sleep(t - now)
             if self.stopping or self.error_burst or self.client_failure is not None:
@@ -364,9 +365,9 @@ class _Worker:
 
     async def lag_monitor(self) -> None:
         while not self.stopping:
-            t0, q0 = time.monotonic(), _runq_wait_s()
+            t0, q0 = clock.monotonic(), _runq_wait_s()
             await asyncio.sleep(0.05)
-            lag = time.monotonic() - t0 - 0.05
+            lag = clock.monotonic() - t0 - 0.05
             self.lags.append(lag)
             if lag > 0.5:
                 # Of a long lag, the part the loop was not even waiting for a CPU: the process was
@@ -389,7 +390,7 @@ class _Worker:
         task.add_done_callback(self._watch)
 
     async def run_step(self, spec: StepSpec, commands: asyncio.Queue) -> None:
-        cpu0, wall0, runq0 = time.process_time(), time.monotonic(), _runq_wait_s()
+        cpu0, wall0, runq0 = time.process_time(), clock.monotonic(), _runq_wait_s()
         if spec.continue_from_previous and spec.closed and self.held:
             self.continue_step(spec)
         else:
@@ -430,7 +431,7 @@ class _Worker:
     def stop_stats(self, cpu0: float, wall0: float, runq0: float | None) -> dict:
         """The step's ("stopped"/"held", stats): what the client cost and lagged (ClientStats)."""
         return {"sent": self.sent, "chunks": self.chunks, "cpu_s": time.process_time() - cpu0,
-                "wall_s": time.monotonic() - wall0, "lags": self.lags, "dispatch": self.dispatch,
+                "wall_s": clock.monotonic() - wall0, "lags": self.lags, "dispatch": self.dispatch,
                 "inflight_capped": self.capped, "max_seq": self.seq, "runq_wait_s": _delta(runq0, _runq_wait_s()),
                 "stall_s": self.stalled}
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kvtui import clock
 from kvtui.errors import UsageError
 from kvtui.safeio import fetch
 from kvtui.scenario.dataset import Dataset  # noqa: F401 - kvtui.load.workload.Dataset, its old home
@@ -344,14 +344,14 @@ def discover_token_space(base_url: str, model: str, headers: dict[str, str], tim
 
     from kvtui.errors import RunAborted
 
-    deadline = time.monotonic() + budget_s
+    deadline = clock.monotonic() + budget_s
     slow = []
 
     def check() -> bool:
         why = should_stop() if should_stop else None
         if why:
             raise RunAborted(f"token-space discovery stopped: {why}")
-        if time.monotonic() > deadline:
+        if clock.monotonic() > deadline:
             slow.append(1)
             return False
         return True

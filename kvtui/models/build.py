@@ -28,11 +28,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 from typing import Callable, Iterator
 
+from kvtui import clock
 from kvtui.errors import KvtuiError
 from kvtui.models.catalog import PREFIX, REAL_MODELS, RealModel, lookup
 
@@ -224,7 +224,7 @@ def build(model: RealModel, root: Path | None = None, on_log: Callable[[str], No
         if missing:
             raise ModelBuildError(f"building {model.title} needs torch, transformers, gguf and accelerate "
                                   f"(missing: {', '.join(missing)}): pip install 'kvtui[real]'")
-        t0 = time.monotonic()
+        t0 = clock.monotonic()
         gguf = _gguf(model, root, log)
         log(f"[kvtui] converting {gguf.name} → {final} (bf16 safetensors; about a minute on one core) …")
         tmp = Path(tempfile.mkdtemp(prefix=f".{model.name}.", dir=root))
@@ -245,7 +245,7 @@ def build(model: RealModel, root: Path | None = None, on_log: Callable[[str], No
                            "sha256": model.gguf_sha256, "quantization": model.gguf_quant, "license": model.license},
                 "weights": f"real: {model.title}, dequantized from GGUF {model.gguf_quant} to bf16",
                 "converters": _converter_versions(),
-                "built_s": round(time.monotonic() - t0, 1),
+                "built_s": round(clock.monotonic() - t0, 1),
             }
             (tmp / PROVENANCE).write_text(json.dumps(prov, indent=2) + "\n")
             if final.exists():
@@ -254,7 +254,7 @@ def build(model: RealModel, root: Path | None = None, on_log: Callable[[str], No
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
-        log(f"[kvtui] built {model.title} in {time.monotonic() - t0:.0f} s: {final}")
+        log(f"[kvtui] built {model.title} in {clock.monotonic() - t0:.0f} s: {final}")
         return final
 
 

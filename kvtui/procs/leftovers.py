@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvtui import clock
 from kvtui.procs import watchdog
 
 
@@ -132,9 +132,9 @@ def stop_leftovers(leftovers: list[Leftover], grace_s: float = 3.0) -> list[str]
     done = []
     for lo in leftovers:
         watchdog.stop(lo.run_id, lo.groups, lo.pids, grace_s)
-        deadline = time.monotonic() + 5.0
-        while any(lo.live()) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        deadline = clock.monotonic() + 5.0
+        while any(lo.live()) and clock.monotonic() < deadline:
+            clock.sleep(0.1)
         g, p = lo.live()
         if g or p:
             done.append(f"could not stop what run pid {lo.owner_pid} left: groups {g} pids {p}")

@@ -23,11 +23,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
+from kvtui import clock
 from kvtui.procs import leftovers, watchdog
 
 _lock = threading.Lock()
@@ -208,13 +208,13 @@ def signal_group(pgid: int, sig: int) -> bool:
 
 
 def wait_group_gone(pgid: int, timeout_s: float, poll_s: float = 0.1) -> bool:
-    deadline = time.monotonic() + max(0.0, timeout_s)
+    deadline = clock.monotonic() + max(0.0, timeout_s)
     while True:
         if not group_alive(pgid):
             return True
-        if time.monotonic() >= deadline:
+        if clock.monotonic() >= deadline:
             return False
-        time.sleep(poll_s)
+        clock.sleep(poll_s)
 
 
 def kill_group(pgid: int, grace_s: float = 3.0) -> bool:
@@ -247,11 +247,11 @@ def terminate(proc, pgid: int, timeout_s: float, graceful: bool = True) -> None:
         if proc.poll() is not None and not owns_group(pgid):
             break
         signal_group(pgid, sig)
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
+        deadline = clock.monotonic() + wait_s
+        while clock.monotonic() < deadline:
             if proc.poll() is not None and not group_alive(pgid):
                 break
-            time.sleep(0.05)
+            clock.sleep(0.05)
         else:
             continue
         break
@@ -274,11 +274,11 @@ def reap_all(grace_s: float = 3.0) -> list[int]:
     alive = [g for g in pgids if owns_group(g)]  # a stale registration's number may be someone else's now
     for g in alive:
         signal_group(g, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while alive and time.monotonic() < deadline:
+    deadline = clock.monotonic() + grace_s
+    while alive and clock.monotonic() < deadline:
         alive = [g for g in alive if group_alive(g)]
         if alive:
-            time.sleep(0.1)
+            clock.sleep(0.1)
     for g in alive:
         if owns_group(g):
             signal_group(g, signal.SIGKILL)

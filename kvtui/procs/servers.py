@@ -12,11 +12,11 @@ import os
 import socket
 import subprocess
 import threading
-import time
 from typing import Callable
 
 import httpx
 
+from kvtui import clock
 from kvtui.errors import EngineError
 from kvtui.procs import reaper
 from kvtui.secrets import Redactor, redact_args
@@ -77,7 +77,7 @@ class ServerProcess:
 
     def wait_ready(self, health_url: str, timeout_s: float, what: str = "server") -> None:
         """Poll `health_url` until 200; fail fast when the process exits."""
-        deadline = time.monotonic() + timeout_s
+        deadline = clock.monotonic() + timeout_s
         from kvtui.safeio import fetch, http_client
 
         with http_client(timeout=2.0) as c:
@@ -93,15 +93,15 @@ class ServerProcess:
                 try:
                     # a whole answer within 2 s (and never past the start's deadline): a trickling
                     # /health is a server not ready, not a wait without end
-                    left = max(0.1, min(2.0, deadline - time.monotonic()))
+                    left = max(0.1, min(2.0, deadline - clock.monotonic()))
                     if fetch(c, "GET", health_url, total_s=left).status_code == 200:
                         return
                 except httpx.HTTPError:
                     pass
-                if time.monotonic() > deadline:
+                if clock.monotonic() > deadline:
                     self.stop()
                     raise EngineError("timeout", f"{what} not ready within {timeout_s:g} s", self.tail())
-                time.sleep(0.1)
+                clock.sleep(0.1)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """The reaper's SIGINT → SIGTERM → SIGKILL to the whole group; reap. Idempotent."""

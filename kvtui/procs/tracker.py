@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
 from multiprocessing import resource_tracker
+
+from kvtui import clock
 
 
 def start_quietly() -> None:
@@ -51,7 +52,7 @@ def stop(timeout_s: float = 5.0) -> bool:
         except OSError:
             pass
         tracker._fd = None  # type: ignore[attr-defined]  # CPython's private field, not in typeshed
-    deadline = time.monotonic() + timeout_s
+    deadline = clock.monotonic() + timeout_s
     while True:
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
@@ -60,6 +61,6 @@ def stop(timeout_s: float = 5.0) -> bool:
         if done == pid:
             tracker._pid = None  # type: ignore[attr-defined]  # CPython's private field, not in typeshed
             return True
-        if time.monotonic() >= deadline:
+        if clock.monotonic() >= deadline:
             return False
-        time.sleep(0.02)
+        clock.sleep(0.02)

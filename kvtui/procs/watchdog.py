@@ -27,7 +27,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
+
+from kvtui import clock
 
 TAG_ENV = "KVTUI_RUN_ID"
 GRACE_S = 3.0
@@ -129,12 +130,12 @@ def stop(run_id: str, groups: dict[int, int], pids: dict[int, int], grace_s: flo
                 pass
         if sig == signal.SIGKILL:
             break
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
+        deadline = clock.monotonic() + grace_s
+        while clock.monotonic() < deadline:
             g, p = victims(run_id, groups, pids)
             if not g and not p:
                 return 1
-            time.sleep(0.1)
+            clock.sleep(0.1)
     return len(g) + len(p)
 
 

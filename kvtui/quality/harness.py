@@ -34,10 +34,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
+from kvtui import clock
 from kvtui.procs import reaper
 from kvtui.quality.harness_worker import GO, READY, WAIT_FLAG
 from kvtui.quality.stats import wilson
@@ -144,7 +144,7 @@ class HarnessSession:
         """Spawn the worker (once); it prepares in the background. With lm-eval missing, nothing is spawned."""
         if self.proc is not None or self.why is not None:
             return
-        self._t0 = time.monotonic()
+        self._t0 = clock.monotonic()
         self._tmp = tempfile.TemporaryDirectory(prefix="kvtui-eval-")
         tmp = Path(self._tmp.name)
         (tmp / "spec.json").write_text(json.dumps(spec_for(self.endpoint, self.scenario)))  # no key in it
@@ -178,7 +178,7 @@ class HarnessSession:
         self.start()
         if self.why is not None or self.proc is None:
             return None
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        deadline = None if timeout_s is None else clock.monotonic() + timeout_s
         while not self._ready.wait(0.2):
             if self.proc.poll() is not None and not self._ready.is_set():
                 self._fail(self._exit_why())
@@ -186,11 +186,11 @@ class HarnessSession:
             if should_stop is not None and should_stop():
                 self._fail("the run was stopping")
                 return None
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline is not None and clock.monotonic() > deadline:
                 self._fail(f"the harness was not ready after {timeout_s:.0f} s")
                 return None
         if self.ready_s is None:
-            self.ready_s = round(time.monotonic() - self._t0, 2)
+            self.ready_s = round(clock.monotonic() - self._t0, 2)
         return self.ready_s
 
     def go(self) -> None:
@@ -210,12 +210,12 @@ class HarnessSession:
         if self.why is None and not self._gone:
             self._fail("the harness was never told to go")
         if self.why is None and self.proc is not None:
-            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            deadline = None if timeout_s is None else clock.monotonic() + timeout_s
             while self.proc.poll() is None:
                 if should_stop is not None and should_stop():
                     self._fail("the run was stopping")
                     break
-                if deadline is not None and time.monotonic() > deadline:
+                if deadline is not None and clock.monotonic() > deadline:
                     self._fail("the harness timed out")
                     break
                 try:
@@ -237,7 +237,7 @@ class HarnessSession:
             out[n] = res
             self.log(f"[kvtui] quality suite {n}: " + (f"not run: {res['not_run']}" if res.get("not_run")
                                                       else f"{res['correct']}/{res['n']} ({harness})"))
-        self.log(f"[kvtui] quality suites took {time.monotonic() - self._t0:.0f} s"
+        self.log(f"[kvtui] quality suites took {clock.monotonic() - self._t0:.0f} s"
                  + (f" ({self.ready_s:.0f} s of it preparing)" if self.ready_s is not None else ""))
         return out
 
@@ -299,9 +299,9 @@ def run_suites(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | Non
     """{name: task result} for every suite of the scenario; a suite that cannot run is marked, never raised.
 
     Prepared and told to go at once (kvtui.quality.harness_worker), in one process of its own."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    deadline = None if timeout_s is None else clock.monotonic() + timeout_s
     with HarnessSession(endpoint, scenario, on_log) as s:
         if s.wait_ready(timeout_s, should_stop) is not None:
             s.go()
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        left = None if deadline is None else max(0.0, deadline - clock.monotonic())
         return s.result(left, should_stop)

@@ -38,10 +38,11 @@ import io
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from kvtui import clock
 
 TEXT_CHARS = 120  # how much of each answer the snapshot keeps
 WAIT_FLAG = "--wait"
@@ -265,7 +266,7 @@ def evaluate(p: Prepared) -> dict[str, Any]:
     out = p.out
     cwd = os.getcwd()
     for s in p.suites:
-        t0 = time.monotonic()
+        t0 = clock.monotonic()
         os.chdir(s.here)  # as at loading: a task may read files relative to its YAML
         try:
             nshot = s.nshot
@@ -286,7 +287,7 @@ def evaluate(p: Prepared) -> dict[str, Any]:
                 continue
             got = _samples(result, s.name, s.leaves)
             got.update(dataset="; ".join(dict.fromkeys(_dataset_of(t) for t in _leaf_tasks(s.objs))), limit=s.limit,
-                       wall_s=round(time.monotonic() - t0, 2))
+                       wall_s=round(clock.monotonic() - t0, 2))
             if (note := _shots_note(nshot, got.get("num_fewshot"))) is not None:
                 got["shots_note"] = note
             out["suites"][s.name] = got

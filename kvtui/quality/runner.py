@@ -12,9 +12,9 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import json
-import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from kvtui import clock
 from kvtui.quality.stats import wilson
 from kvtui.quality.tasks import (
     Item,
@@ -91,7 +91,7 @@ def _ask(client: Any, model: str, item: Item) -> dict[str, Any]:
                             "temperature": 0.0, "seed": 0, "stream": False}
     if item.logprobs:
         body.update(logprobs=True, top_logprobs=1, return_tokens_as_token_ids=True)
-    t0 = time.monotonic()
+    t0 = clock.monotonic()
     try:
         r = fetch(client, "POST", "/v1/chat/completions", json=body)  # bounded, untrusted (kvtui.safeio)
     except Exception as e:  # httpx errors and the like: the item's error, never the run's
@@ -109,7 +109,7 @@ def _ask(client: Any, model: str, item: Item) -> dict[str, Any]:
     usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
     out: dict[str, Any] = {"text": text, "finish_reason": choice.get("finish_reason"),
                            "prompt_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens"),
-                           "s": round(time.monotonic() - t0, 3)}
+                           "s": round(clock.monotonic() - t0, 3)}
     if item.logprobs:
         tokens, lps = [], []
         for c in ((choice.get("logprobs") or {}).get("content") or []):
@@ -179,8 +179,8 @@ def run_suite(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | None
 
     log = on_log or (lambda _m: None)
     q = scenario.quality
-    t0 = time.monotonic()
-    started_at = time.time()
+    t0 = clock.monotonic()
+    started_at = clock.time()
     timeout = max(30.0, float(getattr(scenario.ramp, "request_timeout_s", 600.0) or 600.0))
     limits = httpx.Limits(max_connections=q.concurrency, max_keepalive_connections=q.concurrency)
     from kvtui.safeio import http_client, thread_stop
@@ -217,10 +217,10 @@ def run_suite(endpoint: Any, scenario: Any, on_log: Callable[[str], None] | None
             from kvtui.quality.harness import run_suites
 
             tasks.update(run_suites(endpoint, scenario, on_log=log, should_stop=should_stop))
-    wall = round(time.monotonic() - t0, 2)
+    wall = round(clock.monotonic() - t0, 2)
     stopped = bool(should_stop is not None and should_stop())
     return {"tasks": tasks, "wall_s": wall, "items": len(items), "items_digest": items_digest(items),
-            "lengths_exact": sizer.exact, "started_at": started_at, "ended_at": time.time(),
+            "lengths_exact": sizer.exact, "started_at": started_at, "ended_at": clock.time(),
             "concurrency": q.concurrency, "stopped": stopped}
 
 

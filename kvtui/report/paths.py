@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from kvtui import clock
+
 
 def file_stem(name: str) -> str:
     """A scenario name as one file name inside runs/: no '/', no '..', no leading '.' or '-', no control characters.
@@ -21,4 +23,5 @@ def default_out(scenario_name: str) -> Path:
     from kvtui.snapshot.outclaim import unique_path
 
     # Two runs started in the same second must not share files (a run refuses another's).
-    return unique_path(Path("runs") / f"{file_stem(scenario_name)}-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    stamp = time.strftime('%Y%m%d-%H%M%S', time.localtime(clock.time()))
+    return unique_path(Path("runs") / f"{file_stem(scenario_name)}-{stamp}.json")

@@ -16,10 +16,10 @@ import copy
 import json
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from kvtui import clock
 from kvtui.errors import UsageError
 from kvtui.snapshot.schema import SCHEMA, SUPPORTED, Mode  # noqa: F401 - the version lives in the schema; read here too
 
@@ -97,7 +97,8 @@ class SnapshotWriter:
             raise UsageError(f"{self.path}: cannot write the snapshot: {e.strerror or e}")
 
     def _event(self, kind: str, data: Any) -> None:
-        line = json.dumps(_encode({"event": kind, "t": time.time(), "data": data}), allow_nan=False, ensure_ascii=False)
+        line = json.dumps(_encode({"event": kind, "t": clock.time(), "data": data}), allow_nan=False,
+                          ensure_ascii=False)
         self._journal_f.write(line + "\n")
         self._journal_f.flush()
         os.fsync(self._journal_f.fileno())
@@ -114,7 +115,7 @@ class SnapshotWriter:
     def finalize(self, doc: dict[str, Any] | None = None) -> Path:
         if doc is not None:
             self.doc = doc
-        self.doc["finalized_at"] = time.time()
+        self.doc["finalized_at"] = clock.time()
         atomic_write(self.path, dumps(self.doc))
         try:
             self._journal_f.close()

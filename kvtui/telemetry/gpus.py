@@ -5,10 +5,10 @@ and the pre-flight show. Every call degrades to a reason instead of raising."""
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, TypedDict
 
+from kvtui import clock
 from kvtui.telemetry.nvml_session import (
     _NVML_ERRORS,
     GIB,
@@ -152,7 +152,7 @@ def wait_for_release(pids: set[int], timeout_s: float, poll_s: float = 0.5) -> b
     pids = set(pids)
     if not pids:
         return True
-    deadline = time.monotonic() + max(0.0, timeout_s)
+    deadline = clock.monotonic() + max(0.0, timeout_s)
     poll_s = max(0.01, poll_s)
     if _init():
         return True
@@ -178,10 +178,10 @@ def wait_for_release(pids: set[int], timeout_s: float, poll_s: float = 0.5) -> b
                 held = any(_pid_alive(p) for p in pids)
             if not held:
                 return True
-            remaining = deadline - time.monotonic()
+            remaining = deadline - clock.monotonic()
             if remaining <= 0:
                 return False
-            time.sleep(min(poll_s, remaining))
+            clock.sleep(min(poll_s, remaining))
     finally:
         _shutdown()
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from functools import partial
 from typing import Any, Callable
 
+from kvtui import clock as seam
 from kvtui.telemetry.gpus import (  # noqa: F401 - kvtui.telemetry.nvml's names, where callers import them
     GpuInfo,
     GpuProcess,
@@ -92,7 +92,7 @@ class NvmlSampler:
         *,
         on_unavailable: Callable[[str], None] | None = None,
         env: dict[str, str] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = seam.monotonic,
     ) -> None:
         self.interval_s = max(0.05, float(interval_s))
         self._on_sample = on_sample
@@ -193,7 +193,7 @@ class NvmlSampler:
         if not devices:
             raise _Unavailable("no GPU telemetry: NVML sees no GPU")
         while not self._stop.is_set():
-            t0 = time.perf_counter()
+            t0 = seam.perf_counter()
             samples = self._tick(devices, visible_idx, names)
             with self._lock:
                 self._latest = samples
@@ -207,7 +207,7 @@ class NvmlSampler:
                         log.exception("on_sample callback failed")
                     self.callback_error = f"on_sample: {type(exc).__name__}: {exc}"
             self._ready.set()
-            self.last_tick_s = time.perf_counter() - t0
+            self.last_tick_s = seam.perf_counter() - t0
             self._stop.wait(max(0.0, self.interval_s - self.last_tick_s))
 
     def _pids(self) -> set[int] | None:

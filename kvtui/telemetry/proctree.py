@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from typing import Any, Callable
+
+from kvtui import clock
 
 
 def process_tree(pid: int) -> set[int]:
@@ -57,7 +58,7 @@ def process_tree_provider(pid: int, max_age_s: float = 5.0) -> Callable[[], set[
     state: dict[str, Any] = {"at": None, "tree": set()}
 
     def provider() -> set[int]:
-        now = time.monotonic()
+        now = clock.monotonic()
         with lock:
             if state["at"] is None or now - state["at"] >= max_age_s:
                 state["tree"] = process_tree(pid)

@@ -47,13 +47,13 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from collections import defaultdict
 from typing import Any, Callable
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from kvtui import clock as seam
 from kvtui.telemetry.types import Histogram, MetricsSample
 
 # --- name tables ------------------------------------------------------------------------------
@@ -332,7 +332,7 @@ class MetricsScraper:
         api_key: str | None = None,
         timeout_s: float = 2.0,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = seam.monotonic,
         headers: dict[str, str] | None = None,
     ) -> None:
         """`headers`: sent as given (another auth than a bearer key, say); `api_key` adds a bearer."""
@@ -356,17 +356,17 @@ class MetricsScraper:
         self.last_scrape_s: float | None = None  # wall time the last scrape took (HTTP + parse)
 
     def scrape(self) -> MetricsSample:
-        t0 = time.perf_counter()
+        t0 = seam.perf_counter()
         try:
             return self._scrape()
         finally:
-            self.last_scrape_s = time.perf_counter() - t0
+            self.last_scrape_s = seam.perf_counter() - t0
 
     def fetch_text(self) -> tuple[str | None, str | None]:
         """The body of one GET, bounded in size and time: (text, None), or (None, why). Never raises."""
         from kvtui.safeio import total_deadline
 
-        deadline = time.monotonic() + self.timeout_s
+        deadline = seam.monotonic() + self.timeout_s
         try:
             with total_deadline(self.timeout_s), self._client.stream("GET", self.url) as resp:
                 if resp.status_code != 200:
@@ -379,7 +379,7 @@ class MetricsScraper:
                     size += len(chunk)
                     if size > self.MAX_BODY_BYTES:
                         return None, f"body over {self.MAX_BODY_BYTES // 2**20} MiB from {self.url}"
-                    if time.monotonic() > deadline:
+                    if seam.monotonic() > deadline:
                         return None, f"timed out after {self.timeout_s:g} s reading {self.url}"
                 encoding = resp.encoding or "utf-8"
         except httpx.TimeoutException:

@@ -3,9 +3,9 @@ happened between two scrapes (counter increases, rates, the window's histograms)
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from kvtui import clock
 from kvtui.telemetry.prom import COUNTER_FIELDS, HISTOGRAM_KEYS, failed_sample
 from kvtui.telemetry.types import Histogram, MetricsSample
 
@@ -22,7 +22,7 @@ def merge_samples(samples: list[MetricsSample]) -> MetricsSample:
     partial sum would make counters jump down and up and corrupt every window delta.
     """
     if not samples:
-        return failed_sample(time.monotonic(), "no samples to merge")
+        return failed_sample(clock.monotonic(), "no samples to merge")
     t = max(s.t for s in samples)
     bad = [(i, s) for i, s in enumerate(samples) if not s.ok]
     if bad:

@@ -10,7 +10,7 @@ from typing import Any
 class GpuSample:
     """One NVML reading of one GPU."""
 
-    t: float  # time.monotonic()
+    t: float  # clock.monotonic() (kvtui.clock)
     index: int
     name: str
     mem_used_gib: float

@@ -16,6 +16,7 @@ from textual.app import SystemCommand
 from textual.screen import Screen
 from textual.worker import Worker
 
+from kvtui import clock
 from kvtui.errors import KvtuiError
 from kvtui.explore.reevaluate import ModeRecords, ViewSteps, reevaluate_modes
 from kvtui.scenario.schema import Slo
@@ -113,9 +114,9 @@ class DocumentActions(AppHost):
         doc = self.state.export_doc(base)  # its own copy, which this writes to
         run = Run.view(doc)
         finished = bool((run.run or RunInfo()).finished)
-        doc["exported"] = {"at": time.time(), "by": "kvtui tui", "finished": finished,
+        doc["exported"] = {"at": clock.time(), "by": "kvtui tui", "finished": finished,
                            "replay_of": self.state.source_name or None}
-        stamp = time.strftime("%Y%m%d-%H%M%S")
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(clock.time()))
         if self.state.replay:
             # where the reader found the replayed file (kvtui.snapshot.file adds "_path"; no key of the run's)
             src = Path(self.snapshot.get("_path") or "snapshot.json") if self.snapshot else Path("snapshot.json")
@@ -151,7 +152,7 @@ class DocumentActions(AppHost):
 
     def action_svg_screenshot(self) -> None:
         folder = _svg_folder(self)
-        name = f"kvtui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+        name = f"kvtui-{time.strftime('%Y%m%d-%H%M%S', time.localtime(clock.time()))}.svg"
         try:
             path = self.save_screenshot(filename=name, path=str(folder))
         except OSError as e:

@@ -13,10 +13,10 @@ of its own schema), telemetry rows (thousands per mode) and the envelopes of the
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from kvtui import clock
 from kvtui.explore import events
 from kvtui.explore.events import check_kind
 from kvtui.scenario.slo_table import slo_of
@@ -78,7 +78,7 @@ class RunEvents(StateHost):
         mv.simulated = bool(md.simulated)
         mv.status = "starting"
         mv.t_start = self.series_t_now(mv)
-        mv.started_mono = time.monotonic()
+        mv.started_mono = clock.monotonic()
         from kvtui.engines.vllm.logparse import StartupLogParser
 
         mv.parser = StartupLogParser()
@@ -274,7 +274,7 @@ class RunEvents(StateHost):
 
         if no_mode_started(doc):  # a failed run, not a finished one
             self.status, self.stop_reason = "failed", NO_MODE_STARTED
-        self.finished_at = time.time()
+        self.finished_at = clock.time()
         self.step = None
         for m in r.all_modes:
             mv = self.modes.get(m.name) if m.name is not None else None

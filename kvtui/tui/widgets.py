@@ -8,7 +8,6 @@ events' own payloads, and the app's controls (paused, hold, stopping) its own fl
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rich.text import Text
@@ -18,6 +17,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import RichLog, Static
 
+from kvtui import clock
 from kvtui.report.text import speed_words
 from kvtui.snapshot.schema import Step
 from kvtui.tui.charts import fmt_num
@@ -120,7 +120,7 @@ class StatusBar(Static):
             self.controls = controls
         prog = st.progress or {}
         mv = st.viewed
-        starting = int(time.monotonic()) if mv is not None and mv.status == "starting" else 0
+        starting = int(clock.monotonic()) if mv is not None and mv.status == "starting" else 0
         key = (starting, st.header_version, st.steps_version, st.slo_version, st.status,
                tuple(sorted(self.controls.items())),
                prog.get("phase"), prog.get("window_started"), prog.get("completed"), int(prog.get("elapsed_s") or 0),
@@ -153,7 +153,7 @@ class StatusBar(Static):
             t.append(" HOLD ", style=f"bold reverse {th.accent}")
         t.append(" ")
         if mv is not None and mv.status == "starting":
-            waited = f" ({time.monotonic() - mv.started_mono:.0f} s)" if mv.started_mono else ""
+            waited = f" ({clock.monotonic() - mv.started_mono:.0f} s)" if mv.started_mono else ""
             t.append(f"{mv.name}: starting the engine — {mv.phase or 'starting'}{waited}", style="bold")
         elif st.step and not st.replay:
             p = st.progress or {}

@@ -95,7 +95,7 @@ def test_a_deleted_out_folder_stops_the_run_and_the_snapshot_is_rescued(tmp_path
     doc = json.loads(rescued.read_text())
     assert doc["run"]["output_failure"].startswith(f"cannot append records to {out.with_name('run.records.jsonl')}")
     assert "second" in doc["run"]["modes_not_run"], doc["run"]  # stopped: the next mode not run for nothing
-    assert took < 60
+    assert took < 60, f"{took:.0f} s"  # bounded work, not an SLO: it stops on the failed write, not runs on
     assert h.leftovers() == []
 
 

@@ -137,8 +137,12 @@ class Trickler:
 @pytest.mark.parametrize("where", ["headers", "body"])
 def test_a_trickled_answer_ends_at_its_total_deadline_and_at_the_stop(where):
     """A byte every 0.3 s never trips a 2 s read timeout: the answer's whole deadline (1.5 s) ends
-    it, and a thread's stop ends it within STOP_POLL_S (headers or body trickled alike)."""
-    from kvtui.safeio import STOP_POLL_S, fetch, http_client, thread_stop
+    it, and a thread's stop ends it within STOP_POLL_S (headers or body trickled alike).
+
+    End to end on the wall: the whole answer would take 8 hours, so a bound of seconds says the
+    deadline ended it (bounded work, not an SLO). The exact cut (at 1.5 s, at the stop's next
+    byte, within STOP_POLL_S) is proven on a virtual clock: tests/reliability/test_virtual_deadlines.py."""
+    from kvtui.safeio import fetch, http_client, thread_stop
 
     srv = Trickler(0.3, where)
     try:
@@ -146,25 +150,26 @@ def test_a_trickled_answer_ends_at_its_total_deadline_and_at_the_stop(where):
             t0 = time.monotonic()
             with pytest.raises(httpx.TimeoutException):
                 fetch(c, "GET", srv.url + "/health", total_s=1.5)
-            assert time.monotonic() - t0 < 1.5 + 1.0
+            assert time.monotonic() - t0 < 1.5 + 15, "the total deadline did not end the trickle"
             # no deadline given: the client's read timeout (2 s) bounds the whole answer
             t0 = time.monotonic()
             with pytest.raises(httpx.TimeoutException):
                 fetch(c, "GET", srv.url + "/v1/models")
-            assert time.monotonic() - t0 < 2.0 + 1.0
+            assert time.monotonic() - t0 < 2.0 + 15, "the read timeout did not bound the whole answer"
             stop = threading.Event()
             threading.Timer(0.5, stop.set).start()
             t0 = time.monotonic()
             with thread_stop(stop.is_set), pytest.raises(httpx.TimeoutException, match="stopp"):
                 fetch(c, "GET", srv.url + "/version", total_s=60)
-            assert time.monotonic() - t0 < 0.5 + STOP_POLL_S + 0.5
+            assert time.monotonic() - t0 < 30, "the stop did not end the trickle (its deadline is 60 s)"
     finally:
         srv.close()
 
 
 def test_a_trickled_metrics_scrape_and_tokenize_probe_end_at_their_deadline():
     """The /metrics scrape (timeout 1 s) and the token-space discovery's /tokenize probes hold a
-    whole-answer deadline too."""
+    whole-answer deadline too (bounds of seconds against hours of trickle: bounded work, not an
+    SLO; the exact cuts are proven on a virtual clock in test_virtual_deadlines.py)."""
     from kvtui.load.workload import discover_token_space
     from kvtui.telemetry.prom import MetricsScraper
 
@@ -174,10 +179,10 @@ def test_a_trickled_metrics_scrape_and_tokenize_probe_end_at_their_deadline():
         with MetricsScraper(srv.url + "/metrics", timeout_s=1.0) as s:
             sample = s.scrape()
         assert not sample.ok and "timed out" in (sample.error or "")
-        assert time.monotonic() - t0 < 2.5
+        assert time.monotonic() - t0 < 1.0 + 15, "the scrape's deadline did not end the trickle"
         t0 = time.monotonic()
         space = discover_token_space(srv.url, "m", {}, timeout_s=0.5, budget_s=3.0)
-        assert time.monotonic() - t0 < 3.0 + 2.0
+        assert time.monotonic() - t0 < 3.0 + 15, "discovery did not keep its budget"
         assert space is not None
     finally:
         srv.close()
@@ -191,7 +196,7 @@ def test_external_start_keeps_startup_timeout_with_a_trickling_models(tmp_path, 
     runs.append(h)
     t0 = time.monotonic()
     rc = h.wait(60)
-    assert time.monotonic() - t0 < 3 + 12, h.stderr()
+    assert time.monotonic() - t0 < 3 + 40, h.stderr()  # bounded work: the trickle alone would hold it far longer
     assert rc == 1, h.stderr()
     err = h.stdout() + h.stderr()
     assert "server.startup_timeout_s = 3 s" in err and "Traceback" not in err, err
@@ -216,7 +221,8 @@ def test_sigterm_is_prompt_with_a_trickling_health_and_every_completion_503(tmp_
     h.proc.send_signal(signal.SIGTERM)
     rc = h.wait(30)
     took = time.monotonic() - t0
-    assert took < 5.0, f"SIGTERM took {took:.1f} s\n{h.stderr()[-1500:]}"
+    # bounded work, not an SLO: SIGTERM was ignored for 20 s (the run thread inside check_alive)
+    assert took < 15.0, f"SIGTERM took {took:.1f} s\n{h.stderr()[-1500:]}"
     assert rc == 130, h.stderr()
     assert h.out.exists() and not h.journal.exists()
     doc = json.loads(h.out.read_text())

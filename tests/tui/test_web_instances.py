@@ -214,6 +214,8 @@ def test_sigterm_with_five_tabs_open_exits_within_a_bound(frozen_path):
 
     try:
         took = asyncio.run(go())
+        # bounded work, not an SLO: every tab is stopped at once (SIGTERM, 3 s, SIGKILL); one after
+        # another, five took 19.6 s
         assert w.proc.returncode is not None and took < 8.0, f"kvtui web took {took:.1f} s to stop with 5 tabs"
         wait_until(lambda: not _alive(seen), 10, "every tab's process gone")
     finally:

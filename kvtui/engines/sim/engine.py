@@ -9,11 +9,11 @@ its CPU never competes with the run's controller or the UI.
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 import httpx
 
+from kvtui import clock
 from kvtui.engines.base import EngineInfo
 from kvtui.engines.registry import register
 from kvtui.engines.vllm.launcher import VllmEngine
@@ -103,7 +103,7 @@ class SimEngine(VllmEngine):
     def gpu_memory(self) -> dict[str, Any] | None:
         """The simulated GPU's memory (what NVML would show for a real one), at most once a second."""
         ep = self.endpoint
-        now = time.monotonic()
+        now = clock.monotonic()
         if ep is not None and now - self._mem_t >= 0.9:
             self._mem_t = now
             try:

@@ -19,7 +19,6 @@ import json
 import os
 import secrets
 import sys
-import time
 from dataclasses import asdict
 from typing import Any, AsyncIterator
 
@@ -29,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from kvtui import clock
 from kvtui.engines.sim.scheduler import MemorySplit, SimRequest
 from kvtui.engines.sim.startup_log import SIM_VERSION, print_startup  # noqa: F401 - also this module's names
 from kvtui.engines.sim.tokenizer import CHAT_PER_MESSAGE, CHAT_TEMPLATE_TOKENS, Tokenizer, block_hashes  # noqa: F401
@@ -182,7 +182,7 @@ class SimServer:
                     self.c_lag.inc(-delay)
                     next_wall = loop.time()
                 await asyncio.sleep(0)
-            now = time.monotonic()
+            now = clock.monotonic()
             for rid, n in out.tokens.items():
                 st = self.streams.get(rid)
                 if st is None:
@@ -212,7 +212,7 @@ class SimServer:
     def submit(self, ids: list[int], max_tokens: int) -> tuple[str, _Stream]:
         self._counter += 1
         rid = f"cmpl-{self._counter}"
-        st = _Stream(len(ids), time.monotonic())
+        st = _Stream(len(ids), clock.monotonic())
         self.streams[rid] = st
         self.model.add(SimRequest(rid, len(ids), max_tokens, block_hashes(ids)))
         self.wake.set()
@@ -293,7 +293,7 @@ class SimServer:
             self.release(rid)
         text = self._text(rid, n_out)
         usage = {"prompt_tokens": len(ids), "completion_tokens": n_out, "total_tokens": len(ids) + n_out}
-        created = int(time.time())
+        created = int(clock.time())
         if chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
             return JSONResponse({"id": rid, "object": "chat.completion", "created": created, "model": self.model_name,
@@ -307,7 +307,7 @@ class SimServer:
         return "".join(f" t{(base + start + i * 7919) % self.tok.vocab_size}" for i in range(n))
 
     async def _sse(self, rid: str, st: _Stream, chat: bool, max_tokens: int, include_usage: bool) -> AsyncIterator[str]:
-        created = int(time.time())
+        created = int(clock.time())
         obj = "chat.completion.chunk" if chat else "text_completion"
         head = f'{{"id":"{rid}","object":"{obj}","created":{created},"model":{json.dumps(self.model_name)},"choices":['
         n_out = 0

@@ -21,13 +21,13 @@ import secrets
 import shlex
 import subprocess
 import threading
-import time
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
 import httpx
 
+from kvtui import clock
 from kvtui.engines.base import Endpoint, EngineInfo, LogSink, StartupFacts
 from kvtui.engines.registry import register
 from kvtui.engines.vllm import compile_cache, failures
@@ -358,7 +358,7 @@ class VllmEngine:
         except Exception:  # the sink's problem must not stop the launch
             pass
         base_url = f"http://{url_host(host)}:{port}"
-        t0 = time.monotonic()
+        t0 = clock.monotonic()
         try:
             key_stdin = KEY_FROM_STDIN in argv  # the key through stdin, not the environment (command.py)
             proc = subprocess.Popen(
@@ -409,7 +409,7 @@ class VllmEngine:
                     tail = self.log_tail(ERROR_TAIL_LINES)
                     self.stop()
                     raise self.failure.error(tail)
-                now = time.monotonic()
+                now = clock.monotonic()
                 if now >= deadline:
                     with self._lock:
                         phase = self._parser.phase
@@ -422,13 +422,13 @@ class VllmEngine:
                     last_pids = now
                 # Each probe whole within 10 s, never past startup_timeout_s, cut by a cancel: a
                 # trickling /health or /v1/models (a squatter) cannot hold the start.
-                with total_deadline(max(0.1, min(10.0, deadline - time.monotonic())), self._cancel.is_set):
+                with total_deadline(max(0.1, min(10.0, deadline - clock.monotonic())), self._cancel.is_set):
                     healthy = self._healthy(client, base_url, api_key)
                 if healthy:
                     break
-                time.sleep(self.poll_s)
+                clock.sleep(self.poll_s)
 
-        startup_s = time.monotonic() - t0
+        startup_s = clock.monotonic() - t0
         endpoint = Endpoint(
             base_url=base_url,
             model=s.served_model_name or (mode.model or s.model),
