@@ -18,6 +18,7 @@ from kvtui.scenario.schema import (
     PROTOCOLS,
     QUALITY_TASKS,
     RANGES,
+    RETIRED_PROTOCOLS,
     ROUTINGS,
     SEARCHES,
     Scenario,
@@ -371,7 +372,12 @@ def _check(sc: Scenario, probs: _Problems) -> None:
                   f"must be one of {', '.join(LOAD_SHAPES)}, got {r.load!r}" + _suggest(r.load, LOAD_SHAPES))
     if r.search not in SEARCHES:
         probs.add(("ramp", "search"), f"must be one of {', '.join(SEARCHES)}, got {r.search!r}")
-    if r.protocol not in PROTOCOLS:
+    if r.protocol in RETIRED_PROTOCOLS:
+        probs.add(("ramp", "protocol"),
+                  f"the {r.protocol} protocol was retired ({RETIRED_PROTOCOLS[r.protocol]}): leave ramp.protocol out "
+                  f"for the default, {PROTOCOLS[0]!r} (docs/PROTOCOL.md); old snapshots measured with it still "
+                  "replay, export, diff and re-evaluate")
+    elif r.protocol not in PROTOCOLS:
         probs.add(("ramp", "protocol"),
                   f"must be one of {', '.join(PROTOCOLS)}, got {r.protocol!r}" + _suggest(r.protocol, PROTOCOLS))
     if r.confirm_when not in CONFIRM_WHEN:
