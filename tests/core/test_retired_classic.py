@@ -37,6 +37,19 @@ def test_a_new_run_refuses_the_classic_protocol_in_one_line_naming_the_field(tmp
     assert not out.exists()  # nothing ran
 
 
+def test_a_run_given_the_classic_protocol_in_code_is_refused_too(tmp_path):
+    """A scenario changed after loading (a bench, a test) cannot measure the retired way either: it
+    would measure the continuous way under the classic name."""
+    from kvtui.explore.run import Run
+    from kvtui.scenario import load_scenario
+
+    sc = load_scenario("sim-demo")
+    sc.ramp.protocol = "classic"
+    with pytest.raises(UsageError, match=r"sim-demo\.toml: ramp\.protocol: the classic protocol was retired"):
+        Run(sc, tmp_path / "out.json", fast=True)
+    assert not (tmp_path / "out.json").exists()
+
+
 def test_the_continuous_protocol_is_still_accepted_by_name():
     from kvtui.scenario.loader import scenario_from_dict
 
