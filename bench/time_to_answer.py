@@ -1,6 +1,10 @@
 """Time to answer: per mode and per comparison, seconds split into start, measurement windows and
 overhead, for the classic protocol and the continuous one (ramp.protocol), measured in one run.
 
+The classic protocol was retired (issue 46): no run measures it now, so this bench only formats an
+earlier run's snapshots (`--reuse DIR`, bench/results/time_to_answer.md was written that way);
+without --reuse it says so and exits 2.
+
 Two measurements, each before/after as a ratio:
 - offline (`kvtui run --fast`, a default `kvtui init` scenario, 4 modes): modelled seconds;
 - the live simulator over real HTTP, real wall-clock seconds, one mode, short windows, an SLO the
@@ -135,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     global REUSE
     REUSE = a.reuse
+    if REUSE is None:
+        print("time_to_answer: the classic protocol was retired (issue 46) and no run measures it now: "
+              "--reuse DIR formats an earlier run's snapshots", file=sys.stderr)
+        return 2
     tmp = Path(tempfile.mkdtemp(prefix="kvtui-tta-"))
     subprocess.run([sys.executable, "-m", "kvtui", "init", "llama-3.1-8b", "--engine", "sim", "--gpu", "H200",
                     "--out", str(tmp / "s.toml")], check=True, capture_output=True, cwd=ROOT)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 28 on the H200: a four-mode comparison (bf16, fp8 KV, fp8 weights, fp8 w+kv) on the 8B
 # shape, 8k prompt / 512 out, TTFT p95 ≤ 3 s, ITL p95 ≤ 300 ms (8k prefills stall decode ~200 ms; ITL_P95_MS, TPOT_P95_MS below), no preemption
-# (an SLO the window alone can judge: docs/PROTOCOL.md), with the continuous protocol (or PROTOCOL=classic), one mode per call so each
+# (an SLO the window alone can judge: docs/PROTOCOL.md), with the continuous protocol, one mode per call so each
 # fits a 10-minute device call; the snapshot carries the finished modes (--resume).
 #
 # kvtui itself needs platformdirs, which the device image lacks: add its wheel to .gpu3/deps before the install call

@@ -289,15 +289,14 @@ class LiveStepExecutor:
             extra["ramp"] = ramp.to_dict()
             if ramp.window_s:  # how long the lengthened window watched (settled._watched_s)
                 extra["ramp"]["watched_s"] = round((res.t_window_end - res.t_window_start) / ts, 3)
-        if r.protocol == "continuous":
-            # The looks' own record where one closed the window; else one look at the step's end with
-            # the confidence its looks left (protocol.LOOKS_SHARE; a watch took none: all of it).
-            from kvtui.explore.protocol import step_sequential
+        # The looks' own record where one closed the window; else one look at the step's end with
+        # the confidence its looks left (protocol.LOOKS_SHARE; a watch took none: all of it).
+        from kvtui.explore.protocol import step_sequential
 
-            extra["sequential"] = step_sequential(
-                run.scenario, look.test if look is not None else None, bool(res.window_decided), recs, need, tail,
-                res.t_births_end, res.t_window_end - res.t_window_start, looked=look is not None)
-            extra["stopped_early"] = bool(res.decided or res.window_decided)
+        extra["sequential"] = step_sequential(
+            run.scenario, look.test if look is not None else None, bool(res.window_decided), recs, need, tail,
+            res.t_births_end, res.t_window_end - res.t_window_start, looked=look is not None)
+        extra["stopped_early"] = bool(res.decided or res.window_decided)
         if res.window_decided:
             extra["early_stop"] = {"by": "sequential", "why": res.window_decided}
         if res.decided:  # a preemption ended the step (it may follow a window the test closed)
@@ -320,7 +319,9 @@ class LiveStepExecutor:
 
     # -- continuous steps ----------------------------------------------------------------------
     def _continuous(self) -> bool:
-        return self.run.scenario.ramp.protocol == "continuous" and self.run.closed
+        """A closed loop's steps are continuous (docs/PROTOCOL.md); an open loop's (a rate) each start
+        from an idle server and hold their full tail."""
+        return self.run.closed
 
     def _window_look(self, index: int, need: int, window_s: float, ts: float, ramp: Any) -> LiveLook | None:
         """The sequential test's looks during a live continuous step's window (kvtui.explore.live_look),
@@ -364,7 +365,7 @@ class LiveStepExecutor:
 
     def _ramp(self, md: dict[str, Any], load: float, cont: bool) -> Any:
         """The continuous protocol's ramp for this step (kvtui.explore.protocol.ramp_for), or None
-        (classic: the load generator's own spread and the turnover wait)."""
+        (an open loop: the load generator's own spread)."""
         if not self._continuous():
             return None
         from kvtui.explore.protocol import ramp_plan_for_step
@@ -395,7 +396,7 @@ class LiveStepExecutor:
     def _drain_entry(self, index: int, drain_why: str | None, res: Any) -> dict[str, Any]:
         if not self._continuous():
             return {"before": True, "why": "the mode's first step" if index == 0 else
-                    "a classic step starts its slots from an idle server"}
+                    "an open-loop step starts from an idle server"}
         if res.continued:
             return {"before": False, "why": None}
         return {"before": True, "why": res.continued_why or drain_why or "nothing held to continue"}

@@ -65,8 +65,9 @@ class OfflineStepExecutor:
     def measure(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str, need: int) -> Measured:
         run, srv = self.run, self.server
         assert srv is not None
-        if run.scenario.ramp.protocol == "continuous" and run.closed:
+        if run.closed:
             return self._continuous(mode, md, load, index, why, need)
+        # An open loop (a rate) has no continuous protocol: each step from an idle server, full tail.
         res = srv.step(mode.name, index, load, run.closed, self._counter, need)
         self._counter += len(res.records) + 1
         self._rows = srv.series_rows(res, load)

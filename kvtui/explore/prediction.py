@@ -127,7 +127,7 @@ class Simulator:
 
         sc = self.scenario
         need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [sc.ramp.min_samples])
-        continuous = sc.ramp.protocol == "continuous" and self.closed
+        continuous = self.closed  # an open loop's rate steps: each from an idle server, full tail
         if continuous:
             res = self._steady_state(load, need)
         else:

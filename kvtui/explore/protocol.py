@@ -62,26 +62,23 @@ def drain_reason(index: int, why: str, prev: dict[str, Any] | None, load: float 
 
 
 def tail_for(sc: Scenario, closed: bool = True) -> str:
-    """The step's tail rule (kvtui.explore.window_stats.tail_rule) under the scenario's protocol:
-    "full" for the classic protocol, and for TPOT/E2E where `ramp.births` is off."""
+    """The step's tail rule (kvtui.explore.window_stats.tail_rule): "full" for TPOT/E2E where
+    `ramp.births` is off or the loop is open."""
     from kvtui.explore.window_stats import tail_rule
 
-    if sc.ramp.protocol != "continuous":
-        return "full"
     rule = tail_rule(m for m, _, _ in sc.slo.targets())
     return "full" if rule == "births" and not (sc.ramp.births and closed) else rule
 
 
 def preemption_decides(sc: Scenario) -> bool:
-    """Whether one preemption decides a step's FAIL, so that the step ends there rather than run
-    its window out: the SLO allows none (`slo.max_preemptions_per_request = 0`), under the
-    continuous protocol. A step's preemptions are the server's counter from the step's start to its
-    end (kvtui.explore.evaluate), and a counter only goes up: the rest of the window could count
-    more, never fewer, so its verdict would be the same FAIL. What it would add is the failing
-    load's latencies over a full window; the step records that it stopped (`early_stop`), and its
-    percentiles say "—" where they lack samples. Whether the FAIL needs a repeat is unchanged
-    (kvtui.explore.settled: the KV cache's arithmetic, else the confirmation)."""
-    return sc.ramp.protocol == "continuous" and sc.slo.max_preemptions_per_request == 0
+    """Whether one preemption decides a step's FAIL, so that the step ends there rather than run its window out: the
+    SLO allows none (`slo.max_preemptions_per_request = 0`). A step's preemptions are the server's counter from the
+    step's start to its end (kvtui.explore.evaluate), and a counter only goes up: the rest of the window could count
+    more, never fewer, so its verdict would be the same FAIL. What it would add is the failing load's latencies over
+    a full window; the step records that it stopped (`early_stop`), and its percentiles say "—" where they lack
+    samples. Whether the FAIL needs a repeat is unchanged (kvtui.explore.settled: the KV cache's arithmetic, else
+    the confirmation)."""
+    return sc.slo.max_preemptions_per_request == 0
 
 
 def sequential_for(sc: Scenario, need: int, looks: int = MAX_LOOKS, share: float = LOOKS_SHARE) -> SequentialTest:
@@ -160,7 +157,9 @@ MAX_STAGGER_S = 120.0  # a longer request than this is spread over 2 minutes: th
 
 
 def classic_stagger_s(warmup_s: float) -> float:
-    """The classic step's spread of its first sends (kvtui.engines.sim.fast.simulate_step)."""
+    """The short spread of a step's first sends where no request duration is known (a "turnover"
+    ramp): what every step of the retired classic protocol used, as kvtui.engines.sim.fast.simulate_step
+    still does."""
     return min(1.0, warmup_s / 2) if warmup_s > 0 else 0.0
 
 

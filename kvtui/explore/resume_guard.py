@@ -32,6 +32,26 @@ SERVER_KEYS = ("engine", "model", "served_model_name", "load_format", "gpu", "ti
 RAMP_KEYS = ("load", "arrival", "burst_size", "warmup_s", "window_s", "window_requests", "min_samples", "protocol")
 # A snapshot written before ramp.protocol existed was measured the classic way.
 RAMP_DEFAULTS_THEN = {"protocol": "classic"}
+
+
+def retired_protocol(prev: dict[str, Any]) -> str | None:
+    """Why `prev`'s steps cannot be resumed: measured with a retired protocol (the classic one, issue
+    46; a snapshot from before ramp.protocol existed was), or None. A resume keeps a finished mode's
+    verdicts and continues a cut one: either would put steps measured two ways in one answer (the
+    classic ramp read TPOT p95 ~7 % and TTFT p95 ~2x above the steady state), so neither is done."""
+    from kvtui.scenario.schema import RETIRED_PROTOCOLS
+
+    ramp = (prev.get("scenario") or {}).get("ramp")
+    if isinstance(ramp, dict) and ramp:
+        said = ramp.get("protocol", RAMP_DEFAULTS_THEN["protocol"])
+        if said in RETIRED_PROTOCOLS:
+            how = "" if "protocol" in ramp else ", written before ramp.protocol existed"
+            return f"ramp.protocol = {said!r} there{how}"
+    for m in prev.get("modes") or []:
+        for st in (m.get("steps") or []) if isinstance(m, dict) else []:
+            if isinstance(st, dict) and st.get("protocol") in RETIRED_PROTOCOLS:
+                return f"mode {m.get('name')!r}: step protocol = {st['protocol']!r}"
+    return None
 WHOLE = ("workload", "slo")
 
 
@@ -221,6 +241,12 @@ def check_resumable(scenario_doc: dict[str, Any], resumes: list[dict[str, Any]])
         why_not = input_problem(rec) if rec is not None else None
         if why_not:  # read to carry its records over: a FIFO there once hung the resume
             raise UsageError(f"--resume {src}: its records {rec} {why_not}: not read")
+        retired = retired_protocol(prev)
+        if retired:
+            raise UsageError(f"--resume {src}: {retired}: its steps were measured with the classic protocol, "
+                             "retired (issue 46), and a resume would answer from them beside steps measured "
+                             "with the continuous one; run afresh (kvtui replay, export, diff and reevaluate "
+                             "still read it)")
         diff = differing_field(prev.get("scenario") or {}, scenario_doc)
         if diff:
             name, a, b = diff

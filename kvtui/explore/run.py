@@ -96,6 +96,11 @@ class Run:
             raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: "
                              f"{valid})")
         self.modes: list[Mode] = [scenario.mode(n) for n in names]
+        from kvtui.scenario.checks import protocol_problem
+
+        why = protocol_problem(scenario.ramp.protocol)  # set in code, past the loader's checks
+        if why:
+            raise UsageError(f"{scenario.source or 'the scenario'}: ramp.protocol: {why}")
         # Snapshots to resume from, oldest first (a later one's mode wins over an earlier one's).
         resumes: list[dict[str, Any]] = [resume] if isinstance(resume, dict) else list(resume or [])
         self.resumes = resumes

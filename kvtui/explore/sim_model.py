@@ -82,7 +82,7 @@ class ModelledSteps:
         if cut_short(live, stopped):
             return live
         extra = dict(live.extra)
-        if self.scenario.ramp.protocol == "continuous" and closed and md is not None:
+        if closed and md is not None:
             # The continuous protocol's modelled twin: the same drain rule, ramp, early stop and tail.
             from kvtui.explore.offline_step import continuous_step
 

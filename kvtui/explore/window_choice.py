@@ -120,7 +120,7 @@ def suggest_window(sc: Scenario, calibration: Any = None,
     (the two loads a search ends on), where it is longer than sc.ramp.window_s. The modes before it,
     predicted to meet the SLO at no load, are named in `no_knee` (then a choice may keep the window).
 
-    None where nothing is to change: an open loop, the classic protocol, no prediction (the GPU or
+    None where nothing is to change: an open loop, no prediction (the GPU or
     the model is not in the catalogue, or the simulator cannot model the mode), or a knee whose
     requests the window already holds. Where a TPOT target bounds a request's duration at the knee
     (about output × the limit), one simulated load first: the lowest at which the window holds its
@@ -136,7 +136,7 @@ def suggest_window(sc: Scenario, calibration: Any = None,
     from kvtui.predict.roofline import as_calibration
 
     r = sc.ramp
-    if r.load != "concurrency" or r.protocol != "continuous" or not sc.modes:
+    if r.load != "concurrency" or not sc.modes:
         return None
     cal = as_calibration(calibration)
     nvml = nvml or (lambda: (None, "kvtui init predicts for the scenario's GPU"))

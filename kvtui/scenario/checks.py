@@ -18,6 +18,7 @@ from kvtui.scenario.schema import (
     PROTOCOLS,
     QUALITY_TASKS,
     RANGES,
+    RETIRED_PROTOCOLS,
     ROUTINGS,
     SEARCHES,
     Scenario,
@@ -276,6 +277,18 @@ def _check_replicas(sc: Scenario, probs: _Problems) -> None:
             probs.add(("server", key), "lists the same URL twice")
 
 
+def protocol_problem(protocol: str) -> str | None:
+    """Why `ramp.protocol` cannot measure a new run (None: it can). A retired protocol's own words
+    (the classic one, issue 46): its old snapshots are still read, never measured more of."""
+    if protocol in RETIRED_PROTOCOLS:
+        return (f"the {protocol} protocol was retired ({RETIRED_PROTOCOLS[protocol]}): leave ramp.protocol out "
+                f"for the default, {PROTOCOLS[0]!r} (docs/PROTOCOL.md); old snapshots measured with it still "
+                "replay, export, diff and re-evaluate")
+    if protocol not in PROTOCOLS:
+        return f"must be one of {', '.join(PROTOCOLS)}, got {protocol!r}" + _suggest(protocol, PROTOCOLS)
+    return None
+
+
 def _check(sc: Scenario, probs: _Problems) -> None:
     s, w, r = sc.server, sc.workload, sc.ramp
     if s.engine not in ENGINES:
@@ -371,9 +384,9 @@ def _check(sc: Scenario, probs: _Problems) -> None:
                   f"must be one of {', '.join(LOAD_SHAPES)}, got {r.load!r}" + _suggest(r.load, LOAD_SHAPES))
     if r.search not in SEARCHES:
         probs.add(("ramp", "search"), f"must be one of {', '.join(SEARCHES)}, got {r.search!r}")
-    if r.protocol not in PROTOCOLS:
-        probs.add(("ramp", "protocol"),
-                  f"must be one of {', '.join(PROTOCOLS)}, got {r.protocol!r}" + _suggest(r.protocol, PROTOCOLS))
+    why = protocol_problem(r.protocol)
+    if why:
+        probs.add(("ramp", "protocol"), why)
     if r.confirm_when not in CONFIRM_WHEN:
         probs.add(("ramp", "confirm_when"), f"must be one of {', '.join(CONFIRM_WHEN)}, got {r.confirm_when!r}"
                   + _suggest(r.confirm_when, CONFIRM_WHEN))

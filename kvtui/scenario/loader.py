@@ -45,6 +45,7 @@ from kvtui.scenario.convert import (  # noqa: F401
 )
 from kvtui.scenario.locate import LineIndex
 from kvtui.scenario.schema import (
+    RETIRED_PROTOCOLS,
     Cost,
     Mode,
     Quality,
@@ -250,6 +251,11 @@ def scenario_from_snapshot(d: dict, source: str = "<snapshot>", overrides: typin
     server.pop("api_key", None)  # "<redacted>": never a real key
     server["env"] = {k: v for k, v in (server.get("env") or {}).items() if v != "<redacted>"}
     doc["server"] = {k: v for k, v in server.items() if v is not None}
+    ramp = doc.get("ramp")
+    if isinstance(ramp, dict) and ramp.get("protocol") in RETIRED_PROTOCOLS:
+        # Measured with a retired protocol (issue 46): what is run from it now (whatif, calibrate)
+        # measures with today's, as from a snapshot written before ramp.protocol existed.
+        doc["ramp"] = {k: v for k, v in ramp.items() if k != "protocol"}
     for text in overrides:  # `kvtui whatif SNAP --set …`: the same --set rules as on a file
         _apply_override(doc, *parse_override(text))
     _refuse_huge_ints(doc, source)

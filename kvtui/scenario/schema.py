@@ -17,7 +17,9 @@ DISTS = ("fixed", "uniform", "normal", "lognormal", "trace")  # trace: set from 
 LOAD_SHAPES = ("concurrency", "rate")
 ARRIVALS = ("poisson", "bursty", "constant")
 SEARCHES = ("auto", "seeded", "fast", "linear")  # auto: seeded where a prediction exists (explore/search_seeded.py)
-PROTOCOLS = ("continuous", "classic")  # how a step is measured (docs/PROTOCOL.md)
+PROTOCOLS = ("continuous",)  # how a step is measured (docs/PROTOCOL.md)
+# Retired protocols: refused for a new run (kvtui.scenario.checks), still read in old snapshots.
+RETIRED_PROTOCOLS = {"classic": "issue 46"}
 CONFIRM_WHEN = ("always", "doubt")  # which knee steps the confirmation repeats (kvtui.explore.settled)
 QUALITY_TASKS = ("passkey", "quotation", "agreement", "needles")  # kvtui.quality.tasks builds them
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -337,10 +339,10 @@ class Ramp:
     max_processes: int = 0
     # How a step is measured (docs/PROTOCOL.md): "continuous" (the default) keeps the load between
     # steps, starts requests at the steady state's rate, takes the figures from the window itself
-    # where the SLO allows and stops a step once its verdict is beyond doubt; "classic" drains, ramps
-    # from zero and holds the load until the window's requests finish (what every run did before:
-    # its ramp's cohort reads TPOT p95 ~7 % and TTFT p95 ~2x above the steady state,
-    # bench/results/protocol_bias.md).
+    # where the SLO allows and stops a step once its verdict is beyond doubt. The only value: "classic"
+    # (drain, ramp from zero, hold until the window's requests finish; its ramp's cohort read TPOT p95
+    # ~7 % and TTFT p95 ~2x above the steady state, bench/results/protocol_bias.md) was retired
+    # (issue 46); old snapshots measured with it still replay, export, diff and re-evaluate.
     protocol: str = "continuous"
     # Continuous protocol, an SLO on TPOT or E2E: those figures count the window requests sent by one
     # request's duration before the window's end, each whole, and the step holds its load only until

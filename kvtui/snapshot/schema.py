@@ -158,8 +158,9 @@ class Step(Document):
     autoscale: Mapping[str, Any] | None = field("load-generator workers that ran and why any were added", OBJECT)
     predicted: StepPrediction | None = field("the simulator's prediction for this load, before it ran",
                                              one(StepPrediction))
-    protocol: str | None = field("how the step was measured: \"classic\" (drained, full tail) or \"continuous\" "
-                                 "(docs/PROTOCOL.md)", TEXT)
+    protocol: str | None = field("how the step was measured: \"continuous\" (docs/PROTOCOL.md), or \"classic\" "
+                                 "(drained, full tail; retired in issue 46: a closed-loop step without the field was "
+                                 "measured so too)", TEXT)
     drain: Mapping[str, Any] | None = field("whether the server was drained before the step, and why: {before, why}",
                                             OBJECT)
     continued_from: Mapping[str, Any] | None = field("the step whose in-flight requests this one started from (no "

@@ -35,7 +35,6 @@ def test_only_an_slo_that_allows_no_preemption_under_the_continuous_protocol_is_
     assert preemption_decides(_sc())
     assert not preemption_decides(_sc(pre=0.5))
     assert not preemption_decides(_sc(pre=None))
-    assert not preemption_decides(_sc(how="classic"))
 
 
 def test_the_live_watch_reads_the_real_vllm_counter_since_the_step_began() -> None:

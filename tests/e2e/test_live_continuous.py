@@ -64,12 +64,6 @@ def test_live_steps_continue_up_and_down_and_write_each_request_once(tmp_path, j
         assert doc["modes"][0]["best_concurrency"] is not None and doc["modes"][0]["knee_interval"]
 
 
-def test_the_classic_protocol_drains_before_every_live_step(tmp_path):
-    doc, _ = _run(tmp_path, "classic")
-    steps = doc["modes"][0]["steps"]
-    assert all(s["drain"]["before"] for s in steps) and "continued_from" not in str(steps)
-
-
 def test_a_live_step_whose_verdict_is_decided_closes_its_window_early(tmp_path):
     """The sequential test looks during a live step's window (kvtui.explore.live_look), cohort by
     cohort, judged on the live client's own records (`--seed`: no modelled twin). Under a TTFT

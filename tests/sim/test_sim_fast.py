@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.engines.sim.fast import bench_serve, percentile, simulate_ramp, simulate_step
+from kvtui.engines.sim.fast import bench_serve, percentile, simulate_step
 from kvtui.engines.sim.scheduler import SchedulerSim, SimConfigError, SimRequest, peak_chunk_rate
 from kvtui.predict.catalog import load_gpu, load_model
 from kvtui.scenario.schema import Mode, Scenario, Server
@@ -94,14 +94,6 @@ def test_open_loop_overload_grows_the_queue():
     ttft = lambda r: percentile([x.ttft for x in r.window_records() if x.ok], 90)  # noqa: E731
     assert ttft(heavy) > 5 * ttft(light)
     assert max(p.waiting for p in heavy.series) > max(p.waiting for p in light.series)
-
-
-def test_ramp_on_one_scheduler_with_unique_ids():
-    res = simulate_ramp(sched(), lengths, [4, 8, 16], True, warmup_s=0.5, window_s=2.0, seed=0, mode_name="m")
-    assert [r.records[0].load for r in res] == [4, 8, 16]
-    ids = [x.id for r in res for x in r.records]
-    assert len(ids) == len(set(ids))
-    assert res[1].t_start >= res[0].t_end
 
 
 def test_fast_mode_512_concurrent_2k_256_runs_and_hits_the_kv_wall():

@@ -1,6 +1,8 @@
-"""Offline fast mode: whole load steps (and ramps) in virtual time, no HTTP, no wall clock.
+"""Offline fast mode: whole load steps in virtual time, no HTTP, no wall clock.
 
-`simulate_step()` wraps a `SchedulerSim` in a virtual client that behaves like kvtui's real
+`simulate_step()` (a step from an idle server with its full tail: an open loop's steps, which have no
+continuous protocol, and the prediction's pilot; a closed loop's measured steps are
+kvtui.engines.sim.continuous's) wraps a `SchedulerSim` in a virtual client that behaves like kvtui's real
 one: closed loop (exactly N in flight, staggered starts, a finished request's slot sends
 the next at once) or open loop (Poisson arrivals at R req/s, seeded; latency from the
 intended send time). Phases as the real client marks them:
@@ -116,7 +118,12 @@ def simulate_step(
     send_delay: Callable[[int], float] | None = None,
     budget: StepBudget | None = None,
 ) -> FastStepResult:
-    """Simulate one load step. `load` = concurrency (closed) or req/s (open).
+    """Simulate one load step from an idle server, its tail held until every window request has
+    finished. `load` = concurrency (closed) or req/s (open). A run measures an open loop's (rate)
+    steps with it (they have no continuous protocol); a closed loop only for the prediction's pilot
+    (kvtui.explore.prediction: a request duration where none is known yet): a closed loop's
+    measured steps are kvtui.engines.sim.continuous's (the classic protocol, each closed-loop step
+    measured this way, was retired: issue 46).
 
     sample_request(counter) -> (prompt_tokens, output_tokens) or (…, block_hashes).
     Without hashes, prompts are unique (as kvtui's workload makes them).
@@ -319,30 +326,6 @@ def simulate_step(
     series.append(_point(s))
     return FastStepResult(records, series, before, s.stats(), t0, window_start, window_end, t_end, steps, limits,
                           ended=budget.ended)
-
-
-def simulate_ramp(
-    sched_factory: SchedulerSim | Callable[[], SchedulerSim],
-    sample_request: SampleFn,
-    loads: Sequence[float],
-    closed: bool = True,
-    warmup_s: float = 2.0,
-    window_s: float = 20.0,
-    window_requests: int = 0,
-    seed: int = 0,
-    mode_name: str = "",
-    **kw,
-) -> list[FastStepResult]:
-    """One scheduler per mode, steps in order, drained between steps (as the real server is)."""
-    s = sched_factory if isinstance(sched_factory, SchedulerSim) else sched_factory()
-    out: list[FastStepResult] = []
-    counter = 0
-    for i, load in enumerate(loads):
-        r = simulate_step(s, sample_request, load, closed, warmup_s, window_s, window_requests, seed, mode_name, i,
-                          counter_start=counter, **kw)
-        counter += len(r.records)
-        out.append(r)
-    return out
 
 
 # --- summaries ---------------------------------------------------------------------------------

@@ -83,7 +83,7 @@ class OfflineServer:
                                       scenario.seed + scenario.workload.seed)
         self._shared = self._factory.shares_prefixes
         self._client: Any = None  # the continuous protocol's virtual client (kvtui.engines.sim.continuous)
-        self._released: list[Any] = []  # its requests cancelled before a classic step, not yet written
+        self._released: list[Any] = []  # its requests cancelled before a `step`, not yet written
 
     def engine_info(self) -> dict[str, Any]:
         return {"engine": "sim", "simulated": True, "version": f"{SIM_VERSION} (fast, offline)", "command": [],
@@ -98,12 +98,15 @@ class OfflineServer:
         return self._factory.lengths(counter)
 
     def step(self, mode_name: str, index: int, load: float, closed: bool, counter: int, need: int) -> FastStepResult:
-        """One step at `load`; if its window holds fewer than `need` requests, again by count."""
+        """One step at `load` from an idle server, its tail held until every window request has
+        finished (kvtui.engines.sim.fast.simulate_step); if its window holds fewer than `need` requests,
+        again by count. What serves an open loop's (rate) steps, which have no continuous protocol,
+        and the prediction's pilot of a closed loop where no request duration is known yet
+        (kvtui.explore.prediction); a closed loop's measured steps are `continuous_step`'s."""
         sc, r = self.scenario, self.scenario.ramp
-        # A classic step starts from an idle server. The continuous client may still hold requests
-        # handed on from its last step (the prediction runs a classic step between continuous ones
-        # where no E2E is known yet, e.g. under an SLO that never waits for whole requests): their
-        # tokens would reach a step that does not know them.
+        # The continuous client may still hold requests handed on from its last step (the prediction
+        # runs its pilot between continuous steps where no E2E is known yet, e.g. under an SLO that
+        # never waits for whole requests): their tokens would reach a step that does not know them.
         self._to_idle()
         res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, 0, sc.seed, mode_name,
                             index,
@@ -120,7 +123,7 @@ class OfflineServer:
     def plan(self, load: float, need: int, drain_why: str | None, tail: str, test: Any, ramp: Any = None,
              stop_on_preemption: bool = False) -> Any:
         """The continuous protocol's plan for one step (kvtui.engines.sim.continuous.StepPlan);
-        `ramp` a kvtui.explore.protocol.RampPlan (None: the classic spread and turnover wait)."""
+        `ramp` a kvtui.explore.protocol.RampPlan (None: a short spread and the turnover wait)."""
         from kvtui.engines.sim.continuous import StepPlan
 
         r = self.scenario.ramp
@@ -134,8 +137,8 @@ class OfflineServer:
                         stagger_s=None if ramp is None else ramp.stagger_s,
                         settle="turnover" if ramp is None else ramp.settle,
                         births_s=None if ramp is None else ramp.e2e_est_s, stop_on_preemption=stop_on_preemption,
-                        # as the classic offline step (re-run by count): the window runs until the SLO's
-                        # percentiles have their samples (`need` is bounded by the scenario's checks)
+                        # as `step` (re-run by count): the window runs until the SLO's percentiles
+                        # have their samples (`need` is bounded by the scenario's checks)
                         max_window_factor=1e6)
 
     def continuous_step(self, mode_name: str, index: int, counter: int, plan: Any) -> tuple[FastStepResult, Any, int]:
@@ -153,8 +156,8 @@ class OfflineServer:
             self._released += self._client.release()
 
     def release_records(self) -> list[Any]:
-        """The continuous client's requests still in flight at the mode's end (or before a classic step),
-        cancelled: their records, written once under the step they were sent in (none for the classic step,
+        """The continuous client's requests still in flight at the mode's end (or before a `step`),
+        cancelled: their records, written once under the step they were sent in (none for a `step`,
         which cancels its own)."""
         out, self._released = self._released + (self._client.release() if self._client is not None else []), []
         return out
