@@ -45,6 +45,15 @@ def knee_file(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """The tiny Llama (kvtui.engines.vllm.tinymodel, random weights), built once per test process for
+    every real-vLLM test of tests/vllm and tests/e2e (they all run on one xdist worker)."""
+    from kvtui.engines.vllm.tinymodel import build
+
+    return build(tmp_path_factory.mktemp("tiny") / "tiny-llama")
+
+
 # Every test sees an empty per-user kvtui directory (KVTUI_HOME), never the developer's own
 # scenarios and themes: the setup screen's list and the themes must not depend on who runs the
 # suite. Subprocesses inherit it.
