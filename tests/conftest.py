@@ -45,6 +45,15 @@ def knee_file(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """The tiny Llama (kvtui.engines.vllm.tinymodel, random weights), built once per test process for
+    every real-vLLM test of tests/vllm and tests/e2e (they all run on one xdist worker)."""
+    from kvtui.engines.vllm.tinymodel import build
+
+    return build(tmp_path_factory.mktemp("tiny") / "tiny-llama")
+
+
 # Every test sees an empty per-user kvtui directory (KVTUI_HOME), never the developer's own
 # scenarios and themes: the setup screen's list and the themes must not depend on who runs the
 # suite. Subprocesses inherit it.
@@ -107,6 +116,16 @@ QUIET_MODULES = frozenset({
     # or more (hang guards). They were 160 s of the live queue, the suite's critical path.
     "tests/report/test_documented_commands.py", "tests/reliability/test_hostile_input.py",
     "tests/reliability/test_outputs.py", "tests/reliability/test_bad_input.py", "tests/reliability/test_json_bounds.py",
+}) | frozenset({
+    # Modules that start nothing and whose runs are all offline (`--fast` / Run(fast=True): modelled time, the
+    # same answer on any CPU), or `kvtui init`/`whatif`, or pure functions: 2.9 minutes of the live queue on a
+    # busy two-core machine (preemption_stop 45 s, settled 45 s), which is the suite's critical path.
+    "tests/core/test_event_copies.py", "tests/core/test_events.py", "tests/core/test_preemption_stop.py",
+    "tests/core/test_settled.py", "tests/core/test_window_choice.py", "tests/pkg/test_init.py",
+    "tests/pkg/test_init_gpu_story.py", "tests/pkg/test_scenario_says_what.py",
+    "tests/predict/test_knee_interval_exports.py", "tests/predict/test_knee_interval_population.py",
+    "tests/reliability/test_bounded_input.py", "tests/reliability/test_resume_guard.py",
+    "tests/tui/test_tensor_parallel.py",
 })
 
 

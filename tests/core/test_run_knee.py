@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -31,11 +32,28 @@ def scenario(tmp_path, search="fast", step="double"):
     return load_scenario(p)
 
 
+@pytest.fixture(scope="module")
+def knee_run(tmp_path_factory):
+    """knee_run(search, step) -> (doc, events, out): each search's run made once in this module. The fast
+    search's run is read by two tests (the knee it finds, and the snapshot's contract and records), which
+    each made it again before: ~35 s of the live queue."""
+    runs: dict[tuple[str, str], tuple[dict, list, Path]] = {}
+
+    def get(search: str, step: str) -> tuple[dict, list, Path]:
+        if (search, step) not in runs:
+            d = tmp_path_factory.mktemp(f"knee-{search}")
+            events: list = []
+            out = d / "run.json"
+            doc = Run(scenario(d, search, step), out, listener=events.append).run()
+            runs[search, step] = (doc, events, out)
+        return runs[search, step]
+
+    return get
+
+
 @pytest.mark.parametrize("search,step", [("fast", "double"), ("linear", "+1")])
-def test_search_finds_the_known_knee(tmp_path, search, step):
-    events = []
-    sc = scenario(tmp_path, search, step)
-    doc = Run(sc, tmp_path / "out.json", listener=events.append).run()
+def test_search_finds_the_known_knee(knee_run, search, step):
+    doc, events, _ = knee_run(search, step)
     mode = doc["modes"][0]
     assert mode["best_concurrency"] == 6
     assert mode["search"]["first_fail"] == 7 and mode["search"]["confirmed"]
@@ -58,10 +76,8 @@ def test_search_finds_the_known_knee(tmp_path, search, step):
         assert [s["load"] for s in mode["steps"]][:7] == [1, 2, 3, 4, 5, 6, 7]
 
 
-def test_snapshot_contract_and_records(tmp_path):
-    sc = scenario(tmp_path)
-    out = tmp_path / "run.json"
-    Run(sc, out).run()
+def test_snapshot_contract_and_records(knee_run):
+    _, _, out = knee_run("fast", "double")
     doc = load_snapshot(out)
     assert doc["schema"] == "kvtui.snapshot/1"
     for key in ("scenario", "environment", "modes", "records", "comparison"):

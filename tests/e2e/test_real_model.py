@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import pytest
+from vllm_available import missing
 
 from kvtui import SCENARIOS_DIR
 
@@ -48,9 +49,7 @@ SMALL = ["quality.items=3", f"server.max_model_len={CONTEXT}", "quality.lengths=
 
 
 def _vllm_missing() -> str | None:
-    code = "import vllm.entrypoints.openai.api_server, lm_eval, tenacity"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["import failed"])[-1]
+    return missing("vllm.entrypoints.openai.api_server", "lm_eval", "tenacity")
 
 
 def _kvtui(*args: str, env: dict[str, str], timeout: int = 2700) -> subprocess.CompletedProcess[str]:

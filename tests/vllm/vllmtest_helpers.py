@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-import subprocess
-import sys
 from pathlib import Path
+
+from vllm_available import missing
 
 from kvtui.scenario.schema import Scenario, Server
 
@@ -23,18 +22,10 @@ def read_log(name: str) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-@functools.lru_cache(maxsize=1)
 def vllm_import_error() -> str | None:
-    """None when `import vllm` works in this interpreter (checked in a child: it imports torch)."""
-    r = subprocess.run(
-        [sys.executable, "-c", "import vllm, vllm.entrypoints.openai.api_server"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if r.returncode == 0:
-        return None
-    return (r.stderr.strip().splitlines() or ["import failed"])[-1]
+    """None when `import vllm` works in this interpreter (checked once per test process, in a child:
+    it imports torch; tests/vllm_available.py)."""
+    return missing("vllm", "vllm.entrypoints.openai.api_server")
 
 
 def proc_in_group(pgid: int) -> list[int]:
