@@ -363,6 +363,38 @@ class _Worker:
             self.tasks.add(task)
             task.add_done_callback(self._watch)
 
+    async def trace_arrivals(self) -> None:
+        """A trace replay's open loop (`[ramp] load = "trace"`): the one schedule
+        (kvtui.scenario.trace.replay_arrivals) at the step's speed-up factor (`step_load`: the whole
+        step's, in wall seconds), this worker sending every `workers`-th arrival from its own index.
+        Request counter = the aligned base + the arrival's index, so the prompt factory builds the
+        row the schedule replays (its lengths and blocks)."""
+        from kvtui.scenario.trace import aligned_counter, replay_arrivals
+
+        spec = self.spec
+        rows = self.factory.trace
+        assert spec is not None and rows is not None
+        workers, index = max(1, self.cfg.workers), self.cfg.index
+        base = aligned_counter(spec.counter_base, len(rows))
+        t0 = clock.monotonic()
+        for a in replay_arrivals(rows, spec.step_load or spec.load * workers):
+            if a.k % workers != index:
+                continue
+            t = t0 + a.at
+            now = clock.monotonic()
+            if t > now:
+                await asyncio.sleep(t - now)
+            if self.stopping or self.error_burst or self.client_failure is not None:
+                break
+            if self.inflight >= spec.max_inflight:
+                self.capped += 1
+                continue
+            c = base + a.k
+            self.seq = (c - spec.counter_base) // workers + 1  # the parent's next base goes past c
+            task = asyncio.create_task(self.request(c, t, a.k, False))
+            self.tasks.add(task)
+            task.add_done_callback(self._watch)
+
     async def lag_monitor(self) -> None:
         while not self.stopping:
             t0, q0 = clock.monotonic(), _runq_wait_s()
@@ -424,7 +456,8 @@ class _Worker:
             for i in range(self.n_slots):
                 self.start_slot(i, spec.stagger_s * i / max(1, self.n_slots))
         elif spec.load > 0:
-            arr = asyncio.create_task(self.arrivals(spec.load, rng))
+            replay = spec.arrival == "trace" and self.factory.trace is not None
+            arr = asyncio.create_task(self.trace_arrivals() if replay else self.arrivals(spec.load, rng))
             arr.add_done_callback(self._watch)
             self.aux.append(arr)
 

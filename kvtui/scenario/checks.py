@@ -408,6 +408,16 @@ def _check(sc: Scenario, probs: _Problems) -> None:
                       f"{r.step!r} from {r.start:g} to {r.max:g} makes {levels:,.0f} levels (at most {MAX_LEVELS:,})")
     if r.max > MAX_LOAD:
         probs.add(("ramp", "max"), f"must be ≤ {MAX_LOAD:,} (requests in flight or req/s), got {r.max:g}")
+    if r.load == "trace":
+        from kvtui.scenario.trace import MAX_FACTOR, MIN_FACTOR
+
+        if not w.trace:
+            probs.add(("ramp", "load"),
+                      'load = "trace" replays [workload] trace\'s arrival times: set [workload] trace = "FILE"')
+        for key, v in (("start", r.start), ("max", r.max)):
+            if not MIN_FACTOR <= v <= MAX_FACTOR:
+                probs.add(("ramp", key),
+                          f"a trace's speed-up factor must be in [{MIN_FACTOR:g}, {MAX_FACTOR:g}], got {v:g}")
     if r.load == "rate" and 0 < r.start < MIN_RATE:
         probs.add(("ramp", "start"), f"a request rate must be ≥ {MIN_RATE:g} req/s, got {r.start:g}")
     if r.window_s <= 0 and r.window_requests <= 0:
