@@ -272,9 +272,11 @@ class LoadGenerator:
         # With a stagger of its own (the continuous protocol's ramp) the warm-up starts once the last
         # new slot has sent; the classic spread is short and counted inside the warm-up, as before.
         warm_from = stagger if p.stagger_s is not None else 0.0
+        go = clock.monotonic() + 0.05 if arrival == "trace" else 0.0  # a trace replay: the workers' one start
         specs = [
             StepSpec(mode, step, float(s), closed, self.counter, arrival, burst_size, stagger, max_error_burst,
-                     continue_from_previous=cont, step_load=float(load))
+                     continue_from_previous=cont, step_load=float(load),
+                     start_at=go)
             for s in shares
         ]
         run.t_start = clock.monotonic()

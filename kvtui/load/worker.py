@@ -376,7 +376,7 @@ class _Worker:
         assert spec is not None and rows is not None
         workers, index = max(1, self.cfg.workers), self.cfg.index
         base = aligned_counter(spec.counter_base, len(rows))
-        t0 = clock.monotonic()
+        t0 = spec.start_at or clock.monotonic()
         for a in replay_arrivals(rows, spec.step_load or spec.load * workers):
             if a.k % workers != index:
                 continue
