@@ -219,16 +219,20 @@ class PromptFactory:
         request's own marker and tokens."""
         assert self.trace is not None
         _, _, blocks, sess = self.trace.row(counter)
+        # Each pass over the rows (counter // N: a run that outlasts the trace, a trace replay's step,
+        # which starts a pass) has blocks of its own: the trace's sharing within a pass, never a whole
+        # earlier pass's prompts again (a repeat that any prefix cache would serve whole).
+        lap = counter // len(self.trace)
         out: list[int] = []
         if blocks:
             for h in blocks:
                 if len(out) >= length:
                     break
-                out += self._block(("h", h), min(MOONCAKE_BLOCK, length - len(out)))
+                out += self._block(("h", h, lap), min(MOONCAKE_BLOCK, length - len(out)))
         elif sess >= 0:
             c = 0
             while len(out) < length:
-                out += self._block(("s", sess, c), min(MOONCAKE_BLOCK, length - len(out)))
+                out += self._block(("s", sess, c, lap), min(MOONCAKE_BLOCK, length - len(out)))
                 c += 1
         else:
             return None

@@ -481,6 +481,10 @@ def _check_trace(sc: Scenario, probs: _Problems) -> None:
     except UsageError as e:
         probs.add(("workload", "trace"), str(e))
         return
+    if sc.ramp.load == "trace" and not summ.get("duration_s"):
+        probs.add(("ramp", "load"), f'load = "trace" replays the trace\'s arrival times, and its {summ["rows"]:,} '
+                                    "row(s) have none to replay (no time column, or one instant): use load = "
+                                    '"rate" or "concurrency" with its lengths')
     # Everything that reasons about a typical request (the KV-bound guess, the simulator's typical
     # request, the request-duration estimate, the settled arithmetic) reads these: the trace's own.
     from kvtui.scenario.schema import Length

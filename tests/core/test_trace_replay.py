@@ -178,9 +178,11 @@ def test_a_live_run_on_the_simulator_replays_the_trace_open_loop(tmp_path):
     ({"load": "trace"}, None, ["ramp.load", 'set [workload] trace = "FILE"']),
     ({"load": "trace", "start": 0.001, "max": 2}, "t.jsonl", ["ramp.start", "[0.01, 1000]"]),
     ({"load": "trace", "start": 1, "max": 5000}, "t.jsonl", ["ramp.max", "[0.01, 1000]"]),
+    ({"load": "trace", "start": 1, "max": 2}, "one.jsonl", ["ramp.load", "3 row(s) have none to replay"]),
 ])
 def test_a_bad_trace_ramp_is_refused_with_one_line_and_exit_2(tmp_path, ramp, trace, words):
     (tmp_path / "t.jsonl").write_text(_own_jsonl(_pairs(n=50)))
+    (tmp_path / "one.jsonl").write_text(_own_jsonl([(5.0, 100, 10)] * 3))  # three rows, one instant
     sc = _scenario(tmp_path, trace, ramp)
     p = subprocess.run([sys.executable, "-m", "kvtui", "run", str(sc), "--headless", "--fast", "--out",
                         str(tmp_path / "o.json")], capture_output=True, text=True, env=ENV, timeout=60)
@@ -188,3 +190,18 @@ def test_a_bad_trace_ramp_is_refused_with_one_line_and_exit_2(tmp_path, ramp, tr
     err = [x for x in p.stderr.splitlines() if x.strip()]
     assert len(err) == 1 and "sc.toml" in err[0] and all(w in err[0] for w in words), err
     assert not (tmp_path / "o.json").exists()
+
+
+def test_each_pass_over_the_trace_has_its_own_blocks(tmp_path):
+    """A step replays from the first row; a later step (a new pass: counter // N) must not send the
+    earlier pass's prompts again, which any prefix cache would serve whole. Within a pass, the trace's
+    sharing stays exactly."""
+    rows = _pairs(n=300)
+    (tmp_path / "mc.jsonl").write_text(_mooncake(rows))
+    sc = load_scenario(_scenario(tmp_path, "mc.jsonl", {"load": "trace", "start": 0.5, "max": 4}))
+    f = PromptFactory(sc.workload, TokenSpace.synthetic(), sc.server.max_model_len, salt=7)
+    k1, k2 = [k for k in range(1, 300, 3) if rows[k][1] >= 1100][:2]  # both share their first 512-token block
+    for lap in (0, 1, 5):
+        a, b = f.build(lap * 300 + k1).ids, f.build(lap * 300 + k2).ids
+        assert a is not None and b is not None and a[:512] == b[:512]
+    assert f.build(k1).ids[:512] != f.build(300 + k1).ids[:512]
