@@ -8,7 +8,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -26,10 +28,51 @@ from kvtui.scenario.trace import (
     summarize,
     trace_rate,
 )
-from tests.core.test_trace import _corr, _mooncake, _own_jsonl, _pairs, _stats
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "COLUMNS": "200"}
+
+
+def _pairs(seed: int = 3, n: int = 1500) -> list[tuple[float, int, int]]:
+    """(seconds, input, output): lognormal inputs, outputs correlated with them, bursty arrivals
+    (as tests/core/test_trace.py writes them)."""
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(n):
+        t += rng.expovariate(5.0) * (0.1 if rng.random() < 0.3 else 1.3)
+        isl = max(1, min(3000, int(rng.lognormvariate(6.3, 0.7))))
+        osl = max(1, min(900, int(isl * 0.15 * rng.uniform(0.5, 1.5)) + rng.randrange(1, 40)))
+        out.append((round(t, 3), isl, osl))
+    return out
+
+
+def _mooncake(rows) -> str:
+    out, nid = [], 10_000
+    for k, (t, i, o) in enumerate(rows):
+        nb = (i + 511) // 512
+        shared = list(range(min(nb, k % 3)))  # requests share their first 0-2 blocks
+        own = list(range(nid, nid + nb - len(shared)))
+        nid += len(own)
+        out.append(json.dumps({"timestamp": int(t * 1000), "input_length": i, "output_length": o,
+                               "hash_ids": shared + own}))
+    return "\n".join(out) + "\n"
+
+
+def _own_jsonl(rows) -> str:
+    return "".join(json.dumps({"time": t, "input_tokens": i, "output_tokens": o}) + "\n" for t, i, o in rows)
+
+
+def _stats(xs: list[int]) -> tuple[float, float]:
+    s = sorted(xs)
+    pos = (len(s) - 1) * 0.95
+    lo = int(pos)
+    return sum(s) / len(s), s[lo] + (s[min(lo + 1, len(s) - 1)] - s[lo]) * (pos - lo)
+
+
+def _corr(a: list[int], b: list[int]) -> float:
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(a, b))
+    return cov / math.sqrt(sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b))
 
 
 def _scenario(tmp: Path, trace: str | None, ramp: dict, engine: str = "sim", extra: str = "") -> Path:
@@ -120,8 +163,7 @@ def test_a_fast_headless_run_finds_each_modes_speed_up_and_every_export_carries_
     assert "serves your traffic at" in answer
     for mode, b in best.items():
         assert f"{b:.3g}×" in answer and f" in {mode}" in answer
-        need = -(-1 // b) if b >= 1 else int(-(-1 // b))
-        assert f"{mode} {int(need)} GPU" in answer
+        assert f"{mode} {math.ceil(1 / b - 1e-9)} GPU" in answer  # ceil(1 / factor) at 1×
     assert "GPUs your traffic needs at 1×" in answer
     text = answer_text(doc)  # what `kvtui replay` shows where the screen cannot (TERM=dumb)
     assert "serves your traffic at" in text and "max × trace @SLO" in text
