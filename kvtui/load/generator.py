@@ -156,10 +156,19 @@ class LoadGenerator:
     # still killed and named at the deadline.
     def start(self, timeout_s: float = 180.0) -> None:
         ctx = mp.get_context("spawn")  # no fork: the parent may hold threads (NVML, UI)
+        # A trace ([workload] trace) is read once, here, and its compact rows handed to every worker
+        # (a week of the Azure trace would take each worker half a minute to read again).
+        rows = None
+        if self.cfg.workload.get("trace"):
+            from types import SimpleNamespace
+
+            from kvtui.scenario.trace import TraceSpec, replay_rows
+
+            rows = replay_rows(TraceSpec.of(SimpleNamespace(**self.cfg.workload)))
         for i in range(self.n):
             parent, child = ctx.Pipe(duplex=True)
             c = WorkerConfig(**{**asdict(self.cfg), "index": i, "workers": self.n})
-            p = ctx.Process(target=worker_main, args=(child, c), name=f"kvtui-load-{i}", daemon=True)
+            p = ctx.Process(target=worker_main, args=(child, c, rows), name=f"kvtui-load-{i}", daemon=True)
             p.start()
             child.close()
             if p.pid:

@@ -16,6 +16,7 @@ import signal
 import threading
 import time
 from multiprocessing.connection import Connection
+from typing import Any
 
 from kvtui import clock
 from kvtui.load.protocol import STATUS_EVERY, StepSpec, WorkerConfig
@@ -43,7 +44,7 @@ def _delta(a: float | None, b: float | None) -> float | None:
 
 
 class _Worker:
-    def __init__(self, conn: Connection, cfg: WorkerConfig):
+    def __init__(self, conn: Connection, cfg: WorkerConfig, trace_rows: Any = None):
         from kvtui.load.workload import PromptFactory, TokenSpace
         from kvtui.scenario.schema import Length, Workload
 
@@ -54,7 +55,8 @@ class _Worker:
         wd["output_tokens"] = Length(**wd["output_tokens"])
         self.workload = Workload(**wd)
         self.space = TokenSpace(**cfg.space)
-        self.factory = PromptFactory(self.workload, self.space, cfg.max_model_len, cfg.salt, cfg.seed)
+        self.factory = PromptFactory(self.workload, self.space, cfg.max_model_len, cfg.salt, cfg.seed,
+                                     trace_rows=trace_rows)  # a trace's rows: read once, by the parent
         self.chat = self.workload.api == "chat"
         path = "/v1/chat/completions" if self.chat else "/v1/completions"
         self.url = cfg.base_url.rstrip("/") + path
@@ -599,7 +601,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def worker_main(conn: Connection, cfg: WorkerConfig) -> None:
+def worker_main(conn: Connection, cfg: WorkerConfig, trace_rows: Any = None) -> None:
     _die_with_parent()
     # Ctrl-C, a hang-up and a group SIGTERM (`timeout`, systemd) reach the whole process group:
     # the parent decides what stops (a worker dying first was reported as "a load-generator
@@ -609,7 +611,7 @@ def worker_main(conn: Connection, cfg: WorkerConfig) -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        asyncio.run(_Worker(conn, cfg).main())
+        asyncio.run(_Worker(conn, cfg, trace_rows).main())
     except SystemExit:
         pass
     except BaseException as e:  # report, then die: the parent turns this into a client error

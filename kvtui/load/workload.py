@@ -138,7 +138,8 @@ class Conversation:
 class PromptFactory:
     """Deterministic prompts: request number `counter` always gets the same prompt for a seed and salt."""
 
-    def __init__(self, workload: Workload, space: TokenSpace, max_model_len: int, salt: int, seed: int = 0):
+    def __init__(self, workload: Workload, space: TokenSpace, max_model_len: int, salt: int, seed: int = 0,
+                 trace_rows: Any = None):
         self.w = workload
         self.space = space
         self.max_model_len = max_model_len
@@ -151,7 +152,8 @@ class PromptFactory:
         if workload.trace:
             from kvtui.scenario.trace import TraceSpec, replay_rows
 
-            self.trace = replay_rows(TraceSpec.of(workload))
+            # rows already read (a load-generator worker gets the parent's), else read here
+            self.trace = trace_rows if trace_rows is not None else replay_rows(TraceSpec.of(workload))
         self._blocks: dict[tuple, list[int]] = {}  # the trace's prompt blocks' token indices (bounded)
         n = len(space.ids)
         if n < 16:

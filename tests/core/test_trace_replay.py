@@ -247,3 +247,33 @@ def test_each_pass_over_the_trace_has_its_own_blocks(tmp_path):
         a, b = f.build(lap * 300 + k1).ids, f.build(lap * 300 + k2).ids
         assert a is not None and b is not None and a[:512] == b[:512]
     assert f.build(k1).ids[:512] != f.build(300 + k1).ids[:512]
+
+
+def test_a_worker_uses_the_rows_the_parent_read(tmp_path):
+    """The parent reads the trace once and hands the rows to each load-generator worker: a worker's
+    prompt factory builds from them without opening the file."""
+    rows = _pairs(n=200)
+    (tmp_path / "t.jsonl").write_text(_own_jsonl(rows))
+    sc = load_scenario(_scenario(tmp_path, "t.jsonl", {"load": "trace", "start": 0.5, "max": 4}))
+    tr = replay_rows(TraceSpec.of(sc.workload))
+    (tmp_path / "t.jsonl").unlink()  # a worker that read the file again would fail here
+    sc.workload.trace = str(tmp_path / "gone.jsonl")
+    f = PromptFactory(sc.workload, TokenSpace.synthetic(), sc.server.max_model_len, salt=3, trace_rows=tr)
+    assert [f.lengths(k) for k in range(5)] == [(i, o) for _, i, o in rows[:5]]
+
+
+@pytest.mark.parametrize("rows, words", [
+    ([{"mode": "bf16", "best": 1.4}, {"mode": "fp8-w+kv", "best": 2.3}],
+     ["serves your traffic at 2.3× its recorded rate in fp8-w+kv, 1.4× in bf16", "fp8-w+kv 1 GPU;", "bf16 1 GPU"]),
+    ([{"mode": "bf16", "best": 0.3}, {"mode": "fp8", "best": 16, "best_lower_bound": True}],
+     ["at ≥ 16× its recorded rate in fp8, 0.3× in bf16", "fp8 ≤ 1 GPU;", "bf16 4 GPUs"]),
+    ([{"mode": "bf16", "best": 0.25, "best_lower_bound": True, "usd_per_mtok_out": 1.5}],
+     ["at ≥ 0.25× its recorded rate in bf16", "bf16 ≤ 4 GPUs ($1.500/Mtok out)"]),
+])
+def test_the_answer_says_the_factor_and_the_gpus_at_1x_honestly(rows, words):
+    from kvtui.report.answer import traffic_questions
+
+    text = " | ".join(q["text"] for q in traffic_questions(rows, {"cost": {"gpus": 1}}))
+    assert all(w in text for w in words), text
+    two = traffic_questions(rows[:1], {"cost": {"gpus": 2}})
+    assert "this 2-GPU server" in two[0]["text"]
