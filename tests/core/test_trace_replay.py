@@ -167,12 +167,16 @@ def test_a_fast_headless_run_finds_each_modes_speed_up_and_every_export_carries_
     assert "GPUs your traffic needs at 1×" in answer
     text = answer_text(doc)  # what `kvtui replay` shows where the screen cannot (TERM=dumb)
     assert "serves your traffic at" in text and "max × trace @SLO" in text
-    for fmt in ("md", "csv"):
+    for fmt in ("md", "csv", "json"):
         e = subprocess.run([sys.executable, "-m", "kvtui", "export", "-f", fmt, "-o", "-", str(out)],
                            capture_output=True, text=True, env=ENV, timeout=120)
         assert e.returncode == 0, e.stderr
         if fmt == "md":
             assert "serves your traffic at" in e.stdout and "× the trace's recorded rate" in e.stdout
+        elif fmt == "json":  # the portable snapshot
+            port = json.loads(e.stdout)
+            assert [(s["load_kind"], s["load"]) for m in port["modes"] for s in m["steps"]] == \
+                [("trace", s["load"]) for s in steps]
         else:
             table = list(csv.DictReader(io.StringIO(e.stdout)))
             assert len(table) == len(steps) and all(t["load_kind"] == "trace" for t in table)
