@@ -39,9 +39,10 @@ class LaneRow:
 
 
 def step_words(st: dict[str, Any]) -> str:
-    kind = "c" if st.get("load_kind", "concurrency") == "concurrency" else "rate"
+    kind = {"concurrency": "c", "trace": "trace×"}.get(st.get("load_kind", "concurrency"), "rate")
     load = st.get("load")
-    parts = [f"{kind}={load:g}" if isinstance(load, (int, float)) else f"{kind}=?"]
+    eq = "" if kind == "trace×" else "="
+    parts = [f"{kind}{eq}{load:g}" if isinstance(load, (int, float)) else f"{kind}{eq}?"]
     for key, label in (("ttft_p95_ms", "TTFT p95"), ("tpot_p95_ms", "TPOT p95")):
         v = st.get(key)
         if isinstance(v, (int, float)):

@@ -67,12 +67,20 @@ def _short_verdict(step: dict[str, Any]) -> str:
     return "UNDECIDED"
 
 
+def load_head(step: dict[str, Any]) -> str:
+    """A step's load as its line starts: "c=8", "rate=2.5" (req/s), or "trace×1.5" (a trace replay's
+    speed-up factor of its recorded arrival times)."""
+    kind = step.get("load_kind", "concurrency")
+    if kind == "trace":
+        return f"trace×{step['load']:g}"
+    return f"{'c' if kind == 'concurrency' else 'rate'}={step['load']:g}"
+
+
 def compact_step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]],
                       width: int) -> str:
     """The step line's short form for a narrow terminal: the load, each SLO figure, the verdict and
     its tags always; n, tok/s, KV and preemptions while they fit (dropped in that order from the end)."""
-    kind = "c" if step.get("load_kind", "concurrency") == "concurrency" else "rate"
-    head = f"[{mode}] {kind}={step['load']:g}"
+    head = f"[{mode}] {load_head(step)}"
     shown = {("ttft", "p95"), ("tpot", "p95")} | {(m, p) for m, p, _ in slo_targets}
     figs = [f"{m.upper()}{p[1:]} {_fmt(step[f'{m}_ms'].get(p), 'ms')}"
             for m, p in sorted(shown, key=lambda x: ("ttft", "tpot", "itl", "e2e").index(x[0]))]
@@ -107,13 +115,12 @@ def compact_step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[s
 
 def _full_step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str, float]],
                     prefix: bool = False) -> str:
-    kind = "c" if step.get("load_kind", "concurrency") == "concurrency" else "rate"
     from kvtui.report.text import verdict_words
 
     verdict = verdict_words(step)
     if step.get("cut"):
         verdict = f"CUT SHORT ({step.get('aborted')}): no verdict"
-    parts = [f"[{mode}] {kind}={step['load']:g}", f"n={step['requests']}", f"{_fmt(step['output_tok_s'])} tok/s"]
+    parts = [f"[{mode}] {load_head(step)}", f"n={step['requests']}", f"{_fmt(step['output_tok_s'])} tok/s"]
     shown = {("ttft", "p95"), ("tpot", "p95")} | {(m, p) for m, p, _ in slo_targets}
     for m, p in sorted(shown, key=lambda x: ("ttft", "tpot", "itl", "e2e").index(x[0])):
         v = step[f"{m}_ms"].get(p)
@@ -238,7 +245,8 @@ class HeadlessPrinter:
         w = self._w
         s = md.get("search", {})
         pred = md.get("predicted_kv_concurrency")
-        what = "max concurrency" if self.scenario.ramp.load == "concurrency" else "max request rate (req/s)"
+        what = {"concurrency": "max concurrency", "trace": "max speed-up of your traffic (× its recorded rate)"}.get(
+            self.scenario.ramp.load, "max request rate (req/s)")
         w(f"[{name}] {what} at SLO: {s.get('describe', '—')}"
           f"{f'; KV-bound prediction {pred:g}' if pred else ''}; "
           f"{s.get('steps', 0)} steps in {_fmt(s.get('wall_s'), ' s')}\n")

@@ -38,6 +38,7 @@ class StepContext:
     load: float
     closed: bool = True
     t_window_start: float = 0.0
+    load_kind: str = ""  # open loop: "rate" (req/s, the default) or "trace" (a speed-up factor of a trace's times)
     t_window_end: float = 0.0
     time_scale: float = 1.0  # simulator slow motion: measured times / scale = modelled times
     metrics: dict[str, Any] = field(default_factory=dict)  # window deltas and maxima from /metrics
@@ -230,9 +231,9 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
 
     m = ctx.metrics
     step: dict[str, Any] = {
-        "concurrency" if ctx.closed else "rate": ctx.load,
+        **({} if ctx.load_kind == "trace" else {"concurrency" if ctx.closed else "rate": ctx.load}),
         "load": ctx.load,
-        "load_kind": "concurrency" if ctx.closed else "rate",
+        "load_kind": "concurrency" if ctx.closed else (ctx.load_kind or "rate"),
         "requests": len(counted),
         "errors": nf,
         "error_rate": round(error_rate, 4),
@@ -397,6 +398,7 @@ def step_context(step: dict[str, Any]) -> StepContext:
     return StepContext(
         load=step["load"],
         closed=step.get("load_kind", "concurrency") == "concurrency",
+        load_kind="trace" if step.get("load_kind") == "trace" else "",
         t_window_start=step["t_window_start"],
         t_window_end=step["t_window_end"],
         time_scale=step.get("time_scale") or 1.0,

@@ -229,7 +229,8 @@ class LiveStepExecutor:
         # The KV wall's noisy side watches longer for a preemption (protocol.watch_window).
         window_s = r.window_s if ramp is None else ramp.window(r.window_s)
         params = StepParams(
-            mode.name, index, wall_load, run.closed, r.warmup_s * ts, window_s * ts, r.window_requests, r.arrival,
+            mode.name, index, wall_load, run.closed, r.warmup_s * ts, window_s * ts, r.window_requests,
+            "trace" if r.load == "trace" and not run.closed else r.arrival,
             r.burst_size, r.max_error_burst, window_timeout_s=r.request_timeout_s * ts, min_window_requests=need,
             tail=tail, births_s=births_s, hold_at_end=self._continuous(), continue_from=cont,
             warm_all_slots=ramp is None or ramp.settle == "turnover",
@@ -266,7 +267,8 @@ class LiveStepExecutor:
                 for k in ("ttft", "itl", "tpot", "e2e", "queue")
             }
         ctx = StepContext(
-            load=load, closed=run.closed, t_window_start=res.t_window_start, t_window_end=res.t_window_end,
+            load=load, closed=run.closed, load_kind=r.load, t_window_start=res.t_window_start,
+            t_window_end=res.t_window_end,
             time_scale=ts, metrics=metrics, client=res.stats.to_dict(),
             gpu_mem_used_gib_max=tel.gpu_mem_max(res.t_start, res.t_end), max_num_seqs=md["server"].get("max_num_seqs"),
             error_burst=res.error_burst, aborted=res.aborted or (f"engine died: {tel.dead}" if tel.dead else None),

@@ -69,13 +69,15 @@ class OfflineStepExecutor:
             return self._continuous(mode, md, load, index, why, need)
         # An open loop (a rate) has no continuous protocol: each step from an idle server, full tail.
         res = srv.step(mode.name, index, load, run.closed, self._counter, need)
-        self._counter += len(res.records) + 1
+        # (a trace step aligns its first counter to the trace's first row: up to a trace's length on)
+        self._counter += len(res.records) + 1 + (srv.trace_rows if run.scenario.ramp.load == "trace" else 0)
         self._rows = srv.series_rows(res, load)
         records, ended = self._paced(mode, load, res, list(res.records), list(res.records))
         run.write_records(records)  # a failed write stops the run (Run.output_failed)
         from kvtui.engines.sim.fastrun import step_metrics
 
-        ctx = StepContext(load=load, closed=run.closed, t_window_start=res.window_start or res.t_start,
+        ctx = StepContext(load=load, closed=run.closed, load_kind=run.scenario.ramp.load,
+                          t_window_start=res.window_start or res.t_start,
                           t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
                           gpu_mem_used_gib_max=srv.gpu_mem_used_gib(), max_num_seqs=srv.facts.max_num_seqs,
                           cut=bool(ended), aborted=self._cut_why(ended))

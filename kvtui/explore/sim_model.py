@@ -94,8 +94,10 @@ class ModelledSteps:
                     extra[k] = cont[k]
         else:
             res = self.server.step(mode.name, index, load, closed, self.counter, need)
-            self.counter += len(res.records) + 1
-            ctx = StepContext(load=load, closed=closed, t_window_start=res.window_start or res.t_start,
+            trace = self.scenario.ramp.load == "trace"  # a trace step's counters start at a row-aligned base
+            self.counter += len(res.records) + 1 + (self.server.trace_rows if trace else 0)
+            ctx = StepContext(load=load, closed=closed, load_kind=self.scenario.ramp.load,
+                              t_window_start=res.window_start or res.t_start,
                               t_window_end=res.window_end or res.t_end, metrics=step_metrics(res),
                               gpu_mem_used_gib_max=self.server.gpu_mem_used_gib(),
                               max_num_seqs=self.server.facts.max_num_seqs)

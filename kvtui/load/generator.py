@@ -156,10 +156,19 @@ class LoadGenerator:
     # still killed and named at the deadline.
     def start(self, timeout_s: float = 180.0) -> None:
         ctx = mp.get_context("spawn")  # no fork: the parent may hold threads (NVML, UI)
+        # A trace ([workload] trace) is read once, here, and its compact rows handed to every worker
+        # (a week of the Azure trace would take each worker half a minute to read again).
+        rows = None
+        if self.cfg.workload.get("trace"):
+            from types import SimpleNamespace
+
+            from kvtui.scenario.trace import TraceSpec, replay_rows
+
+            rows = replay_rows(TraceSpec.of(SimpleNamespace(**self.cfg.workload)))
         for i in range(self.n):
             parent, child = ctx.Pipe(duplex=True)
             c = WorkerConfig(**{**asdict(self.cfg), "index": i, "workers": self.n})
-            p = ctx.Process(target=worker_main, args=(child, c), name=f"kvtui-load-{i}", daemon=True)
+            p = ctx.Process(target=worker_main, args=(child, c, rows), name=f"kvtui-load-{i}", daemon=True)
             p.start()
             child.close()
             if p.pid:
@@ -272,9 +281,11 @@ class LoadGenerator:
         # With a stagger of its own (the continuous protocol's ramp) the warm-up starts once the last
         # new slot has sent; the classic spread is short and counted inside the warm-up, as before.
         warm_from = stagger if p.stagger_s is not None else 0.0
+        go = clock.monotonic() + 0.05 if arrival == "trace" else 0.0  # a trace replay: the workers' one start
         specs = [
             StepSpec(mode, step, float(s), closed, self.counter, arrival, burst_size, stagger, max_error_burst,
-                     continue_from_previous=cont, step_load=float(load))
+                     continue_from_previous=cont, step_load=float(load),
+                     start_at=go)
             for s in shares
         ]
         run.t_start = clock.monotonic()

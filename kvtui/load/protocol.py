@@ -82,6 +82,9 @@ class StepSpec:
     # The whole step's load (every worker's share): what each record says. With several workers a
     # closed loop's share is uneven (4 on 3 workers: 2, 1, 1), so share × workers is not it.
     step_load: float = 0.0
+    # A trace replay's start (kvtui.clock.monotonic, the same in every worker): every worker's share of
+    # the one schedule is sent at start_at + its offsets (0: each worker from its own start).
+    start_at: float = 0.0
 
 
 @dataclass

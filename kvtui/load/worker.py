@@ -16,6 +16,7 @@ import signal
 import threading
 import time
 from multiprocessing.connection import Connection
+from typing import Any
 
 from kvtui import clock
 from kvtui.load.protocol import STATUS_EVERY, StepSpec, WorkerConfig
@@ -43,7 +44,7 @@ def _delta(a: float | None, b: float | None) -> float | None:
 
 
 class _Worker:
-    def __init__(self, conn: Connection, cfg: WorkerConfig):
+    def __init__(self, conn: Connection, cfg: WorkerConfig, trace_rows: Any = None):
         from kvtui.load.workload import PromptFactory, TokenSpace
         from kvtui.scenario.schema import Length, Workload
 
@@ -54,7 +55,8 @@ class _Worker:
         wd["output_tokens"] = Length(**wd["output_tokens"])
         self.workload = Workload(**wd)
         self.space = TokenSpace(**cfg.space)
-        self.factory = PromptFactory(self.workload, self.space, cfg.max_model_len, cfg.salt, cfg.seed)
+        self.factory = PromptFactory(self.workload, self.space, cfg.max_model_len, cfg.salt, cfg.seed,
+                                     trace_rows=trace_rows)  # a trace's rows: read once, by the parent
         self.chat = self.workload.api == "chat"
         path = "/v1/chat/completions" if self.chat else "/v1/completions"
         self.url = cfg.base_url.rstrip("/") + path
@@ -363,6 +365,38 @@ class _Worker:
             self.tasks.add(task)
             task.add_done_callback(self._watch)
 
+    async def trace_arrivals(self) -> None:
+        """A trace replay's open loop (`[ramp] load = "trace"`): the one schedule
+        (kvtui.scenario.trace.replay_arrivals) at the step's speed-up factor (`step_load`: the whole
+        step's, in wall seconds), this worker sending every `workers`-th arrival from its own index.
+        Request counter = the aligned base + the arrival's index, so the prompt factory builds the
+        row the schedule replays (its lengths and blocks)."""
+        from kvtui.scenario.trace import aligned_counter, replay_arrivals
+
+        spec = self.spec
+        rows = self.factory.trace
+        assert spec is not None and rows is not None
+        workers, index = max(1, self.cfg.workers), self.cfg.index
+        base = aligned_counter(spec.counter_base, len(rows))
+        t0 = spec.start_at or clock.monotonic()
+        for a in replay_arrivals(rows, spec.step_load or spec.load * workers):
+            if a.k % workers != index:
+                continue
+            t = t0 + a.at
+            now = clock.monotonic()
+            if t > now:
+                await asyncio.sleep(t - now)
+            if self.stopping or self.error_burst or self.client_failure is not None:
+                break
+            if self.inflight >= spec.max_inflight:
+                self.capped += 1
+                continue
+            c = base + a.k
+            self.seq = (c - spec.counter_base) // workers + 1  # the parent's next base goes past c
+            task = asyncio.create_task(self.request(c, t, a.k, False))
+            self.tasks.add(task)
+            task.add_done_callback(self._watch)
+
     async def lag_monitor(self) -> None:
         while not self.stopping:
             t0, q0 = clock.monotonic(), _runq_wait_s()
@@ -424,7 +458,8 @@ class _Worker:
             for i in range(self.n_slots):
                 self.start_slot(i, spec.stagger_s * i / max(1, self.n_slots))
         elif spec.load > 0:
-            arr = asyncio.create_task(self.arrivals(spec.load, rng))
+            replay = spec.arrival == "trace" and self.factory.trace is not None
+            arr = asyncio.create_task(self.trace_arrivals() if replay else self.arrivals(spec.load, rng))
             arr.add_done_callback(self._watch)
             self.aux.append(arr)
 
@@ -566,7 +601,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def worker_main(conn: Connection, cfg: WorkerConfig) -> None:
+def worker_main(conn: Connection, cfg: WorkerConfig, trace_rows: Any = None) -> None:
     _die_with_parent()
     # Ctrl-C, a hang-up and a group SIGTERM (`timeout`, systemd) reach the whole process group:
     # the parent decides what stops (a worker dying first was reported as "a load-generator
@@ -576,7 +611,7 @@ def worker_main(conn: Connection, cfg: WorkerConfig) -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        asyncio.run(_Worker(conn, cfg).main())
+        asyncio.run(_Worker(conn, cfg, trace_rows).main())
     except SystemExit:
         pass
     except BaseException as e:  # report, then die: the parent turns this into a client error

@@ -138,7 +138,8 @@ class Conversation:
 class PromptFactory:
     """Deterministic prompts: request number `counter` always gets the same prompt for a seed and salt."""
 
-    def __init__(self, workload: Workload, space: TokenSpace, max_model_len: int, salt: int, seed: int = 0):
+    def __init__(self, workload: Workload, space: TokenSpace, max_model_len: int, salt: int, seed: int = 0,
+                 trace_rows: Any = None):
         self.w = workload
         self.space = space
         self.max_model_len = max_model_len
@@ -151,7 +152,8 @@ class PromptFactory:
         if workload.trace:
             from kvtui.scenario.trace import TraceSpec, replay_rows
 
-            self.trace = replay_rows(TraceSpec.of(workload))
+            # rows already read (a load-generator worker gets the parent's), else read here
+            self.trace = trace_rows if trace_rows is not None else replay_rows(TraceSpec.of(workload))
         self._blocks: dict[tuple, list[int]] = {}  # the trace's prompt blocks' token indices (bounded)
         n = len(space.ids)
         if n < 16:
@@ -219,16 +221,20 @@ class PromptFactory:
         request's own marker and tokens."""
         assert self.trace is not None
         _, _, blocks, sess = self.trace.row(counter)
+        # Each pass over the rows (counter // N: a run that outlasts the trace, a trace replay's step,
+        # which starts a pass) has blocks of its own: the trace's sharing within a pass, never a whole
+        # earlier pass's prompts again (a repeat that any prefix cache would serve whole).
+        lap = counter // len(self.trace)
         out: list[int] = []
         if blocks:
             for h in blocks:
                 if len(out) >= length:
                     break
-                out += self._block(("h", h), min(MOONCAKE_BLOCK, length - len(out)))
+                out += self._block(("h", h, lap), min(MOONCAKE_BLOCK, length - len(out)))
         elif sess >= 0:
             c = 0
             while len(out) < length:
-                out += self._block(("s", sess, c), min(MOONCAKE_BLOCK, length - len(out)))
+                out += self._block(("s", sess, c, lap), min(MOONCAKE_BLOCK, length - len(out)))
                 c += 1
         else:
             return None

@@ -141,6 +141,36 @@ def at_knee_lines(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def traffic_questions(done: list[dict[str, Any]], comp: dict[str, Any]) -> list[dict[str, Any]]:
+    """A trace replay's answer in a capacity owner's words (`[ramp] load = "trace"`: the knee is the
+    largest speed-up factor of the trace's own arrival times within the SLO): "this GPU serves your
+    traffic at 2.3× its recorded rate in fp8-kv, 1.4× in bf16", and the GPUs the trace needs at 1×
+    per mode, ceil(1 / factor) servers' GPUs, with its $/Mtok. A knee that is a floor (no factor
+    failed above it) is "≥ 2.3×", and its GPUs "≤ N"."""
+    if not done:
+        return []
+    gpus = int((comp.get("cost") or {}).get("gpus") or 1)
+    ranked = sorted(done, key=lambda r: -float(r["best"]))
+
+    def factor(r: dict[str, Any]) -> str:
+        return f"{'≥ ' if r.get('best_lower_bound') else ''}{float(r['best']):.3g}×"
+
+    who = "this GPU" if gpus == 1 else f"this {gpus}-GPU server"
+    parts = [f"{factor(ranked[0])} its recorded rate in {ranked[0]['mode']}"]
+    parts += [f"{factor(r)} in {r['mode']}" for r in ranked[1:]]
+    need = []
+    for r in ranked:
+        n = math.ceil(1.0 / float(r["best"]) - 1e-9) * gpus
+        usd = r.get("usd_per_mtok_out")
+        need.append(f"{r['mode']} {'≤ ' if r.get('best_lower_bound') else ''}{n} GPU{'s' if n != 1 else ''}"
+                    + (f" (${usd:.3f}/Mtok out)" if isinstance(usd, (int, float)) else ""))
+    top = [str(ranked[0]["mode"])]
+    return [{"question": "your traffic at the SLO", "key": "best", "winners": top, "value": ranked[0]["best"],
+             "text": f"{who} serves your traffic at " + ", ".join(parts), "tie": False},
+            {"question": "GPUs your traffic needs at 1×", "key": "gpus_at_1x", "winners": top,
+             "value": None, "text": "; ".join(need), "tie": False}]
+
+
 def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     """{"baseline", "load_kind", "questions": [...], "rows": [...], "lines": [...], "caveats": [...]}."""
     whole = comparison(doc)  # every figure, from the one place (kvtui.report.figures); rows copied, not changed
@@ -148,7 +178,8 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     rows = comp.get("rows") or []
     base = comp.get("baseline")
     done = [r for r in rows if r.get("best") is not None]
-    unit = "req/s" if comp.get("load_kind") == "rate" else "concurrent requests"
+    unit = {"rate": "req/s", "trace": "× your traffic's recorded rate"}.get(str(comp.get("load_kind")),
+                                                                           "concurrent requests")
     questions: list[dict[str, Any]] = []
 
     def ask(question: str, key: str, pick: Any, show: Any) -> None:
@@ -164,7 +195,10 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
             questions.append(q)
 
     cell = FIGURE_CELLS  # each figure written by its one rule (report/text.py), as in the tables
-    ask(f"most {unit} at the SLO", "best", max, cell["best"])
+    if comp.get("load_kind") == "trace":  # the knee in the capacity owner's words (the "best" question)
+        questions += traffic_questions(done, comp)
+    else:
+        ask(f"most {unit} at the SLO", "best", max, cell["best"])
     ask("most output tok/s at the SLO", "output_tok_s", max, lambda v: f"{cell['output_tok_s'](v)} tok/s")
     ask("cheapest output tokens", "usd_per_mtok_out", min, lambda v: f"${cell['usd_per_mtok_out'](v)}/Mtok")
     equal = equal_quality(done)  # where a suite ran: only the modes shown equal (TOST), with the cost's range
@@ -207,7 +241,7 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     for tm in typed:
         row: dict[str, Any] = next((x for x in rows if x.get("mode") == tm.name), {})
         pk = tm.predicted_kv_concurrency
-        if pk and row.get("best") is not None and comp.get("load_kind") != "rate":
+        if pk and row.get("best") is not None and comp.get("load_kind") not in ("rate", "trace"):
             predicted.append({"mode": tm.name, "what": "KV-bound", "predicted": pk, "measured": row["best"]})
     note = comp.get("note")
     from kvtui.report.outcome import no_mode_started
@@ -238,6 +272,8 @@ def headline(ans: dict[str, Any]) -> str:
     if not ans["questions"]:
         return (ans.get("note") or "no mode met the SLO") + partial
     q = ans["questions"][0]
+    if ans.get("load_kind") == "trace" and q["key"] == "best":  # "this GPU serves your traffic at 2.3× …"
+        return q["text"] + partial
     if q["tie"]:
         return f"every mode reaches {q['text']} at the SLO{partial}"
     rows = {r["mode"]: r for r in ans["rows"]}

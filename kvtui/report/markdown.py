@@ -42,7 +42,7 @@ def _when(epoch: Any) -> str:
 
 
 def _load_word(kind: str) -> str:
-    return "req/s" if kind == "rate" else "concurrent requests"
+    return {"rate": "req/s", "trace": "× the trace's recorded rate"}.get(kind, "concurrent requests")
 
 
 def _slo_text(sc: Mapping[str, Any]) -> str:
@@ -179,7 +179,8 @@ def _charts_section(comp: Comparison) -> list[str]:
         return charts.bars([(str(r.mode), v, text) for r, v, text in items])
 
     if any(r.best is not None for r in rows):
-        out += [f"Max {'rate (req/s)' if kind == 'rate' else 'concurrency'} at the SLO", "", "```text",
+        what = {"rate": "rate (req/s)", "trace": "speed-up of the trace (×)"}.get(kind, "concurrency")
+        out += [f"Max {what} at the SLO", "", "```text",
                 bars([(r, r.best, fmt_load(r.best) + (f"  {fmt_x(r.best_x)}" if r.best_x is not None else ""))
                       for r in rows]), "```", ""]
     if any(r.output_tok_s is not None for r in rows):
@@ -209,7 +210,7 @@ def _mode_charts(run: Run, mode: Mode) -> list[str]:
     loads = sorted((x for x in by_load if isinstance(x, (int, float))))
     kind = next((s.load_kind for s in steps if s.load_kind), "concurrency")
     pre = "c=" if kind == "concurrency" else ""
-    post = "" if kind == "concurrency" else " req/s"
+    post = {"concurrency": "", "trace": "×"}.get(kind, " req/s")
     mark = lambda s: {True: "✓", False: "✗", None: "?"}[s.passed]  # noqa: E731
     out = ["```text", "output tok/s by load",
            charts.bars([(f"{pre}{fmt_load(x)}{post}", by_load[x].output_tok_s,
@@ -413,7 +414,14 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += [sc["description"], ""]
     when = f"Run of {_when(env.started_at)}" if env.started_at else "Run"
     lines += [f"{when}: {len(modes)} mode(s); SLO {_slo_text(sc)}; workload {_workload_text(sc)}.", ""]
-    lines += ["## The answer", ""] + _answer(comp) + [""]
+    traffic: list[str] = []
+    if comp.load_kind == "trace":  # a trace replay: the answer in the capacity owner's words first
+        from kvtui.report.answer import traffic_questions
+
+        raw = comparison(doc)
+        done = [r for r in raw.get("rows") or [] if r.get("best") is not None]
+        traffic = [f"- {q['question']}: {q['text']}." for q in traffic_questions(done, raw)]
+    lines += ["## The answer", ""] + traffic + _answer(comp) + [""]
     lines += ["## Comparison", "", f"Modes vs baseline **{comp.baseline or '—'}** · *{labels(run)}*", "",
               table(comparison_headers(doc), comparison_rows(doc), markdown=True), ""]
     if comp.note:

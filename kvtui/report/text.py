@@ -103,6 +103,8 @@ def comparison_headers(doc: dict[str, Any] | None = None, load_kind: str | None 
     kind = load_kind or (Comparison.view(comparison(doc)).load_kind if doc is not None else "concurrency")
     if kind == "rate":
         h[1], h[3] = "max req/s @SLO", "out tok/s @SLO"
+    elif kind == "trace":
+        h[1], h[3] = "max × trace @SLO", "out tok/s @SLO"
     elif kind == "mixed":
         h[1] = "max load @SLO"
     return h

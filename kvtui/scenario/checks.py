@@ -421,6 +421,16 @@ def _check(sc: Scenario, probs: _Problems) -> None:
                       f"{r.step!r} from {r.start:g} to {r.max:g} makes {levels:,.0f} levels (at most {MAX_LEVELS:,})")
     if r.max > MAX_LOAD:
         probs.add(("ramp", "max"), f"must be ≤ {MAX_LOAD:,} (requests in flight or req/s), got {r.max:g}")
+    if r.load == "trace":
+        from kvtui.scenario.trace import MAX_FACTOR, MIN_FACTOR
+
+        if not w.trace:
+            probs.add(("ramp", "load"),
+                      'load = "trace" replays [workload] trace\'s arrival times: set [workload] trace = "FILE"')
+        for key, v in (("start", r.start), ("max", r.max)):
+            if not MIN_FACTOR <= v <= MAX_FACTOR:
+                probs.add(("ramp", key),
+                          f"a trace's speed-up factor must be in [{MIN_FACTOR:g}, {MAX_FACTOR:g}], got {v:g}")
     if r.load == "rate" and 0 < r.start < MIN_RATE:
         probs.add(("ramp", "start"), f"a request rate must be ≥ {MIN_RATE:g} req/s, got {r.start:g}")
     if r.window_s <= 0 and r.window_requests <= 0:
@@ -484,6 +494,10 @@ def _check_trace(sc: Scenario, probs: _Problems) -> None:
     except UsageError as e:
         probs.add(("workload", "trace"), str(e))
         return
+    if sc.ramp.load == "trace" and not summ.get("duration_s"):
+        probs.add(("ramp", "load"), f'load = "trace" replays the trace\'s arrival times, and its {summ["rows"]:,} '
+                                    "row(s) have none to replay (no time column, or one instant): use load = "
+                                    '"rate" or "concurrency" with its lengths')
     # Everything that reasons about a typical request (the KV-bound guess, the simulator's typical
     # request, the request-duration estimate, the settled arithmetic) reads these: the trace's own.
     from kvtui.scenario.schema import Length

@@ -14,7 +14,7 @@ ENGINES = ("sim", "vllm", "external")
 ROUTINGS = ("least_inflight", "round_robin")  # how kvtui spreads requests over replicas
 APIS = ("completions", "chat")
 DISTS = ("fixed", "uniform", "normal", "lognormal", "trace")  # trace: set from [workload] trace's rows
-LOAD_SHAPES = ("concurrency", "rate")
+LOAD_SHAPES = ("concurrency", "rate", "trace")  # trace: replay [workload] trace's arrival times
 ARRIVALS = ("poisson", "bursty", "constant")
 SEARCHES = ("auto", "seeded", "fast", "linear")  # auto: seeded where a prediction exists (explore/search_seeded.py)
 PROTOCOLS = ("continuous",)  # how a step is measured (docs/PROTOCOL.md)
@@ -312,7 +312,7 @@ class Workload:
 
 @dataclass
 class Ramp:
-    load: str = "concurrency"  # or "rate" (open loop, req/s)
+    load: str = "concurrency"  # or "rate" (open loop, req/s), "trace" (open loop, × the trace's own times)
     start: float = 1
     max: float = 256
     step: str = "double"  # "double", "xN" (geometric), "+N" (linear), or "a,b,c" (explicit list)

@@ -39,7 +39,7 @@ from array import array
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Iterator, cast
+from typing import IO, Any, Iterator, NamedTuple, Sequence, cast
 
 from kvtui.errors import UsageError
 
@@ -722,3 +722,73 @@ def replay_rows(spec: TraceSpec) -> TraceRows:
     except OSError:
         stamp = (0, 0)
     return _cached_rows(spec, stamp)
+
+
+# -- open-loop replay of the trace's own arrival times (`[ramp] load = "trace"`) ---------------
+
+MIN_FACTOR = 0.01  # a speed-up factor's sane range (`[ramp] start/max` under load = "trace")
+MAX_FACTOR = 1000.0
+
+
+class Arrival(NamedTuple):
+    """One request of a trace step: sent `at` seconds after the step began; `k` its index in the
+    step (its request counter's offset), `row` the selection's row it replays, with its lengths and
+    Mooncake block ids (None: no blocks)."""
+
+    at: float
+    k: int
+    row: int
+    isl: int
+    osl: int
+    blocks: tuple[int, ...] | None
+
+
+def trace_period(t: Sequence[float]) -> float:
+    """The seconds one pass over the rows lasts at 1×: first to last arrival plus one mean gap (the
+    wrap-around to the first row comes one mean gap after the last). ValueError: no rate to scale."""
+    n = len(t)
+    span = (t[n - 1] - t[0]) if n else 0.0
+    if n < 2 or span <= 0:
+        raise ValueError("a trace replay needs at least two rows at different times (the trace has no rate)")
+    return span + span / (n - 1)
+
+
+def trace_rate(t: Sequence[float]) -> float:
+    """The rate a replay at 1× sends: rows per pass (req/s)."""
+    return len(t) / trace_period(t)
+
+
+def replay_arrivals(rows: TraceRows, factor: float, duration_s: float | None = None,
+                    first: int = 0) -> Iterator[Arrival]:
+    """The one arrival schedule of a trace step, a pure function of the rows (the selection already
+    chosen), the speed-up factor and the step's duration (None: as long as it is read; a transport
+    stops reading when its step ends). Every step replays the selection from its first row (each
+    factor is judged on the same traffic, whatever the search's order), at the recorded gaps divided
+    by `factor`; past the last row it wraps around to the first, one mean gap later. `first` skips
+    that many arrivals (a worker that takes every n-th starts at its own)."""
+    if not factor > 0:
+        raise ValueError(f"a speed-up factor must be > 0, got {factor!r}")
+    t = rows.t
+    n = len(t)
+    period = trace_period(t)
+    t0 = t[0]
+    k = first
+    while True:
+        p, i = divmod(k, n)
+        at = (p * period + (t[i] - t0)) / factor
+        if duration_s is not None and at >= duration_s:
+            return
+        a, b = rows.boff[i], rows.boff[i + 1]
+        yield Arrival(at, k, i, rows.isl[i], rows.osl[i], tuple(rows.bids[a:b]) if b > a else None)
+        k += 1
+
+
+def replay_schedule(rows: TraceRows, factor: float, duration_s: float) -> list[Arrival]:
+    """`replay_arrivals` up to `duration_s`, whole."""
+    return list(replay_arrivals(rows, factor, duration_s))
+
+
+def aligned_counter(base: int, n_rows: int) -> int:
+    """The first request counter ≥ `base` whose row (counter mod N, as `TraceRows.row` and the prompt
+    factory read it) is the selection's first: counter = aligned + k replays arrival k's row."""
+    return -(-base // n_rows) * n_rows

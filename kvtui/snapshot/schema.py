@@ -103,8 +103,10 @@ class Step(Document):
     """One measured load: its figures over the measurement window and its verdict against the SLO."""
 
     concurrency: float | None = field("the load (same as `load`; the name older readers use)", NUMBER)
-    load: float | None = field("the load: concurrent requests, or requests/s for an open-loop (rate) step", NUMBER)
-    load_kind: str | None = field("\"concurrency\" (closed loop) or \"rate\" (open loop)", TEXT)
+    load: float | None = field("the load: concurrent requests, requests/s for an open-loop (rate) step, or the "
+                              "speed-up factor of a trace replay (trace: 1 = the trace's recorded times)", NUMBER)
+    load_kind: str | None = field("\"concurrency\" (closed loop), \"rate\" (open loop) or \"trace\" (open loop, "
+                                  "the trace's own arrival times × the factor)", TEXT)
     rate: float | None = field("the load of an open-loop step imported from `vllm bench` (requests/s; as `load`)",
                                NUMBER)
     requests: int | None = field("requests counted in the window", INT)
@@ -709,7 +711,7 @@ class ComparisonRow(Document):
     version: str | None = field("its engine's version", TEXT)
     simulated: bool | None = field("SIMULATED", BOOL)
     dummy_weights: bool | None = field("served with dummy (random) weights", BOOL)
-    load_kind: str | None = field("concurrency or rate", TEXT)
+    load_kind: str | None = field("concurrency, rate or trace", TEXT)
     best: float | None = field("max load at the SLO", NUMBER)
     best_lower_bound: bool | None = field("the best is a lower bound: no measured load failed above it (shown "
                                           "\"≥ N\")", BOOL)
@@ -764,7 +766,7 @@ class Comparison(Document):
 
     baseline: str | None = field("the baseline mode", TEXT)
     note: str | None = field("why the baseline is not the first mode, or why there is none", TEXT)
-    load_kind: str | None = field("concurrency, rate or mixed", TEXT)
+    load_kind: str | None = field("concurrency, rate, trace or mixed", TEXT)
     cost: Mapping[str, Any] | None = field("the cost settings: gpu_hourly_usd, gpus, count_failed", OBJECT)
     quality_reference: str | None = field("the mode quality is compared against", TEXT)
     rows: tuple[ComparisonRow, ...] | None = field("one row per mode, in the modes' order", many(ComparisonRow))

@@ -81,7 +81,9 @@ class RunState(RunEvents, SnapshotLoading):
 
     @property
     def load_word(self) -> str:
-        return "c" if self.closed else "req/s"
+        if self.closed:
+            return "c"
+        return "×" if (self.scenario.get("ramp") or {}).get("load") == "trace" else "req/s"
 
     @property
     def edited(self) -> bool:

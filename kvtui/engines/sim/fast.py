@@ -27,7 +27,7 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest, SimStats
@@ -117,6 +117,7 @@ def simulate_step(
     warm_wait_s: float | None = None,
     send_delay: Callable[[int], float] | None = None,
     budget: StepBudget | None = None,
+    arrivals: Iterable[tuple[float, int]] | None = None,
 ) -> FastStepResult:
     """Simulate one load step from an idle server, its tail held until every window request has
     finished. `load` = concurrency (closed) or req/s (open). A run measures an open loop's (rate)
@@ -139,7 +140,11 @@ def simulate_step(
     kvtui's client before per-slot connections waited for its shared httpx pool).
 
     budget: the step's bounds and the run's stop (kvtui.engines.sim.budget); a fresh default
-    one when None. A step it ends is cut where it stood (in flight: cancelled), `ended` says why."""
+    one when None. A step it ends is cut where it stood (in flight: cancelled), `ended` says why.
+
+    arrivals: open loop, a trace replay's schedule (kvtui.scenario.trace.replay_arrivals) as
+    (seconds after the step began, counter offset) pairs, read as far as the step goes, in place
+    of the seeded Poisson arrivals; request counter_start + k samples the trace's row."""
     budget = budget if budget is not None else StepBudget()
     s = sched_factory if isinstance(sched_factory, SchedulerSim) else sched_factory()
     rng = random.Random((seed * 1_000_003 + step_index) & 0xFFFFFFFF)
@@ -164,7 +169,13 @@ def simulate_step(
     else:
         if load <= 0:
             raise ValueError("open loop needs a rate > 0")
-        heapq.heappush(sends, (t0 + rng.expovariate(load), -1))
+        if arrivals is not None:
+            sched = iter(arrivals)
+            nxt = next(sched, None)
+            if nxt is not None:
+                heapq.heappush(sends, (t0 + nxt[0], -2 - nxt[1]))
+        else:
+            heapq.heappush(sends, (t0 + rng.expovariate(load), -1))
     fe = s.cal.frontend_s_per_request
     ingest: deque = deque()  # (time it reaches the engine, SimRequest, record, slot), in order
     fe_free = t0
@@ -238,7 +249,13 @@ def simulate_step(
         # dispatch every send due by now (a request sent mid-step joins at the next step)
         while sends and sends[0][0] <= s.now:
             t, slot = heapq.heappop(sends)
-            if not closed:
+            if slot <= -2:  # a trace replay: the schedule's next arrival, its counter from the schedule
+                nxt = next(sched, None)
+                if nxt is not None:
+                    heapq.heappush(sends, (t0 + nxt[0], -2 - nxt[1]))
+                counter = counter_start + (-2 - slot)
+                slot = -1
+            elif not closed:
                 heapq.heappush(sends, (t + rng.expovariate(load), -1))
             send(t, slot)
         admit(s.now)

@@ -90,6 +90,11 @@ class OfflineServer:
                 "gpu_names": [f"{self.scenario.server.gpu} (SIMULATED)"], "dummy_weights": False, "time_scale": 1.0,
                 "fast": True}
 
+    @property
+    def trace_rows(self) -> int:
+        """The trace's rows a replay cycles through (0: no trace)."""
+        return len(self._factory.trace) if self._factory.trace is not None else 0
+
     def _sample(self, counter: int) -> tuple:
         if self._shared:
             p = self._factory.build(counter)
@@ -108,16 +113,32 @@ class OfflineServer:
         # runs its pilot between continuous steps where no E2E is known yet, e.g. under an SLO that
         # never waits for whole requests): their tokens would reach a step that does not know them.
         self._to_idle()
+        trace = r.load == "trace" and not closed  # load: the speed-up factor of the trace's own times
+        if trace:
+            from kvtui.scenario.trace import aligned_counter
+
+            assert self._factory.trace is not None
+            counter = aligned_counter(counter, len(self._factory.trace))
+
+        def arrivals() -> Any:
+            if not trace:
+                return None
+            from kvtui.scenario.trace import replay_arrivals
+
+            assert self._factory.trace is not None
+            return ((a.at, a.k) for a in replay_arrivals(self._factory.trace, load))
+
         res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, 0, sc.seed, mode_name,
                             index,
                             id_prefix=f"{self.salt:08x}-", counter_start=counter, request_timeout_s=r.request_timeout_s,
-                            budget=StepBudget(self.halt))
+                            budget=StepBudget(self.halt), arrivals=arrivals())
         if not res.ended and len(res.window_records()) < need:
             # Too few samples for the SLO's percentiles: the real run extends its window; here, re-run by count.
             res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, need, sc.seed,
                                 mode_name,
                                 index, id_prefix=f"{self.salt:08x}-", counter_start=counter,
-                                request_timeout_s=r.request_timeout_s, budget=StepBudget(self.halt))
+                                request_timeout_s=r.request_timeout_s, budget=StepBudget(self.halt),
+                                arrivals=arrivals())
         return res
 
     def plan(self, load: float, need: int, drain_why: str | None, tail: str, test: Any, ramp: Any = None,
