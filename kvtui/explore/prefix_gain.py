@@ -93,5 +93,5 @@ def describe(name: str, g: Any) -> str | None:
     if k0 is None:
         return f"{name} {g['knee']:g} vs none passing without"
     floor = "≥ " if g.get("no_cache_lower_bound") else ""
-    pct = f" ({g["gain_pct"]:+.0%})" if g.get("gain_pct") is not None else ""
+    pct = f" ({g['gain_pct']:+.0%})" if g.get("gain_pct") is not None else ""
     return f"{name} {g['knee']:g} vs {floor}{k0:g} without{pct}"
