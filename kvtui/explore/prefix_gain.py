@@ -78,6 +78,7 @@ def prefix_gain(scenario: Scenario, mode: Mode, calibration: Any, knee: float | 
             return {"simulated": True, "basis": basis, "skipped": True,
                     "why": "the simulator predicts no passing load with the cache"}
     k0 = without.get("knee")
+    assert with_cache is not None
     gain = float(with_cache) - float(k0 or 0)
     return {"simulated": True, "basis": basis, "knee": with_cache, "knee_no_cache": k0,
             "no_cache_lower_bound": bool(without.get("reached_max")),
