@@ -80,3 +80,18 @@ def test_prefix_caching_off_names_no_gain():
 
     sc = load_scenario("sim-trace", ["server.enable_prefix_caching=false"])
     assert prefix_gain(sc, sc.modes[0], Calibration(), 20.0, None) is None
+
+
+def test_a_real_server_gets_both_knees_from_the_simulator():
+    """On a real server the no-cache knee is not measured: the gain is the simulator's knee with the cache
+    against its knee without, never the measured knee against a simulated one."""
+    from kvtui.explore.prediction import Target
+    from kvtui.explore.prefix_gain import prefix_gain
+    from kvtui.predict.roofline import Calibration
+
+    sc = load_scenario("sim-trace")
+    sc.server.engine = "vllm"
+    g = prefix_gain(sc, sc.modes[0], Calibration(), 999.0, None, Target("L4", "llama-3.1-8b"))
+    assert g is not None and g["basis"] == "predicted" and g["simulated"] is True
+    assert g["knee"] != 999.0 and g["knee_no_cache"] is not None
+    assert g["gain"] == pytest.approx(g["knee"] - g["knee_no_cache"]) and g["gain"] > 0
