@@ -138,5 +138,13 @@ def prefix_gain(run: Any, mode: Mode, md: dict[str, Any], best: float | None) ->
                  run.predictor.targets.get(mode.name), run.predictor.halt)
     except Exception as e:  # advice: its failure must not cost the measurement
         g = {"simulated": True, "skipped": True, "why": f"the no-cache simulation failed: {type(e).__name__}: {e}"}
-    if g is not None:
-        md["prefix_cache_gain"] = g
+    if g is None:
+        return
+    md["prefix_cache_gain"] = g
+    from kvtui.explore.prefix_gain import describe
+
+    words = describe(mode.name, g)
+    label = "predicted by the simulator, not measured" if g.get("basis") == "predicted" else "SIMULATED"
+    run.emit(ev.RunNote(mode.name, f"prefix cache ({label}): {words}; the no-cache search took "
+                                   f"{g.get('wall_s')} s" if words else
+                        f"prefix cache: capacity gained not simulated: {g.get('why')}"))
