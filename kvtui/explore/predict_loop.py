@@ -5,7 +5,9 @@ choose: the search (seeded by it where it covers the mode: kvtui.explore.search_
 annotate: each step's `predicted` (verdict and figures the prediction gave for that load);
 after_step: the refit (kvtui.explore.refit) and, for the seeded search, the knee of the prediction as
   it stands after each judged step (refitted where the verdict went against it): it chooses the next probe;
-after_search: the prediction's error against what was measured.
+after_search: the prediction's error against what was measured;
+prefix_gain: the capacity the prefix cache gives the mode, its no-cache knee simulated
+  (kvtui.explore.prefix_gain) into md["prefix_cache_gain"].
 """
 
 from __future__ import annotations
@@ -123,3 +125,26 @@ def after_search(run: Any, md: dict[str, Any], best: float | None) -> None:
     p = md.get("prediction")
     if p:
         p["error"] = prediction_error(p, md.get("steps") or [], best)
+
+
+def prefix_gain(run: Any, mode: Mode, md: dict[str, Any], best: float | None) -> None:
+    """md["prefix_cache_gain"] where the prefix cache has prompt sharing to hit (kvtui.explore.prefix_gain)."""
+    from kvtui.explore.prefix_gain import prefix_gain as gain
+
+    if run.stopping or md.get("error"):
+        return
+    try:
+        g = gain(run.scenario, mode, run.predictor.calibration, best, md.get("prediction"),
+                 run.predictor.targets.get(mode.name), run.predictor.halt)
+    except Exception as e:  # advice: its failure must not cost the measurement
+        g = {"simulated": True, "skipped": True, "why": f"the no-cache simulation failed: {type(e).__name__}: {e}"}
+    if g is None:
+        return
+    md["prefix_cache_gain"] = g
+    from kvtui.explore.prefix_gain import describe
+
+    words = describe(mode.name, g)
+    label = "predicted by the simulator, not measured" if g.get("basis") == "predicted" else "SIMULATED"
+    run.emit(ev.RunNote(mode.name, f"prefix cache ({label}): {words}; the no-cache search took "
+                                   f"{g.get('wall_s')} s" if words else
+                        f"prefix cache: capacity gained not simulated: {g.get('why')}"))

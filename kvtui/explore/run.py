@@ -456,6 +456,7 @@ class Run:
                 break
         res = search.result()
         predict_loop.after_search(self, md, res.best)
+        predict_loop.prefix_gain(self, mode, md, res.best)
         ki = knee_interval.for_mode(md["steps"], res.best)
         if ki is not None:
             md["knee_interval"] = ki

@@ -53,6 +53,9 @@ KNEE_COLUMNS = ("knee_lo", "knee_hi", "knee_confidence", "pass_probability")
 # The mode's knee and whether it is a lower bound (no measured load failed above it: "≥ N" on screen),
 # repeated on its rows: written where some mode's knee is one (other snapshots keep their columns).
 BOUND_COLUMNS = ("knee", "knee_lower_bound")
+# What the prefix cache gives the mode (modes[].prefix_cache_gain: its knee without the cache, SIMULATED or
+# predicted), repeated on its rows: written only where some mode has one (other snapshots keep their columns).
+GAIN_COLUMNS = ("knee_no_prefix_cache", "prefix_cache_gain", "prefix_cache_gain_basis")
 
 
 def _quality_cells(row: ComparisonRow | None, info: EngineInfo) -> dict[str, Any]:
@@ -152,6 +155,10 @@ def step_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
             if ki:
                 row.update(knee_lo=ki.get("lo"), knee_hi=ki.get("hi"), knee_confidence=ki.get("confidence"),
                            pass_probability=(s.pass_probability or {}).get("p"))
+            g = m.prefix_cache_gain
+            if g and not g.get("skipped"):
+                row.update(knee_no_prefix_cache=g.get("knee_no_cache"), prefix_cache_gain=g.get("gain"),
+                           prefix_cache_gain_basis=g.get("basis"))
             out.append(row)
     return out
 
@@ -163,6 +170,7 @@ def render_csv(doc: dict[str, Any]) -> str:
     suite = any(r.get("_suite_columns") for r in rows)
     cols = COLUMNS + (SUITE_COLUMNS if suite else ()) + (KNEE_COLUMNS if any("knee_lo" in r for r in rows) else ())
     cols += BOUND_COLUMNS if any(r.get("knee_lower_bound") for r in rows) else ()
+    cols += GAIN_COLUMNS if any("prefix_cache_gain" in r for r in rows) else ()
     w.writerow(cols)
     for row in rows:
         w.writerow([_cell(row.get(c)) for c in cols])

@@ -289,9 +289,21 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         out.append("prefix-cache hit rate at the knee: " + ", ".join(f"{n} {h:.0%}" for n, h in known)
                    + ("  (above 5 %: prompt throughput and TTFT are flattered)" if any(h > 0.05 for _, h in known)
                       else ""))
-    elif modes and ((run.scenario or {}).get("server") or {}).get("enable_prefix_caching") is False:
+    from kvtui.explore.prefix_gain import describe as gain_words
+
+    gains = [(str(m.name), m.prefix_cache_gain) for m in modes if m.prefix_cache_gain]
+    named = [w for n, g in gains if (w := gain_words(n, g))]
+    if named:  # after the hit rates it explains
+        real = any((g or {}).get("basis") == "predicted" for _, g in gains)
+        label = ("predicted by the simulator for both knees, not measured" if real
+                 else "SIMULATED: the no-cache knee from the offline simulator")
+        out.append(f"prefix cache, capacity gained ({label}): " + ", ".join(named))
+    skipped = [f"{n}: {g.get('why')}" for n, g in gains if (g or {}).get("skipped")]
+    if skipped:
+        out.append("prefix cache, capacity gained: not simulated (" + "; ".join(skipped) + ")")
+    if not known and modes and ((run.scenario or {}).get("server") or {}).get("enable_prefix_caching") is False:
         out.append("prefix caching off (server.enable_prefix_caching = false): no prompt-cache flattery")
-    elif modes:
+    elif not known and modes:
         out.append("prefix-cache hit rate at the knee: not reported by the server")
     from kvtui.explore.evaluate import in_lock_step
 

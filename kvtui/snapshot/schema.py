@@ -562,6 +562,11 @@ class Mode(Document):
     finished_at: float | None = field("when it finished (epoch s)", NUMBER)
     ran_on: Mapping[str, Any] | None = field("the device: host, gpu_names, gpu_uuids, gpu_indices", OBJECT)
     prediction: Prediction | None = field("the simulator's prediction, before the first step", one(Prediction))
+    prefix_cache_gain: Mapping[str, Any] | None = field(
+        "what the prefix cache gives this mode (SIMULATED, kvtui.explore.prefix_gain), only where prefix caching "
+        "is on and prompts share blocks: {knee, knee_no_cache, gain (knee − knee_no_cache), gain_pct, basis "
+        "('simulated': the simulator's knee; 'predicted': both knees predicted, a real server's), "
+        "no_cache_lower_bound, wall_s} or {skipped, why}", OBJECT)
     continued: Mapping[str, Any] | None = field("a mode a resume continued: steps kept, of how many, where they ran, "
                                              "and the startup_s of the servers the earlier runs started for it",
                                              OBJECT)

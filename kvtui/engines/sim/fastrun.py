@@ -91,6 +91,11 @@ class OfflineServer:
                 "fast": True}
 
     @property
+    def shares_prefixes(self) -> bool:
+        """Whether its requests share prompt blocks (kvtui.load.workload.PromptFactory.shares_prefixes)."""
+        return self._shared
+
+    @property
     def trace_rows(self) -> int:
         """The trace's rows a replay cycles through (0: no trace)."""
         return len(self._factory.trace) if self._factory.trace is not None else 0
