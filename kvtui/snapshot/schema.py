@@ -126,10 +126,12 @@ class Step(Document):
     goodput_req_s: float | None = field("requests/s that met them", NUMBER)
     passed: bool | None = field("the SLO verdict: true, false, or null (undecided: too few samples)", BOOL)
     checks: tuple[SloCheck, ...] | None = field("each SLO target judged", many(SloCheck))
-    prefix_cache_hit_rate: float | None = field("the server's prefix-cache hit rate in the window", NUMBER)
+    prefix_cache_hit_rate: float | None = field("the server's prefix-cache hit rate over the step (its counters read "
+                                                "before it and after it)", NUMBER)
     kv_cache_usage_max: float | None = field("the KV cache's fullest share in the window", NUMBER)
     kv_cache_usage_mean: float | None = field("its mean share", NUMBER)
-    preemptions: float | None = field("preemptions the server reported in the window", NUMBER)
+    preemptions: float | None = field("preemptions the server reported over the step (its counters read before it "
+                                      "and after it)", NUMBER)
     running_max: float | None = field("most requests the server ran at once", NUMBER)
     waiting_max: float | None = field("most requests queued on the server", NUMBER)
     server_means_ms: Mapping[str, Any] | None = field("the server's own means from /metrics (ttft, itl, tpot, e2e, "
