@@ -10,12 +10,10 @@ import sys
 from typing import Any, Callable
 
 from kvtui.preflight.result import (  # noqa: F401
-    ARCH,
     BF16_CC,
     FP8_CC,
     FP8_KV_CC,
     QUANT_CC,
-    Check,
     Preflight,
     _cc,
     _where,

@@ -28,9 +28,9 @@ from kvtui.scenario.schema import Scenario
 from kvtui.snapshot.schema import Mode, Search, Step
 from kvtui.terminal import visible_tree
 from kvtui.tui.controls import Controls
-from kvtui.tui.documents import DocumentActions, SloResult, write_markdown  # noqa: F401 - imported from here
+from kvtui.tui.documents import DocumentActions, SloResult  # noqa: F401 - imported from here
 from kvtui.tui.keys import bindings
-from kvtui.tui.options import REFRESH_HZ, AppOptions  # noqa: F401 - REFRESH_HZ: also this module's name
+from kvtui.tui.options import AppOptions  # noqa: F401
 from kvtui.tui.redraw import redraw
 from kvtui.tui.shutdown import QUIT_GRACE_S, Shutdown
 from kvtui.tui.state import RunState

@@ -20,12 +20,12 @@ from kvtui.explore.evaluate import LIMIT_WORDS
 from kvtui.explore.reevaluate import reevaluate_modes  # noqa: F401 - the app's SLO worker
 from kvtui.explore.search import best_load  # noqa: F401 - the knee rule lives with the search
 from kvtui.scenario.schema import Slo
-from kvtui.scenario.slo_table import slo_from_table, slo_of, slo_table  # noqa: F401
+from kvtui.scenario.slo_table import slo_of, slo_table  # noqa: F401
 from kvtui.snapshot.schema import Comparison, EngineInfo, Environment, Mode, ServerFacts, Step
-from kvtui.tui.ingest import SERIES_KEYS, RunEvents, SnapshotLoading  # noqa: F401
+from kvtui.tui.ingest import RunEvents, SnapshotLoading  # noqa: F401
 from kvtui.tui.loglines import classify_log_line
 from kvtui.tui.modeview import ModeView  # noqa: F401 - also this module's name for it
-from kvtui.tui.series import SERIES_MAX, Series, _num, downsample  # noqa: F401
+from kvtui.tui.series import Series, downsample  # noqa: F401
 
 LOG_MAX = 3000  # server log lines kept
 NOTICES_MAX = 200

@@ -17,10 +17,7 @@ from typing import Any, Iterable
 from kvtui.engines.base import StartupFacts
 from kvtui.engines.vllm.cache_facts import facts_from_cache_config, facts_from_metrics_text  # noqa: F401
 from kvtui.engines.vllm.logpatterns import (  # noqa: F401 - logparse's names, as callers import them
-    _ANSI,
     _CONFIG_KEYS,
-    _FLOAT,
-    _NUM,
     _PHASE_RULES,
     API_SERVER,
     CUDA_GRAPHS,
@@ -35,7 +32,6 @@ from kvtui.engines.vllm.logpatterns import (  # noqa: F401 - logparse's names, a
     RE_COMPILE,
     RE_DESIRED_UTIL,
     RE_ENGINE_CONFIG,
-    RE_EXPLICIT_KV_BYTES,
     RE_FA_VERSION,
     RE_FP8_KV_NOTE,
     RE_FP8_SCALE,
@@ -92,7 +88,6 @@ class StartupLogParser:
         self.extra: dict[str, Any] = {}
         self.lines = 0
         self._fp8_kv = False
-        self._weights_from_v0_profile = False
 
     # --- public -------------------------------------------------------------------------
     @property
