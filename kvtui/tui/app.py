@@ -377,7 +377,7 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
                 return
             slo, results, problems = res
             before = {n: self.state.best(m, upto_cursor=False) for n, m in self.state.modes.items()}
-            self.state.set_view_slo(slo, results, note="; ".join(problems) or None)
+            self.state.set_view_slo(slo, results)
             after = {n: self.state.best(m, upto_cursor=False) for n, m in self.state.modes.items()}
             changes = ", ".join(f"{n} {_g(before[n])}→{_g(after[n])}" for n in after) or "no steps yet"
             for p in problems:
