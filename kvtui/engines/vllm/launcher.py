@@ -409,7 +409,7 @@ class VllmEngine:
                 if now >= deadline:
                     with self._lock:
                         phase = self._parser.phase
-                    self.failure = failures.classify_timeout(self.log_tail(), float(s.startup_timeout_s), phase)
+                    self.failure = failures.classify_timeout(float(s.startup_timeout_s), phase)
                     tail = self.log_tail(ERROR_TAIL_LINES)
                     self.stop()
                     raise self.failure.error(tail)

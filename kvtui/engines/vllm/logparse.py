@@ -161,13 +161,13 @@ class StartupLogParser:
 
         m = RE_WEIGHTS.search(line)
         if m:
-            f.weights_gib = _gib(m.group("gib"), m.group("unit"))
+            f.weights_gib = _gib(m.group("gib"))
             if m.group("s"):
                 f.load_s = _float(m.group("s"))
             return
         m = RE_WEIGHTS_V0.search(line)
         if m:
-            f.weights_gib = _gib(m.group("gib"), m.group("unit"))
+            f.weights_gib = _gib(m.group("gib"))
             return
         m = RE_LOAD_S.search(line)
         if m:
@@ -355,7 +355,7 @@ class StartupLogParser:
             self._warn(UNCALIBRATED_FP8)
 
 
-def _gib(value: str, unit: str | None) -> float:
+def _gib(value: str) -> float:
     """vLLM's "GB" in old lines is GiB too (divides by 2**30)."""
     return _float(value)
 
