@@ -12,7 +12,7 @@ as visible `\\xNN` / `\\uNNNN` instead. Every display goes through here:
 - `guard_streams()`: sys.stdout and sys.stderr of the CLI (every command's lines: headless run,
   export to stdout, diff, import, resume hints, errors) pass their text through `printable`, and
   a stream that cannot take UTF-8 (PYTHONIOENCODING=ascii or latin-1, LC_ALL=C without locale
-  coercion) gets an ASCII rendering (`ascii_fallback`) instead of a UnicodeEncodeError;
+  coercion) gets an ASCII rendering (the `kvtui-ascii` codec error handler) instead of a UnicodeEncodeError;
 - `cell_safe(text)`: the last net under the TUI (`kvtui.tui.textnet.guard_textual`, terminal and
   web): every text segment Textual draws has its controls replaced by a visible one-cell picture
   (U+2400…, "¿" for the rest).
@@ -88,11 +88,6 @@ def _fallback(err: UnicodeError) -> tuple[str, int]:
 
 
 codecs.register_error("kvtui-ascii", _fallback)
-
-
-def ascii_fallback(text: str) -> str:
-    """`text` as ASCII: dashes, arrows, ≥, ×, µ, blocks and box lines as their nearest ASCII."""
-    return text.encode("ascii", "kvtui-ascii").decode("ascii")
 
 
 def takes_utf8(stream: Any) -> bool:

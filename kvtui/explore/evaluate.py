@@ -7,7 +7,6 @@ run without re-running it (`evaluate_step` on the records from the JSON Lines si
 from __future__ import annotations
 
 import bisect
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -20,7 +19,6 @@ from kvtui.snapshot.schema import Step
 if TYPE_CHECKING:
     from kvtui.explore.window_stats import WindowSamples
 
-LIMITS = ("errors", "client", "kv_wall", "prefill", "decode")
 LIMIT_WORDS = {
     "errors": "errors",
     "client": "client",
@@ -433,7 +431,3 @@ def reevaluate(step: dict[str, Any], records: list[Record], slo: Slo) -> dict[st
         if k in step:
             new[k] = step[k]
     return new
-
-
-def is_inf(x: Any) -> bool:
-    return isinstance(x, float) and math.isinf(x)

@@ -34,7 +34,7 @@ def _wanted(run: Any) -> bool:
     """Whether this run predicts: always, except the live simulator under a search the scenario
     chose not to seed (`ramp.search = "fast"` or `"linear"`: it would only predict itself). The
     default ("auto") predicts on every engine, so every engine's search starts from the same rule
-    (kvtui.explore.search_seeded.seeded_by_default)."""
+    (kvtui.explore.search_seeded.choose_search)."""
     sc = run.scenario
     return not (sc.server.engine == "sim" and not run.fast and sc.ramp.search in ("fast", "linear"))
 
@@ -70,7 +70,7 @@ def _g(x: Any) -> str:
 
 def choose(run: Any, guess: float | None, prediction: dict[str, Any] | None) -> Search:
     sc = run.scenario
-    return choose_search(sc.ramp, run.closed, guess, prediction, sc.server.engine, run.fast)
+    return choose_search(sc.ramp, run.closed, guess, prediction)
 
 
 def search_keys(search: Search) -> dict[str, Any]:

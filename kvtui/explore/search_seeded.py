@@ -135,26 +135,17 @@ def rehint(search: Any, step: dict[str, Any]) -> None:
         search.hint(float(knee) if isinstance(knee, (int, float)) else 0.0)
 
 
-def seeded_by_default(engine: str, fast: bool) -> bool:
-    """Where `search = "auto"` (the default) means the seeded search, when a prediction exists:
-    everywhere. One rule decides where a search starts, so the live simulator (the TUI's demo) and
-    `--fast` on the same scenario start at the same load, the predicted knee (the live simulator
-    once started at the KV-bound guess, 195, where --fast started at 152; on a small host its
-    steps cost minutes in slow motion, as a real server's cost GPU minutes)."""
-    return True
-
-
-def choose_search(ramp: Ramp, closed: bool, guess: float | None, prediction: dict | None, engine: str,
-                  fast: bool) -> _Base:
+def choose_search(ramp: Ramp, closed: bool, guess: float | None, prediction: dict | None) -> _Base:
     """The search a mode runs: `ramp.search` as written; "auto" = seeded where a prediction covers
-    the mode (and `seeded_by_default`), else fast from the KV-bound guess."""
+    the mode, on every engine (the live simulator, the TUI's demo, and `--fast` on the same scenario
+    start at the same load, the predicted knee), else fast from the KV-bound guess."""
     from kvtui.explore.search import FastSearch, LinearSearch
 
     covered = bool(prediction and prediction.get("covered"))
     want = ramp.search
     if want == "linear":
         return LinearSearch(ramp, closed)
-    if covered and (want == "seeded" or (want == "auto" and seeded_by_default(engine, fast))):
+    if covered and (want == "seeded" or want == "auto"):
         assert prediction is not None
         return SeededSearch(ramp, closed, knee=prediction.get("knee") or ramp.start)
     return FastSearch(ramp, closed, guess=guess)

@@ -62,7 +62,6 @@ class TelemetryLoop(threading.Thread):
         self._halt = threading.Event()
         self._lock = threading.Lock()
         self.nvml: Any = None
-        self.gpu_latest: list[Any] = []
         if not engine.simulated:
             from kvtui.telemetry.nvml import NvmlSampler, process_tree_provider
 
@@ -193,7 +192,6 @@ class TelemetryLoop(threading.Thread):
         elif self.nvml is not None and self.nvml.available:
             g = self.nvml.latest()
             if g:
-                self.gpu_latest = g
                 out["gpus"] = [
                     {"index": x.index, "mem_used_gib": round(x.mem_used_gib, 3),
                      "mem_total_gib": round(x.mem_total_gib, 2),

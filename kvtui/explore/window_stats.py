@@ -86,11 +86,6 @@ def gap_coverage(records: Iterable[Record], t_cut: float) -> float:
     return seen / total if total else 1.0
 
 
-def is_cut(r: Record) -> bool:
-    """A request the step ended while it streamed (cancelled at the step's end after its first token)."""
-    return r.error == "cancelled" and r.t_first is not None
-
-
 def window_requests(records: Iterable[Record]) -> list[Record]:
     """The requests a window estimate is over: started in the window, not cancelled before any
     token came unless their wait for it is all there is (see ttft_censored)."""

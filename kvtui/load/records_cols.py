@@ -46,7 +46,6 @@ SCHEMA = "kvtui.records-cols/2"
 SCHEMA_V1 = "kvtui.records-cols/1"
 SUFFIX = ".cols.xz"
 COARSE_US = 1000  # the step of a warm-up or tail request's token times: 1 ms
-TIMES = ("t_intended", "t_sent", "t_first", "t_last", "dispatch_delay")
 # each time is stored as the delta from this field of the same record (None: the record before's t_intended)
 _BASE = {"t_intended": None, "t_sent": "t_intended", "t_first": "t_sent", "t_last": "t_first", "dispatch_delay": ""}
 _ID = re.compile(r"(.*)-([1-9][0-9]*|0)")

@@ -13,7 +13,7 @@ from kvtui.load.records import Record
 
 def slo_samples(records: Iterable[Record], cut: bool = False) -> dict[str, list[float]]:
     """`cut`: also the requests the step's end cut while they streamed (a held step's cut copies,
-    error "cancelled"; kvtui.explore.window_stats.is_cut): their TTFT and their gaps so far count,
+    error "cancelled" after their first token): their TTFT and their gaps so far count,
     as the window's own statistics count them; one cut before its first token counts as +inf for
     TTFT (its wait so far is only a lower bound, so a PASS never rests on it)."""
     rs = list(records)

@@ -28,11 +28,6 @@ GPUS_FILE = DATA / "gpus.toml"
 
 GIB = 1024**3
 
-# Bytes per weight element by format (the linear layers only; embeddings, lm_head and
-# norms stay in the model dtype in every vLLM quantization scheme modelled here).
-WEIGHT_FORMATS = ("bf16", "fp8", "int8", "int4")
-
-
 @dataclass(frozen=True)
 class ModelSpec:
     """A decoder-only transformer's shape, and the counts the memory/step models need."""

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kvtui.predict.catalog import DATA, GIB, GpuSpec, ModelSpec
+from kvtui.predict.catalog import DATA, GpuSpec, ModelSpec
 
 CALIBRATION_DIR = DATA / "calibration"
 DEFAULT_CALIBRATION = CALIBRATION_DIR / "h200-vllm-0.26.0.toml"
@@ -266,24 +266,6 @@ class Roofline:
         if cpu > t:
             return cpu, "cpu"
         return t, name
-
-    def breakdown(self, tokens: int, seqs: int, sampled: int, ctx_read: int, pairs: float, prefill: bool) -> dict[str,
-        float]:
-        """The terms of `time()` by name (seconds), for explanations and the docs."""
-        w = self.weight_read_bytes(tokens)
-        return {
-            "weights_read": w * self.inv_w,
-            "gemm_compute": (tokens * self.lin_flops_per_token + sampled * self.lm_flops_per_sample) * self.inv_lin,
-            "kv_read": ctx_read * self.kv_bytes_per_token * self.inv_kv,
-            "attn_compute": pairs * self.attn_flops_per_pair * self.inv_attn,
-            "overhead": self.o_step + self.o_seq * seqs + (self.o_mixed if prefill else 0.0),
-            "allreduce": ((tokens * self.ar_bytes_per_token * self.inv_link + self.ar_latency)
-                          if self.ar_bytes_per_token else 0.0),
-        }
-
-
-def gib(x: float) -> float:
-    return x / GIB
 
 
 __all__ = [

@@ -33,8 +33,7 @@ from kvtui.preflight.checks import (  # noqa: F401 - kvtui.preflight's names, wh
     _check_precision,
     _check_vllm,
 )
-from kvtui.preflight.result import ARCH, BF16_CC, ENV_SKIP, FP8_CC, QUANT_CC, Check, Preflight, skipped  # noqa: F401
-from kvtui.preflight.whatif import what_if_command  # noqa: F401
+from kvtui.preflight.result import Check, Preflight, skipped  # noqa: F401
 from kvtui.scenario.schema import Mode, Scenario
 
 

@@ -10,12 +10,10 @@ import sys
 from typing import Any, Callable
 
 from kvtui.preflight.result import (  # noqa: F401
-    ARCH,
     BF16_CC,
     FP8_CC,
     FP8_KV_CC,
     QUANT_CC,
-    Check,
     Preflight,
     _cc,
     _where,
@@ -178,8 +176,8 @@ def _check_port(pf: Preflight, sc: Scenario) -> None:
     pf.add("port", "ok", f"{host}:{port} is free")
 
 
-def _mode_needs(m: Mode, cfg: dict[str, Any]) -> list[tuple[tuple[int, int], str]]:
-    """(compute capability, what needs it) for a mode on a checkpoint with config `cfg`."""
+def _mode_needs(m: Mode) -> list[tuple[tuple[int, int], str]]:
+    """(compute capability, what needs it) for a mode."""
     needs = []
     q = (m.quantization or "").lower()
     if q in QUANT_CC:
@@ -222,9 +220,8 @@ def _check_precision(
     shorts: dict[str, list[tuple[tuple[int, int], str]]] = {}
     for m in modes:
         if cc is not None and m not in bad:
-            cfg = configs.get(m.model or sc.server.model) or {}
             short: list[tuple[tuple[int, int], str]] | None = [
-                (need, what) for need, what in _mode_needs(m, cfg) if cc < need]
+                (need, what) for need, what in _mode_needs(m) if cc < need]
             if short:
                 shorts[m.name] = short
     runnable = [x.name for x in modes if x not in bad and x.name not in shorts]

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kvtui.errors import UsageError
-from kvtui.scenario.schema import QUALITY_TASKS as BUILTIN_TASKS  # noqa: F401 - the names the suite builds, here too
 
 SCORINGS = ("exact", "contains", "regex", "number", "choice")
 

@@ -30,12 +30,8 @@ def row_power_w(row: dict[str, Any]) -> float | None:
     return sum(known)
 
 
-def step_power_w(mode: dict[str, Any], step: dict[str, Any]) -> float | None:
-    """Mean power over the step's window rows (its load, phase window, within its run-relative times)."""
-    return _step_power_w(Mode.view(mode), Step.view(step))
-
-
 def _step_power_w(mode: Mode, step: Step) -> float | None:
+    """Mean power over the step's window rows (its load, phase window, within its run-relative times)."""
     lo, hi = _num(step.t_rel_start), _num(step.t_rel_end)
     vals = []
     for row in mode.series or []:

@@ -104,10 +104,10 @@ def suite_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     out += ["", "*quality-adjusted $/Mtok*: the plain $/Mtok × reference accuracy ÷ the mode's, pooled over the "
                 "ground-truth tasks (a wrong answer is asked again); never below the plain figure."]
     out += harness_notes(doc)
-    return out + equal_quality_section(doc, rows) + at_knee_section(doc)
+    return out + equal_quality_section(rows) + at_knee_section(doc)
 
 
-def equal_quality_section(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+def equal_quality_section(rows: list[dict[str, Any]]) -> list[str]:
     """Per mode: equivalence to the reference (TOST) and the q-adjusted $/Mtok out as a range."""
     from kvtui.quality.equivalence import range_text, task_statements
 

@@ -6,8 +6,6 @@ from pathlib import Path
 
 from kvtui import paths
 
-DEMO = f"{paths.DEMO_NAME}.toml"
-
 
 def demo_scenario_path() -> Path:
     return paths.demo_scenario()

@@ -21,27 +21,18 @@ else:  # pragma: no cover
 
 from kvtui.errors import ScenarioError
 from kvtui.scenario.checks import (  # noqa: F401 - the loader's names for them
-    _STEP,
-    KV_DTYPES,
-    MAX_LEVELS,
-    MAX_LOAD,
-    MIN_RATE,
     _check,
     _check_env_trust,
     _check_quality,
-    _check_strings,
-    _ranges,
 )
 from kvtui.scenario.convert import (  # noqa: F401
     _TOP_KEYS,
     _build,
     _convert,
     _dotted,
-    _length,
     _Problems,
     _slo,
     _suggest,
-    _type_name,
 )
 from kvtui.scenario.locate import LineIndex
 from kvtui.scenario.schema import (

@@ -54,7 +54,7 @@ def dumps(doc: dict[str, Any]) -> str:
     return json.dumps(_encode(doc), indent=1, allow_nan=False, ensure_ascii=False)
 
 
-def _open_private(path: Path, mode: str):
+def _open_private(path: Path):
     from kvtui.safeio import open_append  # regular files only (kvtui.safeio: outputs checked like inputs)
 
     return open_append(path, "snapshot journal" if path.name.endswith(".journal") else "records")
@@ -88,10 +88,10 @@ class SnapshotWriter:
             if not os.access(self.path.parent, os.W_OK):
                 raise PermissionError(f"directory not writable: {self.path.parent}")
             # Locked for this run, and never another run's files (kvtui.snapshot.outclaim).
-            self._journal_f = claim(self.path, self.journal, self.records_path, lambda p: _open_private(p, "a"),
+            self._journal_f = claim(self.path, self.journal, self.records_path, _open_private,
                                     resumed)
             # Touch the sidecar with private permissions before anyone appends to it.
-            _open_private(self.records_path, "a").close()
+            _open_private(self.records_path).close()
             self._event("header", {k: v for k, v in doc.items() if k != "modes"})  # a full disk fails here
         except OSError as e:
             raise UsageError(f"{self.path}: cannot write the snapshot: {e.strerror or e}")

@@ -34,7 +34,6 @@ from kvtui.telemetry.gpus import (  # noqa: F401 - kvtui.telemetry.nvml's names,
 from kvtui.telemetry.nvml_session import (  # noqa: F401
     _NVML_ERRORS,
     GIB,
-    THROTTLE_REASONS,
     _describe,
     _init,
     _nvml,
@@ -43,7 +42,7 @@ from kvtui.telemetry.nvml_session import (  # noqa: F401
     _visible_filter,
     throttle_names,
 )
-from kvtui.telemetry.proctree import _pid_alive, process_tree, process_tree_provider  # noqa: F401
+from kvtui.telemetry.proctree import process_tree, process_tree_provider  # noqa: F401
 from kvtui.telemetry.types import GpuSample
 
 log = logging.getLogger("kvtui.telemetry.nvml")

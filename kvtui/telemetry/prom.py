@@ -353,14 +353,6 @@ class MetricsScraper:
 
         # every socket wait within the scrape's whole deadline (a trickled header or body too)
         self._client = http_client(timeout=httpx.Timeout(timeout_s), headers=headers, trust_env=not loopback)
-        self.last_scrape_s: float | None = None  # wall time the last scrape took (HTTP + parse)
-
-    def scrape(self) -> MetricsSample:
-        t0 = seam.perf_counter()
-        try:
-            return self._scrape()
-        finally:
-            self.last_scrape_s = seam.perf_counter() - t0
 
     def fetch_text(self) -> tuple[str | None, str | None]:
         """The body of one GET, bounded in size and time: (text, None), or (None, why). Never raises."""
@@ -394,7 +386,7 @@ class MetricsScraper:
             return None, f"{_short(exc)} ({self.url})"
         return b"".join(chunks).decode(encoding, errors="replace"), None
 
-    def _scrape(self) -> MetricsSample:
+    def scrape(self) -> MetricsSample:
         body, why = self.fetch_text()
         if body is None:
             return self._fail(why or "no body")

@@ -28,9 +28,9 @@ from kvtui.scenario.schema import Scenario
 from kvtui.snapshot.schema import Mode, Search, Step
 from kvtui.terminal import visible_tree
 from kvtui.tui.controls import Controls
-from kvtui.tui.documents import DocumentActions, SloResult, write_markdown  # noqa: F401 - imported from here
+from kvtui.tui.documents import DocumentActions, SloResult  # noqa: F401 - imported from here
 from kvtui.tui.keys import bindings
-from kvtui.tui.options import REFRESH_HZ, AppOptions  # noqa: F401 - REFRESH_HZ: also this module's name
+from kvtui.tui.options import AppOptions  # noqa: F401
 from kvtui.tui.redraw import redraw
 from kvtui.tui.shutdown import QUIT_GRACE_S, Shutdown
 from kvtui.tui.state import RunState
@@ -377,7 +377,7 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
                 return
             slo, results, problems = res
             before = {n: self.state.best(m, upto_cursor=False) for n, m in self.state.modes.items()}
-            self.state.set_view_slo(slo, results, note="; ".join(problems) or None)
+            self.state.set_view_slo(slo, results)
             after = {n: self.state.best(m, upto_cursor=False) for n, m in self.state.modes.items()}
             changes = ", ".join(f"{n} {_g(before[n])}→{_g(after[n])}" for n in after) or "no steps yet"
             for p in problems:

@@ -205,10 +205,7 @@ class RunEvents(StateHost):
         self.version += 1
 
     def _on_records(self, name: str | None, recs: Any) -> None:
-        try:
-            self.records_seen += len(recs)
-        except TypeError:
-            pass
+        """The dashboard keeps no records (they are in the records file); every event has a handler."""
 
     def _on_mode_updated(self, name: str | None, md: dict[str, Any]) -> None:
         mv = self._mode(name)
@@ -274,7 +271,6 @@ class RunEvents(StateHost):
 
         if no_mode_started(doc):  # a failed run, not a finished one
             self.status, self.stop_reason = "failed", NO_MODE_STARTED
-        self.finished_at = clock.time()
         self.step = None
         for m in r.all_modes:
             mv = self.modes.get(m.name) if m.name is not None else None

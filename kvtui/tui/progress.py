@@ -70,18 +70,6 @@ def progress(state: Any) -> dict[str, Any] | None:
             "modes_left": len(waiting)}
 
 
-def progress_text(state: Any) -> str:
-    p = progress(state)
-    if p is None:
-        return ""
-    t = f"step {p['n']} of about {p['about']}"
-    if p["eta_mode_s"] is not None:
-        t += f" · mode ETA {fmt_eta(p['eta_mode_s'])}"
-        if p["modes_left"]:
-            t += f" · run ETA {fmt_eta(p['eta_run_s'])}"
-    return t
-
-
 def eta_text(state: Any) -> str:
     """The ETAs alone (the status bar says "step n of about m" with the step itself)."""
     p = progress(state)

@@ -18,7 +18,7 @@ from kvtui.tui.keys import bindings
 from kvtui.tui.latency_charts import TpotChart, TtftChart
 from kvtui.tui.redraw import RedrawnOnChange, guarded
 from kvtui.tui.replicas_panel import ReplicaPanel
-from kvtui.tui.slo_form import DEFAULT_SLO_KEYS, SloForm, SloScreen, parse_value  # noqa: F401
+from kvtui.tui.slo_form import SloScreen  # noqa: F401
 from kvtui.tui.sparks import Spark
 from kvtui.tui.state import RunState
 from kvtui.tui.widgets import InfoHeader, LogPane, MemoryBar, StatusBar, StepSlider, StepTable
@@ -143,4 +143,4 @@ class DashboardScreen(Screen):
 
 
 # The setup form lives in its own module; callers import it from here too.
-from kvtui.tui.setup_screen import SetupScreen, length_text  # noqa: E402,F401
+from kvtui.tui.setup_screen import SetupScreen  # noqa: E402,F401

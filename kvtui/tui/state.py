@@ -20,12 +20,12 @@ from kvtui.explore.evaluate import LIMIT_WORDS
 from kvtui.explore.reevaluate import reevaluate_modes  # noqa: F401 - the app's SLO worker
 from kvtui.explore.search import best_load  # noqa: F401 - the knee rule lives with the search
 from kvtui.scenario.schema import Slo
-from kvtui.scenario.slo_table import slo_from_table, slo_of, slo_table  # noqa: F401
+from kvtui.scenario.slo_table import slo_of, slo_table  # noqa: F401
 from kvtui.snapshot.schema import Comparison, EngineInfo, Environment, Mode, ServerFacts, Step
-from kvtui.tui.ingest import SERIES_KEYS, RunEvents, SnapshotLoading  # noqa: F401
+from kvtui.tui.ingest import RunEvents, SnapshotLoading  # noqa: F401
 from kvtui.tui.loglines import classify_log_line
 from kvtui.tui.modeview import ModeView  # noqa: F401 - also this module's name for it
-from kvtui.tui.series import SERIES_MAX, Series, _num, downsample  # noqa: F401
+from kvtui.tui.series import Series, downsample  # noqa: F401
 
 LOG_MAX = 3000  # server log lines kept
 NOTICES_MAX = 200
@@ -48,10 +48,8 @@ class RunState(RunEvents, SnapshotLoading):
         self.status = "idle"  # idle, starting, running, paused, stopping, finished, stopped, failed, replay
         self.step: dict[str, Any] | None = None  # the step in progress
         self.progress: dict[str, Any] = {}
-        self.records_seen = 0
         self.slo: Slo = Slo()  # the run's (scenario's) SLO
         self.view_slo: Slo | None = None  # an SLO edited on screen; None = the run's
-        self.slo_note: str | None = None
         self.log: collections.deque[tuple[str | None, str, str]] = collections.deque(maxlen=LOG_MAX)
         self.log_total = 0  # lines ever appended (views track what they have shown)
         self.notices: collections.deque[tuple[str, str]] = collections.deque(maxlen=NOTICES_MAX)
@@ -60,7 +58,6 @@ class RunState(RunEvents, SnapshotLoading):
         self.source_name = ""  # snapshot file name (replay)
         self.records_path: Path | None = None
         self.cursor: int | None = None  # replay: index of the last step shown in the viewed mode
-        self.finished_at: float | None = None
         self.stop_reason: str | None = None
         self.version = 0  # any change
         self.steps_version = 0
@@ -207,11 +204,9 @@ class RunState(RunEvents, SnapshotLoading):
             return Path(mv.records_file)
         return self.records_path
 
-    def set_view_slo(self, slo: Slo | None, results: dict[str, dict[int, dict[str, Any]]] | None = None,
-                     note: str | None = None) -> None:
+    def set_view_slo(self, slo: Slo | None, results: dict[str, dict[int, dict[str, Any]]] | None = None) -> None:
         """Show the steps under `slo` (None: back to the run's SLO), with re-evaluated steps."""
         self.view_slo = slo
-        self.slo_note = note
         for mv in self.modes.values():
             mv.view_steps = dict((results or {}).get(mv.name, {})) if slo is not None else {}
         self.slo_version += 1

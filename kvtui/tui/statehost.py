@@ -27,7 +27,6 @@ if TYPE_CHECKING:
         status: str
         step: dict[str, Any] | None
         progress: dict[str, Any]
-        records_seen: int
         slo: Slo
         notices: collections.deque[tuple[str, str]]
         comparison: Comparison | None
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
         source_name: str
         records_path: Path | None
         cursor: int | None
-        finished_at: float | None
         stop_reason: str | None
         version: int
 

@@ -12,7 +12,7 @@ from textual.widgets import DataTable
 from kvtui.explore.evaluate import in_lock_step
 from kvtui.report.text import limit_cell, step_how
 from kvtui.snapshot.schema import Step
-from kvtui.tui.cellfmt import _f, as_stored, fmt_load, fmt_ms, fmt_share  # noqa: F401
+from kvtui.tui.cellfmt import as_stored, fmt_load, fmt_ms, fmt_share  # noqa: F401
 from kvtui.tui.charts import fmt_num
 from kvtui.tui.predicted import has_prediction, predicted_cell
 from kvtui.tui.state import RunState

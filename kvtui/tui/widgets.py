@@ -37,7 +37,7 @@ STATUS_WORDS = {
 }
 
 
-from kvtui.tui.cellfmt import _f, fmt_load, fmt_ms, fmt_share  # noqa: E402,F401 - also this module's names
+from kvtui.tui.cellfmt import fmt_load  # noqa: E402,F401 - also this module's names
 
 
 class InfoHeader(KeyedText):
@@ -368,5 +368,5 @@ class StepSlider(Widget, can_focus=True):
             self.post_message(self.Moved(round(x / (width - 1) * (n - 1))))
 
 
-from kvtui.tui.gpupanel import MemoryBar, step_j_per_token  # noqa: E402,F401 - imported from here by callers
-from kvtui.tui.steptable import COLUMNS, StepTable  # noqa: E402,F401 - imported from here by callers
+from kvtui.tui.gpupanel import MemoryBar  # noqa: E402,F401 - imported from here by callers
+from kvtui.tui.steptable import StepTable  # noqa: E402,F401 - imported from here by callers

@@ -85,14 +85,12 @@ def test_a_hint_goes_first_and_a_wrong_one_costs_no_answer():
 def test_auto_is_seeded_for_real_engines_and_fast_runs_only_where_predicted():
     ramp = Ramp(start=1, max=64, search="auto")
     covered = {"covered": True, "knee": 12}
-    assert choose_search(ramp, True, 30, covered, "vllm", False).name == "seeded"
-    assert choose_search(ramp, True, 30, covered, "sim", True).name == "seeded"
-    # The live simulator too (issue 49): it starts where --fast starts, at the predicted knee.
-    assert choose_search(ramp, True, 30, covered, "sim", False).name == "seeded"
-    assert choose_search(ramp, True, 30, {"covered": False}, "vllm", False).name == "fast"
-    assert choose_search(Ramp(search="seeded"), True, 30, covered, "sim", False).name == "seeded"
-    assert choose_search(Ramp(search="fast"), True, 30, covered, "vllm", False).name == "fast"
-    assert choose_search(Ramp(search="linear"), True, 30, covered, "vllm", False).name == "linear"
+    # Every engine, the live simulator too (issue 49): it starts where --fast starts, at the predicted knee.
+    assert choose_search(ramp, True, 30, covered).name == "seeded"
+    assert choose_search(ramp, True, 30, {"covered": False}).name == "fast"
+    assert choose_search(Ramp(search="seeded"), True, 30, covered).name == "seeded"
+    assert choose_search(Ramp(search="fast"), True, 30, covered).name == "fast"
+    assert choose_search(Ramp(search="linear"), True, 30, covered).name == "linear"
 
 
 def test_the_progress_plan_of_a_seeded_mode_is_the_seeded_search():

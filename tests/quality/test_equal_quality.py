@@ -207,7 +207,7 @@ def test_markdown_shows_the_knee_and_the_equal_quality_sections():
     rows[1]["quality"]["suite"]["tasks"] = {
         "gsm8k": {"equivalence": tost(0, 0, 400, 2.0)}, "passkey": {"equivalence": tost(0, 0, 20, 2.0)},
         "agreement": {"exact_match_rate": 0.5}}
-    eq = "\n".join(equal_quality_section({}, rows))
+    eq = "\n".join(equal_quality_section(rows))
     assert "not shown at n=20" in eq and "no n shows it" in eq and "(Δ 90 % interval -9.0…+1.0 pt)" in eq
     # Per task, naming the reference: the "fp8-kv is within 1 pt of bf16 on GSM8K (TOST, 95 %)".
     assert "  - fp8-kv is within 2 pt of bf16 on gsm8k (TOST, 95 %, n = 400)" in eq

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from kvtui.tui.options import AppOptions
-from kvtui.tui.progress import progress_text
+from kvtui.tui.progress import progress
 from kvtui.tui.state import RunState
 
 
@@ -35,13 +35,13 @@ def test_events_fill_the_view_model_and_its_answers():
     st.ingest(ev("step_finished", "a", step(0, 2, True, 0)))
     st.ingest(ev("step_finished", "a", step(1, 4, True, 10)))
     st.ingest(ev("step_started", "a", {"load": 8, "index": 2}))
-    assert progress_text(st).startswith("step 3 of about ")
+    assert progress(st)["n"] == 3
     st.ingest(ev("step_finished", "a", step(2, 8, False, 20)))
     assert st.best(mv) == 4  # the knee rule: highest pass below the lowest fail
     st.ingest(ev("mode_finished", "a", {"best_concurrency": 4, "search": {"best": 4}, "complete": True}))
     assert mv.status == "done" and st.best(mv) == 4
     st.ingest(ev("run_finished", None, {"run": {"finished": True}, "modes": []}))
-    assert st.status == "finished" and progress_text(st) == ""
+    assert st.status == "finished" and progress(st) is None
 
 
 def test_options_decide_where_a_replay_opens():

@@ -127,7 +127,7 @@ def test_no_cause_gives_crashed_with_the_root_exception():
 
 
 def test_timeout_unhealthy_and_exit_descriptions():
-    t = classify_timeout("", 900, "torch.compile")
+    t = classify_timeout(900, "torch.compile")
     assert t.kind == TIMEOUT and "900 s" in t.message and "torch.compile" in t.message
     u = classify_unhealthy(503, None, "")
     assert u.kind == CRASHED and "503" in u.message

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import json
 import os
-import secrets
 import sys
 from dataclasses import asdict
 from typing import Any, AsyncIterator
@@ -31,7 +30,7 @@ from starlette.routing import Route
 from kvtui import clock
 from kvtui.engines.sim.scheduler import MemorySplit, SimRequest
 from kvtui.engines.sim.startup_log import SIM_VERSION, print_startup  # noqa: F401 - also this module's names
-from kvtui.engines.sim.tokenizer import CHAT_PER_MESSAGE, CHAT_TEMPLATE_TOKENS, Tokenizer, block_hashes  # noqa: F401
+from kvtui.engines.sim.tokenizer import Tokenizer, block_hashes  # noqa: F401
 
 _TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
                  40.0, 80.0, 160.0, 640.0, 2560.0]
@@ -414,10 +413,6 @@ def serve(server: SimServer, host: str, port: int) -> None:
     uv = uvicorn.Server(config)
     sys.stdout.flush()
     uv.run()
-
-
-def random_api_key() -> str:
-    return secrets.token_urlsafe(24)
 
 
 def env_api_key() -> str | None:

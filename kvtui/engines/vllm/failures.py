@@ -271,7 +271,7 @@ def classify_exit(tail: str | Iterable[str], returncode: int | None, during: str
     return Failure(CRASHED, msg, last or "")
 
 
-def classify_timeout(tail: str | Iterable[str], timeout_s: float, phase: str | None = None) -> Failure:
+def classify_timeout(timeout_s: float, phase: str | None = None) -> Failure:
     where = f" (last phase: {phase})" if phase else ""
     return Failure(
         TIMEOUT,

@@ -92,8 +92,6 @@ class VllmEngine:
         self._cancel = threading.Event()
         self._stopped = True
         self._stop_timeout_s = 30.0
-        self._launched_at: float | None = None
-        self.access_log_lines = 0
         self.failure: failures.Failure | None = None  # the last classified failure
         self.form: str | None = None
 
@@ -351,7 +349,6 @@ class VllmEngine:
             self._version = None
             self._dummy = dummy_weights(scenario, mode)
             self._pids = set()
-            self.access_log_lines = 0
             self._cancel.clear()
         try:
             on_log(f"[kvtui] launching: {shlex.join(self._command)}")
@@ -383,7 +380,6 @@ class VllmEngine:
             self._pgid = proc.pid  # start_new_session: the leader's pid is the group id
             self._pids = {proc.pid}
             self._stopped = False
-            self._launched_at = t0
         reaper.register(proc.pid, shlex.join(self._command))
         self._reader = threading.Thread(
             target=self._read_output, args=(proc, on_log), name=f"vllm-log-{proc.pid}", daemon=True
@@ -413,7 +409,7 @@ class VllmEngine:
                 if now >= deadline:
                     with self._lock:
                         phase = self._parser.phase
-                    self.failure = failures.classify_timeout(self.log_tail(), float(s.startup_timeout_s), phase)
+                    self.failure = failures.classify_timeout(float(s.startup_timeout_s), phase)
                     tail = self.log_tail(ERROR_TAIL_LINES)
                     self.stop()
                     raise self.failure.error(tail)
@@ -530,7 +526,6 @@ class VllmEngine:
                 return
             pending_cr = None
             if _ACCESS_LOG.match(line):
-                self.access_log_lines += 1
                 return
             with self._lock:
                 self._tail.append(line)

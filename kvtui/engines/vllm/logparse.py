@@ -17,10 +17,7 @@ from typing import Any, Iterable
 from kvtui.engines.base import StartupFacts
 from kvtui.engines.vllm.cache_facts import facts_from_cache_config, facts_from_metrics_text  # noqa: F401
 from kvtui.engines.vllm.logpatterns import (  # noqa: F401 - logparse's names, as callers import them
-    _ANSI,
     _CONFIG_KEYS,
-    _FLOAT,
-    _NUM,
     _PHASE_RULES,
     API_SERVER,
     CUDA_GRAPHS,
@@ -35,7 +32,6 @@ from kvtui.engines.vllm.logpatterns import (  # noqa: F401 - logparse's names, a
     RE_COMPILE,
     RE_DESIRED_UTIL,
     RE_ENGINE_CONFIG,
-    RE_EXPLICIT_KV_BYTES,
     RE_FA_VERSION,
     RE_FP8_KV_NOTE,
     RE_FP8_SCALE,
@@ -92,7 +88,6 @@ class StartupLogParser:
         self.extra: dict[str, Any] = {}
         self.lines = 0
         self._fp8_kv = False
-        self._weights_from_v0_profile = False
 
     # --- public -------------------------------------------------------------------------
     @property
@@ -166,13 +161,13 @@ class StartupLogParser:
 
         m = RE_WEIGHTS.search(line)
         if m:
-            f.weights_gib = _gib(m.group("gib"), m.group("unit"))
+            f.weights_gib = _gib(m.group("gib"))
             if m.group("s"):
                 f.load_s = _float(m.group("s"))
             return
         m = RE_WEIGHTS_V0.search(line)
         if m:
-            f.weights_gib = _gib(m.group("gib"), m.group("unit"))
+            f.weights_gib = _gib(m.group("gib"))
             return
         m = RE_LOAD_S.search(line)
         if m:
@@ -360,7 +355,7 @@ class StartupLogParser:
             self._warn(UNCALIBRATED_FP8)
 
 
-def _gib(value: str, unit: str | None) -> float:
+def _gib(value: str) -> float:
     """vLLM's "GB" in old lines is GiB too (divides by 2**30)."""
     return _float(value)
 

@@ -126,7 +126,6 @@ RE_FP8_SCALE = re.compile(
     r"[Cc]heckpoint does not provide a q scaling factor|KV cache scaling factors? (?:are )?not "
     r"(?:provided|found|loaded)"
 )
-RE_EXPLICIT_KV_BYTES = re.compile(r"kv_cache_memory_bytes['\"]?\s*[:=]\s*(?P<n>\d+)")
 
 _CONFIG_KEYS = {
     "dtype": re.compile(r"(?:^|, )dtype=(?:torch\.)?(?P<v>[\w]+)"),
