@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Callable
 
 from kvtui import clock
 from kvtui.load.protocol import STATUS_EVERY, StepSpec, WorkerConfig
@@ -352,18 +352,8 @@ class _Worker:
                 gap = rng.expovariate(rate)
             t += gap
             k += 1
-            now = clock.monotonic()
-            if t > now:
-                await asyncio.sleep(t - now)
-            if self.stopping or self.error_burst or self.client_failure is not None:
+            if not await self._send_at(t, k, self.next_counter):
                 break
-            if self.inflight >= spec.max_inflight:
-                self.capped += 1
-                continue
-            c = self.next_counter()
-            task = asyncio.create_task(self.request(c, t, k, False))
-            self.tasks.add(task)
-            task.add_done_callback(self._watch)
 
     async def trace_arrivals(self) -> None:
         """A trace replay's open loop (`[ramp] load = "trace"`): the one schedule
@@ -382,20 +372,31 @@ class _Worker:
         for a in replay_arrivals(rows, spec.step_load or spec.load * workers):
             if a.k % workers != index:
                 continue
-            t = t0 + a.at
-            now = clock.monotonic()
-            if t > now:
-                await asyncio.sleep(t - now)
-            if self.stopping or self.error_burst or self.client_failure is not None:
+            def counter(c: int = base + a.k) -> int:
+                self.seq = (c - spec.counter_base) // workers + 1  # the parent's next base goes past c
+                return c
+
+            if not await self._send_at(t0 + a.at, a.k, counter):
                 break
-            if self.inflight >= spec.max_inflight:
-                self.capped += 1
-                continue
-            c = base + a.k
-            self.seq = (c - spec.counter_base) // workers + 1  # the parent's next base goes past c
-            task = asyncio.create_task(self.request(c, t, a.k, False))
-            self.tasks.add(task)
-            task.add_done_callback(self._watch)
+
+    async def _send_at(self, t: float, k: int, counter: Callable[[], int]) -> bool:
+        """One open-loop arrival (a rate's or a trace's): wait for its scheduled time `t`, then send it
+        (its request number from `counter`, taken only when it is sent), or count it capped where the
+        in-flight cap is reached. False: the loop ends (a stop, an error burst, the client failed)."""
+        spec = self.spec
+        assert spec is not None
+        now = clock.monotonic()
+        if t > now:
+            await asyncio.sleep(t - now)
+        if self.stopping or self.error_burst or self.client_failure is not None:
+            return False
+        if self.inflight >= spec.max_inflight:
+            self.capped += 1
+            return True
+        task = asyncio.create_task(self.request(counter(), t, k, False))
+        self.tasks.add(task)
+        task.add_done_callback(self._watch)
+        return True
 
     async def lag_monitor(self) -> None:
         while not self.stopping:
