@@ -21,6 +21,8 @@ from kvtui.explore.telemetry_loop import TelemetryLoop
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
 from kvtui.load.records import Record
 from kvtui.scenario.schema import Mode
+from kvtui.telemetry.prom_windows import counter_values
+from kvtui.telemetry.types import MetricsSample
 
 # A request the client cut at a step's end may still be in the server's front end (tokenizing,
 # on its way to the engine) when the gauges first read idle; once it reaches the engine it moves
@@ -35,11 +37,6 @@ DRAIN_CUT_QUIET_S = 1.0
 # A server shared with other clients (`--url`) may move its counters while it reads idle: the drain
 # waits for stillness this long at most, then goes on as it did before the rule.
 DRAIN_STILL_MAX_S = 2.0
-
-
-def _counters(s: Any) -> tuple[Any, ...]:
-    """The cumulative counters a request moves once the engine has it (summed over replicas)."""
-    return (s.prompt_tokens, s.generation_tokens, s.prefix_cache_queries, s.requests_success, s.preemptions)
 
 
 class LiveStepExecutor:
@@ -264,8 +261,7 @@ class LiveStepExecutor:
             tel.phase = "held"  # its slots go on: the next step may continue from them
         else:
             tel.phase = "drain"
-            cut = any(x.error == "cancelled" for x in res.records)
-            self._drain(tel, DRAIN_CUT_QUIET_S if cut else DRAIN_QUIET_S)
+            self._drain(tel, DRAIN_CUT_QUIET_S if any(x.error == "cancelled" for x in res.records) else DRAIN_QUIET_S)
         after = tel.scrape_now()
         # A held step's requests still in flight count by their tokens so far (a cut copy each; their
         # own records come in the next step's carried_in, written once).
@@ -459,13 +455,13 @@ class LiveStepExecutor:
 
     def _drain(self, tel: TelemetryLoop, quiet_s: float = DRAIN_QUIET_S) -> None:
         """Between steps: wait until the server reports running = waiting = 0 on two scrapes
-        `quiet_s` apart whose counters did not move (`_counters`; DRAIN_STILL_MAX_S at most)."""
+        `quiet_s` apart whose counters did not move (`counter_values`; DRAIN_STILL_MAX_S at most)."""
         run = self.run
         deadline = clock.monotonic() + run.scenario.ramp.drain_timeout_s
         if tel.scraper is None:
             clock.sleep(0.5)
             return
-        idle: Any = None  # the last scrape that read idle
+        idle: MetricsSample | None = None  # the last scrape that read idle
         idle_since = 0.0
         while clock.monotonic() < deadline and not tel.dead and not run.stopping and not run.skipping:
             s = tel.scrape_now()
@@ -474,7 +470,7 @@ class LiveStepExecutor:
                 return
             if (s.running or 0) or (s.waiting or 0):
                 idle = None
-            elif idle is not None and (_counters(idle) == _counters(s)
+            elif idle is not None and (counter_values(idle) == counter_values(s)
                                        or clock.monotonic() - idle_since >= DRAIN_STILL_MAX_S):
                 return  # still; or idle this long while another client's requests move the counters
             else:

@@ -66,6 +66,12 @@ def merge_samples(samples: list[MetricsSample]) -> MetricsSample:
 # --- deltas between two scrapes ---------------------------------------------------------------
 
 
+def counter_values(sample: MetricsSample) -> tuple[float | None, ...]:
+    """The sample's counters (COUNTER_FIELDS, summed over replicas in a merged sample): two scrapes
+    with equal values saw no request move the server between them."""
+    return tuple(getattr(sample, name) for name in COUNTER_FIELDS)
+
+
 def window_delta(before: MetricsSample, after: MetricsSample) -> dict[str, Any]:
     """What happened between two scrapes of the same server(s).
 

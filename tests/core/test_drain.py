@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 from kvtui import clock
-from kvtui.explore import live_step
 from kvtui.explore.live_step import DRAIN_QUIET_S, DRAIN_STILL_MAX_S, LiveStepExecutor
+from kvtui.telemetry.prom_windows import counter_values
 from kvtui.telemetry.types import MetricsSample
 
 
@@ -84,4 +84,4 @@ def test_the_counters_compared_are_the_ones_a_request_moves():
                       preemptions=5)
     for field in ("prompt_tokens", "generation_tokens", "prefix_cache_queries", "requests_success", "preemptions"):
         b = MetricsSample(**{**a.__dict__, field: getattr(a, field) + 1})
-        assert live_step._counters(a) != live_step._counters(b), field
+        assert counter_values(a) != counter_values(b), field
