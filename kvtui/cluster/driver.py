@@ -204,8 +204,11 @@ class ClusterRun:
         try:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+            # The hub lives and dies with the driver's node, never elsewhere: a lane that cannot reach it
+            # stops (the driver is gone). A soft affinity let Ray place it on another node when the
+            # driver's was busy, and losing that node then stopped every lane.
             here = ray.get_runtime_context().get_node_id()
-            strategy: Any = NodeAffinitySchedulingStrategy(node_id=here, soft=True) if here else "DEFAULT"
+            strategy: Any = NodeAffinitySchedulingStrategy(node_id=here, soft=False) if here else "DEFAULT"
         except Exception:
             strategy = "DEFAULT"
         self.hub = ray.remote(Hub).options(num_cpus=0, scheduling_strategy=strategy).remote()

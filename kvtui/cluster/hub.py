@@ -40,3 +40,9 @@ class Hub:
 
     def ping(self) -> bool:
         return True
+
+    def node_id(self) -> str:
+        """The Ray node the hub runs on (it must be the driver's: kvtui.cluster.driver places it)."""
+        import ray  # only ever called inside the actor, where Ray is running
+
+        return str(ray.get_runtime_context().get_node_id())

@@ -286,6 +286,10 @@ def test_a_node_lost_mid_lane_is_retried_on_another_and_the_other_lanes_kept(clu
         t = threading.Thread(target=lambda: box.setdefault("wall", crun.run()), daemon=True)
         t.start()
         deadline = time.monotonic() + 90
+        while crun.hub is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # The hub is on the driver's node, whatever that node's load: a hub on the lost node would stop every lane.
+        box["hub_node"] = ray.get(crun.hub.node_id.remote(), timeout=60)
         while time.monotonic() < deadline and not all(f"[{m}] ready in" in "\n".join(said) for m in modes):
             time.sleep(0.1)  # both servers up, measuring
         workers = {n.node_id: n for n in c.worker_nodes}
@@ -293,6 +297,7 @@ def test_a_node_lost_mid_lane_is_retried_on_another_and_the_other_lanes_kept(clu
         killed.extend([row.mode, row.node_id])
         c.remove_node(workers[row.node_id], allow_graceful=False)
         t.join(240)
+        assert box["hub_node"] == ray.get_runtime_context().get_node_id() != row.node_id
         return box["wall"]
 
     sets = ["ramp.confirm=false"]
