@@ -104,10 +104,9 @@ QUIET_MODULES = frozenset({
     "tests/snapshot/test_published_exports.py",
     "tests/core/test_window_stats.py", "tests/core/test_sequential.py", "tests/core/test_continuous.py",
 }) | frozenset({
-    # Modules that do start a live simulator, but only on the shipped demo, whose every verdict is judged
-    # in the simulator's modelled time (kvtui.explore.sim_model): a slow or busy CPU changes how long they
-    # take, never what they assert (test_demo_deterministic proves it under a busy loop). Niced, they
-    # take no CPU from a live test beside them; they were a quarter of the live queue's time.
+    # Modules that run the shipped demo headless: in process, paced (kvtui.explore.pacing), so a slow or
+    # busy CPU changes how long they take, never what they assert (test_demo_deterministic proves it
+    # under a busy loop). Niced, they take no CPU from a live test beside them.
     "tests/e2e/test_sim_demo.py", "tests/e2e/test_demo_deterministic.py",
 }) | frozenset({
     # Modules whose runs are offline (`--fast`: modelled time) or refused before they start, and whose

@@ -128,14 +128,26 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out(scenario.name)
     json_out = bool(getattr(args, "json", False))
     printer = HeadlessPrinter(scenario, out=sys.stderr if json_out else sys.stdout, verbose=args.verbose)
+    # The sim engine without --fast: the simulator in process, each step paced over its modelled time
+    # (kvtui.explore.pacing), as the TUI runs it: --fast's own figures, shown as they would come live.
+    # A test knob, replicas or a URL keep the HTTP simulator (pacing.applies).
+    from kvtui.explore.pacing import PACE_SPEED, paces
+
+    pace = None
+    if not args.fast and paces(scenario, args.modes):
+        from kvtui.clock import PacedClock
+
+        pace = PacedClock(PACE_SPEED)
+        print(f"kvtui: the simulator runs in process, each step paced at ×{PACE_SPEED:g} its modelled time "
+              "(--fast: the same figures at once)", file=sys.stderr if json_out else sys.stdout, flush=True)
     run_ = Run(scenario, out, modes=args.modes, listener=printer, resume=resume, fast=args.fast,
-               calibration=args.calibration, publish=False)  # nothing here reads Run.published()
+               calibration=args.calibration, publish=False, pace=pace)  # nothing here reads Run.published()
     from kvtui.preflight import gate, modes_to_start
 
     def show(c) -> None:
         print(f"kvtui: {c.line()}", file=sys.stderr if c.status == "fail" or json_out else sys.stdout, flush=True)
 
-    pf = gate(scenario, modes_to_start(run_.modes, resume), fast=args.fast, emit=show)
+    pf = gate(scenario, modes_to_start(run_.modes, resume), fast=args.fast or pace is not None, emit=show)
     if not pf.ok:  # before the snapshot exists: nothing half-written
         print(f"kvtui: {pf.summary()}", file=sys.stderr)
         return 1

@@ -26,16 +26,16 @@ def check_fast(scenario: Any, fast: bool) -> None:
     if fast and scenario.server.replicas > 1:
         raise UsageError(f"--fast models one server; server.replicas = {scenario.server.replicas} runs live "
                          "(without --fast), each replica its own kvtui sim serve")
-    if fast or _modelled(scenario):
+    if fast or _in_process(scenario):
         check_fast_bounded(scenario)
 
 
-def _modelled(scenario: Any) -> bool:
-    """A live run whose steps are judged in modelled time too (kvtui.explore.sim_model): the same
-    offline simulation runs for each step, so the same bounds hold."""
-    from kvtui.explore.sim_model import applies
+def _in_process(scenario: Any) -> bool:
+    """A run that is not --fast but runs the simulator in process, paced (kvtui.explore.pacing): the
+    same offline simulation runs each step, so the same bounds hold."""
+    from kvtui.explore.pacing import paces
 
-    return any(applies(scenario, m) for m in scenario.modes)
+    return paces(scenario)
 
 
 # An offline step simulates every request of the step in memory, in this process: its work is

@@ -100,7 +100,7 @@ def launch_tui(scenario: Any, out: str | Path | None = None, modes: list[str] | 
 
         chosen = [m for m in scenario.modes if not modes or m.name in modes]
         # the sim engine runs in process in the TUI (--fast, or paced: kvtui.explore.pacing): no port to check
-        from kvtui.explore.sim_model import paces
+        from kvtui.explore.pacing import paces
 
         in_process = fast or paces(scenario, modes)
         pf = gate(scenario, modes_to_start(chosen, resume), fast=in_process,

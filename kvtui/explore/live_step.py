@@ -16,7 +16,6 @@ from kvtui.explore.evaluate import StepContext
 from kvtui.explore.executor import Controls, Measured
 from kvtui.explore.live_look import LiveLook
 from kvtui.explore.resume import finished_steps
-from kvtui.explore.sim_model import ModelledSteps
 from kvtui.explore.telemetry_loop import TelemetryLoop
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
 from kvtui.load.records import Record
@@ -52,7 +51,6 @@ class LiveStepExecutor:
         self.md: dict[str, Any] | None = None  # the mode being measured
         self._starting = False  # engine.start() in progress (vLLM: minutes)
         self._cancel: threading.Thread | None = None
-        self.modelled: ModelledSteps | None = None  # a simulated mode's steps in modelled time (sim_model)
 
     # -- the mode ----------------------------------------------------------------------------
     def start_mode(self, mode: Mode, md: dict[str, Any], partial: dict[str, Any] | None) -> StartupFacts | None:
@@ -112,8 +110,6 @@ class LiveStepExecutor:
         run.mode_started(md)
         run.emit(ev.EngineReady(mode.name, md["server"], md["engine_info"]))
         self.endpoint, self.facts = endpoint, facts
-        self.modelled = ModelledSteps.for_mode(sc, mode, run.salt, md["index"], getattr(run, "sim_calibration", None),
-                                               halt=lambda: bool(run.stop_reason or run.skipping))
         self.telemetry = TelemetryLoop(run.emit, engine, endpoint, facts, mode.name, run.t0,
                                        sc.server.tensor_parallel_size)
         self.telemetry.on_failure = lambda why: run.stop(f"kvtui failed: {why}")
@@ -204,11 +200,9 @@ class LiveStepExecutor:
             run.emit(ev.StepProgress(mode.name, {"load": load, **st}))
 
         def on_records(recs: list[Record]) -> None:
-            # Appended as they stream in (every ~0.2 s), so a crash mid-step keeps them too. A step
-            # judged in modelled time (sim_model) keeps the model's records instead, written below.
+            # Appended as they stream in (every ~0.2 s), so a crash mid-step keeps them too.
             # A failed write stops the run at once (Run.output_failed), in true words.
-            if self.modelled is None:
-                run.write_records(recs)
+            run.write_records(recs)
             run.emit(ev.Records(mode.name, recs))
             if look is not None:
                 look.add(recs)
@@ -325,15 +319,7 @@ class LiveStepExecutor:
             self._replica_extra(extra, recs, metrics, d, res, ts)
         elif metrics.get("replicas"):  # one server with data-parallel engines: its ranks' gauges
             extra["ranks"] = [{"name": k, **v} for k, v in metrics["replicas"].items()]
-        live = Measured(recs, ctx, extra, aborted=bool(res.aborted))
-        if self.modelled is None:
-            return live
-        judged = self.modelled.judge(mode, load, index, need, run.closed, live,
-                                      stopped=bool(run.stop_reason or run.skipping), md=md)
-        run.write_records(judged.records if judged.written is None else judged.written)
-        if judged is not live and judged.extra["live"].get("host_limited"):
-            run.emit(ev.RunWarning(mode.name, f"step {index}: {judged.extra['live']['host_limited']}"))
-        return judged
+        return Measured(recs, ctx, extra, aborted=bool(res.aborted))
 
     # -- continuous steps ----------------------------------------------------------------------
     def _continuous(self) -> bool:
@@ -343,12 +329,12 @@ class LiveStepExecutor:
 
     def _window_look(self, index: int, need: int, window_s: float, ts: float, ramp: Any) -> LiveLook | None:
         """The sequential test's looks during a live continuous step's window (kvtui.explore.live_look),
-        as offline: none for a watch (protocol.watch_window: no latency verdict ends it), an open
-        loop, or a step a modelled twin judges (kvtui.explore.sim_model)."""
+        as offline: none for a watch (protocol.watch_window: no latency verdict ends it) or an open
+        loop."""
         from kvtui.explore.protocol import sequential_for
 
         sc = self.run.scenario
-        if not self._continuous() or self.modelled is not None or (ramp is not None and ramp.window_s) \
+        if not self._continuous() or (ramp is not None and ramp.window_s) \
                 or not sc.slo.targets():
             return None
         return LiveLook(sequential_for(sc, need), index, need, window_s, ts)
@@ -357,14 +343,13 @@ class LiveStepExecutor:
         """The load generator's `decided` where a preemption decides the step's FAIL
         (kvtui.explore.protocol.preemption_decides): the server's preemption counter since the step
         began, from the telemetry thread's latest scrape (looked at once per new scrape). None where
-        the rule does not apply, or where a modelled twin judges the step (kvtui.explore.sim_model)."""
+        the rule does not apply."""
         from kvtui.explore.protocol import preemption_decides
         from kvtui.load.early_stop import preempted_why
         from kvtui.telemetry.replicas import replicas_delta
 
         tel = self.telemetry
-        if tel is None or before is None or not before.ok or self.modelled is not None \
-                or not preemption_decides(self.run.scenario):
+        if tel is None or before is None or not before.ok or not preemption_decides(self.run.scenario):
             return None
         seen: list[Any] = [None]
 
@@ -426,8 +411,7 @@ class LiveStepExecutor:
             return
 
         def write(recs: list[Record]) -> None:
-            if self.modelled is None:
-                self.run.write_records(recs)  # a failure is said once, and stops the run
+            self.run.write_records(recs)  # a failure is said once, and stops the run
         lg.release(write)
         if self.telemetry is not None:
             self.telemetry.phase = "drain"
@@ -490,10 +474,6 @@ class LiveStepExecutor:
     # -- the end -----------------------------------------------------------------------------
     def end_mode(self, md: dict[str, Any], prior_series: list[dict[str, Any]]) -> None:
         self.release_held()
-        if self.modelled is not None:  # the modelled twin's requests still in flight: written once
-            left = self.modelled.server.release_records()
-            if left:
-                self.run.write_records(left)
         if self.run.scenario.quality.at_knee and md.get("quality") and not self.run.stopping and not md.get("error"):
             from kvtui.explore.knee_quality import quality_at_knee  # its own phase, after the search
 
@@ -513,7 +493,6 @@ class LiveStepExecutor:
             self._cancel.start()
 
     def teardown(self) -> None:
-        self.modelled = None
         if self._cancel is not None:
             self._cancel.join()  # the cancelled start's server group is gone before we go on
         if self.loadgen is not None:

@@ -157,8 +157,8 @@ class OfflineStepExecutor:
 def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: float, index: int, why: str, need: int,
                     counter: int) -> tuple[Any, StepContext, dict[str, Any], int]:
     """One continuous-protocol step of an OfflineServer in modelled time (docs/PROTOCOL.md): the drain
-    rule, the ramp, the sequential test and the tail rule, as `kvtui run --fast` and a live simulated
-    step's modelled twin (kvtui.explore.sim_model) both take it. (result, context, step fields, next counter)."""
+    rule, the ramp, the sequential test and the tail rule, as `kvtui run --fast` and a paced run
+    (kvtui.explore.pacing) both take it. (result, context, step fields, next counter)."""
     from kvtui.engines.sim.fastrun import step_metrics
     from kvtui.explore.protocol import (
         drain_reason,

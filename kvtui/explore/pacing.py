@@ -19,10 +19,30 @@ from typing import Any
 
 from kvtui import clock as kclock
 from kvtui.explore import events as ev
+from kvtui.scenario.schema import Mode, Scenario
 
 # Modelled seconds per wall second in the TUI: a demo step of 60-100 modelled seconds shows in 3-5 s.
 PACE_SPEED = 20.0
 PIECE_WALL_S = 0.25  # the longest single wait: a stop, a skip, a pause or a jump acts within it
+
+
+def applies(scenario: Scenario, mode: Mode) -> bool:
+    """A simulated mode that runs in process (the offline model reproduces it): the sim engine, one
+    server kvtui starts itself, the scheduler model. A test knob (--knee, --seed, --calibration in
+    extra_args), replicas or a server URL keep the HTTP simulator (`kvtui sim serve`): the HTTP
+    transport, judged on its own records."""
+    s = scenario.server
+    if s.engine != "sim" or s.url or s.replica_urls or s.replicas > 1:
+        return False
+    return not (list(s.extra_args) + list(mode.extra_args))
+
+
+def paces(scenario: Scenario, modes: list[str] | None = None) -> bool:
+    """Whether a run of `scenario` that is not --fast (the TUI's, or `kvtui run --headless`) runs in
+    process, paced to the wall: every mode it runs is one the offline model reproduces (`applies`).
+    Its figures are --fast's own, for the same seed; only the pacing differs."""
+    chosen = [m for m in scenario.modes if not modes or m.name in modes]
+    return bool(chosen) and all(applies(scenario, m) for m in chosen)
 
 
 class Pacer:

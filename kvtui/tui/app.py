@@ -253,7 +253,7 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         out_path = Path(out) if out else (self.out if self.out and self.run_obj is None else default_out(scenario.name))
         # The sim engine in the TUI without --fast: the simulator in process, paced to the wall (issue 46),
         # never the HTTP live simulator; its figures are --fast's own.
-        from kvtui.explore.sim_model import paces
+        from kvtui.explore.pacing import paces
 
         paced = not self.fast and paces(scenario, modes)
         pace = None

@@ -50,7 +50,7 @@ def test_the_live_watch_reads_the_real_vllm_counter_since_the_step_began() -> No
     quiet, wall = scrape("a_after_c128.txt", 10.0), kept("a_after_c256.txt", 20.0)
     tel = SimpleNamespace(samples=[])
     ex = LiveStepExecutor.__new__(LiveStepExecutor)
-    ex.run, ex.telemetry, ex.modelled = SimpleNamespace(scenario=_sc()), tel, None
+    ex.run, ex.telemetry = SimpleNamespace(scenario=_sc()), tel
     watch = ex._preemption_watch(quiet)
     assert watch is not None
     assert watch() is None  # no scrape since the step began

@@ -1,4 +1,4 @@
-"""The demo a fresh install runs (`kvtui` / `kvtui run --headless`): real HTTP, simulated L4, real time.
+"""The demo a fresh install runs (`kvtui` / `kvtui run --headless`): simulated L4, in process, paced to the wall.
 
 What must hold: fp8 KV holds more concurrency at the same SLO than bf16, and every figure is
 labelled SIMULATED.

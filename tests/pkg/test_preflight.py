@@ -200,12 +200,14 @@ def test_max_model_len_beyond_the_models_positions(tmp_path, gpu_vllm, monkeypat
 
 
 def test_a_taken_port(tmp_path):
-    """A real listener holds the port; the simulator (a real server) would have to bind it."""
+    """A real listener holds the port; the HTTP simulator (a real server: the `--seed` knob keeps it,
+    where the plain demo runs in process, kvtui.explore.pacing) would have to bind it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        r = kvtui("run", "sim-demo", "--headless", "--set", f"server.port={port}", "--out", str(tmp_path / "out.json"), cwd=tmp_path)
+        r = kvtui("run", "sim-demo", "--headless", "--set", f"server.port={port}", "--set",
+                  'server.extra_args=["--seed", "0"]', "--out", str(tmp_path / "out.json"), cwd=tmp_path)
     assert r.returncode == 1, r.stderr
     line = fail_lines(r.stderr)
     assert len(line) == 1 and f"server.port {port} on 127.0.0.1 is taken" in line[0] and "--set server.port=0" in line[0]

@@ -152,8 +152,8 @@ def test_a_modelled_step_past_its_bound_ends_its_mode_naming_the_bound(tmp_path)
 
 
 def test_min_samples_past_the_bound_is_refused_on_the_live_simulator_too(tmp_path) -> None:
-    """The live simulator judges each step in modelled time (kvtui.explore.sim_model): the same
-    bound as --fast, up front (ramp.min_samples = 1e8 once ignored SIGTERM on a live run)."""
+    """A run of the sim engine without --fast runs its steps in process, paced (kvtui.explore.pacing):
+    the same bound as --fast, up front (ramp.min_samples = 1e8 once ignored SIGTERM on a live run)."""
     sc = tmp_path / "long.toml"
     sc.write_text(LONG)
     p = kvtui("run", sc, "--headless", "--set", "ramp.min_samples=100000000", "--out", tmp_path / "o.json")

@@ -149,7 +149,7 @@ def test_the_simulators_extrapolations_are_caveats():
 
 def test_this_host_limited_the_live_run_is_a_caveat(floor_doc):
     # A host too slow for the live simulator is a fault the simulator cannot make on demand: the
-    # step's record of it (live.host_limited, kvtui.explore.sim_model) is written into a copy.
+    # step's record of it (live.host_limited, written by the retired modelled twin) is put into a copy.
     from kvtui.report.answer import build_answer
 
     doc = json.loads(json.dumps(floor_doc[0]))

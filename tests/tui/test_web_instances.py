@@ -172,7 +172,7 @@ async def _open_tabs(w: Web, n: int, until) -> list:
 
 def test_kill9_of_web_leaves_no_tab_simulator_or_watchdog(knee_path):
     # The knee test model keeps the HTTP simulator (`kvtui sim serve`, a process that could be
-    # orphaned): the demo itself now runs in process, paced (kvtui.explore.sim_model.paces).
+    # orphaned): the demo itself now runs in process, paced (kvtui.explore.pacing.paces).
     w = Web([str(knee_path), "--start"])
     seen: dict[int, str] = {}
 

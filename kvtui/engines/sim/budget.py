@@ -1,7 +1,7 @@
 """What one offline step may simulate: a bound on its work and memory, and the run's stop.
 
 The scheduler model simulates every request of a step in memory, in kvtui's own process (`kvtui
-run --fast`, and every live simulated step judged in modelled time, kvtui.explore.sim_model). A
+run --fast`, and the TUI's and a headless run's simulator paced in process, kvtui.explore.pacing). A
 value in its range made that unbounded: `ramp.window_s = 86400` at concurrency 1 simulated a
 day of requests, `ramp.min_samples = 100000000` on a live run re-ran its modelled step until a
 hundred million requests had finished — at 100 % CPU, ignoring SIGTERM ("stopping", and it went
