@@ -131,13 +131,10 @@ def run(args: argparse.Namespace) -> int:
     # The sim engine without --fast: the simulator in process, each step paced over its modelled time
     # (kvtui.explore.pacing), as the TUI runs it: --fast's own figures, shown as they would come live.
     # A test knob, replicas or a URL keep the HTTP simulator (pacing.applies).
-    from kvtui.explore.pacing import PACE_SPEED, paces
+    from kvtui.explore.pacing import PACE_SPEED, paced_clock
 
-    pace = None
-    if not args.fast and paces(scenario, args.modes):
-        from kvtui.clock import PacedClock
-
-        pace = PacedClock(PACE_SPEED)
+    pace = paced_clock(scenario, args.modes, args.fast)
+    if pace is not None:
         print(f"kvtui: the simulator runs in process, each step paced at ×{PACE_SPEED:g} its modelled time "
               "(--fast: the same figures at once)", file=sys.stderr if json_out else sys.stdout, flush=True)
     run_ = Run(scenario, out, modes=args.modes, listener=printer, resume=resume, fast=args.fast,

@@ -45,6 +45,12 @@ def paces(scenario: Scenario, modes: list[str] | None = None) -> bool:
     return bool(chosen) and all(applies(scenario, m) for m in chosen)
 
 
+def paced_clock(scenario: Scenario, modes: list[str] | None, fast: bool, speed: float = PACE_SPEED,
+                real: kclock.Clock | None = None) -> kclock.PacedClock | None:
+    """The clock a run that is not --fast paces on (`paces`), or None: --fast, or the HTTP simulator."""
+    return None if fast or not paces(scenario, modes) else kclock.PacedClock(speed, real=real)
+
+
 class Pacer:
     """Releases one mode's offline steps over their modelled time (`t` relative to the mode's start)."""
 

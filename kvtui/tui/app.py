@@ -253,14 +253,9 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
         out_path = Path(out) if out else (self.out if self.out and self.run_obj is None else default_out(scenario.name))
         # The sim engine in the TUI without --fast: the simulator in process, paced to the wall (issue 46),
         # never the HTTP live simulator; its figures are --fast's own.
-        from kvtui.explore.pacing import paces
+        from kvtui.explore.pacing import paced_clock
 
-        paced = not self.fast and paces(scenario, modes)
-        pace = None
-        if paced:
-            from kvtui.clock import PacedClock
-
-            pace = PacedClock(self.pace_speed, real=self.pace_real)
+        pace = paced_clock(scenario, modes, self.fast, self.pace_speed, real=self.pace_real)
         try:
             run = Run(scenario, out_path, modes=modes, listener=self._listener, resume=self.resume, fast=self.fast,
                       pace=pace)
@@ -269,7 +264,7 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
             return False
         from kvtui.preflight import gate, modes_to_start
 
-        pf = gate(scenario, modes_to_start(run.modes, self.resume), fast=self.fast or paced)
+        pf = gate(scenario, modes_to_start(run.modes, self.resume), fast=self.fast or pace is not None)
         if not pf.ok:  # nothing started, nothing written: say why, one line each, with the fix
             for c in pf.failed:
                 self.notify(c.line(), severity="error", timeout=30)
