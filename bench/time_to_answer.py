@@ -58,7 +58,7 @@ REUSE: Path | None = None  # --reuse DIR: the snapshots of an earlier run of thi
 
 
 # The protocols compared: (name, ramp.protocol, ramp.births). "continuous, whole tail" is the
-# continuous protocol as it was before the births rule (kvtui/load/births.py): a step with a TPOT
+# continuous protocol as it was before the births rule (kvtui/core/births.py): a step with a TPOT
 # target held its load until every window request had finished.
 VARIANTS = (("classic", "classic", True), ("continuous, whole tail", "continuous", False),
             ("continuous", "continuous", True))

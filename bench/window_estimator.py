@@ -4,7 +4,7 @@ For every judged step of the published H200 runs (docs/results/*.json.xz with th
 read through kvtui's own readers) and of offline-simulator steps, the p95 of TTFT, TPOT and ITL
 two ways: over the complete requests that started in the window (the classic held tail), and
 from the window alone (every request cut at the window's end, counted by its gaps so far). And
-TPOT under the "births" tail rule (kvtui/load/births.py, what a continuous step with a TPOT or E2E
+TPOT under the "births" tail rule (kvtui/core/births.py, what a continuous step with a TPOT or E2E
 target measures): over the complete window requests sent by one request's duration before the
 window's end (at least 80: births.SAMPLE_FACTOR × the classic 40), with the tail that rule holds. It
 prints the relative error per step and their spread, and whether the verdict would differ, and
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from kvtui.explore.stats import percentile  # noqa: E402
 from kvtui.explore.window_stats import gap_coverage, window_samples  # noqa: E402
-from kvtui.load.births import births_cutoff  # noqa: E402
+from kvtui.core.births import births_cutoff  # noqa: E402
 from kvtui.load.records import Record, read_records  # noqa: E402
 
 METRICS = ("ttft", "tpot", "itl")
@@ -56,7 +56,7 @@ def full_samples(recs: list[Record]) -> dict[str, list[float]]:
 
 
 def births_p95(recs: list[Record], t1: float, e2e_est: float | None) -> tuple[float | None, int, float | None]:
-    """TPOT p95 under the "births" tail rule (kvtui.load.births): over the complete window requests
+    """TPOT p95 under the "births" tail rule (kvtui.core.births): over the complete window requests
     sent by one request's duration before the window's end. (p95 s, requests, its tail s: when the
     last of them ended, or the last window request had its first token, after the window's end)."""
     win = [r for r in recs if r.phase == "window"]
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
            "tail) against the same p95 from the window alone (kvtui/explore/window_stats.py: every request "
            "cut at the window's end, TPOT by its gaps so far, ITL from gaps that arrived in the window). "
            "Error = window / full − 1. The last two columns: TPOT p95 under the births tail rule "
-           "(kvtui/load/births.py: the complete window requests sent by one request's duration before the "
+           "(kvtui/core/births.py: the complete window requests sent by one request's duration before the "
            "window's end, the step's own ramp estimate where it has one, else its E2E p50; at least 80) "
            "against the full tail, and how long after the window's end that rule holds the load (the "
            "classic tail column holds it until every window request ended).", ""]
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         med = statistics.median(e)
         if m == "births":
             inside = sum(abs(x) <= BOUND for x in e)
-            out.append(f"- **tpot p95 under the births rule** (kvtui/load/births.py: the complete window requests "
+            out.append(f"- **tpot p95 under the births rule** (kvtui/core/births.py: the complete window requests "
                        f"sent by one request's duration before the window's end) against every window request "
                        f"run to its end, over {len(e)} steps: median {med * 100:+.2f} %, worst "
                        f"{max(e, key=abs) * 100:+.2f} %, {inside}/{len(e)} within 2 %, "

@@ -171,7 +171,7 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
         if ctx.births and per_req.keys() & {"tpot", "e2e"}:
             # per-request TPOT/E2E targets: over the requests those figures are over (sent by the cutoff)
             rows = {k: v for k, v in rows.items() if k in win.lived}
-            from kvtui.load.births import born_by
+            from kvtui.core.births import born_by
 
             goodput_of = len(rows) + sum(1 for r in failed if r.phase == "window"
                                          and born_by(r.t_intended, ctx.t_births_end))

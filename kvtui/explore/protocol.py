@@ -98,7 +98,7 @@ def end_look(sc: Scenario, recs: Iterable[Any], need: int, tail: str, births_end
     all of it (a watch takes none). A held step's window requests are mostly still
     streaming (a request outlives a window): their cut copies count for TTFT and ITL, as in the step's
     own figures (window_stats); TPOT and E2E over the requests the births rule counts."""
-    from kvtui.load.births import born_by
+    from kvtui.core.births import born_by
     from kvtui.load.samples import slo_samples
 
     test = sequential_for(sc, need, looks=1, share=1.0 - LOOKS_SHARE if looked else 1.0)

@@ -1,7 +1,7 @@
 """The window a scenario's steps need, so that a step spends most of its time measuring.
 
 A continuous step lasts its warm-up, its window and its tail (docs/PROTOCOL.md). Under an SLO on
-TPOT or E2E the tail waits for whole requests (kvtui.load.births): the window requests sent by one
+TPOT or E2E the tail waits for whole requests (kvtui.core.births): the window requests sent by one
 request's duration before the window's end, at least `births.SAMPLE_FACTOR` × the classic sample
 count of them, else every window request. At a low knee (a large model, a small GPU: few requests
 at once, each lasting about output × the TPOT limit, ~12 s at 256 tokens and 50 ms) a 20 s window
@@ -59,7 +59,7 @@ def step_s(window: float, load: float, e2e_s: float, tail: str, births: int, war
            drains: bool = False, need: int = 0) -> float:
     """A continued step's length at `load` with this window, whose requests last `e2e_s`: its warm-up,
     its window and the wait after it. Under the births rule the wait is for the `births` whole requests
-    it counts (kvtui.load.births.births_cutoff): their spread where they were sent by one duration
+    it counts (kvtui.core.births.births_cutoff): their spread where they were sent by one duration
     before the window's end; else until the births-th one sent has finished; else (the window holds
     fewer) until the last window request has (TAIL_OVER_E2E durations). Otherwise the window's first
     tokens, which take no time here. `drains`: at the KV wall, where every step after a preemption
@@ -92,7 +92,7 @@ def window_for(load: float, e2e_s: float, tail: str, need: int, window_s: float,
     (measuring, not waiting), and a longer one would hold every other load of the search (the first
     fail sends faster) for as long. llama-3.1-8b fp8-w on an L4, knee 2: 261 s to send 40 requests,
     200 s written, the first fail's steps at 3 then 217 s instead of 282 s."""
-    from kvtui.load.births import SAMPLE_FACTOR
+    from kvtui.core.births import SAMPLE_FACTOR
 
     rate = max(1.0, load) / e2e_s
     births = SAMPLE_FACTOR * need
@@ -126,13 +126,13 @@ def suggest_window(sc: Scenario, calibration: Any = None,
     (about output × the limit), one simulated load first: the lowest at which the window holds its
     whole requests. If that passes, the knee is above it and the window stands (a fraction of the
     full prediction's cost, which `kvtui init` pays on every scenario it writes)."""
+    from kvtui.core.births import SAMPLE_FACTOR
     from kvtui.engines.sim.budget import SimulationCut
     from kvtui.engines.sim.fastrun import SimConfigError
     from kvtui.errors import KvtuiError
     from kvtui.explore.prediction import Simulator, _sim_scenario, predict_mode, predicted_at, resolve_target
     from kvtui.explore.protocol import mean_length, tail_for
     from kvtui.explore.stats import PCTS, min_samples_for
-    from kvtui.load.births import SAMPLE_FACTOR
     from kvtui.predict.roofline import as_calibration
 
     r = sc.ramp

@@ -33,7 +33,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from kvtui.load.births import born_by
+from kvtui.core.births import born_by
 from kvtui.load.records import Record
 
 
@@ -58,7 +58,7 @@ class WindowSamples:
 def tail_rule(metrics: Iterable[str]) -> str:
     """How long a step holds its load after the window closes, given the figures the SLO judges:
     "births" (E2E or TPOT: every window request has its first token, and every one sent by the
-    births cutoff has finished: kvtui.load.births) or "first_token" (TTFT, ITL, error rate, goodput
+    births cutoff has finished: kvtui.core.births) or "first_token" (TTFT, ITL, error rate, goodput
     without those: every window request has its first token). A classic step holds "full" (every
     window request finished).
 
@@ -67,7 +67,7 @@ def tail_rule(metrics: Iterable[str]) -> str:
     at worst, even with three quarters of the requests' gaps seen): a request's early gaps run long
     behind the prefills of the requests born with it, and how much the rest of its life makes up
     for that is not in the window. So they count the window requests that lived their whole course
-    in the step: those sent by one request's duration before the window's end (kvtui.load.births)."""
+    in the step: those sent by one request's duration before the window's end (kvtui.core.births)."""
     ms = set(metrics)
     return "births" if ms & {"e2e", "tpot"} else "first_token"
 

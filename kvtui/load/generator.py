@@ -17,8 +17,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterable, cast
 
 from kvtui import clock
+from kvtui.core.phases import PhaseRules, Progress, StepPhases
 from kvtui.load.autoscale import AutoScaler, WorkerMeter
-from kvtui.load.births import births_cutoff
 from kvtui.load.protocol import STATUS_LISTS, ClientStats, StepSpec, WorkerConfig, merge_stats, sum_status
 from kvtui.load.records import Record
 from kvtui.load.worker import worker_main
@@ -49,7 +49,7 @@ class StepParams:
     # figures then come from the window itself).
     tail: str = "full"
     # "births": one request's duration (wall s): TPOT and E2E count the window requests sent by that
-    # long before the window's end, at least the min_window_requests first (kvtui.load.births).
+    # long before the window's end, at least the min_window_requests first (kvtui.core.births).
     births_s: float | None = None
     warm_all_slots: bool = True  # the window waits for every slot to finish a request at this load
     # The new slots' first sends spread over this many seconds (None: min(2, max(0.2, warmup_s / 2)));
@@ -265,12 +265,9 @@ class LoadGenerator:
         for a larger pool (the step is then measured again), else None with `run` filled."""
         mode, step, load, closed = p.mode, p.step, p.load, p.closed
         warmup_s, window_s, window_requests = p.warmup_s, p.window_s, p.window_requests
-        window_timeout_s, min_window_requests, max_window_factor = (p.window_timeout_s, p.min_window_requests,
-                                                                    p.max_window_factor)
         arrival, burst_size, max_error_burst = p.arrival, p.burst_size, p.max_error_burst
         n = self.n
         grow_to = 0
-        cutoff_decided = False  # the "births" rule's cutoff (run.t_births_end), decided in the tail
         meter = WorkerMeter() if self.scaler is not None else None
         shares: list[float]  # a closed step's are whole requests in flight
         if closed:
@@ -289,6 +286,16 @@ class LoadGenerator:
             for s in shares
         ]
         run.t_start = clock.monotonic()
+        # The phases' rules (kvtui.core.phases); the workers' statuses are their counts.
+        ph = StepPhases(PhaseRules(
+            warmup_s, window_s, warm_from_s=warm_from,
+            # Warm = every slot has finished a request at this load (one full E2E), as the DESIGN
+            # asks; window_timeout_s only caps that wait (a slot whose requests keep failing never
+            # warms). A zero cap once meant "do not wait", and the H200 run's windows opened on the
+            # first wave of sends, not in steady state.
+            warm_cap_s=p.window_timeout_s if p.window_timeout_s > 0 else float("inf"),
+            window_requests=window_requests, min_window_requests=p.min_window_requests,
+            max_window_factor=p.max_window_factor, tail=p.tail, births_s=p.births_s), run.t_start)
         active = [i for i, s in enumerate(shares) if s > 0]
         if cont:
             active = self._continued_active(active, run)
@@ -304,7 +311,6 @@ class LoadGenerator:
             except (BrokenPipeError, OSError):  # the worker died between steps
                 stopped[i] = {}
                 run.client_failure = run.aborted = "a load-generator process died between steps"
-        phase = "warmup"
         stop_sent = False
         conns = {self.conns[i]: i for i in active}
         while len(stopped) < len(active):
@@ -358,27 +364,25 @@ class LoadGenerator:
                 run.client_failure = agg["client_failure"]
                 run.aborted = run.aborted or f"load generator failed: {run.client_failure}"
             if on_status:
-                on_status({**{k: v for k, v in agg.items() if k not in STATUS_LISTS}, "phase": phase,
+                on_status({**{k: v for k, v in agg.items() if k not in STATUS_LISTS}, "phase": ph.phase,
                            "elapsed_s": now - run.t_start})
             reason = should_stop() if should_stop else None
             if reason or agg["error_burst"] or run.aborted:
                 run.aborted = run.aborted or reason or None
                 run.error_burst = bool(agg["error_burst"])
-                if phase == "window":
-                    run.t_window_end = now
+                self._ended(ph, now, run)
                 self._stop([i for i in active if i not in stopped])
                 stop_sent = True
                 continue
-            if decided is not None and phase != "warmup" and agg["window_started"] > 0:
+            if decided is not None and ph.phase in ("window", "tail") and agg["window_started"] > 0:
                 why = decided()
                 if why:  # the rest of the window could not change the verdict: end as a normal step
                     run.decided = why
-                    if phase == "window":
-                        run.t_window_end = now
+                    self._ended(ph, now, run)
                     self._end_step(active, p)
                     stop_sent = True
                     continue
-            if phase == "warmup" and meter is not None and self.scaler is not None:
+            if ph.phase == "warmup" and meter is not None and self.scaler is not None:
                 # Only a pool whose every worker has a share can be short of workers.
                 want = self.scaler.during_warmup(n, meter) if len(active) == n else n
                 if want > n:
@@ -386,53 +390,26 @@ class LoadGenerator:
                     self._stop(active)
                     stop_sent = True
                     continue
-            if phase == "warmup":
-                # Warm = every slot has finished a request at this load (one full E2E), as the
-                # DESIGN asks; window_timeout_s only caps that wait (a slot whose requests keep
-                # failing never warms). A zero cap once meant "do not wait" — and the H200 run's
-                # windows opened on the first wave of sends, not in steady state.
-                warm = agg["warm_slots"] >= (int(load) if closed and p.warm_all_slots else 1)
-                if cont:  # a continued step down: and the excess slots have all finished (continuous.py)
-                    warm = warm and agg["excess"] == 0
-                cap = window_timeout_s if window_timeout_s > 0 else float("inf")
-                settled = now - run.t_start - warm_from
-                if settled >= warmup_s and (warm or settled >= warmup_s + cap):
-                    phase = "window"
-                    run.t_window_start = clock.monotonic()
-                    self._send_all(active, ("phase", "window"))
-            elif phase == "window":
-                elapsed = now - run.t_window_start
-                bound = cohort_bound(status, active) if window_look is not None and closed else None
-                why_look = window_look(elapsed, bound) if window_look is not None and bound is not None else None
+            if ph.phase == "window" and window_look is not None and closed:
+                bound = cohort_bound(status, active)
+                why_look = window_look(ph.window_elapsed(now), bound) if bound is not None else None
                 if why_look:  # decided on a complete cohort: the window closes now, the tail as usual
                     run.window_decided = why_look
-                    phase = "tail"
-                    run.t_window_end = clock.monotonic()
+                    ph.decide_window(now)
+                    run.t_window_end = now
                     self._send_all(active, ("phase", "tail"))
                     continue
-                by_time = window_requests <= 0 and elapsed >= window_s and (
-                    agg["window_started"] >= min_window_requests or elapsed >= window_s * max_window_factor
-                )
-                by_count = window_requests > 0 and agg["window_started"] >= window_requests
-                if by_time or by_count:
-                    phase = "tail"
-                    run.t_window_end = clock.monotonic()
-                    self._send_all(active, ("phase", "tail"))
-            elif phase == "tail":
-                # Only statuses sent after the worker saw "tail" can prove the window is done.
-                all_tail = all(status.get(i, {}).get("phase") == "tail" for i in active)
-                left = agg["window_no_first"] if p.tail == "first_token" else agg["window_inflight"]
-                if p.tail == "births" and all_tail:
-                    if not cutoff_decided:  # every window request was sent before the tail: decided once
-                        run.t_births_end = births_cutoff(run.t_window_end, p.births_s, agg["window_births"],
-                                                         min_window_requests)
-                        cutoff_decided = True
-                    cut = run.t_births_end
-                    if cut is not None:
-                        left = agg["window_no_first"] + sum(1 for t in agg["window_live_births"] if t <= cut)
-                if all_tail and left == 0:
-                    self._end_step(active, p)
-                    stop_sent = True
+            change = ph.advance(now, self._progress(agg, status, active, p, cont))
+            if change == "window":
+                run.t_window_start = now
+                self._send_all(active, ("phase", "window"))
+            elif change == "tail":
+                run.t_window_end = now
+                self._send_all(active, ("phase", "tail"))
+            elif change == "end":
+                self._end_step(active, p)
+                stop_sent = True
+        run.t_births_end = ph.t_births_end
         if cont and run.continued_from is not None:
             run.continued_from["in_flight"] = sum(first_inflight.values())
         if grow_to and not run.aborted:
@@ -452,6 +429,27 @@ class LoadGenerator:
         self.counter += max([s.get("max_seq", 0) for s in stopped.values()] + [0]) * n + n
         run.counter_next = self.counter
         return None
+
+    @staticmethod
+    def _progress(agg: dict[str, Any], status: dict[int, dict[str, Any]], active: list[int], p: StepParams,
+                  cont: bool) -> Progress:
+        """The workers' summed statuses as the phases read them (kvtui.core.phases)."""
+        # Warm: every slot has finished a request at this load (warm_all_slots), and on a continued
+        # step down the excess slots have all finished (as kvtui.engines.sim.continuous waits).
+        warm = agg["warm_slots"] >= (int(p.load) if p.closed and p.warm_all_slots else 1)
+        if cont:
+            warm = warm and agg["excess"] == 0
+        return Progress(warm=warm, window_started=agg["window_started"], window_in_flight=agg["window_inflight"],
+                        window_no_first=agg["window_no_first"], window_live_births=agg["window_live_births"],
+                        window_births=agg["window_births"],
+                        # only statuses sent after a worker saw "tail" can prove the window is done
+                        tail_seen=all(status.get(i, {}).get("phase") == "tail" for i in active))
+
+    @staticmethod
+    def _ended(ph: StepPhases, now: float, run: StepRun) -> None:
+        ph.end_now(now)
+        if ph.t_window_end is not None:
+            run.t_window_end = ph.t_window_end
 
     # -- continuous steps (closed loop): hold, continue, release -----------------------------------
     def _continue_or_release(self, p: StepParams, run: StepRun, want: int,

@@ -42,7 +42,7 @@ STATUS_EVERY = 0.2  # seconds between status/records messages from a worker
 STATUS_COUNTS = ("inflight", "window_inflight", "window_started", "warm_slots", "completed", "sent", "window_no_first",
                  "excess")
 # Lists the parent joins over workers: in the tail, the window requests' send times, and those of
-# the ones still streaming (the "births" tail rule, kvtui.load.births).
+# the ones still streaming (the "births" tail rule, kvtui.core.births).
 STATUS_LISTS = ("window_births", "window_live_births")
 
 

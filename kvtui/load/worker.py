@@ -101,7 +101,7 @@ class _Worker:
         self.window_inflight = 0
         self.window_started = 0
         self.window_live: dict[int, Record] = {}  # window requests in flight (their first token, for the tail)
-        # The "births" tail rule (kvtui.load.births): the window requests' send times, reported in the
+        # The "births" tail rule (kvtui.core.births): the window requests' send times, reported in the
         # tail for the parent to choose the cutoff and to see which of those still stream.
         self.window_births: list[float] = []
         self.completed = 0

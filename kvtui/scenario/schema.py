@@ -346,7 +346,7 @@ class Ramp:
     protocol: str = "continuous"
     # Continuous protocol, an SLO on TPOT or E2E: those figures count the window requests sent by one
     # request's duration before the window's end, each whole, and the step holds its load only until
-    # they have finished (kvtui.load.births). false: every window request, the whole tail.
+    # they have finished (kvtui.core.births). false: every window request, the whole tail.
     births: bool = True
     # The sequential test's confidence that an early verdict is right (per step, all looks together).
     confidence: float = 0.95

@@ -184,7 +184,7 @@ def test_a_step_down_retires_the_requests_nearest_their_end(tmp_path: Path) -> N
 
 
 def test_a_tpot_slo_counts_the_requests_sent_by_the_cutoff_and_holds_for_no_other(tmp_path: Path) -> None:
-    # The default scenario's SLO judges TPOT: the "births" tail rule (kvtui.load.births). A step's
+    # The default scenario's SLO judges TPOT: the "births" tail rule (kvtui.core.births). A step's
     # TPOT and E2E are over the window requests sent by one request's duration before its end, each
     # whole; the step ends once they have finished, while the later ones still stream (carried on).
     from kvtui.explore.evaluate import reevaluate

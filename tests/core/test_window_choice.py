@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from kvtui.cli import main as kvtui_main
+from kvtui.core.births import SAMPLE_FACTOR
 from kvtui.explore.window_choice import STEP_OVER_WINDOW, TAIL_OVER_E2E, step_s, suggest_window, window_for
-from kvtui.load.births import SAMPLE_FACTOR
 from kvtui.scenario.loader import load_scenario
 
 

@@ -201,7 +201,7 @@ def test_a_step_continued_after_a_pause_still_counts_its_own_window(sim):
 
 
 def test_a_births_tail_waits_for_the_window_requests_sent_by_its_cutoff_only(sim):
-    # tail "births" (a TPOT/E2E SLO, kvtui.load.births): requests of about 2-4 s; the cutoff 2.5 s
+    # tail "births" (a TPOT/E2E SLO, kvtui.core.births): requests of about 2-4 s; the cutoff 2.5 s
     # before the window's end. The step ends once every window request sent by the cutoff has
     # finished (and each has its first token), not one whole request after the window: those sent
     # later are still streaming then, carried on into the next step (by their cut copies here).

@@ -36,10 +36,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kvtui.core.phases import PhaseRules, Progress, StepPhases
 from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.fast import FastStepResult, SampleFn, _point, _unique_hashes
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest
-from kvtui.load.births import births_cutoff, born_by
 from kvtui.load.early_stop import preempted_why
 from kvtui.load.records import Record
 from kvtui.load.samples import slo_samples
@@ -191,11 +191,13 @@ class ContinuousClient:
         # new slots whose first request has no first token yet (with "time", the window opens
         # warmup_s after the last new slot sent: the stagger is the steady state's rate already)
         waiting_first = set(new_slots) if turnover else set()
-        warm_at = t0 + plan.warmup_s + (stagger if not turnover and new_slots else 0.0)
-        window_start: float | None = None
-        window_end: float | None = None
-        hard_end: float | None = None
-        next_look: float | None = None
+        # The phases' rules (kvtui.core.phases, as the live load generator's); the counts are this client's.
+        ph = StepPhases(PhaseRules(plan.warmup_s, plan.window_s,
+                                   warm_from_s=stagger if not turnover and new_slots else 0.0,
+                                   min_window_requests=plan.need, max_window_factor=plan.max_window_factor,
+                                   tail=plan.tail, births_s=plan.births_s), t0)
+        next_look = 0.0
+        done_to = 0  # win[:done_to] have all finished (a request never unfinishes): the tail counts past them
         win: list[Record] = []
         cohort_end: float | None = None
         fe = s.cal.frontend_s_per_request
@@ -208,11 +210,10 @@ class ContinuousClient:
                                                   if (self.unique and s.caching) else None)
             rid = f"{self.prefix}{state['counter']}"
             state["counter"] += 1
-            ph = "warmup" if window_start is None else ("window" if window_end is None else "tail")
-            rec = Record(id=rid, mode=self.mode_name, step=index, load=plan.load, phase=ph, t_intended=t, t_sent=t,
-                         expected_prompt_tokens=p, expected_output_tokens=o)
+            rec = Record(id=rid, mode=self.mode_name, step=index, load=plan.load, phase=ph.phase, t_intended=t,
+                         t_sent=t, expected_prompt_tokens=p, expected_output_tokens=o)
             records.append(rec)
-            if ph == "window":
+            if ph.phase == "window":
                 win.append(rec)
             t_in = max(t, self.fe_free) + fe
             self.fe_free = t_in
@@ -240,21 +241,20 @@ class ContinuousClient:
             return out
 
         first_only = plan.tail == "first_token"
-        births_end: float | None = None  # set when the window closes (the "births" rule)
 
-        def pending(r: Record) -> bool:
-            """A window request the tail still waits for (in flight, and needed by the tail rule)."""
-            if r.status != "ok":
-                return False
-            if first_only:
-                return r.t_first is None
-            if plan.tail == "births":
-                return r.t_first is None or (r.t_last is None and born_by(r.t_intended, births_end))
-            return r.t_last is None
+        def tail_progress() -> Progress:
+            """The window requests' counts the tail rule reads (failed ones count as finished)."""
+            nonlocal done_to
+            while done_to < len(win) and (win[done_to].status != "ok" or win[done_to].t_last is not None):
+                done_to += 1
+            live = [r for r in win[done_to:] if r.status == "ok" and r.t_last is None]
+            return Progress(window_started=len(win), window_in_flight=len(live),
+                            window_no_first=sum(1 for r in live if r.t_first is None),
+                            window_live_births=[r.t_intended for r in live],
+                            window_births=[r.t_intended for r in win])
 
-        done = False
         tokens = iterations = 0
-        while not done:
+        while not ph.ended:
             if budget.over(len(records), tokens, iterations):
                 break
             while self.sends and self.sends[0][0] <= s.now:
@@ -263,13 +263,13 @@ class ContinuousClient:
                     send(t, slot)
             admit(s.now)
             now = s.now
-            if window_start is None and now >= warm_at and not waiting_first and \
-                    len(self.live) + len(self.ingest) <= c and finished_slots >= must_finish:
-                window_start = now
-                hard_end = now + plan.window_s
-                next_look = now + plan.look_s
-            if window_start is not None:
-                assert hard_end is not None and next_look is not None
+            if ph.phase == "warmup":
+                warm = not waiting_first and len(self.live) + len(self.ingest) <= c and finished_slots >= must_finish
+                if ph.advance(now, Progress(warm=warm)):
+                    next_look = now + plan.look_s
+            if ph.phase in ("window", "tail"):
+                window_start = ph.t_window_start
+                assert window_start is not None
                 # The looks go on in the tail: the cohort of finished window requests keeps growing.
                 if plan.look is not None and now >= next_look:
                     next_look = now + plan.look_s
@@ -277,31 +277,25 @@ class ContinuousClient:
                     if len(co) >= plan.need:
                         v = plan.look(now - window_start, slo_samples(co))
                         if v is not None:
+                            # Decided on a complete cohort: the step ends, its window that cohort's span
+                            # (the later window requests become tail: nothing is left to wait for).
                             info.stopped_early, info.early_verdict = True, v
                             info.early_stop = {"by": "sequential", "why": f"the sequential test decided "
                                                                          f"{'PASS' if v else 'FAIL'}"}
                             cohort_end = co[-1].t_sent
-                            window_end = now
                             for r in win[len(co):]:
                                 r.phase = "tail"
                             del win[len(co):]
-                            done = True
+                            ph.end_now(now)
                             continue
                 if plan.stop_on_preemption and win and s.preemptions_total > pre0:
-                    if window_end is None:
-                        window_end = now
                     info.stopped_early, info.early_verdict = True, False
                     info.early_stop = {"by": "preemption", "why": preempted_why(s.preemptions_total - pre0, now - t0)}
-                    done = True
+                    ph.end_now(now)
                     continue
-                if window_end is None and now >= hard_end and (
-                        len(win) >= plan.need or now >= window_start + plan.window_s * plan.max_window_factor):
-                    window_end = now
-                    if plan.tail == "births":
-                        births_end = births_cutoff(now, plan.births_s, (r.t_intended for r in win), plan.need)
-            if window_end is not None and not done:
-                if not any(pending(r) for r in win):
-                    done = True
+                if ph.phase == "window":
+                    ph.advance(now, Progress(window_started=len(win)))
+                if ph.phase == "tail" and ph.advance(now, tail_progress()) == "end":
                     continue
             if not s.has_work():
                 nxt = [x for x in (self.ingest[0][0] if self.ingest else None,
@@ -343,10 +337,9 @@ class ContinuousClient:
                 series.append(_point(s))
                 next_series = t + self.series_dt
         t_end = s.now
-        if window_start is None:
-            window_start = t_end
-        if window_end is None:
-            window_end = t_end
+        window_start = ph.t_window_start if ph.t_window_start is not None else t_end
+        window_end = ph.t_window_end if ph.t_window_end is not None else t_end
+        births_end = ph.t_births_end
         if cohort_end is not None:
             window_end = max(window_start, cohort_end)
             births_end = None  # an early verdict's window is a cohort run to its end: every one counts

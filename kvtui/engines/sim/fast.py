@@ -29,6 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
+from kvtui.core.phases import PhaseRules, Progress, StepPhases
 from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest, SimStats
 from kvtui.load.records import Record
@@ -181,10 +182,10 @@ def simulate_step(
     fe_free = t0
     slot_done = [False] * n
     slots_pending = n
-    warm_at = t0 + warmup_s
-    window_start: float | None = None
-    window_end: float | None = None
-    window_closed = False
+    # The phases' rules (kvtui.core.phases, as every transport's): warm = every slot finished a request
+    # (an open loop has none to wait for); warm_wait_s caps that wait; no least count for the window.
+    phases = StepPhases(PhaseRules(warmup_s, window_s, warm_cap_s=float("inf") if warm_wait_s is None else warm_wait_s,
+                               window_requests=max(0, window_requests)), t0)
     window_started = 0
     window_live = 0
     limits: dict[str, int] = {}
@@ -192,20 +193,15 @@ def simulate_step(
     tokens = 0
 
     def phase_at(t: float) -> str:
-        nonlocal window_start, window_end, window_closed
-        if window_start is None:
-            if t >= warm_at and (slots_pending == 0 or (warm_wait_s is not None and t >= warm_at + warm_wait_s)):
-                window_start = t
-                if window_requests <= 0:
-                    window_end = t + window_s
-            else:
-                return "warmup"
-        if not window_closed and window_end is not None and t >= window_end:
-            window_closed = True
-        return "tail" if window_closed else "window"
+        """The phase at `t` (a send's, or the scheduler's now): the window opens and closes here; the
+        step ends only in the loop below, once the tail's window requests are done."""
+        while phases.phase in ("warmup", "window") and phases.advance(t, Progress(warm=slots_pending == 0,
+                                                                          window_started=window_started)):
+            pass
+        return phases.phase
 
     def send(t: float, slot: int) -> None:
-        nonlocal counter, window_started, window_live, window_end, window_closed
+        nonlocal counter, window_started, window_live
         sample = sample_request(counter)
         p, o = int(sample[0]), int(sample[1])
         hashes = sample[2] if len(sample) > 2 else (_unique_hashes(hrng, p,
@@ -219,8 +215,7 @@ def simulate_step(
         if ph == "window":
             window_started += 1
             window_live += 1
-            if window_requests > 0 and window_started >= window_requests:
-                window_closed, window_end = True, t  # the next send is tail
+            phase_at(t)  # a counted window closes on its last send: the next send is tail
         nonlocal fe_free
         if send_delay is not None:
             t += send_delay(len(s.running))
@@ -259,9 +254,9 @@ def simulate_step(
                 heapq.heappush(sends, (t + rng.expovariate(load), -1))
             send(t, slot)
         admit(s.now)
-        if window_start is not None:
+        if phases.phase != "warmup":
             phase_at(s.now)  # closes a timed window
-            if window_closed and window_live == 0:
+            if phases.phase == "tail" and phases.advance(s.now, Progress(window_in_flight=window_live)) == "end":
                 break
         if not s.has_work():
             if ingest:
@@ -270,7 +265,7 @@ def simulate_step(
             if not sends:
                 break
             s.idle_until(sends[0][0])
-            if window_start is None and s.now >= warm_at:
+            if phases.phase == "warmup":
                 phase_at(s.now)
             continue
         out = s.step()
@@ -299,7 +294,7 @@ def simulate_step(
                     slot_done[slot] = True
                     slots_pending -= 1
                 heapq.heappush(sends, (t, slot))
-        if window_start is None and t >= warm_at:
+        if phases.phase == "warmup":
             phase_at(t)
         # timeouts: oldest first (dict order = send order)
         if live:
@@ -341,6 +336,11 @@ def simulate_step(
                 rec, last, _ = live.pop(rid)
                 rec.t_last, rec.prompt_tokens, rec.output_tokens = last, rec.expected_prompt_tokens, len(rec.itl) + 1
     series.append(_point(s))
+    # A timed window's end is its planned one (start + window_s), also where a bound cut the step
+    # before it; a counted one's, its last send.
+    window_start = phases.t_window_start
+    window_end = phases.t_window_end if window_requests > 0 else (
+        None if window_start is None else window_start + window_s)
     return FastStepResult(records, series, before, s.stats(), t0, window_start, window_end, t_end, steps, limits,
                           ended=budget.ended)
 
