@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from kvtui.engines.sim.continuous import ContinuousClient, StepPlan  # noqa: E402
 from kvtui.engines.sim.fastrun import OfflineServer  # noqa: E402
 from kvtui.explore.run import Run  # noqa: E402
-from kvtui.explore.stats import percentile  # noqa: E402
+from kvtui.core.stats import percentile  # noqa: E402
 from kvtui.scenario.loader import load_scenario  # noqa: E402
 from kvtui.scenario.schema import Scenario  # noqa: E402
 

@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvtui.explore.stats import percentile  # noqa: E402
+from kvtui.core.stats import percentile  # noqa: E402
 from kvtui.explore.window_stats import gap_coverage, window_samples  # noqa: E402
 from kvtui.core.births import births_cutoff  # noqa: E402
 from kvtui.load.records import Record, read_records  # noqa: E402

@@ -7,5 +7,16 @@ tail is held, which window requests count for TPOT and E2E. Time comes in as an 
 in the transport's own seconds), so the same rules run on the wall clock and on virtual time, and
 are tested in milliseconds on plain numbers (tests/core/test_step_phases.py).
 
+- phases.py: a step's phases (warm-up, window, held tail, end), for every transport;
+- slots.py: which slots a closed loop starts (the stagger) and retires first (a step down);
+- births.py: the "births" tail rule's cutoff (which window requests TPOT and E2E count);
+- stats.py: percentiles and the sample counts they need;
+- sequential.py: the sequential test that decides a step early, at its stated confidence.
+
+Still outside it (issue 46): the looks' schedule and cohorts (kvtui.explore.live_look, the
+simulator's continuous client), the step's evaluation (kvtui.explore.evaluate, window_stats) and
+the searches (kvtui.explore.search): they read the scenario's and the records' types, which live in
+higher layers today.
+
 Imports: the standard library only (the floor of the import contract, pyproject.toml).
 """

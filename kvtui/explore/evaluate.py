@@ -10,8 +10,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from kvtui.core.stats import PCTS, min_samples_for, summarize
 from kvtui.explore.results import StepResult
-from kvtui.explore.stats import PCTS, min_samples_for, summarize
 from kvtui.load.records import Record
 from kvtui.scenario.schema import Slo
 from kvtui.snapshot.schema import Step

@@ -21,7 +21,7 @@ smooth-isotonic recipe:
    the lower end is not known: lo is null, shown as "26 [?–26]", never the knee itself.
 
 Percentile targets are judged by rank, not by sorting each resample: a sample's pNN is at most the
-limit exactly when enough of its values are (the same linear interpolation as kvtui.explore.stats
+limit exactly when enough of its values are (the same linear interpolation as kvtui.core.stats
 at the boundary rank), so a resample costs one pass over its requests. ITL counts each request's
 gaps above the limit (a token gap belongs to its request). Error rate and goodput are resampled
 with the requests; the server's preemption count is not (it has no per-request share) and keeps
@@ -38,7 +38,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from kvtui.explore.stats import PCTS, min_samples_for, percentile
+from kvtui.core.stats import PCTS, min_samples_for, percentile
 
 N_BOOT = 200
 CONFIDENCE = 0.9

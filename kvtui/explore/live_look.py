@@ -3,7 +3,7 @@ simulator takes them (kvtui.engines.sim.continuous): every `window_s / 10` from 
 on the window's requests **cohort by cohort**: only those sent before the earliest one still
 streaming count, so no look favours the quick ones. PASS or FAIL beyond doubt (the union bound
 over 16 looks with protocol.LOOKS_SHARE of 1 − confidence, and the 10 % margin of
-kvtui.explore.sequential) closes the window there; the step then holds its tail as after a window
+kvtui.core.sequential) closes the window there; the step then holds its tail as after a window
 that closed by time, so its figures are the same estimator's over the requests that started in the
 shortened window, and the records file says so (each record keeps the phase it was sent in).
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from kvtui.explore.sequential import SequentialTest
+from kvtui.core.sequential import SequentialTest
 from kvtui.load.records import Record
 from kvtui.load.samples import slo_samples
 

@@ -122,8 +122,8 @@ class Simulator:
         self._steps: list[dict[str, Any]] = []  # the loads predicted so far (their E2E spreads the next)
 
     def step(self, load: float) -> dict[str, Any]:
+        from kvtui.core.stats import PCTS, min_samples_for
         from kvtui.engines.sim.fastrun import step_metrics
-        from kvtui.explore.stats import PCTS, min_samples_for
 
         sc = self.scenario
         need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [sc.ramp.min_samples])

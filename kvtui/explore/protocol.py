@@ -13,7 +13,7 @@
   its prediction;
 - `preemption_decides`: whether a preemption decides a step's FAIL outright, so that the step ends
   there (the SLO allows none; the server's counter only goes up);
-- `sequential_for`: the step's sequential test (kvtui.explore.sequential) for the scenario's SLO,
+- `sequential_for`: the step's sequential test (kvtui.core.sequential) for the scenario's SLO,
   never deciding on fewer samples than the classic rule asks of a knee step.
 """
 
@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from kvtui.explore.sequential import SequentialTest
-from kvtui.explore.stats import PCTS
+from kvtui.core.sequential import SequentialTest
+from kvtui.core.stats import PCTS
 from kvtui.scenario.schema import Scenario
 
 MAX_LOOKS = 16  # looks per step (window and tail): the union bound's divisor (each look at α / (looks × targets))
-MARGIN = 0.10  # an early verdict's p95 is ≥ 10 % clear of its limit (kvtui.explore.sequential)
+MARGIN = 0.10  # an early verdict's p95 is ≥ 10 % clear of its limit (kvtui.core.sequential)
 STORM = 1.0  # preemptions per window request that mark a preemption storm
 # A step spends 1 − ramp.confidence on two kinds of look, a union bound over both: this share on
 # its looks during the window and tail (MAX_LOOKS of them, each may end the step early), the rest

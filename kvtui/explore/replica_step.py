@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvtui.core.stats import summarize
 from kvtui.explore.evaluate import _window_tokens
-from kvtui.explore.stats import summarize
 from kvtui.load.records import Record
 
 # Errors that say the replica itself went away (not a slow or refused answer).

@@ -4,7 +4,7 @@ The search confirms its knee by measuring again the last pass and the first fail
 (kvtui.explore.search). A repeat guards a verdict that sampling noise could flip. Two things
 settle a verdict without one, and `settled_reason` names which (None: in doubt, repeat it):
 
-- **The sequential test** (kvtui.explore.sequential) decided every latency target at
+- **The sequential test** (kvtui.core.sequential) decided every latency target at
   `ramp.confidence` over the step's window samples, each ≥ 10 % clear of its limit: PASS when
   every target is decided PASS, FAIL when one is decided FAIL.
   - **A PASS whose own samples are too few to decide** (a per-request target, TTFT, TPOT or
@@ -47,9 +47,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from kvtui.core.sequential import binom_cdf, decide
+from kvtui.core.stats import PCTS
 from kvtui.explore.search import Search
-from kvtui.explore.sequential import binom_cdf, decide
-from kvtui.explore.stats import PCTS
 from kvtui.scenario.schema import Scenario
 
 

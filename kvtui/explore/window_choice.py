@@ -127,12 +127,12 @@ def suggest_window(sc: Scenario, calibration: Any = None,
     whole requests. If that passes, the knee is above it and the window stands (a fraction of the
     full prediction's cost, which `kvtui init` pays on every scenario it writes)."""
     from kvtui.core.births import SAMPLE_FACTOR
+    from kvtui.core.stats import PCTS, min_samples_for
     from kvtui.engines.sim.budget import SimulationCut
     from kvtui.engines.sim.fastrun import SimConfigError
     from kvtui.errors import KvtuiError
     from kvtui.explore.prediction import Simulator, _sim_scenario, predict_mode, predicted_at, resolve_target
     from kvtui.explore.protocol import mean_length, tail_for
-    from kvtui.explore.stats import PCTS, min_samples_for
     from kvtui.predict.roofline import as_calibration
 
     r = sc.ramp

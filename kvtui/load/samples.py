@@ -1,5 +1,5 @@
 """The SLO figures' samples over a set of requests, in ms, as the sequential test looks at them
-(kvtui.explore.sequential): one TTFT, TPOT and E2E per request (a failed one counts as +inf, a
+(kvtui.core.sequential): one TTFT, TPOT and E2E per request (a failed one counts as +inf, a
 cancelled or client-side one not at all) and every inter-token gap for ITL. The offline
 simulator's looks (kvtui.engines.sim.continuous) and a live step's look at its window's end
 (kvtui.explore.live_step) take them here."""

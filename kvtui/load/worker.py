@@ -19,6 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 from kvtui import clock
+from kvtui.core.slots import retire_order, stagger_at, tokens_left
 from kvtui.load.protocol import STATUS_EVERY, StepSpec, WorkerConfig
 from kvtui.load.records import Record
 
@@ -457,7 +458,7 @@ class _Worker:
         if spec.closed:
             self.active = set(range(self.n_slots))
             for i in range(self.n_slots):
-                self.start_slot(i, spec.stagger_s * i / max(1, self.n_slots))
+                self.start_slot(i, stagger_at(spec.stagger_s, i, self.n_slots))
         elif spec.load > 0:
             replay = spec.arrival == "trace" and self.factory.trace is not None
             arr = asyncio.create_task(self.trace_arrivals() if replay else self.arrivals(spec.load, rng))
@@ -500,22 +501,21 @@ class _Worker:
         self.n_slots = n = int(round(spec.load))
         keep = [i for i in self.active if i in self.slot_tasks]  # slots still sending
         if n <= len(keep):
-            # A step down: the slots whose requests are nearest their end retire (an idle one first).
-            def left(i: int) -> int:
+            # A step down: the slots whose requests are nearest their end retire (an idle one first;
+            # kvtui.core.slots). Over HTTP every request in flight counts as admitted.
+            def left(i: int) -> int | None:
                 rec = self.slot_rec.get(i)
-                if rec is None:
-                    return -1
-                done = (len(rec.itl) + 1) if rec.t_first is not None else 0
-                return (rec.expected_output_tokens or 0) - done
+                return None if rec is None else tokens_left(rec.expected_output_tokens, len(rec.itl),
+                                                            rec.t_first is not None)
 
-            self.active = set(sorted(keep, key=left)[len(keep) - n:])
+            self.active = set(retire_order((i, left(i), True) for i in keep)[len(keep) - n:])
             missing: list[int] = []
         else:
             free = (i for i in range(n + len(self.slot_tasks) + 1) if i not in self.slot_tasks)
             missing = [next(free) for _ in range(n - len(keep))]
             self.active = set(keep) | set(missing)
         for k, i in enumerate(missing):
-            self.start_slot(i, spec.stagger_s * k / max(1, len(missing)))
+            self.start_slot(i, stagger_at(spec.stagger_s, k, len(missing)))
         self.flush()  # what ended while held, and the in-flight count at the change
 
     async def end_all(self) -> None:

@@ -65,9 +65,9 @@ def test_continuous_steps_are_shorter_in_modelled_time_and_say_how_they_ran(tmp_
 
 def _steady_tpot_p95(sc: Scenario, mode_name: str, load: float) -> float:
     """The load's steady state: one long drained run, births spread over one request, the start discarded."""
+    from kvtui.core.stats import percentile
     from kvtui.engines.sim.continuous import ContinuousClient, StepPlan
     from kvtui.engines.sim.fastrun import OfflineServer
-    from kvtui.explore.stats import percentile
 
     mode = next(m for m in sc.modes if m.name == mode_name)
     srv = OfflineServer(sc, mode, 1)

@@ -1,4 +1,4 @@
-"""The sequential test (kvtui.explore.sequential): exact maths, and its error rate by simulation."""
+"""The sequential test (kvtui.core.sequential): exact maths, and its error rate by simulation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvtui.explore.sequential import SequentialTest, binom_cdf, decide, per_test_alpha, quantile_bounds
+from kvtui.core.sequential import SequentialTest, binom_cdf, decide, per_test_alpha, quantile_bounds
 
 
 def test_binomial_cdf_matches_the_sum() -> None:

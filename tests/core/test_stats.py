@@ -3,7 +3,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvtui.explore.stats import min_samples_for, percentile, summarize
+from kvtui.core.stats import min_samples_for, percentile, summarize
 
 
 def test_percentile_matches_numpy_linear_interpolation():

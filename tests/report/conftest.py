@@ -39,7 +39,7 @@ SCENARIO = knee_toml(
            {"name": "fp8-kv", "kv_cache_dtype": "fp8", "extra_args": ["--knee", "8"],
             "env": {"OTHER_API_KEY": "SECRETVALUE-mode-key-9876"}},
            {"name": "w-int4", "quantization": "awq", "extra_args": ["--knee", "4"]}],
-    # The SLO on p90, not p95: a step ends at 20 requests (a p90's minimum, kvtui.explore.stats.min_samples_for)
+    # The SLO on p90, not p95: a step ends at 20 requests (a p90's minimum, kvtui.core.stats.min_samples_for)
     # instead of 40, which halves the run; the knees are as sharp (every step above one is 80 ms).
     ramp={"search": "fast", "warmup_s": 0.2, "window_s": 1}, slo={"tpot_p90_ms": 50},
     cost={"gpu_hourly_usd": 3.5}, quality={"enabled": True},

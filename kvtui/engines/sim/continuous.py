@@ -11,7 +11,7 @@ starts each step from an idle server instead):
   load (`settle` "time"); where no request duration was known to spread the starts over, it also
   waits, as the classic step, for every slot to finish a request at the new load ("turnover");
 - every `look_s` from the window's start (through the tail too) a sequential test
-  (kvtui.explore.sequential) looks at the window's
+  (kvtui.core.sequential) looks at the window's
   requests, cohort by cohort: only the requests sent before the latest time by which *every*
   window request had finished (or had its first token, for a TTFT-only SLO) count, so an early
   look never favours the quick ones. PASS or FAIL beyond doubt ends the step: the window is then
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kvtui.core.phases import PhaseRules, Progress, StepPhases
+from kvtui.core.slots import retire_order, stagger_at, tokens_left
 from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.fast import FastStepResult, SampleFn, _point, _unique_hashes
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest
@@ -119,17 +120,15 @@ class ContinuousClient:
         """A step down to `c` slots: the slots that retire (numbers ≥ c) are those whose requests
         are nearest their end, so the load is down to `c` soonest; the others keep their requests
         under the numbers below c. Requests not yet admitted are the furthest from their end."""
-        def remaining(rec: Record, admitted: bool) -> tuple[int, int]:
-            done = (len(rec.itl) + 1) if rec.t_first is not None else 0
-            return (0 if admitted else 1, (rec.expected_output_tokens or 0) - done)
+        def left(rec: Record) -> int:
+            return tokens_left(rec.expected_output_tokens, len(rec.itl), rec.t_first is not None)
 
-        owners: list[tuple[tuple[int, int], int]] = [(remaining(ent[0], True), ent[2]) for ent in self.live.values()]
-        owners += [(remaining(x[2], False), x[3]) for x in self.ingest]
-        busy = {slot for _, slot in owners}
-        idle = [i for i in range(self.slots) if i not in busy]
-        # idle slots retire first (nothing to wait for), then the requests nearest their end
-        order = idle + [slot for _, slot in sorted(owners, key=lambda x: x[0])]
-        retire = order[: max(0, self.slots - c)]
+        owners: list[tuple[int, int | None, bool]] = [(ent[2], left(ent[0]), True) for ent in self.live.values()]
+        owners += [(x[3], left(x[2]), False) for x in self.ingest]
+        busy = {slot for slot, _, _ in owners}
+        idle: list[tuple[int, int | None, bool]] = [(i, None, True) for i in range(self.slots) if i not in busy]
+        # idle slots retire first (nothing to wait for), then the requests nearest their end (kvtui.core.slots)
+        retire = retire_order(idle + owners)[: max(0, self.slots - c)]
         keep = [i for i in range(self.slots) if i not in set(retire)]
         renum = {old: new for new, old in enumerate(keep + retire)}
         for ent in self.live.values():
@@ -173,7 +172,7 @@ class ContinuousClient:
             stagger = min(1.0, plan.warmup_s / 2) if plan.warmup_s > 0 else 0.0
         busy = {ent[2] for ent in self.live.values()} | {x[3] for x in self.ingest}
         for k, i in enumerate(new_slots):
-            heapq.heappush(self.sends, (t0 + stagger * k / max(1, len(new_slots)), i))
+            heapq.heappush(self.sends, (t0 + stagger_at(stagger, k, len(new_slots)), i))
         for i in range(min(self.slots, c)):  # an old slot idle since the last step's end sends now
             if i not in busy and all(sl != i for _, sl in self.sends):
                 heapq.heappush(self.sends, (t0, i))

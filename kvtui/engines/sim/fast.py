@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from kvtui.core.phases import PhaseRules, Progress, StepPhases
+from kvtui.core.slots import stagger_at
 from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest, SimStats
 from kvtui.load.records import Record
@@ -166,7 +167,7 @@ def simulate_step(
     sends: list[tuple[float, int]] = []  # heap of (send time, slot)
     if closed:
         for i in range(n):
-            heapq.heappush(sends, (t0 + (stagger_s or 0.0) * i / n, i))
+            heapq.heappush(sends, (t0 + stagger_at(stagger_s or 0.0, i, n), i))
     else:
         if load <= 0:
             raise ValueError("open loop needs a rate > 0")

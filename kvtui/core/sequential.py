@@ -13,7 +13,7 @@ chance that any early verdict of the step is wrong is then ≤ 1 − confidence 
 looks and the targets, whatever their correlation). A step needs every target PASS-decided to
 pass early, and any one FAIL-decided to fail early; otherwise it runs its full window and is
 judged as always. No look happens before `min_samples` (never fewer than the classic rule's
-sample count for the percentile: kvtui.explore.stats.min_samples_for, and ramp.min_samples).
+sample count for the percentile: kvtui.core.stats.min_samples_for, and ramp.min_samples).
 
 The bounds reported with each look are the order statistics that bracket the quantile at the same
 α′: [x_(l), x_(u)] with P(X_(l) ≤ ξ_q ≤ X_(u)) ≥ 1 − 2α′ (ξ_q the true quantile).
@@ -162,7 +162,7 @@ class SequentialTest:
                 # Latencies within a step are correlated (the requests share one batch), so the
                 # binomial test alone is over-confident on a cohort born together: an early verdict
                 # also needs the sample's quantile clear of the limit by `margin`.
-                from kvtui.explore.stats import percentile
+                from kvtui.core.stats import percentile
 
                 v = percentile(xs, q)
                 if (d and v > limit * (1 - self.margin)) or (not d and v < limit * (1 + self.margin)):
