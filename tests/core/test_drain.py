@@ -15,7 +15,10 @@ from types import SimpleNamespace
 import pytest
 
 from kvtui import clock
-from kvtui.explore.live_step import DRAIN_QUIET_S, DRAIN_STILL_MAX_S, LiveStepExecutor
+from kvtui.core.drain import QUIET_S as DRAIN_QUIET_S
+from kvtui.core.drain import STILL_MAX_S as DRAIN_STILL_MAX_S
+from kvtui.core.drain import DrainWatch
+from kvtui.explore.live_step import LiveStepExecutor
 from kvtui.telemetry.prom_windows import counter_values
 from kvtui.telemetry.types import MetricsSample
 
@@ -85,3 +88,21 @@ def test_the_counters_compared_are_the_ones_a_request_moves():
     for field in ("prompt_tokens", "generation_tokens", "prefix_cache_queries", "requests_success", "preemptions"):
         b = MetricsSample(**{**a.__dict__, field: getattr(a, field) + 1})
         assert counter_values(a) != counter_values(b), field
+
+
+def test_the_drain_rule_on_plain_numbers():
+    """kvtui.core.drain.DrainWatch alone: busy scrapes poll, an idle one waits the quiet interval, a
+    second idle one with the same counters ends it, moving counters restart the count, and
+    stillness is waited for STILL_MAX_S at most."""
+    w = DrainWatch(quiet_s=0.3, still_max_s=2.0)
+    assert w.observe(0.0, 3, 0, (10,)) == 0.25  # running
+    assert w.observe(0.25, 0, 1, (10,)) == 0.25  # waiting
+    assert w.observe(0.5, 0, 0, (10,)) == 0.3  # first idle scrape
+    assert w.observe(0.8, 0, 0, (12,)) == 0.3  # idle, but a late request moved the counters
+    assert w.observe(1.1, 0, 0, (12,)) is None  # idle and still: drained
+    w = DrainWatch(quiet_s=0.3, still_max_s=2.0)
+    t, k, waits = 0.0, 0, []
+    while (dt := w.observe(t, 0, 0, (k,))) is not None:  # another client keeps moving the counters
+        waits.append(dt)
+        t, k = t + dt, k + 1
+    assert 2.0 <= t <= 2.0 + 0.3 and len(waits) == 7

@@ -393,7 +393,7 @@ def test_prefix_cache_hit_rate_agrees_with_the_servers_counters(servers, tmp_pat
     for name, (kvtui_rate, raw_rate, q, h, cut, _drain) in seen.items():
         # Exact where the step cut no request in flight. A request the step cut (an open-loop arrival
         # in its tail) may reach the engine after kvtui's closing scrape and before ours, on a starved
-        # host even after the drain's longer quiet interval (live_step.DRAIN_CUT_QUIET_S): then kvtui's
+        # host even after the drain's longer quiet interval (kvtui.core.drain.CUT_QUIET_S): then kvtui's
         # span lacks up to `cut` requests of 600 prompt tokens (512 of them hits at most), never more.
         allowed = [(h - a * 512) / (q - b * 600) for b in range(cut + 1) for a in range(b + 1) if q > b * 600]
         assert any(kvtui_rate == pytest.approx(r, abs=1e-9) for r in allowed), (name, seen)

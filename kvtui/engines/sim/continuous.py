@@ -36,6 +36,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kvtui.core.looks import LookSchedule, decided_why
 from kvtui.core.phases import PhaseRules, Progress, StepPhases
 from kvtui.core.slots import retire_order, stagger_at, tokens_left
 from kvtui.engines.sim.budget import StepBudget
@@ -195,7 +196,7 @@ class ContinuousClient:
                                    warm_from_s=stagger if not turnover and new_slots else 0.0,
                                    min_window_requests=plan.need, max_window_factor=plan.max_window_factor,
                                    tail=plan.tail, births_s=plan.births_s), t0)
-        next_look = 0.0
+        looks: LookSchedule | None = None  # from the window's start (kvtui.core.looks)
         done_to = 0  # win[:done_to] have all finished (a request never unfinishes): the tail counts past them
         win: list[Record] = []
         cohort_end: float | None = None
@@ -265,13 +266,12 @@ class ContinuousClient:
             if ph.phase == "warmup":
                 warm = not waiting_first and len(self.live) + len(self.ingest) <= c and finished_slots >= must_finish
                 if ph.advance(now, Progress(warm=warm)):
-                    next_look = now + plan.look_s
+                    looks = LookSchedule(plan.look_s, now)
             if ph.phase in ("window", "tail"):
                 window_start = ph.t_window_start
                 assert window_start is not None
                 # The looks go on in the tail: the cohort of finished window requests keeps growing.
-                if plan.look is not None and now >= next_look:
-                    next_look = now + plan.look_s
+                if plan.look is not None and looks is not None and looks.due(now):
                     co = cohort(first_only)
                     if len(co) >= plan.need:
                         v = plan.look(now - window_start, slo_samples(co))
@@ -279,8 +279,7 @@ class ContinuousClient:
                             # Decided on a complete cohort: the step ends, its window that cohort's span
                             # (the later window requests become tail: nothing is left to wait for).
                             info.stopped_early, info.early_verdict = True, v
-                            info.early_stop = {"by": "sequential", "why": f"the sequential test decided "
-                                                                         f"{'PASS' if v else 'FAIL'}"}
+                            info.early_stop = {"by": "sequential", "why": decided_why(v)}
                             cohort_end = co[-1].t_sent
                             for r in win[len(co):]:
                                 r.phase = "tail"

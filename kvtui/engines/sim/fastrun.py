@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from kvtui.core.looks import look_every
 from kvtui.engines.base import StartupFacts
 from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.fast import FastStepResult, simulate_step
@@ -159,7 +160,7 @@ class OfflineServer:
         window_s = ramp.window(r.window_s) if ramp is not None else r.window_s
         return StepPlan(load=load, warmup_s=r.warmup_s, window_s=window_s, need=need,
                         drain_before=bool(drain_why), drain_why=drain_why or "", tail=tail,
-                        look_s=max(0.5, window_s / 10), look=test.look if test is not None and not watch else None,
+                        look_s=look_every(window_s), look=test.look if test is not None and not watch else None,
                         stagger_s=None if ramp is None else ramp.stagger_s,
                         settle="turnover" if ramp is None else ramp.settle,
                         births_s=None if ramp is None else ramp.e2e_est_s, stop_on_preemption=stop_on_preemption,
