@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kvtui.explore.prediction import Target, predict_mode  # noqa: E402
-from kvtui.explore.search import FastSearch, LinearSearch, ramp_levels  # noqa: E402
-from kvtui.explore.search_seeded import SeededSearch  # noqa: E402
+from kvtui.core.search import FastSearch, LinearSearch, ramp_levels  # noqa: E402
+from kvtui.core.search_seeded import SeededSearch  # noqa: E402
 from kvtui.predict.calibration_file import read_calibration  # noqa: E402
 from kvtui.snapshot.file import load_snapshot  # noqa: E402
 from kvtui.scenario.loader import scenario_from_snapshot  # noqa: E402

@@ -5,7 +5,7 @@ Strategies (each one full `kvtui run`, the same scenario and SLO):
   seeded  kvtui's default where the simulator predicts the mode (issue 21): measure the predicted
           knee and the next load, confirm, stop; where a verdict goes against the prediction, the
           simulator refitted on the steps so far chooses the next probe inside the bracket
-          (issue 28; kvtui.explore.search_seeded)
+          (issue 28; kvtui.core.search_seeded)
   seeded-gallop  the seeded search before issue 28 (the "before"): the refit's knee heard only
           once, where a verdict went against it; else a gallop from the seed pair and a bisection
   fast    start at the KV-bound guess, ×2 / ÷2 to a bracket, bisect to the
@@ -47,8 +47,8 @@ sys.path.insert(0, str(ROOT))
 import kvtui.explore.predict_loop as predict_loop  # noqa: E402
 import kvtui.explore.run as run_mod  # noqa: E402
 from bench.knee import knee_scenario  # noqa: E402
-from kvtui.explore.search import LinearSearch, _Base, resolution  # noqa: E402
-from kvtui.explore.search_seeded import SeededSearch  # noqa: E402
+from kvtui.core.search import LinearSearch, _Base, resolution  # noqa: E402
+from kvtui.core.search_seeded import SeededSearch  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402
 from kvtui.scenario.schema import Ramp  # noqa: E402
 
@@ -244,7 +244,7 @@ def run_one(sc_path: Path, strategy: str, fast_offline: bool, sets: dict[str, An
         sc.ramp.search = "seeded"
 
         def patch(run, guess, prediction):
-            from kvtui.explore.search import FastSearch
+            from kvtui.core.search import FastSearch
 
             if prediction and prediction.get("covered"):
                 return GallopSeededSearch(run.scenario.ramp, run.closed, knee=prediction.get("knee") or run.scenario.ramp.start)

@@ -5,7 +5,7 @@
 An estimate from measured parts, not a measured run: the mode's search (seeded, as the run was,
 with each step's recorded prediction) asks for a load; it is given the next verdict the run
 measured at that load, in the order measured, with the reason this kvtui's rules settle it by
-(kvtui.explore.settled: settled_reason, and resettled once the loads above a pass are measured);
+(kvtui.core.settled: settled_reason, and resettled once the loads above a pass are measured);
 it stops where the search is done, or where it asks for a load the run measured no more (then the
 estimate is cut, and says so). Each replayed step costs what the run's step cost (its duration_s).
 
@@ -22,8 +22,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvtui.explore.search_seeded import SeededSearch, rehint  # noqa: E402
-from kvtui.explore.settled import settle_passes, settled_reason  # noqa: E402
+from kvtui.core.search_seeded import SeededSearch, rehint  # noqa: E402
+from kvtui.core.settled import settle_passes, settled_reason  # noqa: E402
 from kvtui.scenario.loader import scenario_from_snapshot  # noqa: E402
 from kvtui.snapshot.file import load_snapshot  # noqa: E402
 

@@ -13,11 +13,16 @@ are tested in milliseconds on plain numbers (tests/core/test_step_phases.py).
 - drain.py: when a drained server is idle and still (the scrapes a live transport hands it);
 - births.py: the "births" tail rule's cutoff (which window requests TPOT and E2E count);
 - stats.py: percentiles and the sample counts they need;
-- sequential.py: the sequential test that decides a step early, at its stated confidence.
+- sequential.py: the sequential test that decides a step early, at its stated confidence;
+- search.py, search_seeded.py: which load the next step measures (linear, fast, seeded from a
+  prediction, the confirmation), and the knee the verdicts give (`best_load`);
+- settled.py: whether a verdict near the knee is settled without a repeat.
 
-Still outside it (issue 46): the cohort a look reads (each transport's own), the step's evaluation (kvtui.explore.evaluate, window_stats) and
-the searches (kvtui.explore.search): they read the scenario's and the records' types, which live in
-higher layers today.
+Still outside it (issue 46): the cohort a look reads (each transport's own), the step's evaluation
+(kvtui.explore.evaluate, window_stats) and the knee's interval (kvtui.explore.knee_interval): they
+read the records' type, which lives with the load generator today.
 
-Imports: the standard library only (the floor of the import contract, pyproject.toml).
+Imports: the standard library, the scenario's typed settings (kvtui.scenario.schema) and the
+snapshot's typed documents (kvtui.snapshot.schema), nothing else: no clock, no file, no process
+(tests/core/test_step_phases.py reads every import of this package).
 """

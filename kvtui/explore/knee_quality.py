@@ -36,7 +36,7 @@ READY_TIMEOUT_S = 600.0  # imports and local data: minutes at most, even on a st
 
 
 def knee_of(md: dict[str, Any]) -> float | None:
-    from kvtui.explore.search import best_load
+    from kvtui.core.search import best_load
 
     return best_load(md.get("steps") or [])
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, Iterable
 
+from kvtui.core.search import Search, make_search
+from kvtui.core.search_seeded import rehint
 from kvtui.explore.evaluate import no_server_verdict
-from kvtui.explore.search import Search, make_search
-from kvtui.explore.search_seeded import rehint
 from kvtui.scenario.schema import Ramp
 
 MAX_PLANNED = 64  # a search never needs this many; a bound against a strategy that would not stop
@@ -34,7 +34,7 @@ def replayed(ramp: Ramp, steps: Iterable[dict[str, Any]], closed: bool = True, g
     """The mode's search, told the verdicts of its finished steps (as a resumed run does).
     seed: the predicted knee a seeded search started from (modes[].search.seed)."""
     if seed is not None:
-        from kvtui.explore.search_seeded import SeededSearch
+        from kvtui.core.search_seeded import SeededSearch
 
         search: Search = SeededSearch(ramp, closed, knee=seed)
     else:

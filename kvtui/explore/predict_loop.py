@@ -1,7 +1,7 @@
 """The prediction in the run's loop (kvtui.explore.run calls these, one line each).
 
 before_search: the mode's prediction (kvtui.explore.prediction) into md["prediction"];
-choose: the search (seeded by it where it covers the mode: kvtui.explore.search_seeded);
+choose: the search (seeded by it where it covers the mode: kvtui.core.search_seeded);
 annotate: each step's `predicted` (verdict and figures the prediction gave for that load);
 after_step: the refit (kvtui.explore.refit) and, for the seeded search, the knee of the prediction as
   it stands after each judged step (refitted where the verdict went against it): it chooses the next probe;
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvtui.core.search import Search
+from kvtui.core.search_seeded import SeededSearch, choose_search
 from kvtui.explore import events as ev
 from kvtui.explore.prediction import predicted_at, prediction_error
 from kvtui.explore.refit import Predictor
-from kvtui.explore.search import Search
-from kvtui.explore.search_seeded import SeededSearch, choose_search
 from kvtui.scenario.schema import Mode
 
 
@@ -34,7 +34,7 @@ def _wanted(run: Any) -> bool:
     """Whether this run predicts: always, except the live simulator under a search the scenario
     chose not to seed (`ramp.search = "fast"` or `"linear"`: it would only predict itself). The
     default ("auto") predicts on every engine, so every engine's search starts from the same rule
-    (kvtui.explore.search_seeded.choose_search)."""
+    (kvtui.core.search_seeded.choose_search)."""
     sc = run.scenario
     return not (sc.server.engine == "sim" and not run.fast and sc.ramp.search in ("fast", "linear"))
 

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kvtui import clock
+from kvtui.core.search import FastSearch, resolution
 from kvtui.errors import KvtuiError
 from kvtui.explore.evaluate import StepContext, evaluate_step
 from kvtui.explore.protocol import ramp_for
-from kvtui.explore.search import FastSearch, resolution
 from kvtui.predict.roofline import Calibration
 from kvtui.scenario.schema import Mode, Scenario
 

@@ -31,7 +31,7 @@ MARGIN = 0.10  # an early verdict's p95 is ≥ 10 % clear of its limit (kvtui.co
 STORM = 1.0  # preemptions per window request that mark a preemption storm
 # A step spends 1 − ramp.confidence on two kinds of look, a union bound over both: this share on
 # its looks during the window and tail (MAX_LOOKS of them, each may end the step early), the rest
-# on one look at its end (what settles a verdict, kvtui.explore.settled). The end look keeps most
+# on one look at its end (what settles a verdict, kvtui.core.settled). The end look keeps most
 # of it: at 8k / 512 a window holds ~80 requests, and a p95 PASS at one look needs 0.95^n ≤ α′
 # (n ≥ 78 with 3/4 of α over two targets, n ≥ 72 with all of it); an early verdict mid-window
 # needs n ≥ 153 at this share, so it comes only where a window holds many requests.
@@ -76,7 +76,7 @@ def preemption_decides(sc: Scenario) -> bool:
     step's start to its end (kvtui.explore.evaluate), and a counter only goes up: the rest of the window could count
     more, never fewer, so its verdict would be the same FAIL. What it would add is the failing load's latencies over
     a full window; the step records that it stopped (`early_stop`), and its percentiles say "—" where they lack
-    samples. Whether the FAIL needs a repeat is unchanged (kvtui.explore.settled: the KV cache's arithmetic, else
+    samples. Whether the FAIL needs a repeat is unchanged (kvtui.core.settled: the KV cache's arithmetic, else
     the confirmation)."""
     return sc.slo.max_preemptions_per_request == 0
 
@@ -93,7 +93,7 @@ def sequential_for(sc: Scenario, need: int, looks: int = MAX_LOOKS, share: float
 def end_look(sc: Scenario, recs: Iterable[Any], need: int, tail: str, births_end: float | None,
              window_s: float, looked: bool = True) -> dict[str, object]:
     """The sequential test's record of one look at a step's window requests once the step has
-    ended (kvtui.explore.settled reads it): with the share of 1 − ramp.confidence that the step's
+    ended (kvtui.core.settled reads it): with the share of 1 − ramp.confidence that the step's
     looks left (`looked`: the step took looks that could have ended it, LOOKS_SHARE spent), else
     all of it (a watch takes none). A held step's window requests are mostly still
     streaming (a request outlives a window): their cut copies count for TTFT and ITL, as in the step's
@@ -237,7 +237,7 @@ def ramp_plan_for_step(sc: Scenario, md: Mapping[str, Any], load: float, prev: M
 def watch_window(sc: Scenario, server: Mapping[str, Any], load: float, ramp: RampPlan) -> RampPlan:
     """The ramp with the step's window lengthened where the SLO allows no preemption and `load`
     requests at their full length do not fit the KV cache the server reported (the KV wall's noisy
-    side: kvtui.explore.settled). The window then lasts max(2 × window_s, one request's duration).
+    side: kvtui.core.settled). The window then lasts max(2 × window_s, one request's duration).
 
     - **Long enough for the batch to turn over.** A load at the wall preempts once its batch holds
       requests at every position of their life; until then (a step up whose new requests are still
@@ -251,10 +251,10 @@ def watch_window(sc: Scenario, server: Mapping[str, Any], load: float, ramp: Ram
       test judges that). One window over a whole turnover and twice the scenario's window watches
       for it at least as long as two windows do, and a repeat from an idle server first ramps over
       one request's duration. A PASS that watched the whole window without a preemption is settled
-      (kvtui.explore.settled, with ramp.confirm_when = "doubt")."""
+      (kvtui.core.settled, with ramp.confirm_when = "doubt")."""
     if not preemption_decides(sc):
         return ramp
-    from kvtui.explore.settled import kv_overflow
+    from kvtui.core.settled import kv_overflow
 
     why = kv_overflow(sc, server, load, whole=True)
     if why is None:

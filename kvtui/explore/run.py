@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kvtui import clock
+from kvtui.core.search import Search, ramp_levels
+from kvtui.core.settled import settle_passes, settled_reason
 from kvtui.core.stats import PCTS, min_samples_for
 from kvtui.engines import registry
 from kvtui.engines.base import Engine, StartupFacts
@@ -38,8 +40,6 @@ from kvtui.explore.offline_step import OfflineStepExecutor
 from kvtui.explore.replica_step import mark_remeasure
 from kvtui.explore.results import ModeResult
 from kvtui.explore.resume import Resume, finished_steps
-from kvtui.explore.search import Search, ramp_levels
-from kvtui.explore.settled import settle_passes, settled_reason
 from kvtui.explore.telemetry_loop import SERIES_MAX, TelemetryLoop
 from kvtui.load.generator import LoadGenerator
 from kvtui.scenario import lengths

@@ -67,7 +67,7 @@ def mode_line(r: dict[str, Any], base: str | None, so_far: float | None = None) 
 
 
 def _so_far(modes: list[dict[str, Any]], name: Any) -> float | None:
-    from kvtui.explore.search import best_load
+    from kvtui.core.search import best_load
 
     m = next((x for x in modes if x.get("name") == name), None)
     return best_load(m.get("steps") or []) if m else None
@@ -236,7 +236,7 @@ def build_answer(doc: dict[str, Any]) -> dict[str, Any]:
     # and --json's (the simulator's extrapolations and "this host limited the live run" among them).
     caveats = every_caveat(doc)
     typed = Run.view(doc).all_modes
-    modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]  # for _so_far (explore.search reads dicts)
+    modes = [m for m in doc.get("modes") or [] if isinstance(m, dict)]  # for _so_far (core.search reads dicts)
     predicted = []
     for tm in typed:
         row: dict[str, Any] = next((x for x in rows if x.get("mode") == tm.name), {})

@@ -16,11 +16,11 @@ APIS = ("completions", "chat")
 DISTS = ("fixed", "uniform", "normal", "lognormal", "trace")  # trace: set from [workload] trace's rows
 LOAD_SHAPES = ("concurrency", "rate", "trace")  # trace: replay [workload] trace's arrival times
 ARRIVALS = ("poisson", "bursty", "constant")
-SEARCHES = ("auto", "seeded", "fast", "linear")  # auto: seeded where a prediction exists (explore/search_seeded.py)
+SEARCHES = ("auto", "seeded", "fast", "linear")  # auto: seeded where a prediction exists (core/search_seeded.py)
 PROTOCOLS = ("continuous",)  # how a step is measured (docs/PROTOCOL.md)
 # Retired protocols: refused for a new run (kvtui.scenario.checks), still read in old snapshots.
 RETIRED_PROTOCOLS = {"classic": "issue 46"}
-CONFIRM_WHEN = ("always", "doubt")  # which knee steps the confirmation repeats (kvtui.explore.settled)
+CONFIRM_WHEN = ("always", "doubt")  # which knee steps the confirmation repeats (kvtui.core.settled)
 QUALITY_TASKS = ("passkey", "quotation", "agreement", "needles")  # kvtui.quality.tasks builds them
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
 SLO_PCTS = ("p50", "p90", "p95", "p99")
@@ -326,7 +326,7 @@ class Ramp:
     confirm: bool = True
     # "always": the confirmation repeats the last pass and the first fail (the careful method);
     # "doubt": only a verdict that neither the sequential test nor the KV cache's arithmetic settled
-    # (kvtui.explore.settled; each step records `settled`).
+    # (kvtui.core.settled; each step records `settled`).
     confirm_when: str = "always"
     resolution: float = 0.0  # search stops when fail - pass <= resolution (0: 1 request or ~5 %)
     request_timeout_s: float = 600.0

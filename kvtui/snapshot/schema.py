@@ -185,7 +185,7 @@ class Step(Document):
                                                  OBJECT)
     settled: str | None = field("ramp.confirm_when = \"doubt\": why this knee step's verdict needs no repeat (the "
                                 "sequential test decided it, a PASS's too few samples pooled with those of the loads "
-                                "above it where need be, or the KV cache's arithmetic: kvtui/explore/settled.py; a "
+                                "above it where need be, or the KV cache's arithmetic: kvtui/core/settled.py; a "
                                 "pass may be settled by a later step); null: in doubt, the confirmation repeats it",
                                 TEXT)
     sequential: Mapping[str, Any] | None = field("the sequential test: confidence, looks, samples, the bounds seen per "
@@ -488,7 +488,7 @@ class ServerFacts(Document):
 
 @dataclass(frozen=True)
 class Search(Document):
-    """How a mode's search went and what it found (kvtui.explore.search)."""
+    """How a mode's search went and what it found (kvtui.core.search)."""
 
     strategy: str | None = field("the search: linear, fast (galloping), seeded (from the prediction) or imported",
                                  TEXT)

@@ -3,8 +3,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvtui.core.search import make_search
 from kvtui.explore.plan import steps_left
-from kvtui.explore.search import make_search
 from kvtui.scenario.schema import Ramp
 
 

@@ -6,7 +6,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvtui.explore.search import FastSearch, LinearSearch, make_search, ramp_levels
+from kvtui.core.search import FastSearch, LinearSearch, make_search, ramp_levels
 from kvtui.scenario.schema import Ramp
 
 
@@ -133,8 +133,8 @@ def test_doubt_does_not_repeat_a_knee_load_whose_verdicts_disagree():
     confirmation repeated 28 (103.8: fail), 20 and 28 again (98.1: pass), 8 steps. Under "doubt" a
     knee load that has passed and failed is not repeated once more (another coin): 5 steps, the same
     knee, called noisy; under "always" (the careful method) the confirmation goes on as before."""
-    from kvtui.explore.search import FLIPPED
-    from kvtui.explore.search_seeded import SeededSearch
+    from kvtui.core.search import FLIPPED
+    from kvtui.core.search_seeded import SeededSearch
 
     def run(when: str) -> tuple:
         verdicts = {20.0: [True] * 9, 28.0: [False, True, False, True, False, True], 36.0: [False] * 9}

@@ -1,5 +1,5 @@
 """ramp.confirm_when = "doubt": a knee step's verdict is repeated only where neither the sequential
-test nor the KV cache's arithmetic settled it (kvtui/explore/settled.py)."""
+test nor the KV cache's arithmetic settled it (kvtui/core/settled.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.explore.search import FastSearch
-from kvtui.explore.settled import settled_reason
+from kvtui.core.search import FastSearch
+from kvtui.core.settled import settled_reason
 from kvtui.scenario.loader import scenario_from_dict
 from kvtui.scenario.schema import Ramp
 
@@ -269,7 +269,7 @@ def _itl100():
 def test_a_pass_too_small_to_decide_is_settled_by_the_loads_measured_above_it() -> None:
     """The H200's bf16 at 8k / 512, ITL p95 ≤ 100 ms: 20 passed (TTFT p95 454 ms of 3 s over 41
     requests, none above: no count that small decides a p95), 28 failed on ITL (TTFT 490 ms over 49)."""
-    from kvtui.explore.settled import pooled_pass, resettled
+    from kvtui.core.settled import pooled_pass, resettled
 
     sc, server = _itl100(), {"kv_cache_tokens": KV}
     knee = _pooled_step(20, True, (41, 0, 454.4))
@@ -323,7 +323,7 @@ def test_the_pooled_test_keeps_its_error_rate_where_the_lower_load_sits_on_the_l
     at most α′ of the time; were the higher load faster (the monotone premise broken), it could."""
     import random
 
-    from kvtui.explore.settled import pooled_pass
+    from kvtui.core.settled import pooled_pass
 
     sc = _itl100()
     rng = random.Random(7)
@@ -369,8 +369,8 @@ def test_an_offline_run_pools_the_knee_pass_and_finds_the_same_knee(tmp_path: Pa
     assert len(steps["doubt"]) < len(steps["always"])
     # --resume from a journal written before the fail settled the pass (a live run's replay; an
     # offline one measures a cut mode again): the replayed search settles it as the run did
+    from kvtui.core.search_seeded import SeededSearch
     from kvtui.explore.resume import Resume
-    from kvtui.explore.search_seeded import SeededSearch
     from kvtui.scenario.loader import scenario_from_snapshot
     from kvtui.snapshot.file import SnapshotWriter
 

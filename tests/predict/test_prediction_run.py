@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from kvtui.cli import main
+from kvtui.core.search import LinearSearch
 from kvtui.explore.prediction import PREDICT_SALT
 from kvtui.explore.refit import REFIT_PARAMS
 from kvtui.explore.run import Run
-from kvtui.explore.search import LinearSearch
 from kvtui.predict import fit
 from kvtui.predict.calibration_file import calibration_toml, read_calibration
 from kvtui.report.answer import answer_text

@@ -9,9 +9,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvtui.core.search import FastSearch, LinearSearch
+from kvtui.core.search_seeded import SeededSearch
 from kvtui.explore.plan import replayed
-from kvtui.explore.search import FastSearch, LinearSearch
-from kvtui.explore.search_seeded import SeededSearch
 from kvtui.scenario.schema import Ramp
 
 
@@ -105,7 +105,7 @@ def test_a_replayed_search_asks_for_the_loads_the_run_measured(knee, prior, hint
     cut = min(cut, len(steps))
     again = replayed(ramp, steps[:cut], seed=float(prior))
     if cut < len(steps):
-        from kvtui.explore.search_seeded import rehint
+        from kvtui.core.search_seeded import rehint
 
         rehint(again, steps[cut])
         assert again.next() == loads[cut]

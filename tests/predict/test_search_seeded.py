@@ -5,8 +5,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvtui.explore.search import FastSearch, LinearSearch
-from kvtui.explore.search_seeded import SeededSearch, choose_search
+from kvtui.core.search import FastSearch, LinearSearch
+from kvtui.core.search_seeded import SeededSearch, choose_search
 from kvtui.scenario.schema import Ramp
 
 

@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from kvtui.cli import main as cli_main
+from kvtui.core.search import MAX_CONFIRM_ROUNDS, make_search, ramp_levels
 from kvtui.errors import ScenarioError, UsageError
-from kvtui.explore.search import MAX_CONFIRM_ROUNDS, make_search, ramp_levels
 from kvtui.scenario import load_scenario
 from kvtui.scenario.schema import (
     APIS,

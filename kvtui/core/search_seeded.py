@@ -20,7 +20,7 @@ one) until a verdict agrees with the prediction again. A search guided by a wron
 thus stays logarithmic in the range, and any probe strictly inside the bracket keeps the answer
 exact: a wrong prediction costs steps, never the answer.
 
-The guarantees of kvtui.explore.search hold: on a monotone curve the answer is the linear
+The guarantees of kvtui.core.search hold: on a monotone curve the answer is the linear
 ramp's (the highest passing load whose next load at the resolution fails), the confirmation
 repeats the last pass and the first fail, and a repeat that flips moves the bracket and
 counts (more than one flip: noisy).
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvtui.explore.search import _Base, resolution
+from kvtui.core.search import _Base, resolution
 from kvtui.scenario.schema import Ramp
 
 GALLOP_FIRST = 0.1  # the first gallop step, as a share of the predicted knee
@@ -139,7 +139,7 @@ def choose_search(ramp: Ramp, closed: bool, guess: float | None, prediction: dic
     """The search a mode runs: `ramp.search` as written; "auto" = seeded where a prediction covers
     the mode, on every engine (the live simulator, the TUI's demo, and `--fast` on the same scenario
     start at the same load, the predicted knee), else fast from the KV-bound guess."""
-    from kvtui.explore.search import FastSearch, LinearSearch
+    from kvtui.core.search import FastSearch, LinearSearch
 
     covered = bool(prediction and prediction.get("covered"))
     want = ramp.search

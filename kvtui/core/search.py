@@ -72,7 +72,7 @@ class SearchResult:
     reached_max: bool = False  # every load up to ramp.max passed
     steps: int = 0
     # ramp.confirm_when = "doubt": the knee loads the confirmation did not repeat, and why each
-    # verdict was settled without it (kvtui.explore.settled)
+    # verdict was settled without it (kvtui.core.settled)
     settled: dict[float, str] = field(default_factory=dict)
 
     @property
@@ -136,7 +136,7 @@ class _Base:
         return float(round(x)) if self.closed else round(x, 3)
 
     def record(self, load: float, passed: bool | None, settled: str | None = None) -> None:
-        """One judged step. `settled`: why its verdict needs no repeat (kvtui.explore.settled), or None."""
+        """One judged step. `settled`: why its verdict needs no repeat (kvtui.core.settled), or None."""
         ok = bool(passed)  # undecided (too few samples) counts as a fail: the answer must be earned
         s = self.s
         s.history.append((load, ok))
@@ -160,7 +160,7 @@ class _Base:
 
     def settle(self, load: float, why: str) -> None:
         """A pass settled after it was recorded, by what the loads above it measured since
-        (kvtui.explore.settled.resettled): only where it is still the load's latest verdict."""
+        (kvtui.core.settled.resettled): only where it is still the load's latest verdict."""
         s = self.s
         verdicts = [ok for x, ok in s.history if x == load]
         if verdicts and verdicts[-1]:
@@ -346,15 +346,15 @@ Search = _Base  # the type every strategy is (make_search returns one)
 def best_load(steps: "Iterable[dict[str, Any]]") -> float | None:
     """Highest load that passed below the lowest load that failed, by the latest verdict per load.
 
-    The same rule as the search (`kvtui.explore.search`): a repeat overrides the earlier verdict,
+    The same rule as the search (`kvtui.core.search`): a repeat overrides the earlier verdict,
     an undecided step (too few samples) counts as a fail, hand-driven steps (hold, manual) and
     steps cut short by a stop do not count.
     """
-    from kvtui.explore.evaluate import ran_to_its_end
+    from kvtui.snapshot.schema import Step
 
     latest: dict[float, bool] = {}
     for s in steps:
-        if s.get("why", "search") not in ("search", "confirm") or not ran_to_its_end(s):
+        if s.get("why", "search") not in ("search", "confirm") or not Step.view(s).ran_to_its_end:
             continue
         load = s.get("load")
         if load is None:

@@ -1,7 +1,7 @@
 """Whether a knee step's verdict is settled without a repeat (`ramp.confirm_when = "doubt"`).
 
 The search confirms its knee by measuring again the last pass and the first fail
-(kvtui.explore.search). A repeat guards a verdict that sampling noise could flip. Two things
+(kvtui.core.search). A repeat guards a verdict that sampling noise could flip. Two things
 settle a verdict without one, and `settled_reason` names which (None: in doubt, repeat it):
 
 - **The sequential test** (kvtui.core.sequential) decided every latency target at
@@ -47,9 +47,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from kvtui.core.search import Search
 from kvtui.core.sequential import binom_cdf, decide
 from kvtui.core.stats import PCTS
-from kvtui.explore.search import Search
 from kvtui.scenario.schema import Scenario
 
 
@@ -149,7 +149,7 @@ def resettled(steps: Sequence[dict[str, Any]], server: Mapping[str, Any],
 def settle_passes(steps: Sequence[dict[str, Any]], server: Mapping[str, Any], sc: Scenario, search: Search) -> None:
     """Under "doubt", after each judged step (a run's, or a resumed run's replay of its kept ones, so
     that both settle the same passes): the passes the loads above them now settle, in the steps
-    (`settled`) and in the search (kvtui.explore.search: settle), so the confirmation skips them."""
+    (`settled`) and in the search (kvtui.core.search: settle), so the confirmation skips them."""
     if sc.ramp.confirm_when != "doubt":
         return
     for st, why in resettled(steps, server, sc):
