@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.agreement_vllm import add_server_args, dist, for_each_server_thread, run_kvtui, steady, vllm_prompts  # noqa: E402
 from bench.peers import pct, vllm_bench  # noqa: E402
-from kvtui.explore.evaluate import client_limited  # noqa: E402
+from kvtui.core.evaluate import client_limited  # noqa: E402
 from kvtui.load.workload import discover_token_space  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402
 from kvtui.scenario.schema import Length, Workload  # noqa: E402

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.peers import Req, from_kvtui, latency_summary, pct, vllm_bench  # noqa: E402
-from kvtui.explore.evaluate import StepContext, evaluate_step  # noqa: E402
+from kvtui.core.evaluate import StepContext, evaluate_step  # noqa: E402
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
 from kvtui.load.workload import PromptFactory, discover_token_space  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402

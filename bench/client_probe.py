@@ -30,7 +30,7 @@ from bench.agreement_vllm import client_means, scrape, server_delta, wait_idle  
 from bench.peers import from_kvtui  # noqa: E402
 from kvtui.load.client import StreamClient, stream_request  # noqa: E402
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
-from kvtui.load.records import Record  # noqa: E402
+from kvtui.core.record import Record  # noqa: E402
 from kvtui.load.workload import PromptFactory, discover_token_space, request_body  # noqa: E402
 from kvtui.scenario import load_scenario  # noqa: E402
 from kvtui.scenario.schema import Length, Workload  # noqa: E402

@@ -31,7 +31,7 @@ from bench.knee import knee_scenario  # noqa: E402
 
 from bench.loadgen_capacity import start_server  # noqa: E402
 from bench.peers import pct  # noqa: E402
-from kvtui.explore.evaluate import StepContext, evaluate_step  # noqa: E402
+from kvtui.core.evaluate import StepContext, evaluate_step  # noqa: E402
 from kvtui.explore.run import Run  # noqa: E402
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
 from kvtui.load.workload import TokenSpace  # noqa: E402

@@ -60,7 +60,7 @@ from kvtui.predict import catalog  # noqa: E402
 from kvtui.engines.sim.fast import FastStepResult, simulate_step  # noqa: E402
 from kvtui.predict.roofline import DEFAULT_CALIBRATION, Calibration, load_calibration  # noqa: E402
 from kvtui.engines.sim.scheduler import SchedulerSim  # noqa: E402
-from kvtui.explore.evaluate import StepContext, evaluate_step, ran_to_its_end  # noqa: E402
+from kvtui.core.evaluate import StepContext, evaluate_step, ran_to_its_end  # noqa: E402
 from kvtui.load.workload import PromptFactory, TokenSpace  # noqa: E402
 from kvtui.snapshot.file import load_snapshot  # noqa: E402
 from kvtui.scenario import scenario_from_snapshot  # noqa: E402

@@ -1,4 +1,4 @@
-"""The window-only estimator (kvtui/explore/window_stats.py) against full-completion statistics.
+"""The window-only estimator (kvtui/core/window_stats.py) against full-completion statistics.
 
 For every judged step of the published H200 runs (docs/results/*.json.xz with their records,
 read through kvtui's own readers) and of offline-simulator steps, the p95 of TTFT, TPOT and ITL
@@ -31,9 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kvtui.core.stats import percentile  # noqa: E402
-from kvtui.explore.window_stats import gap_coverage, window_samples  # noqa: E402
+from kvtui.core.window_stats import gap_coverage, window_samples  # noqa: E402
 from kvtui.core.births import births_cutoff  # noqa: E402
-from kvtui.load.records import Record, read_records  # noqa: E402
+from kvtui.core.record import Record  # noqa: E402
+from kvtui.load.records import read_records  # noqa: E402
 
 METRICS = ("ttft", "tpot", "itl")
 # TTFT and ITL go from the window alone; TPOT (and E2E) keep the tail, so only the first two must be
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--md", type=Path, help="write the report here too")
     ap.add_argument("--no-sim", action="store_true")
     ap.add_argument("--fill", default="mean", choices=("resample", "mean", "none"),
-                    help="how a cut request's unseen gaps count in its TPOT (kvtui/explore/window_stats.py)")
+                    help="how a cut request's unseen gaps count in its TPOT (kvtui/core/window_stats.py)")
     a = ap.parse_args(argv)
     global FILL
     FILL = a.fill
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     out = ["# The window-only estimator against full completion", "",
            "Command: `PYTHONPATH=$PWD python bench/window_estimator.py --md bench/results/window_estimator.md`", "",
            "Each step's p95 over the complete requests that started in its window (the classic held "
-           "tail) against the same p95 from the window alone (kvtui/explore/window_stats.py: every request "
+           "tail) against the same p95 from the window alone (kvtui/core/window_stats.py: every request "
            "cut at the window's end, TPOT by its gaps so far, ITL from gaps that arrived in the window). "
            "Error = window / full − 1. The last two columns: TPOT p95 under the births tail rule "
            "(kvtui/core/births.py: the complete window requests sent by one request's duration before the "
@@ -268,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             verdict_ok = False
         if m not in GATED:
             out.append(f"  - {m} is biased from the window alone (see above): a step whose SLO judges it counts "
-                       "whole requests only (the births rule below, kvtui/explore/window_stats.py tail_rule).")
+                       "whole requests only (the births rule below, kvtui/core/window_stats.py tail_rule).")
     text = "\n".join(out) + "\n"
     print(text)
     if a.md:

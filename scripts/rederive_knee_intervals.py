@@ -2,7 +2,7 @@
 
     python scripts/rederive_knee_intervals.py RUN.json [--restore-windows EARLIER.json MODE]
 
-Each judged step's pass probability (kvtui.explore.knee_interval.for_step), each mode's interval
+Each judged step's pass probability (kvtui.core.knee_interval.for_step), each mode's interval
 (for_mode), the search's one-line answer and the comparison are computed again, as a run of this
 kvtui computes them. For runs made before 2026-12-05, whose continuous-protocol steps drew the
 bootstrap from their finished requests only (every pass read 0 %: every interval collapsed onto
@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvtui.explore import knee_interval as ki  # noqa: E402
+from kvtui.core import knee_interval as ki  # noqa: E402
+from kvtui.core.evaluate import reevaluate  # noqa: E402
 from kvtui.explore.compare import compare_modes  # noqa: E402
-from kvtui.explore.evaluate import reevaluate  # noqa: E402
 from kvtui.load.records import read_records  # noqa: E402
 from kvtui.scenario.loader import scenario_from_snapshot  # noqa: E402
 from kvtui.snapshot.file import dumps  # noqa: E402

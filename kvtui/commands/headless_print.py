@@ -47,7 +47,7 @@ def step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str, str,
 
 def _short_verdict(step: dict[str, Any]) -> str:
     """PASS, or FAIL with the SLO figure that failed and its limit: "FAIL TPOT95 (decode)"."""
-    from kvtui.explore.evaluate import LIMIT_WORDS
+    from kvtui.core.evaluate import LIMIT_WORDS
     from kvtui.snapshot.schema import Step
 
     s = Step.of(step)
@@ -136,7 +136,7 @@ def _full_step_line(mode: str, step: dict[str, Any], slo_targets: list[tuple[str
     hit = step.get("prefix_cache_hit_rate")
     if hit is not None and (prefix or hit > 0):  # vLLM's prefix_cache_hits / queries in the window
         parts.append(f"prefix hit {hit:.0%}")
-    from kvtui.explore.evaluate import in_lock_step
+    from kvtui.core.evaluate import in_lock_step
 
     if in_lock_step(step):
         parts.append(f"lock-step {step['send_burst']:.0%}")

@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _limit_words(p: dict[str, Any], nxt: dict[str, Any], sc: Any) -> str:
     """What limited the load above the predicted knee, in the words every other view uses."""
-    from kvtui.explore.evaluate import LIMIT_WORDS
+    from kvtui.core.evaluate import LIMIT_WORDS
 
     if p.get("reached_max") or (p.get("first_fail") is None and p.get("knee") is not None):
         return f"none up to ramp.max {sc.ramp.max:g} (--set ramp.max=N)"

@@ -14,15 +14,19 @@ are tested in milliseconds on plain numbers (tests/core/test_step_phases.py).
 - births.py: the "births" tail rule's cutoff (which window requests TPOT and E2E count);
 - stats.py: percentiles and the sample counts they need;
 - sequential.py: the sequential test that decides a step early, at its stated confidence;
+  samples.py: the SLO figures' samples it looks at; early_stop.py: what a decided preemption says;
+- protocol.py: the continuous protocol's plan for a step (its ramp, its tail rule, its test);
+- record.py: the per-request record (the records file is kvtui.load.records');
+- window_stats.py, evaluate.py, results.py: a step's figures and verdict from its records;
+- knee_interval.py: how sure a verdict is near the knee (a seeded bootstrap);
 - search.py, search_seeded.py: which load the next step measures (linear, fast, seeded from a
   prediction, the confirmation), and the knee the verdicts give (`best_load`);
 - settled.py: whether a verdict near the knee is settled without a repeat.
 
-Still outside it (issue 46): the cohort a look reads (each transport's own), the step's evaluation
-(kvtui.explore.evaluate, window_stats) and the knee's interval (kvtui.explore.knee_interval): they
-read the records' type, which lives with the load generator today.
+Still outside it (issue 46): the cohort a look reads (each transport's own) and the loop that runs a
+mode's steps (kvtui.explore.run: it starts servers, writes the journal and emits events).
 
-Imports: the standard library, the scenario's typed settings (kvtui.scenario.schema) and the
-snapshot's typed documents (kvtui.snapshot.schema), nothing else: no clock, no file, no process
-(tests/core/test_step_phases.py reads every import of this package).
+Imports: the standard library's pure parts, the scenario's typed settings (kvtui.scenario.schema)
+and the snapshot's typed documents (kvtui.snapshot.schema), nothing else: no clock, no file, no
+process, no unseeded randomness (tests/core/test_step_phases.py reads every import of this package).
 """

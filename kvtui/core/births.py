@@ -2,7 +2,7 @@
 
 TPOT and E2E are figures of whole requests. A step that waited for every request sent in its
 window to finish would hold its load one whole request's duration past the window's end (the
-tail). Under the "births" rule (kvtui.explore.window_stats.tail_rule) they count the window
+tail). Under the "births" rule (kvtui.core.window_stats.tail_rule) they count the window
 requests sent by one request's duration before the window's end instead: those that lived their
 whole course inside the step. The step holds its load until each of *those* has finished (and every
 window request has its first token), so the tail is only the spread of request durations around

@@ -25,7 +25,7 @@ MAX_CONFIRM_ROUNDS = 3
 # ramp.confirm_when = "doubt": a knee load that has already passed and failed is not repeated again.
 # Its verdict sits on the limit itself (the H200 at 8k / 512, ITL p95 ≤ 100 ms: fp8-w+kv's 28 read
 # 104.8, 99.6, 103.8 and 98.1 ms, one token gap in twenty either side of 5 % stalled); another repeat
-# is another coin, and the knee's interval (kvtui.explore.knee_interval) pools them all.
+# is another coin, and the knee's interval (kvtui.core.knee_interval) pools them all.
 FLIPPED = "its verdicts disagree (passed and failed): a load on the limit, the knee's interval says how sure"
 
 
@@ -223,7 +223,7 @@ class _Base:
         s.confirm_queue = [x for x in (s.best, s.fail) if x is not None]
         if len(s.confirm_queue) == 2 and s.history and s.history[-1][0] == s.confirm_queue[0]:
             # The last pass was the search's last step: repeat the first fail first. A repeat right
-            # after the step it repeats must start from an idle server (kvtui.explore.protocol
+            # after the step it repeats must start from an idle server (kvtui.core.protocol
             # drain_reason), a ramp from zero; after a step at another load it may continue.
             s.confirm_queue.reverse()
         if self.only_doubt:

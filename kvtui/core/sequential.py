@@ -22,7 +22,7 @@ Assumes the samples are exchangeable draws from the step's steady state (the war
 They are not independent: requests that share a batch share its slowness, and a cohort born
 together (after a drain) can read 5 % off the step's full-window p95 while the binomial test is
 sure. So a step also asks its early verdict's sample quantile to clear the limit by `margin`
-(kvtui.explore.protocol: 10 %); near the limit the step runs its full window, as before.
+(kvtui.core.protocol: 10 %); near the limit the step runs its full window, as before.
 Pure functions: tests/core/test_sequential.py checks the error rate by simulation.
 """
 
@@ -137,7 +137,7 @@ class SequentialTest:
     min_samples: int = 40
     margin: float = 0.0  # an early verdict's quantile must clear the limit by this share (0: the test alone)
     # The part of 1 − confidence this test may spend (a step's looks and its end look share it:
-    # kvtui.explore.protocol.LOOKS_SHARE); 1: all of it.
+    # kvtui.core.protocol.LOOKS_SHARE); 1: all of it.
     share: float = 1.0
     looks: list[Look] = field(default_factory=list)
 

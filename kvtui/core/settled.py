@@ -32,7 +32,7 @@ settle a verdict without one, and `settled_reason` names which (None: in doubt, 
     (prompt + output) fit. A steady state needs N × output / 2 tokens less than that on
     average, a cushion far beyond the sum of N prompts' ± jitter, so no repeat would preempt.
   - Between the two bounds (the wall's noisy side) a load may preempt in one window and not the
-    next. Its step watches longer (kvtui.explore.protocol.watch_window: max(2 × window_s, one
+    next. Its step watches longer (kvtui.core.protocol.watch_window: max(2 × window_s, one
     request's duration), no early verdict from latencies), and a PASS that watched the whole of it
     without a preemption is settled: it watched as long as the step and a repeat would together,
     over a whole turnover. Cut short, it is in doubt. Above the upper bound, a PASS contradicts
@@ -209,7 +209,7 @@ def settled_reason(step: Mapping[str, Any], server: Mapping[str, Any], sc: Scena
 
 def _watched_s(step: Mapping[str, Any]) -> float | None:
     """How long the step's window watched for a preemption, where it ran the whole watch that
-    kvtui.explore.protocol.watch_window planned (None: no watch planned, or cut short)."""
+    kvtui.core.protocol.watch_window planned (None: no watch planned, or cut short)."""
     ramp = step.get("ramp") or {}
     planned, seen = ramp.get("window_s"), ramp.get("watched_s")
     if not isinstance(planned, (int, float)) or not isinstance(seen, (int, float)) or step.get("stopped_early"):

@@ -2,7 +2,7 @@
 (kvtui.load.worker) and the simulator's clients (kvtui.engines.sim.continuous, .fast).
 
 - New slots' first sends are spread over the step's start: the k-th of n at `spread_s × k / n`
-  (`stagger_at`); the spread itself is the ramp's (kvtui.explore.protocol.ramp_for) or, where none
+  (`stagger_at`); the spread itself is the ramp's (kvtui.core.protocol.ramp_for) or, where none
   is known, each transport's short default.
 - A step down retires the slots nearest their end first, so the load is down to the new count
   soonest (`retire_order`): an idle slot first (nothing to wait for), then by output tokens left;

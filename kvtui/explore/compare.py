@@ -44,8 +44,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvtui.explore import knee_interval
-from kvtui.explore.results import ModeResult, StepResult
+from kvtui.core import knee_interval
+from kvtui.core.results import ModeResult, StepResult
 from kvtui.scenario.schema import Scenario
 from kvtui.snapshot.schema import Step
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 if TYPE_CHECKING:  # a type only: listeners import this module without the load generator
-    from kvtui.load.records import Record
+    from kvtui.core.record import Record
 
 
 @dataclass(frozen=True)

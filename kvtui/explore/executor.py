@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from kvtui.core.evaluate import StepContext
+from kvtui.core.record import Record
 from kvtui.engines.base import StartupFacts
-from kvtui.explore.evaluate import StepContext
 from kvtui.explore.events import Event
-from kvtui.load.records import Record
 from kvtui.scenario.schema import Mode, Scenario
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Iterable
 
 from kvtui.core.looks import LookSchedule, decided_why, look_every
+from kvtui.core.record import Record
+from kvtui.core.samples import slo_samples
 from kvtui.core.sequential import SequentialTest
-from kvtui.load.records import Record
-from kvtui.load.samples import slo_samples
 
 
 class LiveLook:

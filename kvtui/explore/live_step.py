@@ -9,17 +9,17 @@ from typing import Any, Callable
 
 from kvtui import clock
 from kvtui.core import drain
+from kvtui.core.evaluate import StepContext
+from kvtui.core.record import Record
 from kvtui.engines.base import Endpoint, Engine, StartupFacts
 from kvtui.engines.replicas import create_for
 from kvtui.errors import EngineError, RunAborted
 from kvtui.explore import events as ev
-from kvtui.explore.evaluate import StepContext
 from kvtui.explore.executor import Controls, Measured
 from kvtui.explore.live_look import LiveLook
 from kvtui.explore.resume import finished_steps
 from kvtui.explore.telemetry_loop import TelemetryLoop
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
-from kvtui.load.records import Record
 from kvtui.scenario.schema import Mode
 from kvtui.telemetry.prom_windows import counter_values
 
@@ -214,7 +214,7 @@ class LiveStepExecutor:
         # needs s wall seconds for each. Open-loop rates are per modelled second too.
         ts = self._time_scale()
         wall_load = load if run.closed else load / ts
-        from kvtui.explore.protocol import tail_for
+        from kvtui.core.protocol import tail_for
 
         # The continuous protocol holds the load after the window only as long as the SLO's figures
         # need (docs/PROTOCOL.md): until first tokens for TTFT/ITL; for TPOT/E2E also until the
@@ -289,7 +289,7 @@ class LiveStepExecutor:
                 extra["ramp"]["watched_s"] = round((res.t_window_end - res.t_window_start) / ts, 3)
         # The looks' own record where one closed the window; else one look at the step's end with
         # the confidence its looks left (protocol.LOOKS_SHARE; a watch took none: all of it).
-        from kvtui.explore.protocol import step_sequential
+        from kvtui.core.protocol import step_sequential
 
         extra["sequential"] = step_sequential(
             run.scenario, look.test if look is not None else None, bool(res.window_decided), recs, need, tail,
@@ -317,7 +317,7 @@ class LiveStepExecutor:
         """The sequential test's looks during a live continuous step's window (kvtui.explore.live_look),
         as offline: none for a watch (protocol.watch_window: no latency verdict ends it) or an open
         loop."""
-        from kvtui.explore.protocol import sequential_for
+        from kvtui.core.protocol import sequential_for
 
         sc = self.run.scenario
         if not self._continuous() or (ramp is not None and ramp.window_s) \
@@ -327,11 +327,11 @@ class LiveStepExecutor:
 
     def _preemption_watch(self, before: Any) -> Callable[[], str | None] | None:
         """The load generator's `decided` where a preemption decides the step's FAIL
-        (kvtui.explore.protocol.preemption_decides): the server's preemption counter since the step
+        (kvtui.core.protocol.preemption_decides): the server's preemption counter since the step
         began, from the telemetry thread's latest scrape (looked at once per new scrape). None where
         the rule does not apply."""
-        from kvtui.explore.protocol import preemption_decides
-        from kvtui.load.early_stop import preempted_why
+        from kvtui.core.early_stop import preempted_why
+        from kvtui.core.protocol import preemption_decides
         from kvtui.telemetry.replicas import replicas_delta
 
         tel = self.telemetry
@@ -353,11 +353,11 @@ class LiveStepExecutor:
         return decided
 
     def _ramp(self, md: dict[str, Any], load: float, cont: bool) -> Any:
-        """The continuous protocol's ramp for this step (kvtui.explore.protocol.ramp_for), or None
+        """The continuous protocol's ramp for this step (kvtui.core.protocol.ramp_for), or None
         (an open loop: the load generator's own spread)."""
         if not self._continuous():
             return None
-        from kvtui.explore.protocol import ramp_plan_for_step
+        from kvtui.core.protocol import ramp_plan_for_step
 
         steps = md.get("steps") or []
         return ramp_plan_for_step(self.run.scenario, md, load, steps[-1] if steps else None, not cont)
@@ -369,7 +369,7 @@ class LiveStepExecutor:
         assert loadgen is not None and tel is not None
         if not self._continuous():
             return None, False
-        from kvtui.explore.protocol import drain_reason
+        from kvtui.core.protocol import drain_reason
 
         steps = md.get("steps") or []
         drain_why = drain_reason(index, why, steps[-1] if steps else None, load)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from kvtui import clock
+from kvtui.core.evaluate import StepContext
 from kvtui.engines.base import StartupFacts
 from kvtui.engines.sim.budget import STOPPED, refusal
 from kvtui.engines.sim.fastrun import OfflineServer, SimConfigError
 from kvtui.explore import events as ev
-from kvtui.explore.evaluate import StepContext
 from kvtui.explore.executor import Controls, Measured
 from kvtui.explore.pacing import Pacer, kept_by, rows_by
 from kvtui.scenario.schema import Mode
@@ -159,8 +159,7 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
     """One continuous-protocol step of an OfflineServer in modelled time (docs/PROTOCOL.md): the drain
     rule, the ramp, the sequential test and the tail rule, as `kvtui run --fast` and a paced run
     (kvtui.explore.pacing) both take it. (result, context, step fields, next counter)."""
-    from kvtui.engines.sim.fastrun import step_metrics
-    from kvtui.explore.protocol import (
+    from kvtui.core.protocol import (
         drain_reason,
         preemption_decides,
         ramp_plan_for_step,
@@ -168,6 +167,7 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
         step_sequential,
         tail_for,
     )
+    from kvtui.engines.sim.fastrun import step_metrics
 
     prev = md["steps"][-1] if md.get("steps") else None
     why_drain = drain_reason(index, why, prev, load)

@@ -9,7 +9,7 @@ and its progress as `StepProgress` events, each at its modelled time on a `kvtui
 The figures are computed before they are paced, so pacing changes no number: `jump()` on the
 clock (the TUI's "jump to the answer") stops the waiting and the rest arrives at once, with the
 same figures. A stop or a skip during the pacing cuts the step at the modelled time it had
-reached: what finished by then is kept, without a verdict (kvtui.explore.evaluate: `cut`).
+reached: what finished by then is kept, without a verdict (kvtui.core.evaluate: `cut`).
 Pause holds the clock: no modelled time passes while the run is paused.
 """
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, Iterable
 
+from kvtui.core.evaluate import no_server_verdict
 from kvtui.core.search import Search, make_search
 from kvtui.core.search_seeded import rehint
-from kvtui.explore.evaluate import no_server_verdict
 from kvtui.scenario.schema import Ramp
 
 MAX_PLANNED = 64  # a search never needs this many; a bound against a strategy that would not stop

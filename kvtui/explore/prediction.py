@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kvtui import clock
+from kvtui.core.evaluate import StepContext, evaluate_step
+from kvtui.core.protocol import ramp_for
 from kvtui.core.search import FastSearch, resolution
 from kvtui.errors import KvtuiError
-from kvtui.explore.evaluate import StepContext, evaluate_step
-from kvtui.explore.protocol import ramp_for
 from kvtui.predict.roofline import Calibration
 from kvtui.scenario.schema import Mode, Scenario
 
@@ -142,7 +142,7 @@ class Simulator:
         # needs no whole requests ends at its window's first tokens, and its figures are the window's
         # own, the requests carried on into the next step included; read as complete requests only,
         # those are missing and a step with enough samples reads as undecided.
-        from kvtui.explore.protocol import tail_for
+        from kvtui.core.protocol import tail_for
 
         rule = tail_for(sc) if continuous else "full"
         window_stats = rule != "full"
@@ -161,7 +161,7 @@ class Simulator:
         does too: each load from an idle server, its first sends spread over one request's duration
         (from the loads predicted so far; for the first one, a classic step's E2E), the full window,
         no early stop."""
-        from kvtui.explore.protocol import e2e_estimate_s, mean_length, tail_for
+        from kvtui.core.protocol import e2e_estimate_s, mean_length, tail_for
 
         sc = self.scenario
         e2e = e2e_estimate_s(self._steps, None, load, mean_length(sc.workload.output_tokens))

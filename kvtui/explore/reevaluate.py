@@ -21,7 +21,7 @@ def reevaluate_modes(modes: list[ModeRecords], slo: Slo,
 
     `modes` is [(mode name, steps, records path)]. Returns ({mode: {step index: step}}, problems).
     """
-    from kvtui.explore.evaluate import reevaluate
+    from kvtui.core.evaluate import reevaluate
     from kvtui.load.records import Damaged, read_records
 
     wanted: dict[Path, set[str]] = {}

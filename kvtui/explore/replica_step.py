@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvtui.core.evaluate import _window_tokens
+from kvtui.core.record import Record
 from kvtui.core.stats import summarize
-from kvtui.explore.evaluate import _window_tokens
-from kvtui.load.records import Record
 
 # Errors that say the replica itself went away (not a slow or refused answer).
 GONE_ERRORS = ("connect", "truncated")

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from kvtui import clock
+from kvtui.core.evaluate import no_server_verdict, ran_to_its_end
 from kvtui.core.search import Search
 from kvtui.core.search_seeded import rehint
 from kvtui.core.settled import settle_passes
 from kvtui.explore import events as ev
 from kvtui.explore.document import mode_settings, setting_changes
-from kvtui.explore.evaluate import no_server_verdict, ran_to_its_end
 from kvtui.load.records import Damaged, iter_record_lines, record_from_line
 from kvtui.scenario.schema import Mode, Scenario
 from kvtui.snapshot.file import SnapshotWriter, atomic_write, ran_on_devices

@@ -24,21 +24,22 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kvtui import clock
+from kvtui.core import knee_interval
+from kvtui.core.evaluate import evaluate_step, no_server_verdict
+from kvtui.core.results import ModeResult
 from kvtui.core.search import Search, ramp_levels
 from kvtui.core.settled import settle_passes, settled_reason
 from kvtui.core.stats import PCTS, min_samples_for
 from kvtui.engines import registry
 from kvtui.engines.base import Engine, StartupFacts
 from kvtui.errors import KvtuiError, UsageError
-from kvtui.explore import document, knee_interval, predict_loop
+from kvtui.explore import document, predict_loop
 from kvtui.explore import events as ev
-from kvtui.explore.evaluate import evaluate_step, no_server_verdict
 from kvtui.explore.events import Event, Listener
 from kvtui.explore.executor import StepExecutor
 from kvtui.explore.live_step import LiveStepExecutor
 from kvtui.explore.offline_step import OfflineStepExecutor
 from kvtui.explore.replica_step import mark_remeasure
-from kvtui.explore.results import ModeResult
 from kvtui.explore.resume import Resume, finished_steps
 from kvtui.explore.telemetry_loop import SERIES_MAX, TelemetryLoop
 from kvtui.load.generator import LoadGenerator

@@ -66,7 +66,7 @@ def step_s(window: float, load: float, e2e_s: float, tail: str, births: int, war
     starts from an idle server and spreads its first sends over one duration (DRAIN_SHARE of it).
     `need`: a window that has sent fewer requests than the SLO's percentiles need goes on until it has
     (kvtui.load.generator, the simulator alike)."""
-    from kvtui.explore.protocol import MAX_STAGGER_S
+    from kvtui.core.protocol import MAX_STAGGER_S
 
     rate = max(1.0, load) / e2e_s  # requests sent a second in the steady state
     window = max(window, need / rate)
@@ -127,12 +127,12 @@ def suggest_window(sc: Scenario, calibration: Any = None,
     whole requests. If that passes, the knee is above it and the window stands (a fraction of the
     full prediction's cost, which `kvtui init` pays on every scenario it writes)."""
     from kvtui.core.births import SAMPLE_FACTOR
+    from kvtui.core.protocol import mean_length, tail_for
     from kvtui.core.stats import PCTS, min_samples_for
     from kvtui.engines.sim.budget import SimulationCut
     from kvtui.engines.sim.fastrun import SimConfigError
     from kvtui.errors import KvtuiError
     from kvtui.explore.prediction import Simulator, _sim_scenario, predict_mode, predicted_at, resolve_target
-    from kvtui.explore.protocol import mean_length, tail_for
     from kvtui.predict.roofline import as_calibration
 
     r = sc.ramp

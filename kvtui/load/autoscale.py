@@ -3,7 +3,7 @@
 A worker is one asyncio loop on one core. It nears its capacity when its loop is busy most of
 the time (CPU share), when it wants a CPU more often than it gets one (busy + run-queue wait),
 or when its requests leave later than they were due (dispatch delay). Each of those later shapes
-the latencies it measures (kvtui.explore.evaluate.client_limited flags the step then); the
+the latencies it measures (kvtui.core.evaluate.client_limited flags the step then); the
 scaler acts below those flags' thresholds, so the step is measured by enough workers instead.
 
 The parent measures its workers from outside (/proc/PID/stat for CPU time, /proc/PID/schedstat

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 
 from kvtui import clock
-from kvtui.load.records import Record
+from kvtui.core.record import Record
 from kvtui.secrets import scrub_text
 
 _SSL_CONTEXT = None
@@ -110,7 +110,7 @@ def _count(v: Any) -> tuple[int | None, bool]:
 
 
 def http_error_class(status: int) -> str:
-    """A status other than 200, as an error class (kvtui.load.records.ERROR_CLASSES)."""
+    """A status other than 200, as an error class (kvtui.core.record.ERROR_CLASSES)."""
     if status == 429:
         return "http_429"
     if status >= 500:

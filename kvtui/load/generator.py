@@ -18,9 +18,9 @@ from typing import Any, Callable, Iterable, cast
 
 from kvtui import clock
 from kvtui.core.phases import PhaseRules, Progress, StepPhases
+from kvtui.core.record import Record
 from kvtui.load.autoscale import AutoScaler, WorkerMeter
 from kvtui.load.protocol import STATUS_LISTS, ClientStats, StepSpec, WorkerConfig, merge_stats, sum_status
-from kvtui.load.records import Record
 from kvtui.load.worker import worker_main
 from kvtui.procs import reaper
 
@@ -44,7 +44,7 @@ class StepParams:
     window_timeout_s: float = 0.0  # caps the wait for every slot to warm
     min_window_requests: int = 0
     max_window_factor: float = 20.0
-    # How long the load is held after the window (kvtui.explore.window_stats.tail_rule): "full"
+    # How long the load is held after the window (kvtui.core.window_stats.tail_rule): "full"
     # until every window request finished; "first_token" until each has its first token (the
     # figures then come from the window itself).
     tail: str = "full"
@@ -53,7 +53,7 @@ class StepParams:
     births_s: float | None = None
     warm_all_slots: bool = True  # the window waits for every slot to finish a request at this load
     # The new slots' first sends spread over this many seconds (None: min(2, max(0.2, warmup_s / 2)));
-    # the warm-up counts from the last of them (kvtui.explore.protocol.ramp_for).
+    # the warm-up counts from the last of them (kvtui.core.protocol.ramp_for).
     stagger_s: float | None = None
     # Continuous steps (closed loop only; the module's note). hold_at_end: a step that ends normally
     # keeps its slots and requests going (LoadGenerator.held) instead of cancelling them.

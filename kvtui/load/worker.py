@@ -19,9 +19,9 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 from kvtui import clock
+from kvtui.core.record import Record
 from kvtui.core.slots import retire_order, stagger_at, tokens_left
 from kvtui.load.protocol import STATUS_EVERY, StepSpec, WorkerConfig
-from kvtui.load.records import Record
 
 
 def _runq_wait_s() -> float | None:

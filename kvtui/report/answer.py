@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvtui.explore.evaluate import LIMIT_WORDS
+from kvtui.core.evaluate import LIMIT_WORDS
 from kvtui.report.text import FIGURE_CELLS, comparison, figure_cell, fmt_load, fmt_pct, fmt_x
 from kvtui.snapshot.schema import ComparisonRow, CostRange, Equivalence, Mode, Run
 

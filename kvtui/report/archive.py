@@ -24,8 +24,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kvtui.core.record import Record
 from kvtui.errors import UsageError
-from kvtui.load.records import Record, iter_record_lines
+from kvtui.load.records import iter_record_lines
 from kvtui.load.records_cols import CoarseOk, cols_path, decode_lines, encode, same_records
 from kvtui.safeio import atomic_write
 from kvtui.scenario.schema import Slo

@@ -47,7 +47,7 @@ SUITE_COLUMNS = ("quality_tasks", "quality_equivalent", "usd_per_mtok_out_qadj_l
                  "quality_at_knee_changed", "quality_at_knee_compared", "quality_at_knee_delta_pt",
                  "quality_at_knee_verdict")
 COLUMNS = LABEL_COLUMNS + STEP_COLUMNS + DIST_COLUMNS + TAIL_COLUMNS + QUALITY_COLUMNS
-# The knee's interval (kvtui.explore.knee_interval), repeated on its mode's rows, and the step's own
+# The knee's interval (kvtui.core.knee_interval), repeated on its mode's rows, and the step's own
 # pass probability: written only where a mode has one (a snapshot from before keeps its columns).
 KNEE_COLUMNS = ("knee_lo", "knee_hi", "knee_confidence", "pass_probability")
 # The mode's knee and whether it is a lower bound (no measured load failed above it: "≥ N" on screen),

@@ -125,7 +125,7 @@ def _answer(comp: Comparison) -> list[str]:
                          + (f" with {fmt(r.preemptions_at_knee)} preemptions" if r.preemptions_at_knee else ""))
         lim = r.knee_limited_by
         if lim:
-            from kvtui.explore.evaluate import LIMIT_WORDS
+            from kvtui.core.evaluate import LIMIT_WORDS
             from kvtui.report.answer import limit_sentence
 
             words = LIMIT_WORDS.get(lim, lim)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping, Sequence
 
-from kvtui.explore.knee_interval import fmt_knee  # noqa: F401 - "46 [40–52]"; the report's and the screens' name
+from kvtui.core.knee_interval import fmt_knee  # noqa: F401 - "46 [40–52]"; the report's and the screens' name
 from kvtui.snapshot.schema import (
     Comparison,
     ComparisonRow,
@@ -163,7 +163,7 @@ FIGURE_CELLS: dict[str, Callable[[Any], str]] = {
 
 def figure_cell(key: str, r: RowLike) -> str:
     """Row `r`'s figure `key` as every view writes it (FIGURE_CELLS); the knee with its interval
-    ("46 [40–52]") where the row has one (kvtui.explore.knee_interval)."""
+    ("46 [40–52]") where the row has one (kvtui.core.knee_interval)."""
     row = ComparisonRow.of(r)
     if key == "best":  # "≥ 22" where no measured load failed above it
         return fmt_knee(row.best, row.knee_interval, fmt_load, floor=bool(row.best_lower_bound))
@@ -183,7 +183,7 @@ def fmt_ratio_bound(x: float | None, bound: str | None) -> str:
 
 def comparison_row(r: RowLike) -> list[str]:
     """One mode's cells (a row of `compare_modes`)."""
-    from kvtui.explore.evaluate import LIMIT_WORDS
+    from kvtui.core.evaluate import LIMIT_WORDS
 
     row = ComparisonRow.of(r)
     lim = row.knee_limited_by
@@ -305,7 +305,7 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         out.append("prefix caching off (server.enable_prefix_caching = false): no prompt-cache flattery")
     elif not known and modes:
         out.append("prefix-cache hit rate at the knee: not reported by the server")
-    from kvtui.explore.evaluate import in_lock_step
+    from kvtui.core.evaluate import in_lock_step
 
     for m in modes:
         s = m.search or Search()
@@ -519,7 +519,7 @@ def speed_words(time_scale: float | None) -> str:
 def limit_cell(step: StepLike) -> str:
     """A step table's limit cell, in the verdict's terms: what limited a failing step; for a
     passing one only the limit it came near ("near KV wall"), never a bare limit beside PASS."""
-    from kvtui.explore.evaluate import LIMIT_WORDS
+    from kvtui.core.evaluate import LIMIT_WORDS
 
     s = Step.of(step)
     lim = s.limited_by or ""
@@ -535,7 +535,7 @@ def verdict_words(step: StepLike) -> str:
     """A step's verdict in words that agree with themselves: a FAIL names the SLO figure that failed
     and what limited it ("FAIL TPOT p95 53 > 50 ms (limited by decode)"); a PASS never says "limited
     by" (at most the nearest limit: "PASS (nearest limit: KV 97 %)")."""
-    from kvtui.explore.evaluate import LIMIT_WORDS
+    from kvtui.core.evaluate import LIMIT_WORDS
 
     s = Step.of(step)
     passed = s.passed

@@ -200,7 +200,7 @@ class Step(Document):
                                         "the client's delay); the step's own figures are the scheduler model's", OBJECT)
     pass_probability: Mapping[str, Any] | None = field("{p, n_boot, requests}: the share of bootstrap resamples of the "
                                                        "window's requests that pass the SLO "
-                                                       "(kvtui.explore.knee_interval)", OBJECT)
+                                                       "(kvtui.core.knee_interval)", OBJECT)
     resumed: Any = field("set on a step kept from the snapshot a run resumed", ANY)
     replicas: tuple[ReplicaStep, ...] | None = field("each replica's share (several servers behind one router)",
                                                      many(ReplicaStep))

@@ -72,7 +72,7 @@ def fit_columns(cols: list[tuple[str, str]], rows: list[dict[str, str]], room: i
 
 
 def answer_cells(r: ComparisonRow | Mapping[str, Any], base: str | None) -> dict[str, str]:
-    from kvtui.explore.evaluate import LIMIT_WORDS
+    from kvtui.core.evaluate import LIMIT_WORDS
 
     row = ComparisonRow.of(r)
     lim = row.knee_limited_by

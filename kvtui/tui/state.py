@@ -16,8 +16,8 @@ import collections
 from pathlib import Path
 from typing import Any, Mapping
 
+from kvtui.core.evaluate import LIMIT_WORDS
 from kvtui.core.search import best_load  # noqa: F401 - the knee rule lives with the search
-from kvtui.explore.evaluate import LIMIT_WORDS
 from kvtui.explore.reevaluate import reevaluate_modes  # noqa: F401 - the app's SLO worker
 from kvtui.scenario.schema import Slo
 from kvtui.scenario.slo_table import slo_of, slo_table  # noqa: F401

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from rich.text import Text
 from textual.widgets import DataTable
 
-from kvtui.explore.evaluate import in_lock_step
+from kvtui.core.evaluate import in_lock_step
 from kvtui.report.text import limit_cell, step_how
 from kvtui.snapshot.schema import Step
 from kvtui.tui.cellfmt import as_stored, fmt_load, fmt_ms, fmt_share  # noqa: F401

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvtui.explore.evaluate import client_limited
+from kvtui.core.evaluate import client_limited
 from kvtui.load.autoscale import AutoScaler, Usage, WorkerMeter
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
 from kvtui.load.workload import TokenSpace

@@ -1,4 +1,4 @@
-"""The "births" tail rule (kvtui.core.births, kvtui.explore.window_stats): TPOT and E2E over the
+"""The "births" tail rule (kvtui.core.births, kvtui.core.window_stats): TPOT and E2E over the
 window requests sent by one request's duration before the window's end, each whole; on records
 whose truth is known."""
 
@@ -8,7 +8,7 @@ import pytest
 from test_window_stats import rec
 
 from kvtui.core.births import SAMPLE_FACTOR, births_cutoff
-from kvtui.explore.evaluate import StepContext, evaluate_step, reevaluate
+from kvtui.core.evaluate import StepContext, evaluate_step, reevaluate
 from kvtui.scenario.schema import Slo
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from kvtui.core.record import Record
 from kvtui.load.client import StreamClient, stream_request
-from kvtui.load.records import Record
 from kvtui.procs.servers import ServerProcess, free_port
 
 
@@ -148,7 +148,7 @@ def test_a_redirect_to_another_origin_is_refused_naming_where_it_pointed(fault_s
 def test_a_buffering_proxy_is_flagged_and_never_a_pass(fault_server):
     """A proxy that holds each stream and sends it whole: TPOT p95 0.0 ms and a PASS, unflagged. The
     step now carries `buffered_stream` and is no PASS."""
-    from kvtui.explore.evaluate import StepContext, evaluate_step
+    from kvtui.core.evaluate import StepContext, evaluate_step
     from kvtui.scenario.schema import Slo
 
     recs = [one(fault_server, "buffered") for _ in range(4)]
@@ -172,7 +172,7 @@ def test_a_stream_the_server_made_faster_than_the_client_can_tell_apart_is_not_a
     in one go: flagged `buffered_stream`, the step lost its verdict and the search stopped. The
     server's own ITL (its /metrics, over the step) says whether the stream could have been told
     apart: 5 gaps at 1 ms are under the client's 10 ms resolution; at 50 ms they are a proxy's doing."""
-    from kvtui.explore.evaluate import StepContext, evaluate_step
+    from kvtui.core.evaluate import StepContext, evaluate_step
     from kvtui.scenario.schema import Slo
 
     recs = [one(fault_server, "buffered") for _ in range(4)]

@@ -94,8 +94,8 @@ def test_a_step_reads_the_steady_state(tmp_path: Path, mode: str, load: float) -
     assert [s["load"] for s in steps] == [load * 0.9, load] and "continued_from" in steps[1]
     got = steps[1]["tpot_ms"]["p95"]
     assert abs(got / truth - 1) <= 0.02, (got, truth)
+    from kvtui.core.evaluate import StepContext, evaluate_step
     from kvtui.engines.sim.fastrun import OfflineServer
-    from kvtui.explore.evaluate import StepContext, evaluate_step
 
     res = OfflineServer(sc, sc.mode(mode), 2).step(mode, 0, load, True, 0, 1)
     ctx = StepContext(load=load, t_window_start=res.window_start, t_window_end=res.window_end)
@@ -187,7 +187,7 @@ def test_a_tpot_slo_counts_the_requests_sent_by_the_cutoff_and_holds_for_no_othe
     # The default scenario's SLO judges TPOT: the "births" tail rule (kvtui.core.births). A step's
     # TPOT and E2E are over the window requests sent by one request's duration before its end, each
     # whole; the step ends once they have finished, while the later ones still stream (carried on).
-    from kvtui.explore.evaluate import reevaluate
+    from kvtui.core.evaluate import reevaluate
     from kvtui.load.records import read_records
 
     sc = _scenario(tmp_path)

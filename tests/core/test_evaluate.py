@@ -4,7 +4,7 @@ import json
 import lzma
 from pathlib import Path
 
-from kvtui.explore.evaluate import client_limited, limited_by
+from kvtui.core.evaluate import client_limited, limited_by
 from kvtui.scenario.schema import Slo
 
 DATA = Path(__file__).with_name("data")
@@ -69,7 +69,7 @@ def test_a_closed_loop_in_lock_step_is_measured_on_the_real_h200_records():
     within a second (TTFT p95 7.9 s, fail); the same load's repeats and c=160 were spread out."""
     from collections import defaultdict
 
-    from kvtui.explore.evaluate import LOCKSTEP, reevaluate, send_burst
+    from kvtui.core.evaluate import LOCKSTEP, reevaluate, send_burst
     from kvtui.load.records import read_records
     from kvtui.report.text import caveats
     from kvtui.snapshot.file import load_snapshot
@@ -110,7 +110,7 @@ def test_a_step_cut_by_a_stop_gets_no_verdict_on_the_real_h200_records():
     the 125 it counted were the early finishers, and the kvtui of then printed PASS for them.
     A cut step now carries no verdict, says why, and re-evaluating it (an SLO edit) keeps that."""
     from kvtui.commands.run import step_line
-    from kvtui.explore.evaluate import reevaluate
+    from kvtui.core.evaluate import reevaluate
     from kvtui.load.records import read_records
     from kvtui.snapshot.file import load_snapshot
 
@@ -138,7 +138,7 @@ def test_an_slo_on_preemptions_moves_the_knee_to_where_the_cache_held_on_the_rea
     asks for the knee without preemption: re-evaluated from the stored steps, only 132 passes."""
     from collections import defaultdict
 
-    from kvtui.explore.evaluate import reevaluate
+    from kvtui.core.evaluate import reevaluate
     from kvtui.load.records import read_records
     from kvtui.scenario.loader import scenario_from_dict
     from kvtui.snapshot.file import load_snapshot

@@ -1,4 +1,4 @@
-"""A preemption decides a step's FAIL where the SLO allows none (kvtui.explore.protocol.preemption_decides):
+"""A preemption decides a step's FAIL where the SLO allows none (kvtui.core.protocol.preemption_decides):
 the step ends there, live (the load generator's `decided`, from the telemetry's latest scrape) and in
 the simulator (StepPlan.stop_on_preemption), with the verdict the whole window would have given."""
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kvtui.explore.protocol import preemption_decides
+from kvtui.core.protocol import preemption_decides
 from kvtui.scenario.loader import scenario_from_dict
 from kvtui.telemetry.prom import parse_metrics
 from kvtui.telemetry.replicas import light
@@ -75,7 +75,7 @@ def test_a_step_past_the_kv_wall_ends_at_its_first_preemption_with_the_same_verd
     """The simulator at 8k / 512 (the H200 workload of scripts/h200_answer.sh): the failing step
     above the knee ends at its first preemption, far short of its window; the search finds the same
     knee with the same verdict at every load as when each step runs its whole window."""
-    import kvtui.explore.protocol as protocol
+    import kvtui.core.protocol as protocol
     from kvtui.explore.run import Run
     from kvtui.scenario.schema import Mode
 

@@ -119,8 +119,8 @@ def test_a_live_steps_end_look_counts_the_requests_its_end_cut() -> None:
     """At 8k / 512 a request outlives the window: when a held step ends, its window requests are
     cut copies (error "cancelled", tokens so far). The end look counts their TTFT and gaps (the H200
     run of 2026-12-04 saw n = 0 on every step before this: no verdict could be settled)."""
-    from kvtui.load.records import Record
-    from kvtui.load.samples import slo_samples
+    from kvtui.core.record import Record
+    from kvtui.core.samples import slo_samples
 
     done = Record(id="a", mode="m", step=0, load=8, phase="window", t_intended=0.0, t_sent=0.0, t_first=0.5,
                   t_last=2.0, itl=[0.1] * 4, output_tokens=5)
@@ -140,10 +140,10 @@ KV_WK = 1_906_256  # the fp8-w+kv server's KV tokens on the H200 (docs/results/h
 
 
 def test_a_load_on_the_walls_noisy_side_watches_longer() -> None:
-    """kvtui.explore.protocol.watch_window: where N requests at full length do not fit the cache
+    """kvtui.core.protocol.watch_window: where N requests at full length do not fit the cache
     and the SLO allows no preemption, the window lasts max(2 × window_s, one request); else as the
     scenario says."""
-    from kvtui.explore.protocol import ramp_for, watch_window
+    from kvtui.core.protocol import ramp_for, watch_window
 
     sc = _sc()  # window_s 15 (the default)
     w = sc.ramp.window_s

@@ -173,7 +173,10 @@ def test_the_core_reads_no_clock_and_does_no_io():
     typed settings and documents, and itself. No time, no I/O, no threads, no processes, no
     sockets: a transport hands it `now` and its counts."""
     allowed = {"__future__", "dataclasses", "typing", "math", "bisect", "collections", "enum", "functools",
-               "itertools", "statistics"}
+               "itertools", "statistics", "copy",
+               "random",  # seeded generators only (the bootstrap, the window's subsample)
+               "zlib",  # crc32 of a step's name: the bootstrap's seed
+               "json"}  # a record's one line, as text (the file is kvtui.load.records')
     # the scenario's settings and the snapshot's documents: typed data, read, never written
     typed = {"kvtui.scenario.schema", "kvtui.snapshot.schema"}
     files = sorted((ROOT / "kvtui" / "core").glob("*.py"))
@@ -182,6 +185,9 @@ def test_the_core_reads_no_clock_and_does_no_io():
         bad = {m for m in _imports(f)
                if m.split(".")[0] not in allowed and not m.startswith("kvtui.core") and m not in typed}
         assert not bad, f"{f.relative_to(ROOT)} imports {sorted(bad)}"
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):  # random: seeded generators only
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "random":
+                assert node.attr == "Random", f"{f.relative_to(ROOT)}:{node.lineno}: random.{node.attr} (unseeded)"
 
 
 def test_both_transports_run_the_core_phases_and_neither_decides_them_itself():

@@ -131,8 +131,8 @@ def test_where_the_baseline_meets_the_slo_at_no_load_init_sizes_the_window_for_t
 def test_the_window_is_sized_for_the_first_load_above_the_knee_too(tmp_path):
     """Half a confirmed search's steps are at the first fail, whose requests last longer than the knee's:
     llama-3.1-8b on an H200 at 8k + 512 tokens. Sized for the knee alone the window would be shorter."""
+    from kvtui.core.protocol import mean_length, tail_for
     from kvtui.explore.prediction import predict_mode, predicted_at
-    from kvtui.explore.protocol import mean_length, tail_for
     from kvtui.explore.window_choice import _duration_at
     from kvtui.predict.roofline import as_calibration
 

@@ -1,12 +1,12 @@
-"""The window-only estimator (kvtui.explore.window_stats) on records whose truth is known."""
+"""The window-only estimator (kvtui.core.window_stats) on records whose truth is known."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvtui.explore.evaluate import StepContext, evaluate_step, reevaluate
-from kvtui.explore.window_stats import gap_coverage, tail_rule, window_samples, window_tokens
-from kvtui.load.records import Record
+from kvtui.core.evaluate import StepContext, evaluate_step, reevaluate
+from kvtui.core.record import Record
+from kvtui.core.window_stats import gap_coverage, tail_rule, window_samples, window_tokens
 from kvtui.scenario.schema import Slo
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from sim_server import serving_sim
 
+from kvtui.core.record import Record
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
-from kvtui.load.records import Record
 from kvtui.load.workload import TokenSpace
 from kvtui.scenario.schema import Length, Workload
 
@@ -143,7 +143,7 @@ def test_a_held_step_that_is_not_continued_is_released_with_unique_ids(sim):
 
 
 def test_a_continued_step_up_adds_slots(sim):
-    # The API adds slots on a continued step up (the protocol drains before one: kvtui.explore.protocol).
+    # The API adds slots on a continued step up (the protocol drains before one: kvtui.core.protocol).
     with LoadGenerator(_cfg(sim), processes=1) as lg:
         r1 = lg.run_step(_params(0, 2, hold_at_end=True))
         r2 = lg.run_step(_params(1, 5, continue_from=True))
@@ -239,7 +239,7 @@ def test_a_births_cutoff_never_takes_fewer_requests_than_the_rule_and_no_estimat
 
 
 def test_a_step_whose_verdict_is_decided_ends_there_as_a_normal_step(sim):
-    """`decided` (a preemption where the SLO allows none, kvtui.explore.protocol.preemption_decides)
+    """`decided` (a preemption where the SLO allows none, kvtui.core.protocol.preemption_decides)
     is asked once a window request was sent; the step then ends at once, held like a normal end, its
     window cut short, and `run.decided` says why. Not asked in the warm-up."""
     asked: list[str] = []

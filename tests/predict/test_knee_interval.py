@@ -8,8 +8,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvtui.core import knee_interval as ki
 from kvtui.core.stats import PCTS
-from kvtui.explore import knee_interval as ki
 
 
 @settings(max_examples=300, deadline=None)

@@ -10,7 +10,7 @@ import io
 
 import pytest
 
-from kvtui.explore.knee_interval import fmt_knee
+from kvtui.core.knee_interval import fmt_knee
 from kvtui.explore.run import Run
 from kvtui.report.answer import answer_text
 from kvtui.report.csv_export import render_csv

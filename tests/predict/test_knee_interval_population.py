@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kvtui.cli import main as kvtui_main
-from kvtui.explore import knee_interval as ki
+from kvtui.core import knee_interval as ki
 from kvtui.load.records import read_records
 from kvtui.scenario.loader import scenario_from_snapshot
 from kvtui.snapshot.file import load_snapshot

@@ -344,8 +344,8 @@ def liar_request(url: str, answer: dict, prompt_len: int, max_tokens: int):
     (aiohttp, real HTTP on 127.0.0.1) and return its Record."""
     import asyncio
 
+    from kvtui.core.record import Record
     from kvtui.load.client import StreamClient, stream_request
-    from kvtui.load.records import Record
 
     httpx.post(url + "/_answer", json=answer, timeout=5, trust_env=False).raise_for_status()
 

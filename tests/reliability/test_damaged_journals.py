@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvtui.cli import main
+from kvtui.core.record import Record
 from kvtui.errors import UsageError
-from kvtui.load.records import Damaged, Record, read_records, write_records
+from kvtui.load.records import Damaged, read_records, write_records
 from kvtui.snapshot.file import SnapshotWriter, load_journal
 
 from reliability_helpers import headless

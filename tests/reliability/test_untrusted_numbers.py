@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from kvtui.core.record import ERROR_CLASSES, RECORD_FLAGS, Record
 from kvtui.load.client import MAX_EVENT_BYTES, StreamClient, stream_request
-from kvtui.load.records import ERROR_CLASSES, RECORD_FLAGS, Record
 from kvtui.snapshot.file import load_snapshot
 
 from reliability_helpers import external_scenario, headless, liar_request

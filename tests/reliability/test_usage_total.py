@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from kvtui.core.record import ERROR_CLASSES, RECORD_FLAGS, Record
 from kvtui.load.client import (
     MAX_TIMED_TOKENS_PER_CHUNK,
     STREAMED_SLACK,
@@ -25,7 +26,6 @@ from kvtui.load.client import (
     stream_request,
     streamed_tokens_bound,
 )
-from kvtui.load.records import ERROR_CLASSES, RECORD_FLAGS, Record
 
 from reliability_helpers import liar_request
 

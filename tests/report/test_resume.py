@@ -308,7 +308,7 @@ def test_a_mode_continued_on_another_device_says_where_its_first_steps_ran(tmp_p
     assert cont["continued"]["startup_s"] == [m["server"]["startup_s"]] and m["server"]["startup_s"] > 0
     # The kept steps re-read their own figures from the records carried with them (another SLO, the
     # knee's interval and the archive re-evaluate them): their window stays on their records' clock.
-    from kvtui.explore.evaluate import reevaluate
+    from kvtui.core.evaluate import reevaluate
     slo = load_scenario(sp, fewer).slo
     carried = [r for r in read_records(out.with_name(load_snapshot(out)["records"])) if r.step in (0, 1)]
     assert sum(s["window_cut"]["requests"] for s in cont["steps"][:2]) >= 1

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from kvtui.core.evaluate import StepContext, evaluate_step
 from kvtui.engines.sim.fast import simulate_step
 from kvtui.engines.sim.scheduler import SchedulerSim
-from kvtui.explore.evaluate import StepContext, evaluate_step
 from kvtui.predict.catalog import load_gpu, load_model
 from kvtui.predict.roofline import DEFAULT_CALIBRATION
 from kvtui.scenario.schema import Mode, Server, Slo

@@ -16,7 +16,7 @@ from published import SNAPSHOTS, snapshot_path  # noqa: E402
 
 @pytest.mark.parametrize("xz", SNAPSHOTS, ids=lambda p: p.name)
 def test_the_answers_limit_is_the_steps_label(xz):
-    from kvtui.explore.evaluate import LIMIT_WORDS
+    from kvtui.core.evaluate import LIMIT_WORDS
     from kvtui.report.answer import build_answer
     from kvtui.report.text import limit_cell
     from kvtui.snapshot.file import load_snapshot

@@ -5,7 +5,7 @@ starts each step from an idle server instead):
 
 - a step up adds slots to the requests already in flight (no drain, no ramp from zero), their
   first sends spread at the steady state's rate of starts (`StepPlan.stagger_s`,
-  kvtui.explore.protocol.ramp_for); a step down lets the excess slots finish their request without
+  kvtui.core.protocol.ramp_for); a step down lets the excess slots finish their request without
   sending another, and the slots that retire are those whose requests are nearest their end;
 - the window opens `warmup_s` after the last new slot sent, once the in-flight count is the new
   load (`settle` "time"); where no request duration was known to spread the starts over, it also
@@ -18,7 +18,7 @@ starts each step from an idle server instead):
   that cohort's span (later starts become "tail");
 - otherwise the window runs `window_s` and the load is held as the tail rule says (every window
   request finished; or its first token; or, "births", its first token and every one sent by one
-  request's duration before the window's end finished: kvtui.explore.window_stats.tail_rule);
+  request's duration before the window's end finished: kvtui.core.window_stats.tail_rule);
 - at the step's end the requests still in flight go on into the next step; the step keeps a cut
   copy of each (error "cancelled", its tokens so far) for its tokens/s. A drain (every request
   aborted, the server idle) happens only where asked: the mode's first step, an independent
@@ -36,15 +36,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kvtui.core.early_stop import preempted_why
 from kvtui.core.looks import LookSchedule, decided_why
 from kvtui.core.phases import PhaseRules, Progress, StepPhases
+from kvtui.core.record import Record
+from kvtui.core.samples import slo_samples
 from kvtui.core.slots import retire_order, stagger_at, tokens_left
 from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.fast import FastStepResult, SampleFn, _point, _unique_hashes
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest
-from kvtui.load.early_stop import preempted_why
-from kvtui.load.records import Record
-from kvtui.load.samples import slo_samples
 
 
 @dataclass
@@ -55,22 +55,22 @@ class StepPlan:
     need: int  # window requests the SLO's percentiles need (never decided on fewer)
     drain_before: bool = False
     drain_why: str = ""
-    tail: str = "full"  # kvtui.explore.window_stats.tail_rule
+    tail: str = "full"  # kvtui.core.window_stats.tail_rule
     look_s: float = 1.0
     # (t into the window, {metric: samples ms}) -> True / False decided, None not yet
     look: Callable[[float, dict[str, list[float]]], bool | None] | None = None
     metrics: tuple[str, ...] = ("ttft", "tpot")
     max_window_factor: float = 20.0
-    # How the new slots start (kvtui.explore.protocol.ramp_for): None, the classic step's spread
+    # How the new slots start (kvtui.core.protocol.ramp_for): None, the classic step's spread
     # (min(1 s, warmup_s / 2)) with the "turnover" wait; a number, spread over that many seconds.
     stagger_s: float | None = None
     settle: str = "turnover"  # "time" | "turnover" (module docstring)
-    # The "births" tail rule: one request's duration (modelled s, kvtui.explore.protocol.RampPlan
+    # The "births" tail rule: one request's duration (modelled s, kvtui.core.protocol.RampPlan
     # e2e_est_s); TPOT and E2E count the window requests sent by that long before the window's end
-    # (kvtui.explore.window_stats.births_cutoff). None: every window request (the whole tail).
+    # (kvtui.core.window_stats.births_cutoff). None: every window request (the whole tail).
     births_s: float | None = None
     # A preemption ends the step as soon as a window request was sent (the SLO allows none:
-    # kvtui.explore.protocol.preemption_decides), as the live load generator's `decided` does.
+    # kvtui.core.protocol.preemption_decides), as the live load generator's `decided` does.
     stop_on_preemption: bool = False
 
 

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from kvtui.core.phases import PhaseRules, Progress, StepPhases
+from kvtui.core.record import Record
 from kvtui.core.slots import stagger_at
 from kvtui.engines.sim.budget import StepBudget
 from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest, SimStats
-from kvtui.load.records import Record
 
 SampleFn = Callable[[int], tuple]  # counter -> (prompt_tokens, output_tokens[, block_hashes])
 
@@ -67,7 +67,7 @@ class FastStepResult:
     # What goes to the records file, where that differs from `records` (the continuous client: each
     # request once, when it ends, never a cut copy); None: `records` themselves.
     written: list[Record] | None = None
-    # The continuous step's "births" cutoff (kvtui.explore.window_stats.births_cutoff): None, every
+    # The continuous step's "births" cutoff (kvtui.core.window_stats.births_cutoff): None, every
     # window request counts for TPOT and E2E.
     t_births_end: float | None = None
 

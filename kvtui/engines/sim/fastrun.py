@@ -150,7 +150,7 @@ class OfflineServer:
     def plan(self, load: float, need: int, drain_why: str | None, tail: str, test: Any, ramp: Any = None,
              stop_on_preemption: bool = False) -> Any:
         """The continuous protocol's plan for one step (kvtui.engines.sim.continuous.StepPlan);
-        `ramp` a kvtui.explore.protocol.RampPlan (None: a short spread and the turnover wait)."""
+        `ramp` a kvtui.core.protocol.RampPlan (None: a short spread and the turnover wait)."""
         from kvtui.engines.sim.continuous import StepPlan
 
         r = self.scenario.ramp

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from kvtui.load.records import Record
+from kvtui.core.record import Record
 
 
 def slo_samples(records: Iterable[Record], cut: bool = False) -> dict[str, list[float]]:

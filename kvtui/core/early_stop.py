@@ -2,7 +2,7 @@
 
 Shared by the live load generator's caller (kvtui.explore.live_step) and the simulator's
 continuous step (kvtui.engines.sim.continuous), so a live step and its modelled twin say the same.
-The rule itself is kvtui.explore.protocol.preemption_decides.
+The rule itself is kvtui.core.protocol.preemption_decides.
 """
 
 from __future__ import annotations

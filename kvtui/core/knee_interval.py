@@ -265,7 +265,7 @@ def describe(text: str, best: float | None, interval: dict[str, Any] | None) -> 
 # --- from kvtui's own records and steps -------------------------------------------------------
 
 def reqs_from_records(records: Iterable[Any], time_scale: float | None = None) -> list[Req]:
-    """The window requests of a step (kvtui.load.records.Record) in ms, as evaluate_step counts
+    """The window requests of a step (kvtui.core.record.Record) in ms, as evaluate_step counts
     them: counted ones, the client's own errors left out (they are not the server's)."""
     s = 1000.0 / time_scale if time_scale else 1000.0
     out = []
@@ -281,14 +281,14 @@ def reqs_for_step(step: dict[str, Any], records: Sequence[Any]) -> list[Req]:
     """The requests a step's verdict is over, each as the step's figures count it. A step whose
     figures come from its window alone (`stats_from = "window"`, the continuous protocol) counts
     every request that started in the window: its TTFT, its gaps that arrived by the step's end,
-    its TPOT and E2E where it lived its whole course (kvtui.explore.window_stats); most of those
+    its TPOT and E2E where it lived its whole course (kvtui.core.window_stats); most of those
     had not finished, so its completed requests alone are too few for a p95 (40: every resample
     undecided, so every pass read 0 %; the H200 8k / 512 runs of 2026-12-05). Any other step: its
     counted requests, whole."""
     if step.get("stats_from") != "window" or "t_window_start" not in step or "t_window_end" not in step:
         return reqs_from_records(records, step.get("time_scale") or None)
-    from kvtui.explore.evaluate import step_context, window_of
-    from kvtui.explore.window_stats import window_requests
+    from kvtui.core.evaluate import step_context, window_of
+    from kvtui.core.window_stats import window_requests
 
     win = window_of(records, step_context(step))  # the very samples the step's figures come from
 

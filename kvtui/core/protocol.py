@@ -62,9 +62,9 @@ def drain_reason(index: int, why: str, prev: dict[str, Any] | None, load: float 
 
 
 def tail_for(sc: Scenario, closed: bool = True) -> str:
-    """The step's tail rule (kvtui.explore.window_stats.tail_rule): "full" for TPOT/E2E where
+    """The step's tail rule (kvtui.core.window_stats.tail_rule): "full" for TPOT/E2E where
     `ramp.births` is off or the loop is open."""
-    from kvtui.explore.window_stats import tail_rule
+    from kvtui.core.window_stats import tail_rule
 
     rule = tail_rule(m for m, _, _ in sc.slo.targets())
     return "full" if rule == "births" and not (sc.ramp.births and closed) else rule
@@ -73,7 +73,7 @@ def tail_for(sc: Scenario, closed: bool = True) -> str:
 def preemption_decides(sc: Scenario) -> bool:
     """Whether one preemption decides a step's FAIL, so that the step ends there rather than run its window out: the
     SLO allows none (`slo.max_preemptions_per_request = 0`). A step's preemptions are the server's counter from the
-    step's start to its end (kvtui.explore.evaluate), and a counter only goes up: the rest of the window could count
+    step's start to its end (kvtui.core.evaluate), and a counter only goes up: the rest of the window could count
     more, never fewer, so its verdict would be the same FAIL. What it would add is the failing load's latencies over
     a full window; the step records that it stopped (`early_stop`), and its percentiles say "—" where they lack
     samples. Whether the FAIL needs a repeat is unchanged (kvtui.core.settled: the KV cache's arithmetic, else
@@ -99,7 +99,7 @@ def end_look(sc: Scenario, recs: Iterable[Any], need: int, tail: str, births_end
     streaming (a request outlives a window): their cut copies count for TTFT and ITL, as in the step's
     own figures (window_stats); TPOT and E2E over the requests the births rule counts."""
     from kvtui.core.births import born_by
-    from kvtui.load.samples import slo_samples
+    from kvtui.core.samples import slo_samples
 
     test = sequential_for(sc, need, looks=1, share=1.0 - LOOKS_SHARE if looked else 1.0)
     window = [x for x in recs if x.phase == "window"]

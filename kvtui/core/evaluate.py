@@ -10,14 +10,14 @@ import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from kvtui.core.record import Record
+from kvtui.core.results import StepResult
 from kvtui.core.stats import PCTS, min_samples_for, summarize
-from kvtui.explore.results import StepResult
-from kvtui.load.records import Record
 from kvtui.scenario.schema import Slo
 from kvtui.snapshot.schema import Step
 
 if TYPE_CHECKING:
-    from kvtui.explore.window_stats import WindowSamples
+    from kvtui.core.window_stats import WindowSamples
 
 LIMIT_WORDS = {
     "errors": "errors",
@@ -49,11 +49,11 @@ class StepContext:
     # the records are the early-finished part of the window and a verdict on them would be a guess.
     cut: bool = False
     client_failure: str | None = None  # the client could not measure on (a dead worker, a crashed task)
-    # The figures come from the window alone (kvtui.explore.window_stats): requests cut at its end
+    # The figures come from the window alone (kvtui.core.window_stats): requests cut at its end
     # count by their gaps so far. False: over complete requests (the classic held tail).
     window_stats: bool = False
     t_end: float | None = None  # when the step stopped waiting for first tokens (window_stats)
-    # The "births" tail rule (kvtui.explore.window_stats.tail_rule, with window_stats): TPOT and E2E
+    # The "births" tail rule (kvtui.core.window_stats.tail_rule, with window_stats): TPOT and E2E
     # are over the whole window requests sent by t_births_end (None: every window request).
     births: bool = False
     t_births_end: float | None = None
@@ -139,7 +139,7 @@ def evaluate_step(records: list[Record], ctx: StepContext, slo: Slo) -> dict[str
     dur = max(1e-9, ctx.t_window_end - ctx.t_window_start)
     win = None
     if ctx.window_stats:
-        from kvtui.explore.window_stats import window_tokens
+        from kvtui.core.window_stats import window_tokens
 
         win = window_of(records, ctx)
         ttft = summarize(win.ttft, failures=nf)
@@ -392,9 +392,9 @@ def limited_by(step: dict[str, Any], slo: Slo) -> str:
 
 
 def window_of(records: Iterable[Record], ctx: StepContext) -> WindowSamples:
-    """The window-only samples a step's figures come from (kvtui.explore.window_stats.WindowSamples):
+    """The window-only samples a step's figures come from (kvtui.core.window_stats.WindowSamples):
     one call for the step's verdict and for its knee interval's bootstrap."""
-    from kvtui.explore.window_stats import window_samples
+    from kvtui.core.window_stats import window_samples
 
     return window_samples(records, ctx.t_window_start, ctx.t_window_end, ctx.t_end, ctx.time_scale,
                           whole=ctx.births, births_end=ctx.t_births_end)

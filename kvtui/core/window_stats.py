@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from kvtui.core.births import born_by
-from kvtui.load.records import Record
+from kvtui.core.record import Record
 
 
 @dataclass
