@@ -20,7 +20,7 @@ from kvtui import clock
 from kvtui.core.phases import PhaseRules, Progress, StepPhases
 from kvtui.core.record import Record
 from kvtui.load.autoscale import AutoScaler, WorkerMeter
-from kvtui.load.protocol import STATUS_LISTS, ClientStats, StepSpec, WorkerConfig, merge_stats, sum_status
+from kvtui.load.protocol import ClientStats, StatusTotals, StepSpec, WorkerConfig, WorkerStatus, merge_stats, sum_status
 from kvtui.load.worker import worker_main
 from kvtui.procs import reaper
 
@@ -117,7 +117,7 @@ def _ready(conns: Iterable[Connection], timeout: float) -> list[Connection]:
     return cast("list[Connection]", wait(list(conns), timeout=timeout))
 
 
-def cohort_bound(status: dict[int, dict[str, Any]], active: list[int]) -> float | None:
+def cohort_bound(status: dict[int, WorkerStatus], active: list[int]) -> float | None:
     """A time before which every window request sent has finished and its record has reached the
     parent: the earliest send of a window request still streaming, and, for a worker with none
     streaming, when it sent its latest status (what it sends later is sent after that). A worker's
@@ -126,10 +126,10 @@ def cohort_bound(status: dict[int, dict[str, Any]], active: list[int]) -> float 
     bound = float("inf")
     for i in active:
         st = status.get(i)
-        if not st or st.get("t") is None:
+        if st is None or st.t is None:
             return None
-        live = st.get("window_live_births") or ()
-        bound = min(bound, min(live) if live else float(st["t"]))
+        live = st.window_live_births
+        bound = min(bound, min(live) if live else st.t)
     return bound
 
 
@@ -303,7 +303,7 @@ class LoadGenerator:
         held_by: list[int] = []  # the workers that answered "held"
         if meter is not None:
             meter.reset([self.procs[i].pid or 0 for i in active])
-        status: dict[int, dict[str, Any]] = {}
+        status: dict[int, WorkerStatus] = {}
         stopped: dict[int, dict[str, Any]] = {}
         for i in active:
             try:
@@ -340,10 +340,11 @@ class LoadGenerator:
                     if on_records:
                         on_records(recs)
                 elif kind == "status":
-                    if msg[1].get("step", step) != step:
+                    st: WorkerStatus = msg[1]
+                    if st.step != step:
                         continue  # the held step's, sent before this step began (its counts are not ours)
-                    status[i] = msg[1]
-                    first_inflight.setdefault(i, int(msg[1].get("inflight", 0)))
+                    status[i] = st
+                    first_inflight.setdefault(i, st.inflight)
                 elif kind == "stopped":
                     stopped[i] = msg[1]
                 elif kind == "held":  # a held end (hold_at_end): the worker's slots go on
@@ -360,21 +361,20 @@ class LoadGenerator:
             if stop_sent:
                 continue
             agg = sum_status(status, active)
-            if agg["client_failure"] and not run.client_failure:
-                run.client_failure = agg["client_failure"]
+            if agg.client_failure and not run.client_failure:
+                run.client_failure = agg.client_failure
                 run.aborted = run.aborted or f"load generator failed: {run.client_failure}"
             if on_status:
-                on_status({**{k: v for k, v in agg.items() if k not in STATUS_LISTS}, "phase": ph.phase,
-                           "elapsed_s": now - run.t_start})
+                on_status({**agg.progress(), "phase": ph.phase, "elapsed_s": now - run.t_start})
             reason = should_stop() if should_stop else None
-            if reason or agg["error_burst"] or run.aborted:
+            if reason or agg.error_burst or run.aborted:
                 run.aborted = run.aborted or reason or None
-                run.error_burst = bool(agg["error_burst"])
+                run.error_burst = agg.error_burst
                 self._ended(ph, now, run)
                 self._stop([i for i in active if i not in stopped])
                 stop_sent = True
                 continue
-            if decided is not None and ph.phase in ("window", "tail") and agg["window_started"] > 0:
+            if decided is not None and ph.phase in ("window", "tail") and agg.window_started > 0:
                 why = decided()
                 if why:  # the rest of the window could not change the verdict: end as a normal step
                     run.decided = why
@@ -431,19 +431,19 @@ class LoadGenerator:
         return None
 
     @staticmethod
-    def _progress(agg: dict[str, Any], status: dict[int, dict[str, Any]], active: list[int], p: StepParams,
+    def _progress(agg: StatusTotals, status: dict[int, WorkerStatus], active: list[int], p: StepParams,
                   cont: bool) -> Progress:
         """The workers' summed statuses as the phases read them (kvtui.core.phases)."""
         # Warm: every slot has finished a request at this load (warm_all_slots), and on a continued
         # step down the excess slots have all finished (as kvtui.engines.sim.continuous waits).
-        warm = agg["warm_slots"] >= (int(p.load) if p.closed and p.warm_all_slots else 1)
+        warm = agg.warm_slots >= (int(p.load) if p.closed and p.warm_all_slots else 1)
         if cont:
-            warm = warm and agg["excess"] == 0
-        return Progress(warm=warm, window_started=agg["window_started"], window_in_flight=agg["window_inflight"],
-                        window_no_first=agg["window_no_first"], window_live_births=agg["window_live_births"],
-                        window_births=agg["window_births"],
+            warm = warm and agg.excess == 0
+        return Progress(warm=warm, window_started=agg.window_started, window_in_flight=agg.window_inflight,
+                        window_no_first=agg.window_no_first, window_live_births=agg.window_live_births,
+                        window_births=agg.window_births,
                         # only statuses sent after a worker saw "tail" can prove the window is done
-                        tail_seen=all(status.get(i, {}).get("phase") == "tail" for i in active))
+                        tail_seen=all((s := status.get(i)) is not None and s.phase == "tail" for i in active))
 
     @staticmethod
     def _ended(ph: StepPhases, now: float, run: StepRun) -> None:

@@ -2,7 +2,7 @@
 
 Over a `multiprocessing.Pipe` (pickled tuples):
   parent → worker: ("step", StepSpec) ("phase", "window"|"tail") ("stop",) ("hold",) ("release",) ("exit",)
-  worker → parent: ("ready",) ("records", [dict]) ("status", dict) ("stopped", dict)
+  worker → parent: ("ready",) ("records", [dict]) ("status", WorkerStatus) ("stopped", dict)
                    ("held", dict, [dict]) ("released", dict) ("fatal", str)
 
 A step ends with "stop" (every request in flight is cancelled; the worker answers "stopped" with its
@@ -37,13 +37,58 @@ from typing import Any
 
 STATUS_EVERY = 0.2  # seconds between status/records messages from a worker
 
-# The keys of a worker's ("status", dict) message that the parent sums over workers.
-# "excess": closed-loop slots of a continued step down still finishing their last request.
-STATUS_COUNTS = ("inflight", "window_inflight", "window_started", "warm_slots", "completed", "sent", "window_no_first",
-                 "excess")
-# Lists the parent joins over workers: in the tail, the window requests' send times, and those of
-# the ones still streaming (the "births" tail rule, kvtui.core.births).
-STATUS_LISTS = ("window_births", "window_live_births")
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """A worker's ("status", …) message: its counts for the step, every STATUS_EVERY seconds."""
+
+    # Whose counts these are: a held step's reporter runs on between steps, and its statuses, still
+    # in the pipe, must not warm or close the next step's window.
+    step: int | None = None
+    phase: str = "warmup"  # the phase the worker knows: "tail" only once it heard the window closed
+    inflight: int = 0
+    window_inflight: int = 0
+    window_started: int = 0
+    window_no_first: int = 0  # window requests in flight without a first token
+    # When it was sent (kvtui.clock.monotonic): every window request this worker sends later is sent
+    # after it, so the parent's live look knows which finished requests form a cohort.
+    t: float | None = None
+    window_births: tuple[float, ...] = ()  # in the tail only (the "births" rule): every window send time
+    # the window requests still streaming: the births rule's wait in the tail, and the live look's
+    # cohort boundary in the window (kvtui.explore.live_look)
+    window_live_births: tuple[float, ...] = ()
+    warm_slots: int = 0  # slots that finished a request at this load (a continued step down: those it keeps)
+    excess: int = 0  # closed-loop slots of a continued step down still finishing their last request
+    completed: int = 0
+    sent: int = 0
+    error_burst: bool = False
+    client_failure: str | None = None
+
+
+@dataclass(frozen=True)
+class StatusTotals:
+    """The workers' latest statuses, summed (`sum_status`)."""
+
+    inflight: int = 0
+    window_inflight: int = 0
+    window_started: int = 0
+    window_no_first: int = 0
+    warm_slots: int = 0
+    excess: int = 0
+    completed: int = 0
+    sent: int = 0
+    window_births: tuple[float, ...] = ()
+    window_live_births: tuple[float, ...] = ()
+    error_burst: bool = False
+    client_failure: str | None = None
+
+    def progress(self) -> dict[str, Any]:
+        """What a step's progress event shows (kvtui.explore.events.StepProgress): the counts."""
+        return {k: v for k, v in asdict(self).items() if k not in ("window_births", "window_live_births")}
+
+
+_COUNTS = ("inflight", "window_inflight", "window_started", "window_no_first", "warm_slots", "excess", "completed",
+           "sent")
 
 
 @dataclass
@@ -133,23 +178,14 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))]
 
 
-def sum_status(status: dict[int, dict[str, Any]], active: list[int]) -> dict[str, Any]:
+def sum_status(status: dict[int, WorkerStatus], active: list[int]) -> StatusTotals:
     """The workers' latest ("status", …) messages, summed."""
-    agg: dict[str, Any] = {k: 0 for k in STATUS_COUNTS}
-    agg.update({k: [] for k in STATUS_LISTS})
-    agg["error_burst"] = False
-    agg["client_failure"] = None
-    for i in active:
-        s = status.get(i)
-        if not s:
-            continue
-        for k in STATUS_COUNTS:
-            agg[k] += s.get(k, 0)
-        for k in STATUS_LISTS:
-            agg[k].extend(s.get(k) or ())
-        agg["error_burst"] = agg["error_burst"] or s.get("error_burst", False)
-        agg["client_failure"] = agg["client_failure"] or s.get("client_failure")
-    return agg
+    got = [s for i in active if (s := status.get(i)) is not None]
+    return StatusTotals(**{k: sum(getattr(s, k) for s in got) for k in _COUNTS},
+                        window_births=tuple(t for s in got for t in s.window_births),
+                        window_live_births=tuple(t for s in got for t in s.window_live_births),
+                        error_burst=any(s.error_burst for s in got),
+                        client_failure=next((s.client_failure for s in got if s.client_failure), None))
 
 
 def merge_stats(parts: list[dict[str, Any]], n_workers: int) -> ClientStats:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from kvtui import clock
 from kvtui.core.record import Record
 from kvtui.core.slots import retire_order, stagger_at, tokens_left
-from kvtui.load.protocol import STATUS_EVERY, StepSpec, WorkerConfig
+from kvtui.load.protocol import STATUS_EVERY, StepSpec, WorkerConfig, WorkerStatus
 
 
 def _runq_wait_s() -> float | None:
@@ -128,38 +128,27 @@ class _Worker:
         if self.pending:
             batch, self.pending = self.pending, []
             self.send(("records", [r.__dict__ for r in batch]))
-        self.send(
-            (
-                "status",
-                {
-                    # Whose counts these are: a held step's reporter runs on between steps, and its
-                    # statuses, still in the pipe, must not warm or close the next step's window.
-                    "step": self.spec.step if self.spec is not None else None,
-                    "phase": self.phase,
-                    "inflight": self.inflight,
-                    "window_inflight": self.window_inflight,
-                    "window_started": self.window_started,
-                    "window_no_first": sum(1 for r in self.window_live.values() if r.t_first is None),
-                    # When this status was sent: every window request this worker sends later is
-                    # sent after it (a closed slot stamps its request as it creates it, with no await
-                    # between), so the parent's live look knows which finished requests form a cohort.
-                    "t": clock.monotonic(),
-                    # in the tail only (the "births" rule): every window send time
-                    "window_births": list(self.window_births) if self.phase == "tail" else [],
-                    # the window requests still streaming: the births rule's wait in the tail, and
-                    # the live look's cohort boundary in the window (kvtui.explore.live_look)
-                    "window_live_births": [r.t_intended for r in self.window_live.values()],
-                    # a continued step down: only the slots it keeps warm it
-                    "warm_slots": len(self.warm_slots) if not self.spec or not self.spec.closed else
-                    sum(1 for i in self.warm_slots if i in self.active),
-                    "excess": sum(1 for i in self.slot_tasks if i not in self.active),
-                    "completed": self.completed,
-                    "sent": self.sent,
-                    "error_burst": self.error_burst,
-                    "client_failure": self.client_failure,
-                },
-            )
-        )
+        self.send(("status", WorkerStatus(
+            step=self.spec.step if self.spec is not None else None,
+            phase=self.phase,
+            inflight=self.inflight,
+            window_inflight=self.window_inflight,
+            window_started=self.window_started,
+            window_no_first=sum(1 for r in self.window_live.values() if r.t_first is None),
+            # a closed slot stamps its request as it creates it, with no await between: every window
+            # request sent after this status has a later send time
+            t=clock.monotonic(),
+            window_births=tuple(self.window_births) if self.phase == "tail" else (),
+            window_live_births=tuple(r.t_intended for r in self.window_live.values()),
+            # a continued step down: only the slots it keeps warm it
+            warm_slots=len(self.warm_slots) if not self.spec or not self.spec.closed else
+            sum(1 for i in self.warm_slots if i in self.active),
+            excess=sum(1 for i in self.slot_tasks if i not in self.active),
+            completed=self.completed,
+            sent=self.sent,
+            error_burst=self.error_burst,
+            client_failure=self.client_failure,
+        )))
 
     # -- one request ---------------------------------------------------------------------
     async def request(self, counter: int, t_intended: float, slot: int, closed: bool, conv=None, client=None,
