@@ -136,14 +136,24 @@ class StepStarted(ModeEvent):
 
 @dataclass(frozen=True)
 class StepProgress(ModeEvent):
-    """The load generator's status during a step (phase, counts), with the step's load."""
+    """The step in flight: its phase and counts. Live: the load generator's summed worker statuses
+    (kvtui.load.protocol.StatusTotals); a paced simulation: the pacer's (kvtui.explore.pacing)."""
 
     kind: ClassVar[str] = "step_progress"
-    status: dict[str, Any] = field(default_factory=dict)
+    load: float = 0.0
+    phase: str = "warmup"  # "warmup" | "window" | "tail"
+    elapsed_s: float = 0.0  # since the step began (a paced simulation: modelled seconds)
+    window_started: int = 0  # requests sent in the window so far
+    completed: int = 0  # requests finished in the step so far
+    inflight: int | None = None  # live: requests in flight now
+    sent: int | None = None  # live: requests sent in the step
+    paced: float | None = None  # a paced simulation: modelled seconds per wall second (0: jumped to the answer)
+    modelled_s: float | None = None  # a paced simulation: the step's whole modelled length
 
     @property
     def data(self) -> dict[str, Any]:
-        return self.status
+        fields = (f.name for f in dataclasses.fields(self) if f.name != "mode")
+        return {k: v for k in fields if (v := getattr(self, k)) is not None}
 
 
 @dataclass(frozen=True)

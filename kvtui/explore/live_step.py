@@ -20,6 +20,7 @@ from kvtui.explore.live_look import LiveLook
 from kvtui.explore.resume import finished_steps
 from kvtui.explore.telemetry_loop import TelemetryLoop
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
+from kvtui.load.protocol import StatusTotals
 from kvtui.scenario.schema import Mode
 from kvtui.telemetry.prom_windows import counter_values
 
@@ -181,9 +182,11 @@ class LiveStepExecutor:
         tel.load = load
         started_at = clock.time()
 
-        def on_status(st: dict[str, Any]) -> None:
-            tel.phase = st.get("phase", tel.phase)
-            run.emit(ev.StepProgress(mode.name, {"load": load, **st}))
+        def on_status(phase: str, elapsed_s: float, tot: StatusTotals) -> None:
+            tel.phase = phase
+            run.emit(ev.StepProgress(mode.name, load=load, phase=phase, elapsed_s=elapsed_s,
+                                     window_started=tot.window_started, completed=tot.completed,
+                                     inflight=tot.inflight, sent=tot.sent))
 
         def on_records(recs: list[Record]) -> None:
             # Appended as they stream in (every ~0.2 s), so a crash mid-step keeps them too.

@@ -107,10 +107,10 @@ class Pacer:
                 return  # jumped: the rest arrives at once, its progress once a step ("paced" 0: no wait left)
             told[0] = True
             phase = "warmup" if now < w0 else ("window" if now <= w1 else "tail")
-            self.run.emit(ev.StepProgress(mode, {
-                "phase": phase, "elapsed_s": round(max(0.0, now - start), 2), "load": load,
-                "window_started": _count_le(sent, now), "completed": _count_le(ended, now),
-                "paced": self.clock.speed, "modelled_s": round(end - start, 2)}))
+            self.run.emit(ev.StepProgress(
+                mode, load=load, phase=phase, elapsed_s=round(max(0.0, now - start), 2),
+                window_started=_count_le(sent, now), completed=_count_le(ended, now),
+                paced=self.clock.speed, modelled_s=round(end - start, 2)))
 
         self.pos = max(self.pos, min(start, end))
         for row in sorted(rows, key=lambda r: float(r.get("t") or 0.0)):

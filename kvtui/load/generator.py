@@ -208,7 +208,7 @@ class LoadGenerator:
         self,
         p: StepParams,
         on_records: Callable[[list[Record]], None] | None = None,
-        on_status: Callable[[dict[str, Any]], None] | None = None,
+        on_status: Callable[[str, float, StatusTotals], None] | None = None,
         should_stop: Callable[[], str | None] | None = None,
         decided: Callable[[], str | None] | None = None,
         window_look: Callable[[float, float], str | None] | None = None,
@@ -255,7 +255,7 @@ class LoadGenerator:
         p: StepParams,
         run: StepRun,
         on_records: Callable[[list[Record]], None] | None,
-        on_status: Callable[[dict[str, Any]], None] | None,
+        on_status: Callable[[str, float, StatusTotals], None] | None,
         should_stop: Callable[[], str | None] | None,
         cont: bool = False,
         decided: Callable[[], str | None] | None = None,
@@ -365,7 +365,7 @@ class LoadGenerator:
                 run.client_failure = agg.client_failure
                 run.aborted = run.aborted or f"load generator failed: {run.client_failure}"
             if on_status:
-                on_status({**agg.progress(), "phase": ph.phase, "elapsed_s": now - run.t_start})
+                on_status(ph.phase, now - run.t_start, agg)
             reason = should_stop() if should_stop else None
             if reason or agg.error_burst or run.aborted:
                 run.aborted = run.aborted or reason or None

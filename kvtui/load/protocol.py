@@ -82,10 +82,6 @@ class StatusTotals:
     error_burst: bool = False
     client_failure: str | None = None
 
-    def progress(self) -> dict[str, Any]:
-        """What a step's progress event shows (kvtui.explore.events.StepProgress): the counts."""
-        return {k: v for k, v in asdict(self).items() if k not in ("window_births", "window_live_births")}
-
 
 _COUNTS = ("inflight", "window_inflight", "window_started", "window_no_first", "warm_slots", "excess", "completed",
            "sent")

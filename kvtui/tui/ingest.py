@@ -13,6 +13,7 @@ of its own schema), telemetry rows (thousands per mode) and the envelopes of the
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -38,14 +39,22 @@ class RunEvents(StateHost):
     def ingest(self, ev: Any) -> None:
         """Dispatch on the event's class (HANDLERS below). An untyped object with a `kind` (a test,
         an old listener) goes by the class that declares that kind; a kind no one declared fails
-        loudly here, never dropped (kvtui.explore.events)."""
+        loudly here, never dropped (kvtui.explore.events). The handlers of TYPED events get the
+        event itself; the others its payload."""
         cls = type(ev) if isinstance(ev, events.Event) else _BY_KIND.get(ev.kind)
         if cls is None:
             check_kind(ev.kind)
         handler = HANDLERS.get(cls) if cls is not None else None
-        if handler is not None:
-            # A server's text (log lines, errors) and the run's names: controls made visible here.
-            handler(self, visible_tree(ev.mode), visible_tree(ev.data))
+        if handler is None:
+            return
+        # A server's text (log lines, errors) and the run's names: controls made visible here.
+        mode = visible_tree(ev.mode)
+        if cls in TYPED:
+            typed = ev if isinstance(ev, events.Event) else cls(mode=mode, **dict(ev.data or {}))
+            handler(self, mode, dataclasses.replace(typed, **{
+                f.name: visible_tree(getattr(typed, f.name)) for f in dataclasses.fields(typed)}))
+        else:
+            handler(self, mode, visible_tree(ev.data))
 
     def _on_run_started(self, _name: str | None, doc: dict[str, Any]) -> None:
         run = Run.view(doc)
@@ -195,13 +204,13 @@ class RunEvents(StateHost):
             return
         mv.series.append(t, vals)
 
-    def _on_step_started(self, name: str | None, data: dict[str, Any]) -> None:
-        self.step = {"mode": name, **data}
-        self.progress = {}
+    def _on_step_started(self, name: str | None, ev: events.StepStarted) -> None:
+        self.step = ev
+        self.progress = None
         self._bump(header=True)
 
-    def _on_step_progress(self, name: str | None, data: dict[str, Any]) -> None:
-        self.progress = data
+    def _on_step_progress(self, name: str | None, ev: events.StepProgress) -> None:
+        self.progress = ev
         self.version += 1
 
     def _on_records(self, name: str | None, recs: Any) -> None:
@@ -220,7 +229,7 @@ class RunEvents(StateHost):
             return
         mv.steps.append(dict(step))
         self.step = None
-        self.progress = {}
+        self.progress = None
         self._bump(steps=True, header=True)
 
     def _on_mode_finished(self, name: str | None, md: dict[str, Any]) -> None:
@@ -318,6 +327,8 @@ HANDLERS: dict[type[events.Event], Callable[[RunEvents, str | None, Any], None]]
     events.RunError: RunEvents._on_error,
 }
 _BY_KIND: dict[str, type[events.Event]] = {t.kind: t for t in events.EVENT_TYPES}
+# The events whose handlers read the typed event, not its `data` payload.
+TYPED: frozenset[type[events.Event]] = frozenset({events.StepStarted, events.StepProgress})
 
 
 class SnapshotLoading(StateHost):

@@ -36,7 +36,7 @@ def progress(state: Any) -> dict[str, Any] | None:
 
     if state.replay or not state.step:
         return None
-    mv = state.modes.get(state.step.get("mode") or "")
+    mv = state.modes.get(state.step.mode or "")
     if mv is None:
         return None
     ramp = (state.scenario or {}).get("ramp") or {}
@@ -46,7 +46,8 @@ def progress(state: Any) -> dict[str, Any] | None:
     left = max(1, steps_left(ramp, mv.steps, state.closed, guess=guess, seed=srch.seed))
     durs = _durations(mv.steps) or _durations([s for m in state.modes.values() for s in m.steps])
     mean = sum(durs) / len(durs) if durs else None
-    modelled = (state.progress or {}).get("modelled_s")  # a paced simulation knows its step's modelled length
+    prog = state.progress
+    modelled = prog.modelled_s if prog is not None else None  # a paced simulation knows its step's modelled length
     if mean is None and isinstance(modelled, (int, float)) and modelled > 0:
         mean = float(modelled)
     if mean is None:  # before the first step ends: the protocol's own length (warm-up + window, × slow motion)
@@ -54,13 +55,13 @@ def progress(state: Any) -> dict[str, Any] | None:
 
         ts = mv.info.time_scale if isinstance(mv.info.time_scale, (int, float)) else 1.0
         mean = step_wall_s(ramp, [], ts) or None
-    elapsed = float((state.progress or {}).get("elapsed_s") or 0.0)
+    elapsed = float(prog.elapsed_s) if prog is not None else 0.0
     eta_mode = None if mean is None else max(0.0, left * mean - min(elapsed, mean))
     waiting = [m for m in state.modes.values() if m.status == "waiting"]
     startup = mv.server.startup_s
     per_mode = None if mean is None else (done + left) * mean + (float(startup) if startup is not None else 0.0)
     eta_run = None if eta_mode is None or per_mode is None else eta_mode + len(waiting) * per_mode
-    paced = (state.progress or {}).get("paced")
+    paced = prog.paced if prog is not None else None
     if isinstance(paced, (int, float)) and paced > 0:  # a paced simulation: modelled seconds / its speed on the wall
         eta_mode = None if eta_mode is None else eta_mode / paced
         eta_run = None if eta_run is None else eta_run / paced

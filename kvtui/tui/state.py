@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from kvtui.core.evaluate import LIMIT_WORDS
 from kvtui.core.search import best_load  # noqa: F401 - the knee rule lives with the search
+from kvtui.explore.events import StepProgress, StepStarted
 from kvtui.explore.reevaluate import reevaluate_modes  # noqa: F401 - the app's SLO worker
 from kvtui.scenario.schema import Slo
 from kvtui.scenario.slo_table import slo_of, slo_table  # noqa: F401
@@ -46,8 +47,8 @@ class RunState(RunEvents, SnapshotLoading):
         self.current: str | None = None  # mode the run is on
         self.viewing: str | None = None  # mode the user picked (None: follow the run)
         self.status = "idle"  # idle, starting, running, paused, stopping, finished, stopped, failed, replay
-        self.step: dict[str, Any] | None = None  # the step in progress
-        self.progress: dict[str, Any] = {}
+        self.step: StepStarted | None = None  # the step in progress (the run's event)
+        self.progress: StepProgress | None = None  # its phase and counts so far
         self.slo: Slo = Slo()  # the run's (scenario's) SLO
         self.view_slo: Slo | None = None  # an SLO edited on screen; None = the run's
         self.log: collections.deque[tuple[str | None, str, str]] = collections.deque(maxlen=LOG_MAX)

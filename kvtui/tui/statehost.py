@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, Mapping
 
+    from kvtui.explore.events import StepProgress, StepStarted
     from kvtui.scenario.schema import Slo
     from kvtui.snapshot.schema import Comparison, Environment, Mode
     from kvtui.tui.modeview import ModeView
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
         current: str | None
         viewing: str | None
         status: str
-        step: dict[str, Any] | None
-        progress: dict[str, Any]
+        step: StepStarted | None
+        progress: StepProgress | None
         slo: Slo
         notices: collections.deque[tuple[str, str]]
         comparison: Comparison | None

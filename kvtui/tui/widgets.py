@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import RichLog, Static
 
 from kvtui import clock
+from kvtui.explore.events import StepProgress
 from kvtui.report.text import speed_words
 from kvtui.snapshot.schema import Step
 from kvtui.tui.charts import fmt_num
@@ -118,12 +119,12 @@ class StatusBar(Static):
         st = self.state
         if controls is not None:
             self.controls = controls
-        prog = st.progress or {}
+        prog = st.progress if st.progress is not None else StepProgress()
         mv = st.viewed
         starting = int(clock.monotonic()) if mv is not None and mv.status == "starting" else 0
         key = (starting, st.header_version, st.steps_version, st.slo_version, st.status,
                tuple(sorted(self.controls.items())),
-               prog.get("phase"), prog.get("window_started"), prog.get("completed"), int(prog.get("elapsed_s") or 0),
+               prog.phase, prog.window_started, prog.completed, int(prog.elapsed_s or 0),
                self.app.theme, st.cursor)
         if key == self._key:
             return
@@ -156,16 +157,15 @@ class StatusBar(Static):
             waited = f" ({clock.monotonic() - mv.started_mono:.0f} s)" if mv.started_mono else ""
             t.append(f"{mv.name}: starting the engine — {mv.phase or 'starting'}{waited}", style="bold")
         elif st.step and not st.replay:
-            p = st.progress or {}
-            phase = p.get("phase") or "warmup"
-            t.append(f"{st.step.get('mode')}: {step_of(st)} {lw}={fmt_load(st.step.get('load'))}", style="bold")
-            why = st.step.get("why")
+            p = st.progress if st.progress is not None else StepProgress()  # nothing heard yet: the warm-up's start
+            t.append(f"{st.step.mode}: {step_of(st)} {lw}={fmt_load(st.step.load)}", style="bold")
+            why = st.step.why
             if why and why != "search":
                 t.append(f" [{why}]")
-            t.append(f" {phase} {p.get('elapsed_s') or 0:.0f}s · {p.get('window_started', 0)} in window · "
-                     f"{p.get('completed', 0)} done")
-            if p.get("paced"):  # a paced simulation (kvtui.explore.pacing): modelled seconds, this many per second
-                t.append(f" · paced ×{p['paced']:g}", style=th.accent or "")
+            t.append(f" {p.phase or 'warmup'} {p.elapsed_s or 0:.0f}s · {p.window_started} in window · "
+                     f"{p.completed} done")
+            if p.paced:  # a paced simulation (kvtui.explore.pacing): modelled seconds, this many per second
+                t.append(f" · paced ×{p.paced:g}", style=th.accent or "")
         elif st.replay and mv is not None:
             steps = mv.steps
             if steps and st.cursor is not None:
@@ -256,7 +256,7 @@ def step_of(st: RunState) -> str:
     p = progress(st)
     if p is not None:
         return f"step {p['n']} of about {p['about']}"
-    return f"step {(st.step or {}).get('index', 0) + 1}"
+    return f"step {(st.step.index if st.step is not None else 0) + 1}"
 
 
 class LogPane(RichLog):

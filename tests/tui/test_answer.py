@@ -137,8 +137,10 @@ def test_progress_says_step_n_of_about_m_with_an_eta(h200_doc):
     mv.steps = mv.steps[:2]
     for n in names[2:]:
         st.modes[n].status = "waiting"
-    st.step = {"mode": mv.name, "index": 2, "load": 192}
-    st.progress = {"elapsed_s": 5}
+    from kvtui.explore.events import StepProgress, StepStarted
+
+    st.step = StepStarted(mv.name, load=192, index=2)
+    st.progress = StepProgress(mv.name, load=192, elapsed_s=5)
     p = progress(st)
     assert p["n"] == 3 and p["about"] >= 3 and p["modes_left"] == len(names) - 2
     assert p["eta_run_s"] > p["eta_mode_s"] > 0

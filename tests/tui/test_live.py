@@ -111,7 +111,7 @@ async def test_quit_mid_run_stops_server_and_load_generator(knee_scenario, tmp_p
     app = create_app(knee_scenario, out=tmp_path / "quit.json", autostart=True)
     async with app.run_test(size=(100, 30)) as pilot:
         # Quit while a step is in flight: the server and the load generator are up.
-        await wait_until(pilot, lambda: app.state.step is not None and app.state.progress.get("phase") == "window",
+        await wait_until(pilot, lambda: app.state.step is not None and app.state.progress is not None and app.state.progress.phase == "window",
                          "a step in its measurement window")
         mine = {p: c for p, c in descendants().items() if p not in before}
         assert any("sim serve" in c for c in mine.values()), mine  # the simulated server

@@ -75,7 +75,7 @@ def test_pacing_waits_the_modelled_time_over_speed_and_releases_rows_as_it_goes(
         assert [t for _, t in rows] == sorted(t for _, t in rows)
         assert rows[-1][0] > rows[0][0]  # released over time, not at once
     progress = [e for _, e in seen if isinstance(e, ev.StepProgress)]
-    assert progress and all(p.status["paced"] == 20.0 for p in progress)
+    assert progress and all(p.paced == 20.0 for p in progress)
     # the step's result lands at the end of its modelled time: after its last row
     finished = [wall for wall, e in seen if isinstance(e, ev.StepFinished)]
     assert finished[0] >= per_step[0][-1][0]
@@ -229,7 +229,7 @@ async def test_w_then_j_on_the_demos_answer_jumps_to_the_same_answer(tmp_path, m
         first = app.run_obj.published()
         assert app.check_action("jump", ()) is False  # no paced run: no j
         await pilot.press("w")
-        await wait_until(pilot, lambda: app.state.progress.get("paced") == 20.0, "a paced step", limit_s=30)
+        await wait_until(pilot, lambda: app.state.progress is not None and app.state.progress.paced == 20.0, "a paced step", limit_s=30)
         assert isinstance(app.screen, DashboardScreen) and app.pacing and app.run_obj.engine is None
         assert app.check_action("jump", ()) is True
         # the status line says the speed, the footer offers the jump

@@ -120,8 +120,10 @@ def _live(doc, size):
         st.cursor = None
         names = list(st.modes)
         st.current = st.viewing = names[-1]
-        st.step = {"mode": names[-1], "index": len(st.modes[names[-1]].steps), "load": 48, "why": "search"}
-        st.progress = {"phase": "window", "elapsed_s": 12, "window_started": 31, "completed": 20}
+        from kvtui.explore.events import StepProgress, StepStarted
+
+        st.step = StepStarted(names[-1], load=48, index=len(st.modes[names[-1]].steps), why="search")
+        st.progress = StepProgress(names[-1], load=48, phase="window", elapsed_s=12, window_started=31, completed=20)
         app.dashboard = DashboardScreen(st)
         await app.push_screen(app.dashboard)
         await pilot.pause()

@@ -94,3 +94,20 @@ def test_a_reset_state_is_a_new_one():
     st.reset()
     fresh = RunState()
     assert vars(st) == vars(fresh)
+
+
+def test_the_step_in_flight_is_held_as_the_run_s_typed_events():
+    """StepStarted and StepProgress reach the view-model as the events themselves (typed fields, a
+    server's text made visible), from a typed event or an untyped one with the same payload."""
+    from kvtui.explore import events
+
+    st = RunState()
+    st.ingest(events.StepStarted("a\x1b[2J", load=8, index=2, why="confirm"))
+    assert isinstance(st.step, events.StepStarted) and (st.step.load, st.step.index, st.step.why) == (8, 2, "confirm")
+    assert "\x1b" not in st.step.mode  # a control character from a name never reaches the screen raw
+    st.ingest(ev("step_progress", "a", {"load": 8, "phase": "window", "elapsed_s": 3.5, "window_started": 12}))
+    p = st.progress
+    assert isinstance(p, events.StepProgress) and (p.phase, p.elapsed_s, p.window_started, p.completed) == (
+        "window", 3.5, 12, 0)
+    st.ingest(ev("step_finished", "a", step(2, 8, True, 0)))
+    assert st.step is None and st.progress is None
