@@ -15,6 +15,7 @@ from sim_server import serving_sim
 
 from kvtui.core.record import Record
 from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
+from kvtui.load.protocol import StatusTotals
 from kvtui.load.workload import TokenSpace
 from kvtui.scenario.schema import Length, Workload
 
@@ -55,7 +56,7 @@ def _covered(recs: list[Record], t0: float, t1: float, t_open: float) -> bool:
 
 
 def test_a_continued_step_down_goes_on_from_the_requests_in_flight(sim):
-    statuses: list[dict[str, Any]] = []
+    statuses: list[StatusTotals] = []
     streamed: list[Record] = []
     # Requests of 0.4 to 3 s (against a status every 0.2 s), of random lengths so that the slots do
     # not finish in lock-step: the moment the warm-up rule opens the window is seen.
@@ -66,7 +67,8 @@ def test_a_continued_step_down_goes_on_from_the_requests_in_flight(sim):
         # No warm-up time: the window opens on the warm-up rule alone (the excess finished, every
         # kept slot finished a request), which the assertions below then see.
         r2 = lg.run_step(dataclasses.replace(_params(1, 4, continue_from=True), warmup_s=0.0),
-                         on_records=streamed.extend, on_status=statuses.append)
+                         on_records=streamed.extend,
+                         on_status=lambda _phase, _elapsed_s, tot: statuses.append(tot))
         assert lg.held is None  # step 2 was not asked to hold: it stopped
     assert r2.continued and r2.continued_why is None
     assert r2.continued_from is not None and (r2.continued_from["step"], r2.continued_from["load"]) == (0, 8)
@@ -89,7 +91,7 @@ def test_a_continued_step_down_goes_on_from_the_requests_in_flight(sim):
     # The server never went idle between the two steps, nor inside step 2.
     every = r1.records + r2.carried_in + r2.records
     assert _covered(every, r1.t_window_start, r2.t_window_end, r2.t_end)
-    assert statuses and min(s["inflight"] for s in statuses) > 0
+    assert statuses and min(s.inflight for s in statuses) > 0
 
     # The step down: the window opened once the excess had finished and every kept slot had
     # finished a request at the new load — every carried request ended before it, and at most 4 ran.
@@ -109,7 +111,7 @@ def test_a_continued_step_down_goes_on_from_the_requests_in_flight(sim):
 def test_a_continued_step_after_an_aborted_step_starts_fresh(sim):
     seen: list[str] = []  # the phases reported: the user stops the step once its window is open
     with LoadGenerator(_cfg(sim), processes=1) as lg:
-        r1 = lg.run_step(_params(0, 8, hold_at_end=True), on_status=lambda st: seen.append(st["phase"]),
+        r1 = lg.run_step(_params(0, 8, hold_at_end=True), on_status=lambda phase, _elapsed_s, _tot: seen.append(phase),
                          should_stop=lambda: "stopped by the user" if "window" in seen else None)
         assert r1.aborted == "stopped by the user" and not r1.held and lg.held is None
         r2 = lg.run_step(_params(1, 4, continue_from=True))
