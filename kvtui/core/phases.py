@@ -80,6 +80,12 @@ class StepPhases:
     def ended(self) -> bool:
         return self.phase == "end"
 
+    @property
+    def needs_births(self) -> bool:
+        """Whether the next tail progress must carry every window send time (the births cutoff is
+        still to decide); afterwards a transport may leave them out."""
+        return self.rules.tail == "births" and not self._cutoff_decided
+
     def window_elapsed(self, now: float) -> float:
         return 0.0 if self.t_window_start is None else now - self.t_window_start
 

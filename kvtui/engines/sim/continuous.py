@@ -251,7 +251,9 @@ class ContinuousClient:
             return Progress(window_started=len(win), window_in_flight=len(live),
                             window_no_first=sum(1 for r in live if r.t_first is None),
                             window_live_births=[r.t_intended for r in live],
-                            window_births=[r.t_intended for r in win])
+                            # every send time only while the cutoff is still to decide: once per step,
+                            # not at every engine step of the tail
+                            window_births=[r.t_intended for r in win] if ph.needs_births else ())
 
         tokens = iterations = 0
         while not ph.ended:
