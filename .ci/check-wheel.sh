@@ -41,7 +41,7 @@ say "kvtui --version, kvtui scenarios and the demo headless ran from the wheel"
 # The TUI's first screen, as `kvtui` shows it: the demo's dashboard, started at once.
 import asyncio, os
 from kvtui.paths import demo_scenario, shipped
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
 from kvtui.tui.app import create_app
 
 assert "site-packages" in str(demo_scenario()), demo_scenario()

@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 from bench.agreement_vllm import add_server_args, dist, for_each_server_thread, run_kvtui, steady, vllm_prompts  # noqa: E402
 from bench.peers import pct, vllm_bench  # noqa: E402
 from kvtui.core.evaluate import client_limited  # noqa: E402
-from kvtui.load.workload import discover_token_space  # noqa: E402
-from kvtui.scenario import load_scenario  # noqa: E402
-from kvtui.scenario.schema import Length, Workload  # noqa: E402
+from kvtui.runtime.load.workload import discover_token_space  # noqa: E402
+from kvtui.io.scenario import load_scenario  # noqa: E402
+from kvtui.io.scenario.schema import Length, Workload  # noqa: E402
 
 METRICS = ("ttft", "itl", "tpot", "e2e")
 
@@ -47,7 +47,7 @@ def main() -> None:
                     help="pin every thread of the server to CPU 0 and this process (so both clients) to the others: "
                          "on a 2-core box the server otherwise takes both cores and both clients wait on the run queue")
     a = ap.parse_args()
-    from kvtui.engines.vllm.launcher import VllmEngine
+    from kvtui.runtime.engines.vllm.launcher import VllmEngine
 
     sc = load_scenario(Path(a.scenario))
     sc.server.kv_cache_memory_bytes = a.kv_bytes

@@ -43,10 +43,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.peers import Req, from_kvtui, latency_summary, pct, vllm_bench  # noqa: E402
 from kvtui.core.evaluate import StepContext, evaluate_step  # noqa: E402
-from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
-from kvtui.load.workload import PromptFactory, discover_token_space  # noqa: E402
-from kvtui.scenario import load_scenario  # noqa: E402
-from kvtui.scenario.schema import Length, Slo, Workload  # noqa: E402
+from kvtui.runtime.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
+from kvtui.runtime.load.workload import PromptFactory, discover_token_space  # noqa: E402
+from kvtui.io.scenario import load_scenario  # noqa: E402
+from kvtui.io.scenario.schema import Length, Slo, Workload  # noqa: E402
 
 HIST = {"ttft": "vllm:time_to_first_token_seconds", "itl": "vllm:inter_token_latency_seconds",
         "tpot": "vllm:request_time_per_output_token_seconds", "e2e": "vllm:e2e_request_latency_seconds",
@@ -177,7 +177,7 @@ def main() -> None:
     ap.add_argument("--server-nice", type=int, default=0,
                     help="renice every thread of the server's processes after start (a small box: server and clients share cores)")
     a = ap.parse_args()
-    from kvtui.engines.vllm.launcher import VllmEngine
+    from kvtui.runtime.engines.vllm.launcher import VllmEngine
 
     sc = load_scenario(Path(a.scenario))
     sc.server.kv_cache_memory_bytes = a.kv_bytes  # no KV wall here: this is about measurement, not capacity

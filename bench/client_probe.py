@@ -28,12 +28,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench.agreement_vllm import client_means, scrape, server_delta, wait_idle  # noqa: E402
 from bench.peers import from_kvtui  # noqa: E402
-from kvtui.load.client import StreamClient, stream_request  # noqa: E402
-from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
+from kvtui.runtime.load.client import StreamClient, stream_request  # noqa: E402
+from kvtui.runtime.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
 from kvtui.core.record import Record  # noqa: E402
-from kvtui.load.workload import PromptFactory, discover_token_space, request_body  # noqa: E402
-from kvtui.scenario import load_scenario  # noqa: E402
-from kvtui.scenario.schema import Length, Workload  # noqa: E402
+from kvtui.runtime.load.workload import PromptFactory, discover_token_space, request_body  # noqa: E402
+from kvtui.io.scenario import load_scenario  # noqa: E402
+from kvtui.io.scenario.schema import Length, Workload  # noqa: E402
 
 
 async def inproc(ep, workload, space, max_len, conc, n, salt, text: bool) -> list[Record]:
@@ -81,7 +81,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--variants", default="worker,inproc,inproc-text")
     a = ap.parse_args()
-    from kvtui.engines.vllm.launcher import VllmEngine
+    from kvtui.runtime.engines.vllm.launcher import VllmEngine
 
     sc = load_scenario(ROOT / "kvtui" / "data" / "scenarios" / "vllm-cpu-tiny.toml")
     sc.server.kv_cache_memory_bytes = 400_000_000

@@ -33,10 +33,10 @@ from bench.loadgen_capacity import start_server  # noqa: E402
 from bench.peers import pct  # noqa: E402
 from kvtui.core.evaluate import StepContext, evaluate_step  # noqa: E402
 from kvtui.explore.run import Run  # noqa: E402
-from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
-from kvtui.load.workload import TokenSpace  # noqa: E402
-from kvtui.scenario import load_scenario  # noqa: E402
-from kvtui.scenario.schema import Length, Slo, Workload  # noqa: E402
+from kvtui.runtime.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
+from kvtui.runtime.load.workload import TokenSpace  # noqa: E402
+from kvtui.io.scenario import load_scenario  # noqa: E402
+from kvtui.io.scenario.schema import Length, Slo, Workload  # noqa: E402
 
 KNEE = knee_scenario("knee-ramp", """
 start = 1

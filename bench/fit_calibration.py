@@ -50,12 +50,12 @@ from scipy.optimize import least_squares
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kvtui.predict.catalog import load_gpu, load_model  # noqa: E402
-from kvtui.predict.estimator import activation_peak_bytes, resolve_settings  # noqa: E402
-from kvtui.engines.sim.fast import bench_serve  # noqa: E402
-from kvtui.predict.roofline import DEFAULT_CALIBRATION, Calibration, Roofline, load_calibration, weight_bytes  # noqa: E402
-from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest  # noqa: E402
-from kvtui.scenario.schema import Mode, Server  # noqa: E402
+from kvtui.simulator.model.catalog import load_gpu, load_model  # noqa: E402
+from kvtui.simulator.model.estimator import activation_peak_bytes, resolve_settings  # noqa: E402
+from kvtui.simulator.engine.fast import bench_serve  # noqa: E402
+from kvtui.simulator.model.roofline import DEFAULT_CALIBRATION, Calibration, Roofline, load_calibration, weight_bytes  # noqa: E402
+from kvtui.simulator.engine.scheduler import SchedulerSim, SimRequest  # noqa: E402
+from kvtui.io.scenario.schema import Mode, Server  # noqa: E402
 
 from bench.sim_vs_h200 import STEP_FIT_WEIGHTS  # noqa: E402
 
@@ -782,7 +782,7 @@ def speed() -> None:
                 costs.append(dt)
         print(f"step() mixed (>=500 running + a prefill chunk), prefix caching {'on' if caching else 'off'}: "
               f"{np.mean(costs) * 1e6:.0f} us CPU mean, {np.max(costs) * 1e6:.0f} us max over {len(costs)} steps")
-    from kvtui.engines.sim.fast import simulate_step
+    from kvtui.simulator.engine.fast import simulate_step
 
     for mode in ("a", "d"):
         s = SchedulerSim(m, g, MODES[mode], Server(max_model_len=8192))
@@ -796,7 +796,7 @@ def main() -> int:
     from bench.sim_vs_h200 import (REAL, ReplayClient, agreement, real_wave_heads, replay_client, simulate_run,
                                    summary_table, wave_table, write_test_data)
     from bench.sim_vs_h200 import table as run_table
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="evaluate the current calibration file, no fit")

@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 import sim_vs_h200 as S  # noqa: E402
 
-from kvtui.predict.roofline import DEFAULT_CALIBRATION, load_calibration  # noqa: E402
-from kvtui.snapshot.file import load_snapshot  # noqa: E402
+from kvtui.simulator.model.roofline import DEFAULT_CALIBRATION, load_calibration  # noqa: E402
+from kvtui.io.snapshot.file import load_snapshot  # noqa: E402
 
 MODE = "awq-int4+fp8-kv"
 FIT = ROOT / "docs/results/h200-v2.json"

@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 from kvtui.explore.prediction import Target, predict_mode  # noqa: E402
 from kvtui.core.search import FastSearch, LinearSearch, ramp_levels  # noqa: E402
 from kvtui.core.search_seeded import SeededSearch  # noqa: E402
-from kvtui.predict.calibration_file import read_calibration  # noqa: E402
-from kvtui.snapshot.file import load_snapshot  # noqa: E402
-from kvtui.scenario.loader import scenario_from_snapshot  # noqa: E402
+from kvtui.simulator.model.calibration_file import read_calibration  # noqa: E402
+from kvtui.io.snapshot.file import load_snapshot  # noqa: E402
+from kvtui.io.scenario.loader import scenario_from_snapshot  # noqa: E402
 
 DEFAULT = [ROOT / "docs/results/h200-kvb.json", ROOT / "docs/results/h200-v2.json"]
 

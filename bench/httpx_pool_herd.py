@@ -1,4 +1,4 @@
-"""Why kvtui gives each closed-loop slot its own httpx client (kvtui/load/generator.py, _Worker.slot).
+"""Why kvtui gives each closed-loop slot its own httpx client (kvtui/runtime/load/generator.py, _Worker.slot).
 
 N slots stream from bench/fast_sse_server.py, 3 requests each, starts staggered over 0.25 s,
 through (a) one shared httpx pool, as kvtui did before, and (b) one client per slot. When many

@@ -46,11 +46,11 @@ from bench.peers import (  # noqa: E402
     steady_window,
     vllm_bench,
 )
-from kvtui.procs.servers import free_port  # noqa: E402
-from kvtui.load.autoscale import AutoScaler  # noqa: E402
-from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
-from kvtui.load.workload import TokenSpace  # noqa: E402
-from kvtui.scenario.schema import Length, Workload  # noqa: E402
+from kvtui.runtime.procs.servers import free_port  # noqa: E402
+from kvtui.runtime.load.autoscale import AutoScaler  # noqa: E402
+from kvtui.runtime.load.generator import LoadGenerator, StepParams, WorkerConfig  # noqa: E402
+from kvtui.runtime.load.workload import TokenSpace  # noqa: E402
+from kvtui.io.scenario.schema import Length, Workload  # noqa: E402
 
 TOKENIZER = str(ROOT / "runs" / "tiny-llama")  # only to build the peers' prompts; the fast server ignores them
 
@@ -60,10 +60,10 @@ def ensure_tokenizer() -> None:
     fresh clone (the project's own builder, as tests/vllm/conftest.py does; a second, no weights)."""
     if (Path(TOKENIZER) / "tokenizer.json").is_file():
         return
-    from kvtui.engines.vllm.tinymodel import build
+    from kvtui.runtime.engines.vllm.tinymodel import build
 
     build(TOKENIZER)
-    print(f"built {TOKENIZER} (kvtui.engines.vllm.tinymodel) for the peers' tokenizer", file=sys.stderr)
+    print(f"built {TOKENIZER} (kvtui.runtime.engines.vllm.tinymodel) for the peers' tokenizer", file=sys.stderr)
 
 
 def start_server(chunks: int, workers: int, step_ms: float = 0.0) -> tuple[subprocess.Popen, str]:
@@ -101,7 +101,7 @@ def group_cpu_s(pgid: int) -> float:
 
 
 def kvtui_run(base: str, conc: int, procs: int | str, chunks: int, n_requests: int) -> ToolRun:
-    """kvtui's load generator at `procs` workers, or "auto": from one worker, grown by kvtui.load.autoscale
+    """kvtui's load generator at `procs` workers, or "auto": from one worker, grown by kvtui.runtime.load.autoscale
     (as `kvtui run` does by default) up to the cores available."""
     w = Workload(prompt_tokens=Length(value=16), output_tokens=Length(value=chunks), jitter=0.0)
     cfg = WorkerConfig(base_url=base, model="m", headers={}, workload=dataclasses.asdict(w),

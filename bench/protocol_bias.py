@@ -29,12 +29,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvtui.engines.sim.continuous import ContinuousClient, StepPlan  # noqa: E402
-from kvtui.engines.sim.fastrun import OfflineServer  # noqa: E402
+from kvtui.simulator.engine.continuous import ContinuousClient, StepPlan  # noqa: E402
+from kvtui.simulator.engine.fastrun import OfflineServer  # noqa: E402
 from kvtui.explore.run import Run  # noqa: E402
 from kvtui.core.stats import percentile  # noqa: E402
-from kvtui.scenario.loader import load_scenario  # noqa: E402
-from kvtui.scenario.schema import Scenario  # noqa: E402
+from kvtui.io.scenario.loader import load_scenario  # noqa: E402
+from kvtui.io.scenario.schema import Scenario  # noqa: E402
 
 TOTAL_S, SKIP_S = 400.0, 80.0
 

@@ -49,8 +49,8 @@ import kvtui.explore.run as run_mod  # noqa: E402
 from bench.knee import knee_scenario  # noqa: E402
 from kvtui.core.search import LinearSearch, _Base, resolution  # noqa: E402
 from kvtui.core.search_seeded import SeededSearch  # noqa: E402
-from kvtui.scenario import load_scenario  # noqa: E402
-from kvtui.scenario.schema import Ramp  # noqa: E402
+from kvtui.io.scenario import load_scenario  # noqa: E402
+from kvtui.io.scenario.schema import Ramp  # noqa: E402
 
 KNEE = knee_scenario("knee", """
 start = 1
@@ -217,8 +217,8 @@ def truth_calibration(target: str):
     if target not in PERTURB:
         return None
     from kvtui.explore.refit import REFIT_PARAMS
-    from kvtui.predict import fit
-    from kvtui.predict.calibration_file import read_calibration
+    from kvtui.simulator.model import fit
+    from kvtui.simulator.model.calibration_file import read_calibration
 
     cal = fit.apply(read_calibration(None), REFIT_PARAMS, PERTURB[target])
     cal.name = f"truth {target}"

@@ -28,7 +28,7 @@ v1 — the client of docs/results/h200-abc.json (httpx, one pool shared by all s
   not have it (fast mode does not add it).
 
 v2 — the fixed client of the h200-v2 re-run (aiohttp, one connection per slot):
-- the same staggered start (kvtui/load/generator.py LoadGenerator.run_step);
+- the same staggered start (kvtui/runtime/load/generator.py LoadGenerator.run_step);
 - no send delay: each slot has its own connection, so nothing holds a send back;
 - the window opens once warm-up_s has passed AND every slot has finished one request
   (LoadGenerator.run_step's warm rule), capped at warm-up_s + window_timeout_s, which
@@ -56,14 +56,14 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvtui.predict import catalog  # noqa: E402
-from kvtui.engines.sim.fast import FastStepResult, simulate_step  # noqa: E402
-from kvtui.predict.roofline import DEFAULT_CALIBRATION, Calibration, load_calibration  # noqa: E402
-from kvtui.engines.sim.scheduler import SchedulerSim  # noqa: E402
+from kvtui.simulator.model import catalog  # noqa: E402
+from kvtui.simulator.engine.fast import FastStepResult, simulate_step  # noqa: E402
+from kvtui.simulator.model.roofline import DEFAULT_CALIBRATION, Calibration, load_calibration  # noqa: E402
+from kvtui.simulator.engine.scheduler import SchedulerSim  # noqa: E402
 from kvtui.core.evaluate import StepContext, evaluate_step, ran_to_its_end  # noqa: E402
-from kvtui.load.workload import PromptFactory, TokenSpace  # noqa: E402
-from kvtui.snapshot.file import load_snapshot  # noqa: E402
-from kvtui.scenario import scenario_from_snapshot  # noqa: E402
+from kvtui.runtime.load.workload import PromptFactory, TokenSpace  # noqa: E402
+from kvtui.io.snapshot.file import load_snapshot  # noqa: E402
+from kvtui.io.scenario import scenario_from_snapshot  # noqa: E402
 
 REAL = ROOT / "docs" / "results" / "h200-abc.json"
 RECORDS = ROOT / "docs" / "results" / "h200-abc.records.jsonl"  # read_records finds the .gz
@@ -125,7 +125,7 @@ class ReplayClient:
 
     @staticmethod
     def stagger_s(warmup_s: float) -> float:
-        return min(2.0, max(0.2, warmup_s / 2))  # kvtui/load/generator.py LoadGenerator.run_step
+        return min(2.0, max(0.2, warmup_s / 2))  # kvtui/runtime/load/generator.py LoadGenerator.run_step
 
 
 def client_kind(doc: dict) -> tuple[str, str]:
@@ -256,7 +256,7 @@ def records_path(snapshot: str | Path, doc: dict | None = None) -> Path | None:
 
 def real_wave_heads(path: Path = RECORDS) -> dict[tuple[str, int], list[tuple[int, float]]]:
     """Wave heads of every (mode, step index) whose records the run kept (h200-abc: bf16 and fp8-kv)."""
-    from kvtui.load.records import read_records
+    from kvtui.io.records import read_records
 
     by: dict[tuple[str, int], list] = {}
     for r in read_records(path):

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kvtui.explore.run import Run  # noqa: E402
-from kvtui.scenario import load_scenario  # noqa: E402
+from kvtui.io.scenario import load_scenario  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kvtui.explore.run import Run  # noqa: E402
-from kvtui.scenario.loader import load_scenario  # noqa: E402
+from kvtui.io.scenario.loader import load_scenario  # noqa: E402
 
 
 def split(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, float]]:

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvtui.snapshot.file import load_snapshot  # noqa: E402
+from kvtui.io.snapshot.file import load_snapshot  # noqa: E402
 
 RESULTS = ROOT / "docs" / "results"
 MODES = ("bf16", "fp8-kv", "fp8-w", "fp8-w+kv")

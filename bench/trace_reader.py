@@ -1,4 +1,4 @@
-"""The trace reader's speed and memory (kvtui/scenario/trace.py) on a generated one-million-row trace.
+"""The trace reader's speed and memory (kvtui/io/scenario/trace.py) on a generated one-million-row trace.
 
     PYTHONPATH=. python bench/trace_reader.py [--rows 1000000] [--layout azure|burstgpt|mooncake] [--zst]
 
@@ -52,7 +52,7 @@ def write(path: Path, rows: int, layout: str) -> int:
 
 
 def child(path: str, what: str) -> None:
-    from kvtui.scenario.trace import TraceRows, TraceSpec, summarize
+    from kvtui.io.scenario.trace import TraceRows, TraceSpec, summarize
 
     t0 = time.perf_counter()
     if what == "summary":
@@ -87,7 +87,7 @@ def main() -> None:
             os.unlink(p)
             p = z
         on_disk = p.stat().st_size
-        base = subprocess.run([sys.executable, "-c", "import resource, kvtui.scenario.trace;"
+        base = subprocess.run([sys.executable, "-c", "import resource, kvtui.io.scenario.trace;"
                                "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"],
                               capture_output=True, text=True, check=True)
         print(f"{a.rows:,} rows, {a.layout} layout{' (zst)' if a.zst else ''}: {size / 2**20:,.1f} MiB of text, "

@@ -1,4 +1,4 @@
-"""The live trace replay's send-time error (`[ramp] load = "trace"`, kvtui/load/worker.py trace_arrivals).
+"""The live trace replay's send-time error (`[ramp] load = "trace"`, kvtui/runtime/load/worker.py trace_arrivals).
 
     PYTHONPATH=. python bench/trace_replay.py [--rates 50,100,200,400] [--processes 2] [--window 4]
 

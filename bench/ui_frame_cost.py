@@ -85,7 +85,7 @@ async def live_bench(size: tuple[int, int], scenario_path: Path, theme: str) -> 
     import os
     import resource
 
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
     from kvtui.tui.app import create_app
 
     sc = load_scenario(scenario_path)

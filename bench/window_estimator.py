@@ -34,7 +34,7 @@ from kvtui.core.stats import percentile  # noqa: E402
 from kvtui.core.window_stats import gap_coverage, window_samples  # noqa: E402
 from kvtui.core.births import births_cutoff  # noqa: E402
 from kvtui.core.record import Record  # noqa: E402
-from kvtui.load.records import read_records  # noqa: E402
+from kvtui.io.records import read_records  # noqa: E402
 
 METRICS = ("ttft", "tpot", "itl")
 # TTFT and ITL go from the window alone; TPOT (and E2E) keep the tail, so only the first two must be
@@ -135,10 +135,10 @@ def published(results: Path) -> list[tuple[str, dict[str, Any]]]:
 
 def simulated() -> list[tuple[str, dict[str, Any]]]:
     """Steps of the offline simulator (kvtui's fast client, complete requests) on the 8B shape."""
-    from kvtui.predict import catalog
-    from kvtui.engines.sim.fast import simulate_step
-    from kvtui.engines.sim.scheduler import SchedulerSim
-    from kvtui.scenario.schema import Mode, Server
+    from kvtui.simulator.model import catalog
+    from kvtui.simulator.engine.fast import simulate_step
+    from kvtui.simulator.engine.scheduler import SchedulerSim
+    from kvtui.io.scenario.schema import Mode, Server
 
     rows = []
     for kv, prompt, out, loads in (("auto", 2048, 256, (32, 96, 160)), ("fp8", 8192, 512, (16, 48, 80))):

@@ -1,3 +1,3 @@
-from kvtui.cli import main
+from kvtui.cli.main import main
 
 raise SystemExit(main())

@@ -12,7 +12,7 @@ the installed vLLM, it writes a scenario with the precision modes that make sens
 
 plus `max_model_len` from the config (lowered when one request of that length would not fit,
 as vLLM would refuse it), an SLO with the defaults explained, and in the header the
-estimator's KV-bound prediction per mode (kvtui/predict/estimator.py: the memory formula,
+estimator's KV-bound prediction per mode (kvtui/simulator/model/estimator.py: the memory formula,
 not a measurement). The text is checked with the scenario loader before it is written, and
 written atomically (a temporary file renamed): never half a scenario.
 """
@@ -33,8 +33,8 @@ from kvtui import clock
 from kvtui.errors import KvtuiError, UsageError
 
 if TYPE_CHECKING:  # imported where used: `kvtui init` loads the estimator only when it runs
-    from kvtui.predict.catalog import GpuSpec
-    from kvtui.predict.estimator import EngineSettings
+    from kvtui.simulator.model.catalog import GpuSpec
+    from kvtui.simulator.model.estimator import EngineSettings
 
 DEFAULT_PROMPT = 2048
 DEFAULT_OUTPUT = 256
@@ -82,8 +82,8 @@ def _slug(s: str) -> str:
 
 def resolve_init_model(arg: str) -> InitModel:
     """The model behind `arg`, offline. Raises UsageError (exit 2) saying what is missing."""
-    from kvtui.engines.vllm.modelref import CACHED, DIR, REMOTE, resolve_model
-    from kvtui.predict.catalog import MODELS_DIR, bundled_models
+    from kvtui.runtime.engines.vllm.modelref import CACHED, DIR, REMOTE, resolve_model
+    from kvtui.simulator.model.catalog import MODELS_DIR, bundled_models
 
     p = Path(arg).expanduser()
     if not p.exists() and arg.lower().removesuffix(".json") in [n.lower() for n in bundled_models()]:
@@ -121,13 +121,13 @@ def resolve_init_model(arg: str) -> InitModel:
 
 def detect_gpu(name: str | None, states: Callable[[], tuple[Any, list[Any]]] | None = None) -> InitGpu:
     """`--gpu NAME` (a what-if), else the first GPU NVML sees, else the what-if default."""
-    from kvtui.predict.catalog import load_gpu
+    from kvtui.simulator.model.catalog import load_gpu
 
     if name:
         g = load_gpu(name)  # UsageError names the catalogue
         return InitGpu(g.name, f"{g.name} (--gpu: a what-if, not this box)", g.compute_capability, fp8=g.has_fp8,
                        source="what-if")
-    from kvtui.telemetry.nvml import gpu_states
+    from kvtui.runtime.telemetry.nvml import gpu_states
 
     inv, gpus = (states or gpu_states)()
     if not gpus:
@@ -152,7 +152,7 @@ def detect_gpu(name: str | None, states: Callable[[], tuple[Any, list[Any]]] | N
 
 def _modes(model: InitModel, gpu: InitGpu) -> tuple[list[dict[str, Any]], list[str]]:
     """The precision modes for this checkpoint on this GPU, and comments on the ones left out."""
-    from kvtui.engines.vllm.modelref import checkpoint_quantization
+    from kvtui.runtime.engines.vllm.modelref import checkpoint_quantization
 
     own = checkpoint_quantization(model.config)
     from kvtui.preflight.result import FP8_KV_CC, FP8_WEIGHT_ONLY_CC
@@ -252,7 +252,7 @@ def _modes(model: InitModel, gpu: InitGpu) -> tuple[list[dict[str, Any]], list[s
 
 
 def _weights_fmt(mode: dict[str, Any]) -> str:
-    from kvtui.scenario.schema import Mode
+    from kvtui.io.scenario.schema import Mode
 
     return Mode(name=mode["name"], dtype=mode.get("dtype", "auto"), quantization=mode.get("quantization", "")).weights
 
@@ -281,9 +281,9 @@ def build_init(
     command: str = "",
     states: Callable[[], tuple[Any, list[Any]]] | None = None,
 ) -> InitResult:
-    from kvtui.engines.vllm.detect import vllm_install
-    from kvtui.predict.catalog import load_gpu, model_from_config
-    from kvtui.predict.estimator import estimate_memory, resolve_settings
+    from kvtui.runtime.engines.vllm.detect import vllm_install
+    from kvtui.simulator.model.catalog import load_gpu, model_from_config
+    from kvtui.simulator.model.estimator import estimate_memory, resolve_settings
 
     if not 0 < util <= 1:
         raise UsageError(f"--gpu-memory-utilization must be in (0, 1], got {util:g}")
@@ -293,7 +293,7 @@ def build_init(
     if model.shape and engine == "vllm":
         raise UsageError(
             f"{arg} is a bundled shape for the simulator: --engine vllm needs a model directory or a Hugging Face id "
-            f"(a dummy-weights directory of that shape: python -m kvtui.engines.vllm.shapedummy {arg} DIR)"
+            f"(a dummy-weights directory of that shape: python -m kvtui.runtime.engines.vllm.shapedummy {arg} DIR)"
         )
     spec = model_from_config(model.config, name=Path(model.value).name or model.value, source=model.where)
     modes, left = _modes(model, gpu)
@@ -382,7 +382,7 @@ def build_init(
     kind = ("MoE " + f"{spec.num_experts} experts, {spec.experts_per_tok} active" if spec.is_moe else "dense") + (
         ", MLA" if spec.is_mla else ""
     )
-    from kvtui.engines.vllm.modelref import checkpoint_quantization
+    from kvtui.runtime.engines.vllm.modelref import checkpoint_quantization
 
     own = checkpoint_quantization(model.config)
     dtype = model.config.get("torch_dtype") or model.config.get("dtype") or "?"
@@ -420,7 +420,7 @@ def build_init(
     H.append("#")
     what_if = sim_line(REF, engine, model.value, model.sim_value)
     if engine == "sim":  # a bundled shape (or --engine sim): this scenario IS a simulation, said as one
-        from kvtui.predict.catalog import bundled_hf_id
+        from kvtui.simulator.model.catalog import bundled_hf_id
 
         hf = bundled_hf_id(model.value) if model.shape else None
         H.append(f"# A SIMULATED what-if: kvtui's simulated vLLM runs this scenario on a modelled {gpu.name} "
@@ -513,7 +513,7 @@ def _sized_window(body: str) -> str:
     import tomllib
 
     from kvtui.explore.window_choice import suggest_window
-    from kvtui.scenario.loader import scenario_from_dict
+    from kvtui.io.scenario.loader import scenario_from_dict
 
     anchor = 'search = "auto"'  # where the line goes: looked for before the prediction is paid for
     if anchor not in body:
@@ -551,8 +551,8 @@ def sim_line(ref: str, engine: str, value: str, sim_value: str) -> str:
 def write_scenario(text: str, out: Path, force: bool = False) -> Path:
     """Check `text` with the scenario loader, then write it atomically (temp + rename)."""
     from kvtui.errors import KvtuiError, ScenarioError
+    from kvtui.io.scenario import load_scenario
     from kvtui.safeio import check_output
-    from kvtui.scenario import load_scenario
 
     out = check_output(out, "scenario")
     if out.exists() and not force:
@@ -587,8 +587,8 @@ def init_into_user_dir(arg: str) -> tuple[Path | None, str]:
     the user's directory (or find the one written before) and return (path, what happened).
     (None, "") when `arg` is not a model at all, so the caller reports its own problem."""
     from kvtui import paths
-    from kvtui.engines.vllm.modelref import CACHED, DIR, resolve_model
-    from kvtui.predict.catalog import bundled_models
+    from kvtui.runtime.engines.vllm.modelref import CACHED, DIR, resolve_model
+    from kvtui.simulator.model.catalog import bundled_models
 
     if arg.endswith(".toml"):
         return None, ""

@@ -514,7 +514,7 @@ def _transport_class() -> Any:
 def http_client(*, trust_env: bool = False, limits: Any = None, **kw: Any) -> Any:
     """An httpx.Client whose requests keep `total_deadline` and `thread_stop` (every socket wait).
     Its own `timeout` stays the per-operation one. Redirects are not followed (a 3xx is an
-    answer: kvtui.load.client refuses one to another origin the same way)."""
+    answer: kvtui.runtime.load.client refuses one to another origin the same way)."""
     import httpx
 
     transport = _transport_class()(trust_env=trust_env, **({"limits": limits} if limits is not None else {}))

@@ -30,8 +30,8 @@ else
   extra=(-v)
 fi
 models() {
-  $PY -m kvtui.engines.vllm.shapedummy deepseek-v2-lite /tmp/dsv2lite
-  $PY -m kvtui.engines.vllm.shapedummy qwen3-30b-a3b /tmp/qwen3moe
+  $PY -m kvtui.runtime.engines.vllm.shapedummy deepseek-v2-lite /tmp/dsv2lite
+  $PY -m kvtui.runtime.engines.vllm.shapedummy qwen3-30b-a3b /tmp/qwen3moe
   nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader 2>/dev/null
 }
 result() {  # one line per finished run, from its snapshot
@@ -59,7 +59,7 @@ chain() {
     cap=()
     if [ "${SIM:-0}" != 1 ] && [ "$CAPTURE" != 0 ]; then
       c=$CAPTURE
-      [ "$c" = ramp ] && c=$($PY -c 'import sys; from pathlib import Path; from kvtui.paths import find_scenario; from kvtui.scenario import load_scenario; print(int(load_scenario(find_scenario(Path(sys.argv[1]))).ramp.max))' "$sc")
+      [ "$c" = ramp ] && c=$($PY -c 'import sys; from pathlib import Path; from kvtui.paths import find_scenario; from kvtui.io.scenario import load_scenario; print(int(load_scenario(find_scenario(Path(sys.argv[1]))).ramp.max))' "$sc")
       cap=(--set "server.extra_args=[\"--max-cudagraph-capture-size=$c\"]")
     fi
     t0=$(date +%s)

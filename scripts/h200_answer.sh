@@ -179,8 +179,8 @@ if [ -n "${CAL_SCALE:-}" ]; then
 import sys
 from pathlib import Path
 from kvtui.explore.refit import REFIT_PARAMS
-from kvtui.predict import fit
-from kvtui.predict.calibration_file import calibration_toml, read_calibration
+from kvtui.simulator.model import fit
+from kvtui.simulator.model.calibration_file import calibration_toml, read_calibration
 f = float(sys.argv[1])
 cal = fit.apply(read_calibration(None), REFIT_PARAMS, [f] * len(REFIT_PARAMS))
 cal.name = f"h200-vllm-0.26.0-x{sys.argv[1]}"

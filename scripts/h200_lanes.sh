@@ -8,10 +8,10 @@
 set -u
 t0=$(date +%s); deadline=$(( t0 + ${1:?seconds} ))
 source /tmp/gpu-env.sh; export PYTHONPATH=$PWD:/tmp/site; mkdir -p /tmp/runs
-[ -d /tmp/model70b ] || python3 -m kvtui.engines.vllm.tinymodel /tmp/model70b --no-weights --layers 80 --hidden 8192 \
+[ -d /tmp/model70b ] || python3 -m kvtui.runtime.engines.vllm.tinymodel /tmp/model70b --no-weights --layers 80 --hidden 8192 \
     --heads 64 --kv-heads 8 --head-dim 128 --intermediate 28672 --vocab 128256 --max-position 131072 >/dev/null
-[ -d /tmp/model70b-awq ] || python3 -m kvtui.engines.vllm.awqdummy /tmp/model70b /tmp/model70b-awq >/dev/null
-[ -d /tmp/model8b-awq ] || python3 -m kvtui.engines.vllm.awqdummy /tmp/model8b /tmp/model8b-awq >/dev/null
+[ -d /tmp/model70b-awq ] || python3 -m kvtui.runtime.engines.vllm.awqdummy /tmp/model70b /tmp/model70b-awq >/dev/null
+[ -d /tmp/model8b-awq ] || python3 -m kvtui.runtime.engines.vllm.awqdummy /tmp/model8b /tmp/model8b-awq >/dev/null
 FG="h200-llama8b --set ramp.max=256 --set ramp.resolution=32"
 KV=h200-llama8b-kvbound
 B70=h200-llama70b

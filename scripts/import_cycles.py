@@ -53,11 +53,11 @@ DECLARED = declared_layers()
 LAYERS = {name: len(DECLARED) - i for i, names in enumerate(DECLARED) for name in names}
 LAYERS.update({"__init__": 1, "data": 1})
 # Imports against the layers that are known and named, to move (the same list as import-linter's
-# ignore_imports). None now: the dataset file format moved to kvtui/scenario/dataset.py.
+# ignore_imports). None now: the dataset file format moved to kvtui/io/scenario/dataset.py.
 KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 # Modules that sit at the floor though they live in an upper package: leaves that import only the
 # floor themselves (this script checks it), read and written by every layer. None now: the
-# snapshot's file format moved into kvtui/snapshot and the process bookkeeping into kvtui/procs
+# snapshot's file format moved into kvtui/io/snapshot and the process bookkeeping into kvtui/runtime/procs
 # (issue 29).
 FLOOR_MODULES: set[str] = set()
 FLOOR = "floor"
@@ -75,7 +75,13 @@ def module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
+# A layer may be a package inside a folder that only groups packages ("io.scenario" in kvtui/io/):
+# the folder's own __init__ holds a docstring and sits at the floor, like the package's.
+GROUPS = {name.split(".")[0] for names in DECLARED for name in names if "." in name}
+
+
 def layer_of(module: str, package: str) -> str | None:
+    """The declared layer a module belongs to: the longest declared name it is, or lies under."""
     parts = module.split(".")
     if parts[0] != package:
         return None
@@ -83,7 +89,13 @@ def layer_of(module: str, package: str) -> str | None:
         return FLOOR
     if len(parts) == 1:
         return "__init__"
-    return parts[1]
+    rel = ".".join(parts[1:])
+    best = max((n for n in LAYERS if rel == n or rel.startswith(n + ".")), key=len, default=None)
+    if best is not None:
+        return best
+    if len(parts) == 2 and parts[1] in GROUPS:
+        return "__init__"
+    return ".".join(parts[1:3]) if parts[1] in GROUPS else parts[1]
 
 
 def imports_of(path: Path, module: str, is_pkg: bool, root: Path) -> list[tuple[int, str]]:
@@ -245,7 +257,7 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-# Module cycles inside kvtui.tui and between it and kvtui.commands were the TUI branch's (ui20) to
+# Module cycles inside kvtui.tui and between it and kvtui.cli were the TUI branch's (ui20) to
 # untangle, reported but not failed on while it worked; it has merged and none is left, so they fail
 # like any other. (True again would only report them. Even then, a cycle that remains when the tui
 # modules are taken out of the graph fails: commands among themselves.)

@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kvtui.core import knee_interval as ki  # noqa: E402
 from kvtui.core.evaluate import reevaluate  # noqa: E402
 from kvtui.explore.compare import compare_modes  # noqa: E402
-from kvtui.load.records import read_records  # noqa: E402
-from kvtui.scenario.loader import scenario_from_snapshot  # noqa: E402
-from kvtui.snapshot.file import dumps  # noqa: E402
+from kvtui.io.records import read_records  # noqa: E402
+from kvtui.io.scenario.loader import scenario_from_snapshot  # noqa: E402
+from kvtui.io.snapshot.file import dumps  # noqa: E402
 
 SAME = ("index", "load", "passed", "started_at")
 FIGURES = ("samples", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "passed")

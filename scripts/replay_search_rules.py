@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kvtui.core.search_seeded import SeededSearch, rehint  # noqa: E402
 from kvtui.core.settled import settle_passes, settled_reason  # noqa: E402
-from kvtui.scenario.loader import scenario_from_snapshot  # noqa: E402
-from kvtui.snapshot.file import load_snapshot  # noqa: E402
+from kvtui.io.scenario.loader import scenario_from_snapshot  # noqa: E402
+from kvtui.io.snapshot.file import load_snapshot  # noqa: E402
 
 
 def replay_mode(m: dict[str, Any], sc: Any, as_recorded: bool) -> dict[str, Any]:

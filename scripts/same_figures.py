@@ -41,7 +41,7 @@ CASES: dict[str, list[str]] = {
     "trace-replay": ["sim-trace-replay"],
     "llama8b": ["h100-llama8b-4k384", "--engine", "sim", "--set", "server.model=llama-3.1-8b"],
     "qwen3-moe": ["h100-qwen3moe-4k384", "--engine", "sim", "--set", "server.model=qwen3-30b-a3b"],
-    "dsv2-mla-32k": ["h100-dsv2lite-32k", "--engine", "sim"],
+    "dsv2-mla-32k": ["h100-dsv2lite-32k", "--engine", "sim", "--set", "server.model=deepseek-v2-lite"],
 }
 VARYING = {"finalized_at", "salt", "t0_monotonic", "t0_epoch", "started_at", "finished_at", "wall_s", "compute_s",
            "elapsed_s", "created_at", "t_wall"}
@@ -130,7 +130,11 @@ def main(argv: list[str] | None = None) -> int:
             recs_b = _records(rb) if rb.is_file() else []
             recs_t = _records(rt) if rt.is_file() else []
             steps = sum(len(m.get("steps") or []) for m in json.loads(t.read_text()).get("modes") or [])
-            if diff is None and recs_b == recs_t:
+            if steps == 0 or not recs_t:
+                # a case that measured nothing proves nothing (a scenario that no longer starts, say)
+                print(f"{name}: MEASURED NOTHING ({steps} steps; see {t.with_suffix('.log')})")
+                status = max(status, 1)
+            elif diff is None and recs_b == recs_t:
                 print(f"{name}: same snapshot ({steps} steps) and records ({len(recs_t)})")
             else:
                 print(f"{name}: DIFFERS: {diff or f'records ({len(recs_b)} at base, {len(recs_t)} in the tree)'}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvtui.snapshot.file import load_snapshot  # noqa: E402
+from kvtui.io.snapshot.file import load_snapshot  # noqa: E402
 
 
 def figures(md: dict) -> dict:

@@ -18,10 +18,10 @@ import time
 
 import httpx
 
-from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.errors import EngineError
-from kvtui.procs import reaper
-from kvtui.scenario.schema import Mode, Scenario, Server
+from kvtui.io.scenario.schema import Mode, Scenario, Server
+from kvtui.runtime.engines.vllm.launcher import VllmEngine
+from kvtui.runtime.procs import reaper
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     model = a.model
     if a.tiny:
-        from kvtui.engines.vllm.tinymodel import build
+        from kvtui.runtime.engines.vllm.tinymodel import build
 
         model = str(build(a.tiny))
     if not model:

@@ -47,9 +47,9 @@ def knee_file(tmp_path: Path) -> Callable[..., Path]:
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
-    """The tiny Llama (kvtui.engines.vllm.tinymodel, random weights), built once per test process for
+    """The tiny Llama (kvtui.runtime.engines.vllm.tinymodel, random weights), built once per test process for
     every real-vLLM test of tests/vllm and tests/e2e (they all run on one xdist worker)."""
-    from kvtui.engines.vllm.tinymodel import build
+    from kvtui.runtime.engines.vllm.tinymodel import build
 
     return build(tmp_path_factory.mktemp("tiny") / "tiny-llama")
 

@@ -7,7 +7,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
-from kvtui.procs.servers import ServerProcess, free_port
+from kvtui.runtime.procs.servers import ServerProcess, free_port
 
 
 @contextmanager

@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 
 
 async def shoot(out: Path, width: int, height: int, steps: int, timeout_s: float) -> None:
-    from kvtui.scenario import load_scenario
-    from kvtui.scenario.defaults import demo_scenario_path
+    from kvtui.io.scenario import load_scenario
+    from kvtui.io.scenario.defaults import demo_scenario_path
     from kvtui.tui.app import create_app
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from kvtui import clock
 from kvtui.cluster.view import LanesView
 from kvtui.errors import UsageError
-from kvtui.scenario.schema import Scenario
+from kvtui.io.scenario.schema import Scenario
 
 PROBE_TIMEOUT_S = 120.0
 STOP_WAIT_S = 90.0  # after a stop, how long lanes get to stop their servers and send back what they have
@@ -325,7 +325,7 @@ class ClusterRun:
     # -- the lanes' files on the driver ----------------------------------------------------
     def bring_back(self, lanes_dir: Path) -> list[dict[str, Any]]:
         """Each lane's snapshot, records and log under lanes_dir/NN-mode/; the lane entries of the join."""
-        from kvtui.snapshot.file import atomic_write
+        from kvtui.io.snapshot.file import atomic_write
 
         ran: list[dict[str, Any]] = []
         for i, ln in enumerate(self.lanes):

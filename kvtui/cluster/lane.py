@@ -1,7 +1,7 @@
 """What runs on a node of the cluster: the node's probe, and one lane.
 
 A lane is `kvtui run SCENARIO --headless --mode NAME` on the node it landed on, exactly as a lane
-of `--parallel` on one box (kvtui.commands.parallel.lane_argv builds its arguments): its server,
+of `--parallel` on one box (kvtui.cli.parallel.lane_argv builds its arguments): its server,
 telemetry and load generator are all on that node, on the GPUs Ray gave it (Ray sets
 CUDA_VISIBLE_DEVICES), so nothing crosses the network inside a measurement. The scenario (and a
 calibration file) travel as text and are written into the lane's own folder on the node.
@@ -13,7 +13,7 @@ Stops:
   keeps what it measured, as a local run does;
 - the hub cannot be reached (the driver is gone, kill -9 included): the same;
 - this worker process dies (the driver's job is torn down, the node's raylet died): the lane is
-  registered with kvtui's reaper, whose watchdog (kvtui/procs/watchdog.py, a process of its own
+  registered with kvtui's reaper, whose watchdog (kvtui/runtime/procs/watchdog.py, a process of its own
   session) sees the pipe close and stops it; the lane's own watchdog stops its server.
 At the end the lane's snapshot (or its journal, where it was cut), log and per-request records
 go back to the driver in the task's result; records larger than RECORDS_BACK_BYTES stay on the
@@ -83,7 +83,7 @@ def vllm_version() -> str | None:
 def gpu_facts(gpu_ids: list[str]) -> tuple[list[str], list[str]]:
     """The names and UUIDs of the GPUs this lane was given (NVML; none on a box without it)."""
     try:
-        from kvtui.telemetry.nvml import gpu_states
+        from kvtui.runtime.telemetry.nvml import gpu_states
 
         inv, states = gpu_states()
     except Exception:
@@ -168,7 +168,7 @@ def run_lane(spec: dict[str, Any], hub: Any) -> dict[str, Any]:
     """One lane on this node (a Ray task's body): the result the driver joins."""
     import ray
 
-    from kvtui.procs import reaper
+    from kvtui.runtime.procs import reaper
 
     lane = spec["lane"]
     gpu_ids = [str(g) for g in ray.get_gpu_ids()]

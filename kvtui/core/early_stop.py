@@ -1,7 +1,7 @@
 """What a step that ended on a decided verdict records as its reason (steps[].early_stop.why).
 
 Shared by the live load generator's caller (kvtui.explore.live_step) and the simulator's
-continuous step (kvtui.engines.sim.continuous), so a live step and its modelled twin say the same.
+continuous step (kvtui.simulator.engine.continuous), so a live step and its modelled twin say the same.
 The rule itself is kvtui.core.protocol.preemption_decides.
 """
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from kvtui.core.record import Record
 from kvtui.core.results import StepResult
 from kvtui.core.stats import PCTS, min_samples_for, summarize
-from kvtui.scenario.schema import Slo
-from kvtui.snapshot.schema import Step
+from kvtui.io.scenario.schema import Slo
+from kvtui.io.snapshot.schema import Step
 
 if TYPE_CHECKING:
     from kvtui.core.window_stats import WindowSamples

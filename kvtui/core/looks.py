@@ -4,7 +4,7 @@ Every `look_every(window_s)` (a tenth of the window, 0.5 s at least) from the wi
 transport looks at the window's requests cohort by cohort (those sent before the earliest one still
 unfinished, so no look favours the quick ones) and asks kvtui.core.sequential whether the verdict is
 decided beyond doubt. The live look (kvtui.explore.live_look) keeps the schedule on the window's
-elapsed wall seconds, the simulator's continuous client (kvtui.engines.sim.continuous) on its
+elapsed wall seconds, the simulator's continuous client (kvtui.simulator.engine.continuous) on its
 virtual time; both through `LookSchedule`, and both record the same words (`decided_why`).
 """
 

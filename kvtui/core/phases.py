@@ -1,7 +1,7 @@
 """A step's phases, decided once for every transport: warm-up, window, held tail, end.
 
-The live load generator (kvtui.load.generator) and the simulator's continuous client
-(kvtui.engines.sim.continuous) each count their requests in their own way (worker statuses over a
+The live load generator (kvtui.runtime.load.generator) and the simulator's continuous client
+(kvtui.simulator.engine.continuous) each count their requests in their own way (worker statuses over a
 pipe; records in virtual time) and hand the counts here as a `Progress`; `StepPhases.advance` says
 which phase change, if any, that brings, and keeps the step's window times. docs/PROTOCOL.md
 describes the rules; this module is where they are written.

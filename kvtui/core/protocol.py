@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from kvtui.core.sequential import SequentialTest
 from kvtui.core.stats import PCTS
-from kvtui.scenario.schema import Scenario
+from kvtui.io.scenario.schema import Scenario
 
 MAX_LOOKS = 16  # looks per step (window and tail): the union bound's divisor (each look at α / (looks × targets))
 MARGIN = 0.10  # an early verdict's p95 is ≥ 10 % clear of its limit (kvtui.core.sequential)
@@ -158,7 +158,7 @@ MAX_STAGGER_S = 120.0  # a longer request than this is spread over 2 minutes: th
 
 def classic_stagger_s(warmup_s: float) -> float:
     """The short spread of a step's first sends where no request duration is known (a "turnover"
-    ramp): what every step of the retired classic protocol used, as kvtui.engines.sim.fast.simulate_step
+    ramp): what every step of the retired classic protocol used, as kvtui.simulator.engine.fast.simulate_step
     still does."""
     return min(1.0, warmup_s / 2) if warmup_s > 0 else 0.0
 
@@ -267,7 +267,7 @@ def watch_window(sc: Scenario, server: Mapping[str, Any], load: float, ramp: Ram
 
 
 def mean_length(length: Any) -> float:
-    """A length distribution's mean (kvtui.scenario.schema.Length), for the request-duration estimate."""
+    """A length distribution's mean (kvtui.io.scenario.schema.Length), for the request-duration estimate."""
     if length.dist == "fixed":
         return float(length.value)
     if length.dist == "uniform":

@@ -4,7 +4,7 @@ Times are seconds on the run's clock (`kvtui.clock.monotonic()` minus the run's 
 snapshot stores with its wall-clock epoch). On the system clock that is CLOCK_MONOTONIC, which
 is system-wide on Linux, so the load-generator process and the controller read the same clock.
 
-The type only (and its one JSON line); the records file is kvtui.load.records's.
+The type only (and its one JSON line); the records file is kvtui.io.records's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Typed results over the run's own document: one step (`StepResult`) and one mode (`ModeResult`).
 
-What each field is and how it reads is the snapshot schema's (kvtui.snapshot.schema: `Step`,
+What each field is and how it reads is the snapshot schema's (kvtui.io.snapshot.schema: `Step`,
 `Mode`); these are the run's handles on the dicts it fills as it goes (the controller writes
 the search's answer into its mode with `record_search`), so they keep the dict (`raw`) and read
 it through a schema view each time. `from_dict` takes a step or mode dict as a snapshot holds
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Mapping
 
-from kvtui.snapshot.schema import Mode, Step
+from kvtui.io.snapshot.schema import Mode, Step
 
 
 def _number(v: Any) -> float | None:

@@ -1,7 +1,7 @@
 """The SLO figures' samples over a set of requests, in ms, as the sequential test looks at them
 (kvtui.core.sequential): one TTFT, TPOT and E2E per request (a failed one counts as +inf, a
 cancelled or client-side one not at all) and every inter-token gap for ITL. The offline
-simulator's looks (kvtui.engines.sim.continuous) and a live step's look at its window's end
+simulator's looks (kvtui.simulator.engine.continuous) and a live step's look at its window's end
 (kvtui.explore.live_step) take them here."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from kvtui.scenario.schema import Ramp
+from kvtui.io.scenario.schema import Ramp
 
 MAX_CONFIRM_ROUNDS = 3
 # ramp.confirm_when = "doubt": a knee load that has already passed and failed is not repeated again.
@@ -350,7 +350,7 @@ def best_load(steps: "Iterable[dict[str, Any]]") -> float | None:
     an undecided step (too few samples) counts as a fail, hand-driven steps (hold, manual) and
     steps cut short by a stop do not count.
     """
-    from kvtui.snapshot.schema import Step
+    from kvtui.io.snapshot.schema import Step
 
     latest: dict[float, bool] = {}
     for s in steps:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvtui.core.search import _Base, resolution
-from kvtui.scenario.schema import Ramp
+from kvtui.io.scenario.schema import Ramp
 
 GALLOP_FIRST = 0.1  # the first gallop step, as a share of the predicted knee
 MISSES_TRUSTED = 2  # verdicts in a row against the prediction before the fallback chooses

@@ -50,7 +50,7 @@ from typing import Any, Mapping, Sequence
 from kvtui.core.search import Search
 from kvtui.core.sequential import binom_cdf, decide
 from kvtui.core.stats import PCTS
-from kvtui.scenario.schema import Scenario
+from kvtui.io.scenario.schema import Scenario
 
 
 def _latency_decided(step: Mapping[str, Any], n_targets: int) -> bool | None:

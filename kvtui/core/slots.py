@@ -1,5 +1,5 @@
 """Which slots a closed loop starts and retires, for every transport: the live workers
-(kvtui.load.worker) and the simulator's clients (kvtui.engines.sim.continuous, .fast).
+(kvtui.runtime.load.worker) and the simulator's clients (kvtui.simulator.engine.continuous, .fast).
 
 - New slots' first sends are spread over the step's start: the k-th of n at `spread_s × k / n`
   (`stagger_at`); the spread itself is the ramp's (kvtui.core.protocol.ramp_for) or, where none

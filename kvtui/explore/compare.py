@@ -46,8 +46,8 @@ from typing import Any
 
 from kvtui.core import knee_interval
 from kvtui.core.results import ModeResult, StepResult
-from kvtui.scenario.schema import Scenario
-from kvtui.snapshot.schema import Step
+from kvtui.io.scenario.schema import Scenario
+from kvtui.io.snapshot.schema import Step
 
 
 def measured_steps(mode: dict[str, Any]) -> list[dict[str, Any]]:
@@ -234,7 +234,7 @@ NOTHING_MEASURED = "stopped before any step finished: nothing was measured, no v
 
 def _finished_steps(mode: dict[str, Any]) -> list[Any]:
     """The mode's steps that ran to their end (a verdict rests on them)."""
-    from kvtui.snapshot.schema import Mode
+    from kvtui.io.snapshot.schema import Mode
 
     return Mode.of(mode).measured_steps
 
@@ -242,7 +242,7 @@ def _finished_steps(mode: dict[str, Any]) -> list[Any]:
 def lower_bound(mode: dict[str, Any]) -> bool:
     """Whether the mode's knee is a lower bound (`Mode.limit_is_higher`: every load it measured
     above the best passed, or none was measured above it)."""
-    from kvtui.snapshot.schema import Mode
+    from kvtui.io.snapshot.schema import Mode
 
     return Mode.of(mode).limit_is_higher
 

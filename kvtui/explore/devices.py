@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kvtui.scenario.schema import Scenario
+from kvtui.io.scenario.schema import Scenario
 
 # A GPU with more than this in use is not free (a driver context alone is a few hundred MiB).
 BUSY_GIB = 1.0
@@ -65,7 +65,7 @@ def plan_lanes(scenario: Scenario, env: dict[str, str] | None = None) -> Lanes:
         ids = [str(i) for i in sim_device_ids(scenario.server.devices, env)]
         lanes.labels = {i: f"simulated GPU {i}" for i in ids}
         return _group(ids, tp, lanes)
-    from kvtui.telemetry.nvml import gpu_states
+    from kvtui.runtime.telemetry.nvml import gpu_states
 
     inv, states = gpu_states(env)
     if not inv.available:

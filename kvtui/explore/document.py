@@ -1,6 +1,6 @@
 """The run's snapshot document: its head (scenario, environment, run), each mode's entry, its close.
 
-Pure construction of the dicts the snapshot schema (kvtui.snapshot.schema, version SCHEMA) holds; the
+Pure construction of the dicts the snapshot schema (kvtui.io.snapshot.schema, version SCHEMA) holds; the
 controller fills them as the run goes and the SnapshotWriter journals them.
 """
 
@@ -11,14 +11,14 @@ import platform
 from typing import Any
 
 from kvtui import __version__, clock
-from kvtui.scenario.schema import Mode, Scenario
+from kvtui.io.scenario.schema import Mode, Scenario
+from kvtui.io.snapshot.schema import SCHEMA
 from kvtui.secrets import redact_args, redact_env
-from kvtui.snapshot.schema import SCHEMA
 
 
 def environment(scenario: Scenario) -> dict[str, Any]:
     """Where the run is measured: host, software, GPUs (a simulated one says so)."""
-    from kvtui.telemetry.nvml import gpu_inventory
+    from kvtui.runtime.telemetry.nvml import gpu_inventory
 
     env: dict[str, Any] = {
         "host": platform.node(),
@@ -64,7 +64,7 @@ def new_doc(scenario: Scenario, salt: int, fast: bool, modes: list[str], t0: flo
         "modes": [],
     }
     if scenario.workload.trace:  # read when the scenario was checked (cached): before any server starts
-        from kvtui.scenario.trace import TraceSpec, summary
+        from kvtui.io.scenario.trace import TraceSpec, summary
 
         doc["trace"] = summary(TraceSpec.of(scenario.workload), scenario.seed)
     return doc

@@ -137,7 +137,7 @@ class StepStarted(ModeEvent):
 @dataclass(frozen=True)
 class StepProgress(ModeEvent):
     """The step in flight: its phase and counts. Live: the load generator's summed worker statuses
-    (kvtui.load.protocol.StatusTotals); a paced simulation: the pacer's (kvtui.explore.pacing)."""
+    (kvtui.runtime.load.protocol.StatusTotals); a paced simulation: the pacer's (kvtui.explore.pacing)."""
 
     kind: ClassVar[str] = "step_progress"
     load: float = 0.0

@@ -4,7 +4,7 @@ Two implementations:
 - `LiveStepExecutor` (kvtui.explore.live_step): an engine serves over HTTP; the load
   generator drives it, the telemetry thread watches it, the server drains between steps.
 - `OfflineStepExecutor` (kvtui.explore.offline_step): `kvtui run --fast`, each step simulated
-  offline in virtual time by the scheduler model (kvtui.engines.sim).
+  offline in virtual time by the scheduler model (kvtui.simulator.engine).
 
 The executor measures; the controller evaluates (`evaluate_step`), records and decides.
 """
@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 from kvtui.core.evaluate import StepContext
 from kvtui.core.record import Record
-from kvtui.engines.base import StartupFacts
 from kvtui.explore.events import Event
-from kvtui.scenario.schema import Mode, Scenario
+from kvtui.io.scenario.schema import Mode, Scenario
+from kvtui.runtime.engines.base import StartupFacts
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Measured:
     # What goes to the records file, where it differs from `records` (a continued step's modelled twin:
     # each request once, when it ends); None: `records`.
     written: list[Record] | None = None
-    # Why the mode cannot go on (a modelled step past its bound: kvtui.engines.sim.budget): the
+    # Why the mode cannot go on (a modelled step past its bound: kvtui.simulator.engine.budget): the
     # step is kept without a verdict, the mode ends with this error.
     mode_error: str | None = None
 

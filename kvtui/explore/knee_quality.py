@@ -92,9 +92,9 @@ def _prepare(harness: HarnessSession | None, run: Any, name: str) -> float | Non
 def _under_load(executor: Any, md: dict[str, Any], knee: float, k: int, gen: int, qsc: Any,
                 harness: HarnessSession | None) -> dict[str, Any]:
     from kvtui.explore.quality import compare_quality, thresholds
-    from kvtui.load.generator import StepParams
     from kvtui.quality.runner import run_suite
     from kvtui.quality.under_load import compare_under_load
+    from kvtui.runtime.load.generator import StepParams
 
     run, sc = executor.run, executor.run.scenario
     q = md.get("quality") or {}
@@ -137,7 +137,7 @@ def _under_load(executor: Any, md: dict[str, Any], knee: float, k: int, gen: int
                            "load_requests": len(res.records) if res is not None else None,
                            "load_error": box.get("error"), "stopped": suite.get("stopped")}
     if before is not None and after is not None and getattr(before, "ok", False) and getattr(after, "ok", False):
-        from kvtui.telemetry.replicas import replicas_delta
+        from kvtui.runtime.telemetry.replicas import replicas_delta
 
         out["preemptions"] = replicas_delta(before, after).get("preemptions")
     win = tel.window(t0, t1)

@@ -1,5 +1,5 @@
 """The sequential test's looks at a live step's window (docs/PROTOCOL.md, item 4), as the offline
-simulator takes them (kvtui.engines.sim.continuous): every `window_s / 10` from the window's start,
+simulator takes them (kvtui.simulator.engine.continuous): every `window_s / 10` from the window's start,
 on the window's requests **cohort by cohort**: only those sent before the earliest one still
 streaming count, so no look favours the quick ones. PASS or FAIL beyond doubt (the union bound
 over 16 looks with protocol.LOOKS_SHARE of 1 − confidence, and the 10 % margin of
@@ -8,7 +8,7 @@ that closed by time, so its figures are the same estimator's over the requests t
 shortened window, and the records file says so (each record keeps the phase it was sent in).
 
 The load generator asks (`run_step(window_look=…)`) with the time before which every window
-request sent has finished and reached the parent (kvtui.load.generator.cohort_bound); the records
+request sent has finished and reached the parent (kvtui.runtime.load.generator.cohort_bound); the records
 come through `add`, as they stream in.
 """
 

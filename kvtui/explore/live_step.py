@@ -11,18 +11,18 @@ from kvtui import clock
 from kvtui.core import drain
 from kvtui.core.evaluate import StepContext
 from kvtui.core.record import Record
-from kvtui.engines.base import Endpoint, Engine, StartupFacts
-from kvtui.engines.replicas import create_for
 from kvtui.errors import EngineError, RunAborted
 from kvtui.explore import events as ev
 from kvtui.explore.executor import Controls, Measured
 from kvtui.explore.live_look import LiveLook
 from kvtui.explore.resume import finished_steps
 from kvtui.explore.telemetry_loop import TelemetryLoop
-from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
-from kvtui.load.protocol import StatusTotals
-from kvtui.scenario.schema import Mode
-from kvtui.telemetry.prom_windows import counter_values
+from kvtui.io.scenario.schema import Mode
+from kvtui.runtime.engines.base import Endpoint, Engine, StartupFacts
+from kvtui.runtime.engines.replicas import create_for
+from kvtui.runtime.load.generator import LoadGenerator, StepParams, WorkerConfig
+from kvtui.runtime.load.protocol import StatusTotals
+from kvtui.runtime.telemetry.prom_windows import counter_values
 
 
 class LiveStepExecutor:
@@ -111,7 +111,7 @@ class LiveStepExecutor:
         return (self.engine.time_scale if self.engine is not None else 1.0) or 1.0
 
     def begin_search(self, mode: Mode, md: dict[str, Any]) -> None:
-        from kvtui.load.workload import discover_token_space
+        from kvtui.runtime.load.workload import discover_token_space
 
         sc, endpoint = self.run.scenario, self.endpoint
         assert endpoint is not None
@@ -123,7 +123,7 @@ class LiveStepExecutor:
         md["token_space"] = space.to_dict()
         if not space.verified:
             self.run.emit(ev.RunWarning(mode.name, space.source))
-        from kvtui.load.workload import context_problem
+        from kvtui.runtime.load.workload import context_problem
 
         problem = context_problem(sc.workload, endpoint.max_model_len)
         if problem:  # the server's context cannot hold the workload: refused, not silently shrunk
@@ -149,7 +149,7 @@ class LiveStepExecutor:
         )
         scaler = None
         if sc.ramp.autoscale:
-            from kvtui.load.autoscale import AutoScaler, cores_available
+            from kvtui.runtime.load.autoscale import AutoScaler, cores_available
 
             scaler = AutoScaler(max(sc.ramp.processes, sc.ramp.max_processes or cores_available()))
         self.loadgen = LoadGenerator(cfg, sc.ramp.processes, scaler)
@@ -252,7 +252,7 @@ class LiveStepExecutor:
         metrics = tel.window(res.t_window_start, res.t_window_end)
         d: dict[str, Any] | None = None
         if before is not None and after is not None and before.ok and after.ok:
-            from kvtui.telemetry.replicas import replicas_delta
+            from kvtui.runtime.telemetry.replicas import replicas_delta
 
             d = replicas_delta(before, after)  # window_delta, summed per replica when there are several
             metrics["preemptions"] = d.get("preemptions")
@@ -335,7 +335,7 @@ class LiveStepExecutor:
         the rule does not apply."""
         from kvtui.core.early_stop import preempted_why
         from kvtui.core.protocol import preemption_decides
-        from kvtui.telemetry.replicas import replicas_delta
+        from kvtui.runtime.telemetry.replicas import replicas_delta
 
         tel = self.telemetry
         if tel is None or before is None or not before.ok or not preemption_decides(self.run.scenario):

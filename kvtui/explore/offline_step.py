@@ -10,13 +10,13 @@ from typing import Any
 
 from kvtui import clock
 from kvtui.core.evaluate import StepContext
-from kvtui.engines.base import StartupFacts
-from kvtui.engines.sim.budget import STOPPED, refusal
-from kvtui.engines.sim.fastrun import OfflineServer, SimConfigError
 from kvtui.explore import events as ev
 from kvtui.explore.executor import Controls, Measured
 from kvtui.explore.pacing import Pacer, kept_by, rows_by
-from kvtui.scenario.schema import Mode
+from kvtui.io.scenario.schema import Mode
+from kvtui.runtime.engines.base import StartupFacts
+from kvtui.simulator.engine.budget import STOPPED, refusal
+from kvtui.simulator.engine.fastrun import OfflineServer, SimConfigError
 
 
 class OfflineStepExecutor:
@@ -74,7 +74,7 @@ class OfflineStepExecutor:
         self._rows = srv.series_rows(res, load)
         records, ended = self._paced(mode, load, res, list(res.records), list(res.records))
         run.write_records(records)  # a failed write stops the run (Run.output_failed)
-        from kvtui.engines.sim.fastrun import step_metrics
+        from kvtui.simulator.engine.fastrun import step_metrics
 
         ctx = StepContext(load=load, closed=run.closed, load_kind=run.scenario.ramp.load,
                           t_window_start=res.window_start or res.t_start,
@@ -89,7 +89,7 @@ class OfflineStepExecutor:
                         mode_error=refusal(res.ended, load))
 
     def _continuous(self, mode: Mode, md: dict[str, Any], load: float, index: int, why: str, need: int) -> Measured:
-        """One step of the continuous protocol (kvtui.engines.sim.continuous) in modelled time."""
+        """One step of the continuous protocol (kvtui.simulator.engine.continuous) in modelled time."""
         run, srv = self.run, self.server
         assert srv is not None
         res, ctx, extra, self._counter = continuous_step(srv, run.scenario, mode, md, load, index, why, need,
@@ -148,7 +148,7 @@ class OfflineStepExecutor:
         return True  # an offline mode is measured again, never continued (Resume.take)
 
     def interrupt(self) -> None:
-        pass  # each step's loop looks at the run's stop itself (OfflineServer.halt, kvtui.engines.sim.budget)
+        pass  # each step's loop looks at the run's stop itself (OfflineServer.halt, kvtui.simulator.engine.budget)
 
     def teardown(self) -> None:
         self.server = None
@@ -167,7 +167,7 @@ def continuous_step(srv: Any, sc: Any, mode: Mode, md: dict[str, Any], load: flo
         step_sequential,
         tail_for,
     )
-    from kvtui.engines.sim.fastrun import step_metrics
+    from kvtui.simulator.engine.fastrun import step_metrics
 
     prev = md["steps"][-1] if md.get("steps") else None
     why_drain = drain_reason(index, why, prev, load)

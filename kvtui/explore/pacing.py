@@ -19,7 +19,7 @@ from typing import Any
 
 from kvtui import clock as kclock
 from kvtui.explore import events as ev
-from kvtui.scenario.schema import Mode, Scenario
+from kvtui.io.scenario.schema import Mode, Scenario
 
 # Modelled seconds per wall second in the TUI: a demo step of 60-100 modelled seconds shows in 3-5 s.
 PACE_SPEED = 20.0

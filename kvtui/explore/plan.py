@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from kvtui.core.evaluate import no_server_verdict
 from kvtui.core.search import Search, make_search
 from kvtui.core.search_seeded import rehint
-from kvtui.scenario.schema import Ramp
+from kvtui.io.scenario.schema import Ramp
 
 MAX_PLANNED = 64  # a search never needs this many; a bound against a strategy that would not stop
 

@@ -19,12 +19,12 @@ from kvtui.core.search_seeded import SeededSearch, choose_search
 from kvtui.explore import events as ev
 from kvtui.explore.prediction import predicted_at, prediction_error
 from kvtui.explore.refit import Predictor
-from kvtui.scenario.schema import Mode
+from kvtui.io.scenario.schema import Mode
 
 
 def make_predictor(calibration: Any, refit: bool) -> Predictor:
-    from kvtui.predict.calibration_file import read_calibration
-    from kvtui.predict.roofline import Calibration
+    from kvtui.simulator.model.calibration_file import read_calibration
+    from kvtui.simulator.model.roofline import Calibration
 
     cal = calibration if isinstance(calibration, Calibration) else read_calibration(calibration)
     return Predictor(cal, refit)

@@ -30,8 +30,8 @@ from kvtui.core.evaluate import StepContext, evaluate_step
 from kvtui.core.protocol import ramp_for
 from kvtui.core.search import FastSearch, resolution
 from kvtui.errors import KvtuiError
-from kvtui.predict.roofline import Calibration
-from kvtui.scenario.schema import Mode, Scenario
+from kvtui.io.scenario.schema import Mode, Scenario
+from kvtui.simulator.model.roofline import Calibration
 
 PREDICT_SALT = 0x5EED  # fixed: a prediction is the same every time it is made
 
@@ -46,7 +46,7 @@ class Target:
 
 
 def _nvml_gpu() -> tuple[str | None, str]:
-    from kvtui.telemetry.nvml import gpu_inventory
+    from kvtui.runtime.telemetry.nvml import gpu_inventory
 
     inv = gpu_inventory()
     if not inv.available or not inv.gpus:
@@ -55,7 +55,7 @@ def _nvml_gpu() -> tuple[str | None, str]:
 
 
 def resolve_target(scenario: Scenario, mode: Mode, nvml: Callable[[], tuple[str | None, str]] = _nvml_gpu) -> Target:
-    from kvtui.predict import catalog
+    from kvtui.simulator.model import catalog
 
     s = scenario.server
     model_ref = mode.model or s.model
@@ -112,10 +112,10 @@ class Simulator:
 
     def __init__(self, scenario: Scenario, mode: Mode, calibration: Calibration, closed: bool,
                  halt: Callable[[], bool] | None = None):
-        from kvtui.engines.sim.fastrun import OfflineServer
+        from kvtui.simulator.engine.fastrun import OfflineServer
 
         self.scenario, self.mode, self.closed = scenario, mode, closed
-        # halt: the run's stop, which each simulated step looks at (kvtui.engines.sim.budget)
+        # halt: the run's stop, which each simulated step looks at (kvtui.simulator.engine.budget)
         self.server = OfflineServer(scenario, mode, PREDICT_SALT, calibration=calibration, halt=halt)
         self.counter = 0
         self.index = 0
@@ -123,7 +123,7 @@ class Simulator:
 
     def step(self, load: float) -> dict[str, Any]:
         from kvtui.core.stats import PCTS, min_samples_for
-        from kvtui.engines.sim.fastrun import step_metrics
+        from kvtui.simulator.engine.fastrun import step_metrics
 
         sc = self.scenario
         need = max([min_samples_for(PCTS[p]) for _, p, _ in sc.slo.targets()] + [sc.ramp.min_samples])
@@ -134,7 +134,7 @@ class Simulator:
             res = self.server.step(self.mode.name, self.index, load, self.closed, self.counter, need)
             self.counter += len(res.records) + 1
         if res.ended:  # part of a step is no step: nothing is predicted from it
-            from kvtui.engines.sim.budget import SimulationCut, refusal
+            from kvtui.simulator.engine.budget import SimulationCut, refusal
 
             raise SimulationCut(refusal(res.ended, load) or "the run is stopping")
         self.index += 1
@@ -199,7 +199,7 @@ def model_from_snapshot(model_ref: str | None, prediction: dict[str, Any] | None
     """A model reference the simulator can read here: `model_ref` itself when it reads, else the
     `model_config` the snapshot's prediction kept, written once to a private temporary folder
     named after the model (a run made on a GPU box names its own local path, absent here)."""
-    from kvtui.predict import catalog
+    from kvtui.simulator.model import catalog
 
     if model_ref:
         try:
@@ -226,9 +226,9 @@ def predict_mode(scenario: Scenario, mode: Mode, calibration: Calibration, targe
                  halt: Callable[[], bool] | None = None) -> dict[str, Any]:
     """The prediction for one mode (see the module's docstring). Never raises for a shape it cannot
     simulate: it says so (covered False) and the search falls back to the KV-bound guess."""
-    from kvtui.engines.sim.budget import SimulationCut
-    from kvtui.engines.sim.fastrun import SimConfigError
-    from kvtui.engines.sim.server import SIM_VERSION
+    from kvtui.simulator.engine.budget import SimulationCut
+    from kvtui.simulator.engine.fastrun import SimConfigError
+    from kvtui.simulator.engine.server import SIM_VERSION
 
     t0 = clock.monotonic()
     target = target or resolve_target(scenario, mode, nvml)
@@ -256,7 +256,7 @@ def predict_mode(scenario: Scenario, mode: Mode, calibration: Calibration, targe
 def _predicted(base: dict[str, Any], sc: Scenario, sim: Simulator, closed: bool, t0: float,
                calibration: Calibration) -> dict[str, Any]:
     """predict_mode's search on the simulator (SimulationCut where a step could not be simulated)."""
-    from kvtui.predict.calibration_file import factors_dict
+    from kvtui.simulator.model.calibration_file import factors_dict
 
     kv = sim.server.facts.kv_bound_concurrency(int(_mean_tokens(sc))) if closed else None
     # The predicted search: kvtui's fast search on the simulator, without confirmation (the model
@@ -285,7 +285,7 @@ def _predicted(base: dict[str, Any], sc: Scenario, sim: Simulator, closed: bool,
 
 
 def _mean_tokens(scenario: Scenario) -> float:
-    from kvtui.scenario import lengths
+    from kvtui.io.scenario import lengths
 
     return lengths.mean_request_tokens(scenario.workload)
 
@@ -354,8 +354,8 @@ def shape_from_facts(server: dict[str, Any], settings: dict[str, Any] | None = N
     measured pool (KV GiB / KV tokens) and whose weights match the measured weights, each within
     3 %. An older snapshot made on a GPU box names its own local path ('/tmp/model8b'); its
     vLLM said 15.0 GiB of weights and 131,072 bytes a token, which is Llama-3.1-8B's shape."""
-    from kvtui.predict import catalog
-    from kvtui.predict.roofline import weight_bytes
+    from kvtui.simulator.model import catalog
+    from kvtui.simulator.model.roofline import weight_bytes
 
     kv_gib, kv_tok, w_gib = server.get("kv_cache_gib"), server.get("kv_cache_tokens"), server.get("weights_gib")
     if not (isinstance(kv_gib, (int, float)) and isinstance(kv_tok, (int, float)) and kv_tok > 0

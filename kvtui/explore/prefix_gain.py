@@ -23,7 +23,7 @@ import copy
 from typing import Any, Callable
 
 from kvtui import clock
-from kvtui.scenario.schema import Mode, Scenario
+from kvtui.io.scenario.schema import Mode, Scenario
 
 MAX_PREDICTION_S = 60.0  # a mode's prediction slower than this: no extra search for the gain
 
@@ -36,8 +36,8 @@ def no_cache(scenario: Scenario) -> Scenario:
 
 def shares_prefixes(scenario: Scenario, mode: Mode) -> bool:
     """Do this scenario's requests share prompt blocks (what a prefix cache can hit)?"""
-    from kvtui.engines.sim.fastrun import OfflineServer, SimConfigError
     from kvtui.errors import KvtuiError
+    from kvtui.simulator.engine.fastrun import OfflineServer, SimConfigError
 
     try:
         return OfflineServer(no_cache(scenario), mode, 0).shares_prefixes

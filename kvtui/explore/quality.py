@@ -4,7 +4,7 @@ Per mode, right after the server is ready and before any load, `collect_outputs`
 fixed prompts one at a time (no batching effects), at temperature 0, non-streaming, with
 `logprobs=1`, and keeps every output token and its top-1 logprob. The prompts are the
 same in every mode and every run of the scenario: token-id prompts (exact length) built
-by `kvtui.load.workload` from the run's token space with a fixed salt. Each prompt is a
+by `kvtui.runtime.load.workload` from the run's token space with a fixed salt. Each prompt is a
 short random phrase repeated to the prompt length, so a working model continues the
 pattern with confidence; a broken mode (bad scales, wrong kernel, garbage weights)
 does not.
@@ -59,8 +59,8 @@ def thresholds(scenario: Any) -> dict[str, float]:
 
 def quality_prompts(scenario: Any, space: Any, max_model_len: int | None = None) -> list[list[int]]:
     """The N fixed token-id prompts (deterministic for a scenario seed and token space)."""
-    from kvtui.load.workload import PromptFactory
-    from kvtui.scenario.schema import Length, Workload
+    from kvtui.io.scenario.schema import Length, Workload
+    from kvtui.runtime.load.workload import PromptFactory
 
     q = scenario.quality
     n_tok = max(8, int(q.prompt_tokens))

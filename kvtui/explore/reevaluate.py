@@ -7,7 +7,7 @@ import collections
 from pathlib import Path
 from typing import Any
 
-from kvtui.scenario.schema import Slo
+from kvtui.io.scenario.schema import Slo
 
 # (mode name, its steps, its records file): what a mode's re-evaluation reads.
 ModeRecords = tuple[str, list[dict[str, Any]], Path | None]
@@ -22,7 +22,7 @@ def reevaluate_modes(modes: list[ModeRecords], slo: Slo,
     `modes` is [(mode name, steps, records path)]. Returns ({mode: {step index: step}}, problems).
     """
     from kvtui.core.evaluate import reevaluate
-    from kvtui.load.records import Damaged, read_records
+    from kvtui.io.records import Damaged, read_records
 
     wanted: dict[Path, set[str]] = {}
     problems: list[str] = []

@@ -1,6 +1,6 @@
 """Recalibration as the run measures: refit the simulator's speed on this GPU to the steps so far.
 
-After each measured step the efficiency factors are refitted (kvtui.predict.fit: bounded,
+After each measured step the efficiency factors are refitted (kvtui.simulator.model.fit: bounded,
 regularised toward the catalogue's prior) so that the offline simulator, run at the measured
 loads, gives the measured TPOT (p50, p95), TTFT p50 and output tok/s. Three multipliers are
 fitted — weight-read bandwidth, GEMM efficiency, KV-read bandwidth, each over every format —
@@ -20,10 +20,10 @@ from typing import Any, Callable
 
 from kvtui import clock
 from kvtui.explore import prediction as pred
-from kvtui.predict import fit
-from kvtui.predict.calibration_file import factors_dict
-from kvtui.predict.roofline import Calibration
-from kvtui.scenario.schema import Mode, Scenario
+from kvtui.io.scenario.schema import Mode, Scenario
+from kvtui.simulator.model import fit
+from kvtui.simulator.model.calibration_file import factors_dict
+from kvtui.simulator.model.roofline import Calibration
 
 REFIT_PARAMS = [
     fit.FitParam("weights_bw_eff", "*", 0.4, 2.0, 1.0),
@@ -71,7 +71,7 @@ def refit_groups(groups: list[Group], base: Calibration, max_evaluations: int = 
                  halt: Callable[[], bool] | None = None) -> tuple[Calibration, dict[str, Any]]:
     """One fit over several modes' steps (`kvtui calibrate`: every mode of every snapshot at once).
     A step the simulator cannot model to its end (the run's stop `halt`, a bound) raises
-    SimulationCut (kvtui.engines.sim.budget)."""
+    SimulationCut (kvtui.simulator.engine.budget)."""
     t0 = clock.monotonic()
     prepared = [(pred._sim_scenario(sc, target), mode, sc.ramp.load == "concurrency", steps)
                 for sc, mode, target, steps in groups]

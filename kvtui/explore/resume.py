@@ -18,9 +18,9 @@ from kvtui.core.search_seeded import rehint
 from kvtui.core.settled import settle_passes
 from kvtui.explore import events as ev
 from kvtui.explore.document import mode_settings, setting_changes
-from kvtui.load.records import Damaged, iter_record_lines, record_from_line
-from kvtui.scenario.schema import Mode, Scenario
-from kvtui.snapshot.file import SnapshotWriter, atomic_write, ran_on_devices
+from kvtui.io.records import Damaged, iter_record_lines, record_from_line
+from kvtui.io.scenario.schema import Mode, Scenario
+from kvtui.io.snapshot.file import SnapshotWriter, atomic_write, ran_on_devices
 
 UNCOMPARED = frozenset({"port", "startup_timeout_s", "parallel", "devices", "processes", "autoscale", "max_processes"})
 

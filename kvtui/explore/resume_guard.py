@@ -39,7 +39,7 @@ def retired_protocol(prev: dict[str, Any]) -> str | None:
     46; a snapshot from before ramp.protocol existed was), or None. A resume keeps a finished mode's
     verdicts and continues a cut one: either would put steps measured two ways in one answer (the
     classic ramp read TPOT p95 ~7 % and TTFT p95 ~2x above the steady state), so neither is done."""
-    from kvtui.scenario.schema import RETIRED_PROTOCOLS
+    from kvtui.io.scenario.schema import RETIRED_PROTOCOLS
 
     ramp = (prev.get("scenario") or {}).get("ramp")
     if isinstance(ramp, dict) and ramp:
@@ -254,7 +254,7 @@ def check_resumable(scenario_doc: dict[str, Any], resumes: list[dict[str, Any]])
                              "judged under another measurement, and a resume keeps their verdicts; run "
                              "afresh, or resume with the same settings (the SLO edit of kvtui replay "
                              "re-judges a run from its records)")
-        from kvtui.scenario.slo_table import slo_of
+        from kvtui.io.scenario.slo_table import slo_of
 
         slo = slo_of(scenario_doc)
         engine = (scenario_doc.get("server") or {}).get("engine")
@@ -277,7 +277,7 @@ def facts_problem(doc: dict[str, Any]) -> str | None:
     under the snapshot's own SLO, an answer no passed step had, a mode name twice. None when the
     facts hold. A reader refuses such a file (`kvtui.report.wellformed.require_facts`) rather than
     show an impossible figure as an answer."""
-    from kvtui.scenario.slo_table import slo_of
+    from kvtui.io.scenario.slo_table import slo_of
 
     sc = doc.get("scenario")
     try:

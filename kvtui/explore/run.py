@@ -30,8 +30,6 @@ from kvtui.core.results import ModeResult
 from kvtui.core.search import Search, ramp_levels
 from kvtui.core.settled import settle_passes, settled_reason
 from kvtui.core.stats import PCTS, min_samples_for
-from kvtui.engines import registry
-from kvtui.engines.base import Engine, StartupFacts
 from kvtui.errors import KvtuiError, UsageError
 from kvtui.explore import document, predict_loop
 from kvtui.explore import events as ev
@@ -42,18 +40,20 @@ from kvtui.explore.offline_step import OfflineStepExecutor
 from kvtui.explore.replica_step import mark_remeasure
 from kvtui.explore.resume import Resume, finished_steps
 from kvtui.explore.telemetry_loop import SERIES_MAX, TelemetryLoop
-from kvtui.load.generator import LoadGenerator
-from kvtui.scenario import lengths
-from kvtui.scenario.schema import Mode, Scenario
+from kvtui.io.scenario import lengths
+from kvtui.io.scenario.schema import Mode, Scenario
+from kvtui.io.snapshot.file import SnapshotWriter
+from kvtui.runtime.engines import registry
+from kvtui.runtime.engines.base import Engine, StartupFacts
+from kvtui.runtime.load.generator import LoadGenerator
 from kvtui.secrets import Redactor, strip_url_password
-from kvtui.snapshot.file import SnapshotWriter
 
 __all__ = ["Event", "Listener", "Run", "SERIES_MAX", "make_engine", "mean_request_tokens"]
 
 
 
 def make_engine(name: str) -> Engine:
-    """A new engine of this name (kvtui.engines.registry)."""
+    """A new engine of this name (kvtui.runtime.engines.registry)."""
     return registry.create(name)
 
 
@@ -97,7 +97,7 @@ class Run:
             raise UsageError(f"--mode {unknown[0]}: no such mode in {scenario.source or 'the scenario'} (modes: "
                              f"{valid})")
         self.modes: list[Mode] = [scenario.mode(n) for n in names]
-        from kvtui.scenario.checks import protocol_problem
+        from kvtui.io.scenario.checks import protocol_problem
 
         why = protocol_problem(scenario.ramp.protocol)  # set in code, past the loader's checks
         if why:
@@ -266,9 +266,9 @@ class Run:
             self.output_failed("journal", self.writer.journal, e)
 
     def write_records(self, records: list[Any]) -> int:
-        """Append records to the run's records file (whole lines or none: kvtui.load.records); a
+        """Append records to the run's records file (whole lines or none: kvtui.io.records); a
         failed write stops the run (output_failed). How many were written."""
-        from kvtui.load.records import write_records
+        from kvtui.io.records import write_records
 
         if self.output_failure is not None or not records:
             return 0
@@ -571,8 +571,8 @@ class Run:
         """The snapshot could not be written at --out: written to a named safe place instead (the
         user's state folder, else the temp folder), or, failing that, a true account of what is
         left. Either way the run fails (KvtuiError: exit 1), never exit 0 over a cut file."""
+        from kvtui.io.snapshot.file import atomic_write, dumps
         from kvtui.paths import rescue_dir
-        from kvtui.snapshot.file import atomic_write, dumps
 
         assert self.writer is not None
         why = (f"cannot write the snapshot {self.out}: {e.strerror or e}" if isinstance(e, OSError)

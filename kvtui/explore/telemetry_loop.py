@@ -10,8 +10,8 @@ import threading
 from typing import Any, Callable
 
 from kvtui import clock
-from kvtui.engines.base import Endpoint, Engine, StartupFacts
 from kvtui.explore import events as ev
+from kvtui.runtime.engines.base import Endpoint, Engine, StartupFacts
 
 SERIES_MAX = 7200  # rows per mode before the series is thinned 2:1
 
@@ -22,7 +22,7 @@ class TelemetryLoop(threading.Thread):
     def __init__(self, emit: ev.Listener, engine: Engine, endpoint: Endpoint, facts: StartupFacts, mode: str,
                  t0: float, tensor_parallel_size: int = 1, interval_s: float = 1.0):
         super().__init__(name="kvtui-telemetry", daemon=True)
-        from kvtui.telemetry.prom import MetricsScraper
+        from kvtui.runtime.telemetry.prom import MetricsScraper
 
         self.emit = emit
         self.engine = engine
@@ -38,12 +38,12 @@ class TelemetryLoop(threading.Thread):
         auth = endpoint.headers() if same_origin(endpoint.metrics_url or "", endpoint.base_url) else {}
         self.scraper: Any = (MetricsScraper(endpoint.metrics_url, headers=auth, timeout_s=5.0)
                              if endpoint.metrics_url else None)
-        # Several replicas: one scraper each, merged (kvtui.telemetry.replicas); a replica that
+        # Several replicas: one scraper each, merged (kvtui.runtime.telemetry.replicas); a replica that
         # stops answering is named once, and the run goes on with the others.
         self.replica_names = [r.name for r in endpoint.replicas if r.metrics_url]
         self.replica_down: dict[str, tuple[float, str]] = {}  # name → (monotonic time, why)
         if self.replica_names:
-            from kvtui.telemetry.replicas import ReplicaScrapers
+            from kvtui.runtime.telemetry.replicas import ReplicaScrapers
 
             targets = []
             for r in endpoint.replicas:
@@ -63,7 +63,7 @@ class TelemetryLoop(threading.Thread):
         self._lock = threading.Lock()
         self.nvml: Any = None
         if not engine.simulated:
-            from kvtui.telemetry.nvml import NvmlSampler, process_tree_provider
+            from kvtui.runtime.telemetry.nvml import NvmlSampler, process_tree_provider
 
             providers = [process_tree_provider(p) for p in sorted(engine.pids())]
 
@@ -132,7 +132,7 @@ class TelemetryLoop(threading.Thread):
             if s is not None and s.ok:
                 # window() reads only the gauges: a full scrape with its histograms is ~10 KB, and
                 # 4000 of them grew a long run's memory by 40 MB (bench/soak.py, docs/SOAK.md).
-                from kvtui.telemetry.replicas import light
+                from kvtui.runtime.telemetry.replicas import light
 
                 self.samples.append(light(s))
                 if len(self.samples) > 4000:
@@ -169,7 +169,7 @@ class TelemetryLoop(threading.Thread):
                     row["prompt_tok_s"] = round((s.prompt_tokens - prev.prompt_tokens) / (s.t - prev.t), 1)
             if s.kv_usage is not None and self.facts.kv_cache_gib:
                 row["kv_in_use_gib"] = round(s.kv_usage * self.facts.kv_cache_gib, 3)
-            from kvtui.telemetry.replicas import replica_view
+            from kvtui.runtime.telemetry.replicas import replica_view
 
             per = replica_view(s, self.replica_names)
             if per:
@@ -216,7 +216,7 @@ class TelemetryLoop(threading.Thread):
             vals = [getattr(s, key) for s in inside if getattr(s, key) is not None]
             if vals:
                 out[f"{key}_max"] = max(vals)
-        from kvtui.telemetry.replicas import replica_view
+        from kvtui.runtime.telemetry.replicas import replica_view
 
         per: dict[str, dict[str, Any]] = {}
         for s in inside:

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from kvtui.scenario.schema import Scenario
+from kvtui.io.scenario.schema import Scenario
 
 # The bound on a modelled step: warm-up + window + its wait ≤ STEP_OVER_WINDOW × (warm-up + window).
 # Inside issue 28's 1.5, with room for the model's error (measured: 1.06–1.34, bench/results/init_window.md).
@@ -65,7 +65,7 @@ def step_s(window: float, load: float, e2e_s: float, tail: str, births: int, war
     tokens, which take no time here. `drains`: at the KV wall, where every step after a preemption
     starts from an idle server and spreads its first sends over one duration (DRAIN_SHARE of it).
     `need`: a window that has sent fewer requests than the SLO's percentiles need goes on until it has
-    (kvtui.load.generator, the simulator alike)."""
+    (kvtui.runtime.load.generator, the simulator alike)."""
     from kvtui.core.protocol import MAX_STAGGER_S
 
     rate = max(1.0, load) / e2e_s  # requests sent a second in the steady state
@@ -129,11 +129,11 @@ def suggest_window(sc: Scenario, calibration: Any = None,
     from kvtui.core.births import SAMPLE_FACTOR
     from kvtui.core.protocol import mean_length, tail_for
     from kvtui.core.stats import PCTS, min_samples_for
-    from kvtui.engines.sim.budget import SimulationCut
-    from kvtui.engines.sim.fastrun import SimConfigError
     from kvtui.errors import KvtuiError
     from kvtui.explore.prediction import Simulator, _sim_scenario, predict_mode, predicted_at, resolve_target
-    from kvtui.predict.roofline import as_calibration
+    from kvtui.simulator.engine.budget import SimulationCut
+    from kvtui.simulator.engine.fastrun import SimConfigError
+    from kvtui.simulator.model.roofline import as_calibration
 
     r = sc.ramp
     if r.load != "concurrency" or not sc.modes:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from kvtui.io.scenario.schema import Mode, Scenario
 from kvtui.preflight.checks import (  # noqa: F401 - kvtui.preflight's names, where callers import them
     _check_gpus,
     _check_max_model_len,
@@ -34,7 +35,6 @@ from kvtui.preflight.checks import (  # noqa: F401 - kvtui.preflight's names, wh
     _check_vllm,
 )
 from kvtui.preflight.result import Check, Preflight, skipped  # noqa: F401
-from kvtui.scenario.schema import Mode, Scenario
 
 
 def run_preflight(
@@ -44,7 +44,7 @@ def run_preflight(
     states: Callable[[], tuple[Any, list[Any]]] | None = None,
 ) -> Preflight:
     """Every check for this scenario's engine; `states` replaces the NVML read (tests)."""
-    from kvtui.telemetry.nvml import gpu_states
+    from kvtui.runtime.telemetry.nvml import gpu_states
 
     modes = list(modes or sc.modes)
     pf = Preflight()

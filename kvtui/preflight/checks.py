@@ -9,6 +9,7 @@ import socket
 import sys
 from typing import Any, Callable
 
+from kvtui.io.scenario.schema import Mode, Scenario
 from kvtui.preflight.result import (  # noqa: F401
     BF16_CC,
     FP8_CC,
@@ -20,13 +21,12 @@ from kvtui.preflight.result import (  # noqa: F401
     fp8_weight_only,
 )
 from kvtui.preflight.whatif import what_if_command  # noqa: F401
-from kvtui.scenario.schema import Mode, Scenario
 
 # --- the checks -----------------------------------------------------------------------------------
 
 
 def _check_models(pf: Preflight, sc: Scenario, modes: list[Mode]) -> dict[str, dict[str, Any]]:
-    from kvtui.engines.vllm.modelref import CACHED, DIR, REMOTE, offline, resolve_model
+    from kvtui.runtime.engines.vllm.modelref import CACHED, DIR, REMOTE, offline, resolve_model
 
     configs: dict[str, dict[str, Any]] = {}
     refs: list[tuple[str, tuple]] = []
@@ -63,7 +63,7 @@ def _check_models(pf: Preflight, sc: Scenario, modes: list[Mode]) -> dict[str, d
             fix = (f'--set {key}=\'"/path/to/model"\' (a directory with config.json and a tokenizer; weights, '
                    'or load_format = "dummy") or a Hugging Face id')
             if "awq" in ref.lower():
-                fix += f"; a dummy AWQ one: python -m kvtui.engines.vllm.awqdummy SRC_DIR {ref}"
+                fix += f"; a dummy AWQ one: python -m kvtui.runtime.engines.vllm.awqdummy SRC_DIR {ref}"
             pf.add("model", "fail", f"{r.problem} ({where})", fix)
     return configs
 
@@ -72,8 +72,8 @@ def _bundled_shape(pf: Preflight, sc: Scenario, ref: str, where: str) -> bool:
     """A bundled shape's name (`llama-3.1-8b`) given to a real engine: a name only kvtui's simulator
     knows, never a Hugging Face id to download (vLLM would look for it on the Hub and fail). The fix
     names the real model the shape was read from, where the shape says, and the simulated what-if."""
-    from kvtui.engines.vllm.modelref import _looks_like_path
-    from kvtui.predict.catalog import bundled_hf_id, bundled_models
+    from kvtui.runtime.engines.vllm.modelref import _looks_like_path
+    from kvtui.simulator.model.catalog import bundled_hf_id, bundled_models
 
     if _looks_like_path(ref) or ref.lower() not in {n.lower() for n in bundled_models()}:
         return False
@@ -103,7 +103,7 @@ def _real_model(pf: Preflight, ref: str, where: str, configs: dict[str, dict[str
             "one of " + ", ".join(f"kvtui:{n}" for n in REAL_MODELS),
         )
     elif is_built(entry):
-        from kvtui.engines.vllm.modelref import DIR, ModelRef
+        from kvtui.runtime.engines.vllm.modelref import DIR, ModelRef
 
         pf.add("model", "ok", f"{ref}: built at {model_path(entry)}")
         configs[ref] = ModelRef(ref, DIR, model_path(entry)).config()
@@ -139,7 +139,7 @@ def _unbuilt_model(pf: Preflight, ref: str, entry: Any) -> None:
 
 
 def _check_vllm(pf: Preflight) -> Any:
-    from kvtui.engines.vllm.detect import vllm_install
+    from kvtui.runtime.engines.vllm.detect import vllm_install
 
     if os.environ.get("KVTUI_VLLM_LAUNCHER", "").strip():
         pf.add("vllm", "ok", f"launched as KVTUI_VLLM_LAUNCHER={os.environ['KVTUI_VLLM_LAUNCHER']!r}")
@@ -198,7 +198,7 @@ def _check_precision(
     cc: tuple[int, int] | None,
     gpu: str,
 ) -> None:
-    from kvtui.engines.vllm.modelref import checkpoint_quantization
+    from kvtui.runtime.engines.vllm.modelref import checkpoint_quantization
 
     bad: list[Mode] = []
     for m in modes:
@@ -213,7 +213,8 @@ def _check_precision(
                 f"mode {m.name}: --quantization {q} needs an {fam.upper()} checkpoint; {m.model or sc.server.model} is "
                 f"{own.upper() + ' ' if own else 'not quantized '}(its config.json's quantization_config)",
                 f"the mode's model = an {fam.upper()} checkpoint"
-                + (" (python -m kvtui.engines.vllm.awqdummy SRC DST makes a dummy one)" if fam == "awq" else ""),
+                + (" (python -m kvtui.runtime.engines.vllm.awqdummy SRC DST makes a dummy one)"
+                   if fam == "awq" else ""),
             )
             bad.append(m)
             continue
@@ -383,7 +384,7 @@ def _check_gpus(
 def _check_cpu_build_modes(pf: Preflight, modes: list[Mode], vllm: Any) -> None:
     """A mode the vLLM CPU build will refuse here (an fp8 KV cache without AVX-512 or AMX) is said
     up front, as a warning: it fails at once, named, and the run goes on to the others."""
-    from kvtui.engines.vllm.cpufeatures import launch_refusal
+    from kvtui.runtime.engines.vllm.cpufeatures import launch_refusal
 
     refused = {m.name: why for m in modes
                if (why := launch_refusal(m.kv_cache_dtype, vllm.distribution, vllm.version))}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from kvtui.scenario.schema import Scenario
+from kvtui.io.scenario.schema import Scenario
 
 ENV_SKIP = "KVTUI_PREFLIGHT"
 
@@ -97,7 +97,7 @@ def _where(sc: Scenario, path: tuple) -> str:
     if not src or src.startswith("<"):
         return "server.model" if path == ("server", "model") else ".".join(map(str, path))
     try:
-        from kvtui.scenario.locate import LineIndex
+        from kvtui.io.scenario.locate import LineIndex
 
         with open(src, encoding="utf-8") as f:
             line = LineIndex(f.read()).line(path)

@@ -7,7 +7,7 @@ import os
 import re
 import shlex
 
-from kvtui.scenario.schema import Mode, Scenario
+from kvtui.io.scenario.schema import Mode, Scenario
 
 # --- the simulated what-if ------------------------------------------------------------------------
 
@@ -16,7 +16,7 @@ def _sim_shape(ref: str, awq: bool = False) -> str | None:
     """A bundled model shape the simulator knows for `ref`: itself if it loads (a config.json or a
     bundled name), else the closest bundled name by size ("8b", "70b") and family."""
     from kvtui.errors import UsageError
-    from kvtui.predict.catalog import bundled_models, load_model
+    from kvtui.simulator.model.catalog import bundled_models, load_model
 
     try:
         load_model(ref)

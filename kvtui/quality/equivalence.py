@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from kvtui.io.snapshot.schema import CostRange, RowSuite
 from kvtui.quality.stats import paired_difference
-from kvtui.snapshot.schema import CostRange, RowSuite
 
 Z90 = 1.6448536269514722  # two-sided 90 % = each one-sided test at 5 %
 MAX_ITEMS = 1_000_000

@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kvtui import clock
-from kvtui.procs import reaper
 from kvtui.quality.harness_worker import GO, READY, WAIT_FLAG
 from kvtui.quality.stats import wilson
+from kvtui.runtime.procs import reaper
 
 EVAL_DIR = Path(__file__).resolve().parent.parent / "data" / "eval"  # kvtui's own suites (kvtui_arith)
 NOT_INSTALLED = "lm-eval is not installed: pip install 'kvtui[eval]'"

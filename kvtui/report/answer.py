@@ -12,8 +12,8 @@ import math
 from typing import Any
 
 from kvtui.core.evaluate import LIMIT_WORDS
+from kvtui.io.snapshot.schema import ComparisonRow, CostRange, Equivalence, Mode, Run
 from kvtui.report.text import FIGURE_CELLS, comparison, figure_cell, fmt_load, fmt_pct, fmt_x
-from kvtui.snapshot.schema import ComparisonRow, CostRange, Equivalence, Mode, Run
 
 
 def _winners(rows: list[dict[str, Any]], key: str, best: Any) -> tuple[list[str], Any]:

@@ -3,7 +3,7 @@
     python -m kvtui.report.archive docs/results/X.json …
 
 writes, beside each snapshot, `X.records.jsonl.cols.xz` (its per-request records,
-kvtui/load/records_cols.py) and `X.json.xz` (the snapshot itself, xz), after checking that:
+kvtui/io/records_cols.py) and `X.json.xz` (the snapshot itself, xz), after checking that:
 
 - the archive gives every record back (warm-up and tail token times to the ms, where that
   leaves their step's tokens inside its window unchanged);
@@ -26,12 +26,12 @@ from typing import Any
 
 from kvtui.core.record import Record
 from kvtui.errors import UsageError
-from kvtui.load.records import iter_record_lines
-from kvtui.load.records_cols import CoarseOk, cols_path, decode_lines, encode, same_records
+from kvtui.io.records import iter_record_lines
+from kvtui.io.records_cols import CoarseOk, cols_path, decode_lines, encode, same_records
+from kvtui.io.scenario.schema import Slo
+from kvtui.io.snapshot.file import XZ, load_snapshot
+from kvtui.io.snapshot.schema import Run
 from kvtui.safeio import atomic_write
-from kvtui.scenario.schema import Slo
-from kvtui.snapshot.file import XZ, load_snapshot
-from kvtui.snapshot.schema import Run
 
 Windows = dict[tuple[str, int], tuple[float, float]]
 
@@ -81,7 +81,7 @@ def same_window_tokens(windows: Windows) -> CoarseOk:
 
 def check_slos(doc: dict[str, Any]) -> list[Slo]:
     """The run's SLO, a tighter one with goodput and preemption targets, and a looser one."""
-    from kvtui.scenario.slo_table import slo_of
+    from kvtui.io.scenario.slo_table import slo_of
 
     run = slo_of(Run.view(doc).scenario)
     tight = Slo(latency={k: v / 2 for k, v in run.latency.items()} | {"itl_p99_ms": 100.0, "e2e_p90_ms": 20000.0},

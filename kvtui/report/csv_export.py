@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from kvtui.explore.compare import passing_at
-from kvtui.snapshot.schema import (
+from kvtui.io.snapshot.schema import (
     Comparison,
     ComparisonRow,
     CostRange,

@@ -13,9 +13,9 @@ from typing import Any
 
 from kvtui.explore.document import flatten as _flat
 from kvtui.explore.document import setting_changes
+from kvtui.io.snapshot.schema import Comparison, Environment, Mode, Run
 from kvtui.report.figures import against, comparison
 from kvtui.report.text import caveats, comparison_headers, comparison_row, labels, table
-from kvtui.snapshot.schema import Comparison, Environment, Mode, Run
 
 _IGNORED = {("server", "port"), ("server", "startup_timeout_s"), ("server", "stop_timeout_s")}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from kvtui.snapshot.schema import Comparison, ComparisonRow, Mode, Run, Step
+from kvtui.io.snapshot.schema import Comparison, ComparisonRow, Mode, Run, Step
 
 
 def _num(x: Any) -> float | None:

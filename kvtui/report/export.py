@@ -44,14 +44,14 @@ def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, th
            extra_secrets: list[str] | None = None, view: str = "answer", mode: str | None = None,
            svg: SvgRenderer | None = None) -> str:
     """The export of `doc` in format `fmt` as text (already portable and scrubbed). For svg, `svg`
-    draws the picture (kvtui.commands.export.render_svg: the dashboard lives in the TUI)."""
+    draws the picture (kvtui.cli.export.render_svg: the dashboard lives in the TUI)."""
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: not a format kvtui exports (choose from {', '.join(FORMATS)})")
     if fmt == "png":  # binary: the svg text, converted by the caller (kvtui.report.png.svg_to_png)
         raise KvtuiError("--format png: render the svg and convert it (kvtui.report.png.svg_to_png)")
     d = portable_doc(doc, extra_secrets)
     if fmt == "json":
-        from kvtui.snapshot.file import dumps
+        from kvtui.io.snapshot.file import dumps
 
         text = dumps(d) + "\n"
     elif fmt == "md":
@@ -64,8 +64,8 @@ def render(doc: dict[str, Any], fmt: str, width: int = 160, height: int = 48, th
         text = render_csv(d)
     elif svg is not None:
         text = svg(d, width, height, theme, view, mode)
-    else:  # the dashboard is the TUI's, above this layer: kvtui.commands.export.render passes it in
-        raise KvtuiError("--format svg: the dashboard picture is rendered by the TUI (kvtui.commands.export.render)")
+    else:  # the dashboard is the TUI's, above this layer: kvtui.cli.export.render passes it in
+        raise KvtuiError("--format svg: the dashboard picture is rendered by the TUI (kvtui.cli.export.render)")
     return scrub_text(text, sorted(set(process_secrets()) | set(s for s in (extra_secrets or []) if s and len(s) >= 4),
                                    key=len, reverse=True))
 
@@ -79,7 +79,7 @@ def default_out(snapshot: str | Path, fmt: str) -> Path:
 
 def write_text_private(path: Path, text: str) -> None:
     """Atomic, user-only (0600) like the snapshot itself."""
-    from kvtui.snapshot.file import atomic_write
+    from kvtui.io.snapshot.file import atomic_write
 
     try:
         atomic_write(path, text)

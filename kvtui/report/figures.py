@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvtui.snapshot.schema import ComparisonRow
+from kvtui.io.snapshot.schema import ComparisonRow
 
 
 def comparison(doc: dict[str, Any], fresh: bool = False) -> dict[str, Any]:
@@ -83,5 +83,5 @@ def against(r: dict[str, Any], ref: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def rows(doc: dict[str, Any]) -> list[ComparisonRow]:
-    """The comparison's rows, typed (kvtui.snapshot.schema.ComparisonRow)."""
+    """The comparison's rows, typed (kvtui.io.snapshot.schema.ComparisonRow)."""
     return [ComparisonRow.from_dict(r) for r in comparison(doc).get("rows") or []]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtui.errors import UsageError
-from kvtui.snapshot.file import SCHEMA
+from kvtui.io.snapshot.file import SCHEMA
 
 TOOL = "vllm bench serve"
 ENGINE = "vllm bench serve (imported)"
@@ -234,7 +234,7 @@ def _search(steps: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _log_facts(path: str | Path) -> dict[str, Any]:
-    from kvtui.engines.vllm.logparse import StartupLogParser
+    from kvtui.runtime.engines.vllm.logparse import StartupLogParser
 
     p = Path(path)
     from kvtui.safeio import SNAPSHOT_CAP, read_text_file
@@ -255,8 +255,8 @@ def import_vllm_bench(files: list[str | Path], scenario: Any = None, mode: str |
                       logs: dict[str, str] | None = None, gpu: str | None = None,
                       version: str | None = None) -> dict[str, Any]:
     """A kvtui snapshot document from `vllm bench serve` result files."""
-    from kvtui.engines.base import StartupFacts
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
+    from kvtui.runtime.engines.base import StartupFacts
     from kvtui.secrets import redact_args
 
     sc = scenario if scenario is not None else load_scenario(None)

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from kvtui.io.snapshot.file import ran_on_devices
+from kvtui.io.snapshot.schema import Comparison, ComparisonRow, Environment, Mode, Run, RunInfo, Step
 from kvtui.report import charts
 from kvtui.report.quality_md import quality_section
 from kvtui.report.text import (
@@ -31,8 +33,6 @@ from kvtui.report.text import (
     step_rows,
     table,
 )
-from kvtui.snapshot.file import ran_on_devices
-from kvtui.snapshot.schema import Comparison, ComparisonRow, Environment, Mode, Run, RunInfo, Step
 
 
 def _when(epoch: Any) -> str:
@@ -256,7 +256,7 @@ def _server_line(mode: Mode) -> str:
         parts.append(f"attention {s.attention_backend}")
     if s.startup_s is not None:
         parts.append(f"ready in {fmt(s.startup_s, 1, ' s')}")
-    from kvtui.engines.vllm.compile_cache import start_line
+    from kvtui.runtime.engines.vllm.compile_cache import start_line
 
     if start_line(s):
         parts.append(start_line(s))
@@ -373,8 +373,8 @@ def _scenario_section(sc: Mapping[str, Any], trace: Mapping[str, Any] | None = N
            f"tensor_parallel_size {server.get('tensor_parallel_size', 1)}",
            f"- workload: {_workload_text(sc)}",
            f"- SLO: {_slo_text(sc)}"]
-    if trace:  # what the run replayed (kvtui.scenario.trace's summary, read before any server started)
-        from kvtui.scenario.trace import describe
+    if trace:  # what the run replayed (kvtui.io.scenario.trace's summary, read before any server started)
+        from kvtui.io.scenario.trace import describe
 
         try:
             out += [f"- {line}" for line in describe(dict(trace))]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from kvtui.snapshot.schema import Mode, Run, RunInfo
+from kvtui.io.snapshot.schema import Mode, Run, RunInfo
 
 
 def mode_started(m: Mode | Mapping[str, Any]) -> bool:

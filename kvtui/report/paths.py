@@ -20,7 +20,7 @@ def file_stem(name: str) -> str:
 
 
 def default_out(scenario_name: str) -> Path:
-    from kvtui.snapshot.outclaim import unique_path
+    from kvtui.io.snapshot.outclaim import unique_path
 
     # Two runs started in the same second must not share files (a run refuses another's).
     stamp = time.strftime('%Y%m%d-%H%M%S', time.localtime(clock.time()))

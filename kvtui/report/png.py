@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from kvtui.errors import KvtuiError
-from kvtui.snapshot.file import atomic_write
+from kvtui.io.snapshot.file import atomic_write
 
 NEEDS = ("--format png needs CairoSVG and the Cairo library (pip install 'kvtui[png]'; Debian/Ubuntu: "
          "apt install libcairo2); --format svg needs neither")

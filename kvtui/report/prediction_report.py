@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from kvtui.io.snapshot.schema import Mode, Prediction, PredictionError, Run, Step
 from kvtui.report.text import ModeLike, StepLike, fmt, fmt_load, table
-from kvtui.snapshot.schema import Mode, Prediction, PredictionError, Run, Step
 
 HEADERS = ["mode", "predicted knee", "measured knee", "error", "verdicts as predicted", "TPOT p95 err",
            "TTFT p95 err", "out tok/s err", "refits", "calibration (SIMULATED)"]

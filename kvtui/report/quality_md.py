@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvtui.io.snapshot.schema import ComparisonRow, Mode, QualityAtKnee, QualityTask, RowQuality, RowSuite
 from kvtui.report.text import fmt, fmt_share, table
-from kvtui.snapshot.schema import ComparisonRow, Mode, QualityAtKnee, QualityTask, RowQuality, RowSuite
 
 
 def _quality(r: dict[str, Any]) -> RowQuality:

@@ -7,8 +7,8 @@ from each replica's /metrics. Absent for a mode of one server: old snapshots exp
 
 from __future__ import annotations
 
+from kvtui.io.snapshot.schema import Distribution, Mode
 from kvtui.report.text import ModeLike, fmt, fmt_load, fmt_share, table
-from kvtui.snapshot.schema import Distribution, Mode
 
 HEADERS = ["step", "c", "replica", "n", "err", "tok/s out", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95",
            "KV max", "running max", "waiting max", "preempt"]

@@ -15,7 +15,7 @@ import math
 from typing import Any, Callable, Mapping, Sequence
 
 from kvtui.core.knee_interval import fmt_knee  # noqa: F401 - "46 [40–52]"; the report's and the screens' name
-from kvtui.snapshot.schema import (
+from kvtui.io.snapshot.schema import (
     Comparison,
     ComparisonRow,
     Distribution,

@@ -4,7 +4,7 @@ mode's latency against the load on one chart. A finished run ends here; a replay
 The figures come from `kvtui.report.answer.build_answer` (the same data the exports use), on
 the document as shown (an edited SLO applied). 80×24 keeps the headline, the winners, the
 mode table and the footer; the chart and the reasons come with more rows. Its rows are read as the
-schema's typed `ComparisonRow`s, the steps on the chart as `Step`s (kvtui.snapshot.schema).
+schema's typed `ComparisonRow`s, the steps on the chart as `Step`s (kvtui.io.snapshot.schema).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from kvtui.io.snapshot.schema import ComparisonRow, Step
 from kvtui.report.answer import build_answer, headline
 from kvtui.report.text import figure_cell, fmt_load, quality_cell
-from kvtui.snapshot.schema import ComparisonRow, Step
 from kvtui.tui.charts import Chart, _finite, hexrgb
 from kvtui.tui.footer import KeyFooter
 from kvtui.tui.keys import bindings

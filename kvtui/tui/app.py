@@ -23,9 +23,9 @@ from textual.worker import Worker, WorkerState
 
 from kvtui.errors import KvtuiError
 from kvtui.explore import events
-from kvtui.procs import tracker
-from kvtui.scenario.schema import Scenario
-from kvtui.snapshot.schema import Mode, Search, Step
+from kvtui.io.scenario.schema import Scenario
+from kvtui.io.snapshot.schema import Mode, Search, Step
+from kvtui.runtime.procs import tracker
 from kvtui.terminal import visible_tree
 from kvtui.tui.controls import Controls
 from kvtui.tui.documents import DocumentActions, SloResult  # noqa: F401 - imported from here
@@ -243,8 +243,8 @@ class KvtuiApp(Controls, Shutdown, DocumentActions, App[int]):
 
     def start_run(self, scenario: Scenario, modes: list[str] | None = None, out: str | Path | None = None) -> bool:
         from kvtui.explore.run import Run
+        from kvtui.io.snapshot.file import paths_for
         from kvtui.report.paths import default_out
-        from kvtui.snapshot.file import paths_for
         from kvtui.tui.screens import DashboardScreen
 
         if self.run_active:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvtui.snapshot.document import Document
+from kvtui.io.snapshot.document import Document
 
 
 def _f(x: Any) -> float | None:

@@ -21,7 +21,7 @@ from rich.style import Style
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
-from kvtui.snapshot.schema import Step
+from kvtui.io.snapshot.schema import Step
 from kvtui.tui.legend import fit_legend, fit_text, fit_title
 from kvtui.tui.redraw import RedrawnOnChange
 from kvtui.tui.state import ModeView, RunState

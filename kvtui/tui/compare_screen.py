@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from kvtui.snapshot.schema import Comparison
+from kvtui.io.snapshot.schema import Comparison
 from kvtui.tui.keys import bindings
 
 

@@ -19,8 +19,8 @@ from textual.worker import Worker
 from kvtui import clock
 from kvtui.errors import KvtuiError
 from kvtui.explore.reevaluate import ModeRecords, ViewSteps, reevaluate_modes
-from kvtui.scenario.schema import Slo
-from kvtui.snapshot.schema import Run, RunInfo, Step
+from kvtui.io.scenario.schema import Slo
+from kvtui.io.snapshot.schema import Run, RunInfo, Step
 from kvtui.tui.host import AppHost
 
 # What an SLO worker gives back to the app (KvtuiApp.on_worker_state_changed): the SLO it
@@ -106,7 +106,7 @@ class DocumentActions(AppHost):
 
     def export_now(self) -> tuple[Path, Path | None]:
         """Write the document as shown (edited SLO applied) next to the run's snapshot; a Markdown report too."""
-        from kvtui.snapshot.file import atomic_write, dumps
+        from kvtui.io.snapshot.file import atomic_write, dumps
 
         base = self._current_doc()
         if not base:
@@ -118,7 +118,7 @@ class DocumentActions(AppHost):
                            "replay_of": self.state.source_name or None}
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(clock.time()))
         if self.state.replay:
-            # where the reader found the replayed file (kvtui.snapshot.file adds "_path"; no key of the run's)
+            # where the reader found the replayed file (kvtui.io.snapshot.file adds "_path"; no key of the run's)
             src = Path(self.snapshot.get("_path") or "snapshot.json") if self.snapshot else Path("snapshot.json")
             folder, stem = src.parent, src.name.split(".json")[0]  # run.json and run.json.journal → run
         else:
@@ -210,7 +210,7 @@ def write_markdown(doc: dict[str, Any], path: Path) -> Path | None:
             break
     if fn is None:
         return None
-    from kvtui.snapshot.file import atomic_write
+    from kvtui.io.snapshot.file import atomic_write
 
     try:
         text = fn(doc)

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 from rich.text import Text
 
-from kvtui.snapshot.schema import Step
+from kvtui.io.snapshot.schema import Step
 from kvtui.tui.charts import fmt_num, hexrgb
 from kvtui.tui.redraw import KeyedText
 from kvtui.tui.state import RunState

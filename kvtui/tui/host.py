@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from textual.worker import Worker
 
     from kvtui.explore.run import Run
-    from kvtui.scenario.schema import Scenario
+    from kvtui.io.scenario.schema import Scenario
     from kvtui.tui.state import RunState
 
     class AppHost(App[int]):

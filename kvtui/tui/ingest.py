@@ -3,7 +3,7 @@
 Mixins of `kvtui.tui.state.RunState` (they use its fields and helpers: `_mode`, `_bump`,
 `_append_log`, `modes`, …); kept apart so the state itself stays a small model.
 
-They read the run's documents through the snapshot schema's typed views (kvtui.snapshot.schema:
+They read the run's documents through the snapshot schema's typed views (kvtui.io.snapshot.schema:
 `Run`, `Mode`, `ServerFacts`, `EngineInfo`, `Search`, `Quality`…) and keep views: each event's
 payload is the TUI's own copy (kvtui.explore.events.detached) and a replayed snapshot is read, never
 written, so a view (no copy) shares nothing anyone changes. Still dicts: the scenario (a document
@@ -20,8 +20,8 @@ from typing import Any, Callable, Mapping
 from kvtui import clock
 from kvtui.explore import events
 from kvtui.explore.events import check_kind
-from kvtui.scenario.slo_table import slo_of
-from kvtui.snapshot.schema import EngineInfo, Environment, Mode, Quality, Run, RunInfo, Search, ServerFacts
+from kvtui.io.scenario.slo_table import slo_of
+from kvtui.io.snapshot.schema import EngineInfo, Environment, Mode, Quality, Run, RunInfo, Search, ServerFacts
 from kvtui.terminal import visible_tree
 from kvtui.tui.cellfmt import as_stored
 from kvtui.tui.loglines import classify_log_line
@@ -69,7 +69,7 @@ class RunEvents(StateHost):
         for n in requested:
             self._mode(n)
         if doc.get("trace"):  # the trace the run replays, read before any server started
-            from kvtui.scenario.trace import describe
+            from kvtui.io.scenario.trace import describe
 
             for line in describe(dict(doc["trace"])):
                 self._append_log(None, f"kvtui: {line}", "kvtui")
@@ -88,7 +88,7 @@ class RunEvents(StateHost):
         mv.status = "starting"
         mv.t_start = self.series_t_now(mv)
         mv.started_mono = clock.monotonic()
-        from kvtui.engines.vllm.logparse import StartupLogParser
+        from kvtui.runtime.engines.vllm.logparse import StartupLogParser
 
         mv.parser = StartupLogParser()
         mv.phase = mv.parser.phase
@@ -374,7 +374,7 @@ class SnapshotLoading(StateHost):
         self.viewing = self.current
         mv = self.viewed
         self.cursor = (len(mv.steps) - 1) if mv and mv.steps else None
-        path = doc.get("_path")  # where the reader found it (kvtui.snapshot.file): not a key of the run's
+        path = doc.get("_path")  # where the reader found it (kvtui.io.snapshot.file): not a key of the run's
         self.source_name = Path(path).name if path else ""
         rec = run.records
         if rec and path:
@@ -399,7 +399,7 @@ class SnapshotLoading(StateHost):
                                        f"GiB, KV cache {as_stored(f, 'kv_cache_gib')} GiB = "
                                        f"{as_stored(f, 'kv_cache_tokens')} tokens, "
                                        f"max concurrency reported {as_stored(f, 'max_concurrency_reported')}", "fact")
-                from kvtui.engines.vllm.compile_cache import start_line
+                from kvtui.runtime.engines.vllm.compile_cache import start_line
 
                 if start_line(f):
                     self._append_log(name, "start: " + start_line(f), "fact")

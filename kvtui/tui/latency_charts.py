@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
-from kvtui.snapshot.schema import Step
+from kvtui.io.snapshot.schema import Step
 from kvtui.tui.charts import Chart, LegendItem, _finite
 from kvtui.tui.modeview import ModeView
 from kvtui.tui.predicted import draw_predicted, prediction_key

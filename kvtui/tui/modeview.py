@@ -2,7 +2,7 @@
 
 Its own module so that the state (kvtui.tui.state) and the mixins that fill it
 (kvtui.tui.ingest) both import it, and neither imports the other back. The mode's documents are
-the snapshot schema's typed views (kvtui.snapshot.schema); its steps stay the dicts the snapshot
+the snapshot schema's typed views (kvtui.io.snapshot.schema); its steps stay the dicts the snapshot
 holds, which the search's replay and the SLO's re-evaluation (kvtui.explore) read and the export
 writes back (a view reads them typed: `Step.of`).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from kvtui.snapshot.schema import EngineInfo, Mode, Search, ServerFacts
+from kvtui.io.snapshot.schema import EngineInfo, Mode, Search, ServerFacts
 from kvtui.tui.series import Series
 
 

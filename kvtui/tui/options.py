@@ -43,7 +43,7 @@ class AppOptions:
         done it already for the options `make_app` builds the app from)."""
         snap = self.snapshot
         if isinstance(snap, (str, Path)):
-            from kvtui.snapshot.file import load_snapshot
+            from kvtui.io.snapshot.file import load_snapshot
 
             return load_snapshot(snap)
         return snap
@@ -52,7 +52,7 @@ class AppOptions:
         """Paths loaded: the scenario through the scenario loader, the snapshot through the snapshot loader."""
         sc = self.scenario
         if isinstance(sc, (str, Path)):
-            from kvtui.scenario import load_scenario
+            from kvtui.io.scenario import load_scenario
 
             sc = load_scenario(sc)
         vals = {f.name: getattr(self, f.name) for f in fields(self)}

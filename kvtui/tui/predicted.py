@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from kvtui.snapshot.schema import Prediction, Refit, Step
+from kvtui.io.snapshot.schema import Prediction, Refit, Step
 from kvtui.tui.charts import LegendItem, _finite
 from kvtui.tui.modeview import ModeView
 from kvtui.tui.themes import RGB

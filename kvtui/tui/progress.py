@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from kvtui.explore.plan import fmt_eta  # noqa: E402,F401 - the one way an ETA is written (headless too)
-from kvtui.snapshot.schema import Search, Step
+from kvtui.io.snapshot.schema import Search, Step
 
 
 def _durations(steps: Sequence[Step | Mapping[str, Any]]) -> list[float]:

@@ -1,6 +1,6 @@
 """The per-replica figures of a telemetry row as series columns (kvtui.tui.replicas_panel draws them).
 
-A row's `replicas` (kvtui.telemetry.replicas.replica_view) is a list of {name, up, kv_usage,
+A row's `replicas` (kvtui.runtime.telemetry.replicas.replica_view) is a list of {name, up, kv_usage,
 running, waiting, preemptions}; each becomes `replica:NAME:KEY` columns of the mode's series,
 so a replay's step cursor cuts them like every other column.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# The per-replica keys of a telemetry row (kvtui.telemetry.replicas.replica_view), as series columns.
+# The per-replica keys of a telemetry row (kvtui.runtime.telemetry.replicas.replica_view), as series columns.
 FIELDS = ("kv_usage", "running", "waiting", "preemptions", "up")
 MAX_REPLICAS = 16  # a snapshot naming thousands is refused past this (the panel shows 9 lines)
 

@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, SelectionList, Static
 
 from kvtui.errors import KvtuiError, ScenarioError
-from kvtui.scenario.schema import Length, Scenario
+from kvtui.io.scenario.schema import Length, Scenario
 from kvtui.tui.keys import bindings
 from kvtui.tui.slo_form import SloForm, parse_value
 
@@ -73,7 +73,7 @@ class SetupScreen(Screen):
         return self.app
 
     def _options(self) -> list[tuple[str, str]]:
-        from kvtui.scenario.defaults import bundled_scenarios
+        from kvtui.io.scenario.defaults import bundled_scenarios
 
         opts = [(p.stem, str(p)) for p in bundled_scenarios()]
         if self.path and all(v != str(self.path) for _, v in opts):
@@ -165,7 +165,7 @@ class SetupScreen(Screen):
             self.load(p)
 
     def load(self, path: str) -> None:
-        from kvtui.scenario import load_scenario
+        from kvtui.io.scenario import load_scenario
 
         sc: Scenario | None
         try:
@@ -193,8 +193,8 @@ class SetupScreen(Screen):
     # -- validation and start -----------------------------------------------------------------
     def build(self) -> Scenario | None:
         """The scenario with the form's edits, validated by the scenario loader; None on problems."""
-        from kvtui.scenario import scenario_from_dict
-        from kvtui.scenario.locate import LineIndex
+        from kvtui.io.scenario import scenario_from_dict
+        from kvtui.io.scenario.locate import LineIndex
 
         text = ""
         source = "<defaults>"

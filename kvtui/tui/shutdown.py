@@ -12,7 +12,7 @@ import signal
 import threading
 from typing import Any
 
-from kvtui.procs import reaper
+from kvtui.runtime.procs import reaper
 from kvtui.tui.host import AppHost
 
 # q mid-run (after its question): the run was stopped before its modes finished. Not 0 (a script
@@ -75,7 +75,7 @@ class Shutdown(AppHost):
         self._kill_servers()
 
     def _kill_servers(self) -> None:
-        """Every server group this process registered (kvtui.procs.reaper: only the run's own)
+        """Every server group this process registered (kvtui.runtime.procs.reaper: only the run's own)
         gets SIGTERM, then SIGKILL after KILL_GRACE_S. The engine is told first, so that its start
         gives up as cancelled rather than as a crash (from a thread: a stop already in progress
         holds it for its whole escalation)."""

@@ -12,8 +12,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from kvtui.errors import ScenarioError
-from kvtui.scenario.schema import Slo
-from kvtui.scenario.slo_table import slo_from_table
+from kvtui.io.scenario.schema import Slo
+from kvtui.io.scenario.slo_table import slo_from_table
 from kvtui.tui.keys import bindings
 
 DEFAULT_SLO_KEYS = ("ttft_p95_ms", "tpot_p95_ms", "itl_p99_ms", "e2e_p95_ms")

@@ -6,8 +6,8 @@ the steps re-evaluated under an edited SLO, and the telemetry as a bounded colum
 series that views downsample to their width. Widgets read it; nothing here draws.
 
 Every mutation bumps a version counter, so a view redraws only what changed. The run's
-documents are read through the snapshot schema's typed views (kvtui.snapshot.schema); the
-scenario is the dict of its own schema (kvtui.scenario).
+documents are read through the snapshot schema's typed views (kvtui.io.snapshot.schema); the
+scenario is the dict of its own schema (kvtui.io.scenario).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from kvtui.core.evaluate import LIMIT_WORDS
 from kvtui.core.search import best_load  # noqa: F401 - the knee rule lives with the search
 from kvtui.explore.events import StepProgress, StepStarted
 from kvtui.explore.reevaluate import reevaluate_modes  # noqa: F401 - the app's SLO worker
-from kvtui.scenario.schema import Slo
-from kvtui.scenario.slo_table import slo_of, slo_table  # noqa: F401
-from kvtui.snapshot.schema import Comparison, EngineInfo, Environment, Mode, ServerFacts, Step
+from kvtui.io.scenario.schema import Slo
+from kvtui.io.scenario.slo_table import slo_of, slo_table  # noqa: F401
+from kvtui.io.snapshot.schema import Comparison, EngineInfo, Environment, Mode, ServerFacts, Step
 from kvtui.tui.ingest import RunEvents, SnapshotLoading  # noqa: F401
 from kvtui.tui.loglines import classify_log_line
 from kvtui.tui.modeview import ModeView  # noqa: F401 - also this module's name for it

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from typing import Any, Mapping
 
     from kvtui.explore.events import StepProgress, StepStarted
-    from kvtui.scenario.schema import Slo
-    from kvtui.snapshot.schema import Comparison, Environment, Mode
+    from kvtui.io.scenario.schema import Slo
+    from kvtui.io.snapshot.schema import Comparison, Environment, Mode
     from kvtui.tui.modeview import ModeView
 
     class StateHost:

@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from kvtui.core.evaluate import in_lock_step
+from kvtui.io.snapshot.schema import Step
 from kvtui.report.text import limit_cell, step_how
-from kvtui.snapshot.schema import Step
 from kvtui.tui.cellfmt import as_stored, fmt_load, fmt_ms, fmt_share  # noqa: F401
 from kvtui.tui.charts import fmt_num
 from kvtui.tui.predicted import has_prediction, predicted_cell
@@ -172,7 +172,7 @@ def _pct(s: Step, metric: str, pct: str) -> Any:
 
 
 def out_of_range(step: Step | Mapping[str, Any]) -> str:
-    """The step's /metrics values that were out of range (kvtui.telemetry.prom.check_ranges), in words."""
+    """The step's /metrics values that were out of range (kvtui.runtime.telemetry.prom.check_ranges), in words."""
     st = Step.of(step)
     bad = st.metrics_out_of_range
     gone = f" ⚑ no /metrics: {st.metrics_missing}" if st.metrics_missing else ""

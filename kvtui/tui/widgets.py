@@ -19,8 +19,8 @@ from textual.widgets import RichLog, Static
 
 from kvtui import clock
 from kvtui.explore.events import StepProgress
+from kvtui.io.snapshot.schema import Step
 from kvtui.report.text import speed_words
-from kvtui.snapshot.schema import Step
 from kvtui.tui.charts import fmt_num
 from kvtui.tui.redraw import KeyedText
 from kvtui.tui.state import RunState, limit_word

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.procs.servers import ServerProcess, free_port
+from kvtui.runtime.procs.servers import ServerProcess, free_port
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The load that scales itself: worker processes added when one nears its capacity (kvtui.load.autoscale).
+"""The load that scales itself: worker processes added when one nears its capacity (kvtui.runtime.load.autoscale).
 
 Real parts: bench/fast_sse_server.py over loopback HTTP, real worker processes, their CPU read
 from /proc by the parent. In the burst shape (every chunk of a request as fast as the socket
@@ -18,11 +18,11 @@ import httpx
 import pytest
 
 from kvtui.core.evaluate import client_limited
-from kvtui.load.autoscale import AutoScaler, Usage, WorkerMeter
-from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
-from kvtui.load.workload import TokenSpace
-from kvtui.procs.servers import free_port
-from kvtui.scenario.schema import Length, Workload
+from kvtui.io.scenario.schema import Length, Workload
+from kvtui.runtime.load.autoscale import AutoScaler, Usage, WorkerMeter
+from kvtui.runtime.load.generator import LoadGenerator, StepParams, WorkerConfig
+from kvtui.runtime.load.workload import TokenSpace
+from kvtui.runtime.procs.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from test_window_stats import rec
 
 from kvtui.core.births import SAMPLE_FACTOR, births_cutoff
 from kvtui.core.evaluate import StepContext, evaluate_step, reevaluate
-from kvtui.scenario.schema import Slo
+from kvtui.io.scenario.schema import Slo
 
 
 def test_the_cutoff_needs_a_duration_and_takes_in_twice_the_rules_samples() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from kvtui.core.record import Record
-from kvtui.load.client import StreamClient, stream_request
-from kvtui.procs.servers import ServerProcess, free_port
+from kvtui.runtime.load.client import StreamClient, stream_request
+from kvtui.runtime.procs.servers import ServerProcess, free_port
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_a_stalled_client_does_not_reuse_a_connection_the_server_closed(fault_se
 def test_a_request_that_got_no_answer_at_all_is_a_connect_error_not_a_broken_stream(fault_server, monkeypatch):
     # With aiohttp's own 15 s keep-alive the stall above does reuse the closed connection: the request gets no
     # response line. Nothing was streamed, so nothing "broke off": it did not get through (connect).
-    import kvtui.load.client as client
+    import kvtui.runtime.load.client as client
 
     monkeypatch.setattr(client, "KEEPALIVE_S", 60.0)
     first, second = _two_requests_with_a_stall_between(fault_server, 5.5)
@@ -149,7 +149,7 @@ def test_a_buffering_proxy_is_flagged_and_never_a_pass(fault_server):
     """A proxy that holds each stream and sends it whole: TPOT p95 0.0 ms and a PASS, unflagged. The
     step now carries `buffered_stream` and is no PASS."""
     from kvtui.core.evaluate import StepContext, evaluate_step
-    from kvtui.scenario.schema import Slo
+    from kvtui.io.scenario.schema import Slo
 
     recs = [one(fault_server, "buffered") for _ in range(4)]
     assert all(r.ok and len(r.itl) == 5 for r in recs)
@@ -173,7 +173,7 @@ def test_a_stream_the_server_made_faster_than_the_client_can_tell_apart_is_not_a
     server's own ITL (its /metrics, over the step) says whether the stream could have been told
     apart: 5 gaps at 1 ms are under the client's 10 ms resolution; at 50 ms they are a proxy's doing."""
     from kvtui.core.evaluate import StepContext, evaluate_step
-    from kvtui.scenario.schema import Slo
+    from kvtui.io.scenario.schema import Slo
 
     recs = [one(fault_server, "buffered") for _ in range(4)]
     t0, t1 = min(r.t_sent for r in recs) - 0.01, max(r.t_last for r in recs) + 0.01

@@ -130,7 +130,7 @@ def test_no_product_module_reads_the_time_but_through_the_seam():
 
 def test_the_guard_reads_every_module():
     files = _product_files()
-    assert len(files) > 100 and KVTUI / "safeio.py" in files and KVTUI / "load" / "generator.py" in files
+    assert len(files) > 100 and KVTUI / "safeio.py" in files and KVTUI / "runtime" / "load" / "generator.py" in files
 
 
 @pytest.mark.parametrize("src", [

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kvtui.cluster.driver import gpu_type_warning, refusals
 from kvtui.cluster.view import LanesView
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
 
 
 def _node(i: int, **kw):

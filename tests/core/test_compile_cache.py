@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.engines.vllm import compile_cache as cc
-from kvtui.engines.vllm.logparse import StartupLogParser
+from kvtui.runtime.engines.vllm import compile_cache as cc
+from kvtui.runtime.engines.vllm.logparse import StartupLogParser
 
 DATA = Path(__file__).resolve().parent.parent / "vllm" / "data"
 

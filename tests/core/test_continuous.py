@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli import main as kvtui_main
+from kvtui.cli.main import main as kvtui_main
 from kvtui.explore.run import Run
-from kvtui.scenario.loader import load_scenario
-from kvtui.scenario.schema import Scenario
+from kvtui.io.scenario.loader import load_scenario
+from kvtui.io.scenario.schema import Scenario
 
 
 def _scenario(tmp: Path) -> Scenario:
@@ -66,8 +66,8 @@ def test_continuous_steps_are_shorter_in_modelled_time_and_say_how_they_ran(tmp_
 def _steady_tpot_p95(sc: Scenario, mode_name: str, load: float) -> float:
     """The load's steady state: one long drained run, births spread over one request, the start discarded."""
     from kvtui.core.stats import percentile
-    from kvtui.engines.sim.continuous import ContinuousClient, StepPlan
-    from kvtui.engines.sim.fastrun import OfflineServer
+    from kvtui.simulator.engine.continuous import ContinuousClient, StepPlan
+    from kvtui.simulator.engine.fastrun import OfflineServer
 
     mode = next(m for m in sc.modes if m.name == mode_name)
     srv = OfflineServer(sc, mode, 1)
@@ -95,7 +95,7 @@ def test_a_step_reads_the_steady_state(tmp_path: Path, mode: str, load: float) -
     got = steps[1]["tpot_ms"]["p95"]
     assert abs(got / truth - 1) <= 0.02, (got, truth)
     from kvtui.core.evaluate import StepContext, evaluate_step
-    from kvtui.engines.sim.fastrun import OfflineServer
+    from kvtui.simulator.engine.fastrun import OfflineServer
 
     res = OfflineServer(sc, sc.mode(mode), 2).step(mode, 0, load, True, 0, 1)
     ctx = StepContext(load=load, t_window_start=res.window_start, t_window_end=res.window_end)
@@ -106,7 +106,7 @@ def test_a_step_reads_the_steady_state(tmp_path: Path, mode: str, load: float) -
 @pytest.mark.parametrize("bad", ["contiuous", "fast"])
 def test_a_wrong_protocol_is_a_one_line_error(tmp_path: Path, bad: str) -> None:
     from kvtui.errors import UsageError
-    from kvtui.scenario.loader import scenario_from_dict
+    from kvtui.io.scenario.loader import scenario_from_dict
 
     with pytest.raises(Exception) as e:
         scenario_from_dict({"ramp": {"protocol": bad}}, source="s.toml")
@@ -157,8 +157,8 @@ def test_on_a_monotone_curve_the_continuous_protocol_finds_the_linear_ramps_knee
 def test_a_step_down_retires_the_requests_nearest_their_end(tmp_path: Path) -> None:
     """A continued step down from 40 to 30 slots: the 10 slots that send no more are those whose
     requests had the fewest tokens left at the change, so the load is down to 30 soonest."""
-    from kvtui.engines.sim.continuous import ContinuousClient, StepPlan
-    from kvtui.engines.sim.fastrun import OfflineServer
+    from kvtui.simulator.engine.continuous import ContinuousClient, StepPlan
+    from kvtui.simulator.engine.fastrun import OfflineServer
 
     sc = _scenario(tmp_path)
     mode = next(m for m in sc.modes if m.name == "bf16")
@@ -188,7 +188,7 @@ def test_a_tpot_slo_counts_the_requests_sent_by_the_cutoff_and_holds_for_no_othe
     # TPOT and E2E are over the window requests sent by one request's duration before its end, each
     # whole; the step ends once they have finished, while the later ones still stream (carried on).
     from kvtui.core.evaluate import reevaluate
-    from kvtui.load.records import read_records
+    from kvtui.io.records import read_records
 
     sc = _scenario(tmp_path)
     assert {m for m, _, _ in sc.slo.targets()} >= {"tpot"}

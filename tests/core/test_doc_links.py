@@ -161,8 +161,8 @@ def test_a_broken_link_a_stale_anchor_and_a_missing_path_are_caught(tmp_path, mo
                   "[gone](missing.md) [stale](B.md#no-such) ![img](img/x.svg)\n\n"
                   "    [in a code block](nowhere.md)\n    kvtui/old.py   stale layout\n\n"
                   "`kvtui/real.py` `kvtui/gone.py:12` `python -m x docs/run.json` `docs/X.json` "
-                  "`tests/a.py::test_b` `kvtui/{a,b}.py` `python -m kvtui.real` `python -m kvtui.engines.gone`\n")
+                  "`tests/a.py::test_b` `kvtui/{a,b}.py` `python -m kvtui.real` `python -m kvtui.runtime.engines.gone`\n")
     assert broken_links(md) == ["missing.md (no such file)", "B.md#no-such (no heading #no-such in docs/B.md)",
                                 "img/x.svg (no such file)"]
     assert missing_paths(md) == ["kvtui/gone.py:12", "kvtui/old.py", "tests/a.py::test_b"]
-    assert missing_modules(md) == ["kvtui.engines.gone"]
+    assert missing_modules(md) == ["kvtui.runtime.engines.gone"]

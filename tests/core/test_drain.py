@@ -19,8 +19,8 @@ from kvtui.core.drain import QUIET_S as DRAIN_QUIET_S
 from kvtui.core.drain import STILL_MAX_S as DRAIN_STILL_MAX_S
 from kvtui.core.drain import DrainWatch
 from kvtui.explore.live_step import LiveStepExecutor
-from kvtui.telemetry.prom_windows import counter_values
-from kvtui.telemetry.types import MetricsSample
+from kvtui.runtime.telemetry.prom_windows import counter_values
+from kvtui.runtime.telemetry.types import MetricsSample
 
 
 class ScriptedServer:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.engines import registry
 from kvtui.errors import UsageError
+from kvtui.runtime.engines import registry
 
 
 def test_builtin_engines_are_created_by_name_and_are_complete_engines():

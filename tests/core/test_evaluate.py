@@ -5,7 +5,7 @@ import lzma
 from pathlib import Path
 
 from kvtui.core.evaluate import client_limited, limited_by
-from kvtui.scenario.schema import Slo
+from kvtui.io.scenario.schema import Slo
 
 DATA = Path(__file__).with_name("data")
 # The published runs' requests, trimmed to the modes these tests judge (tests/fixtures/records/build.py)
@@ -38,9 +38,9 @@ def test_saturated_or_lagging_client_is_flagged():
 def test_comparison_shows_each_gpus_peak_under_tensor_parallel():
     """Issue 10: with TP the comparison shows per-GPU peaks from the NVML series (rows of the
     real H200 run, with a second GPU added; no two-GPU machine was lent)."""
+    from kvtui.io.snapshot.file import load_snapshot
     from kvtui.report.compare import compare_modes
     from kvtui.report.text import comparison_rows
-    from kvtui.snapshot.file import load_snapshot
 
     doc = load_snapshot(Path(__file__).parents[2] / "docs/results/h200-abc.json")
     doc.pop("comparison")
@@ -70,9 +70,9 @@ def test_a_closed_loop_in_lock_step_is_measured_on_the_real_h200_records():
     from collections import defaultdict
 
     from kvtui.core.evaluate import LOCKSTEP, reevaluate, send_burst
-    from kvtui.load.records import read_records
+    from kvtui.io.records import read_records
+    from kvtui.io.snapshot.file import load_snapshot
     from kvtui.report.text import caveats
-    from kvtui.snapshot.file import load_snapshot
 
     root = Path(__file__).resolve().parents[2] / "docs" / "results"
     doc = load_snapshot(root / "h200-v2.json")
@@ -109,10 +109,10 @@ def test_a_step_cut_by_a_stop_gets_no_verdict_on_the_real_h200_records():
     ended the knee's confirmation at c=198 mid-drain. Its in-flight requests were cancelled, so
     the 125 it counted were the early finishers, and the kvtui of then printed PASS for them.
     A cut step now carries no verdict, says why, and re-evaluating it (an SLO edit) keeps that."""
-    from kvtui.commands.run import step_line
+    from kvtui.cli.run import step_line
     from kvtui.core.evaluate import reevaluate
-    from kvtui.load.records import read_records
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.records import read_records
+    from kvtui.io.snapshot.file import load_snapshot
 
     root = Path(__file__).resolve().parents[2] / "docs" / "results"
     doc = load_snapshot(root / "h200-kvb-s1.json")  # as the first device session left it
@@ -139,9 +139,9 @@ def test_an_slo_on_preemptions_moves_the_knee_to_where_the_cache_held_on_the_rea
     from collections import defaultdict
 
     from kvtui.core.evaluate import reevaluate
-    from kvtui.load.records import read_records
-    from kvtui.scenario.loader import scenario_from_dict
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.records import read_records
+    from kvtui.io.scenario.loader import scenario_from_dict
+    from kvtui.io.snapshot.file import load_snapshot
     from kvtui.tui.state import best_load, slo_of, slo_table
 
     root = Path(__file__).resolve().parents[2] / "docs" / "results"

@@ -11,9 +11,9 @@ from typing import Any
 
 from kvtui.explore import events as ev
 from kvtui.explore.run import Run
-from kvtui.scenario import load_scenario
-from kvtui.scenario.defaults import demo_scenario_path
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.scenario import load_scenario
+from kvtui.io.scenario.defaults import demo_scenario_path
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.tui.ingest import HANDLERS
 from kvtui.tui.state import RunState
 
@@ -101,7 +101,7 @@ def test_the_tui_state_after_a_demo_run_equals_the_snapshot(tmp_path):
         mv = state.modes[m["name"]]
         assert mv.steps == m["steps"]
         assert mv.run_best == m["best_concurrency"]
-        # the state keeps typed documents (kvtui.snapshot.schema); written back, they are the snapshot's
+        # the state keeps typed documents (kvtui.io.snapshot.schema); written back, they are the snapshot's
         assert mv.doc.to_dict()["prediction"] == m["prediction"]  # what the run predicted and refitted, as written
         assert mv.search.to_dict() == m["search"]
     # The same snapshot replayed gives the same state as the live run left.

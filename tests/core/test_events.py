@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from kvtui.commands.run import HeadlessPrinter
+from kvtui.cli.run import HeadlessPrinter
 from kvtui.explore import events as ev
 from kvtui.explore.run import Run
-from kvtui.scenario import load_scenario
-from kvtui.scenario.defaults import demo_scenario_path
+from kvtui.io.scenario import load_scenario
+from kvtui.io.scenario.defaults import demo_scenario_path
 from kvtui.tui.state import RunState
 
 # Declared kinds the dashboard's state has no handler for, on purpose: it reads the mode's quality

@@ -5,7 +5,7 @@ import sys
 
 from kvtui import SCENARIOS_DIR
 from kvtui.explore.run import Run
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
 
 
 def _answers(doc):

@@ -41,34 +41,34 @@ def test_an_import_inside_a_function_that_runs_up_is_caught(tmp_path):
 
 
 def test_siblings_may_import_one_way_but_not_both(tmp_path):
-    one_way = _tree(tmp_path / "a", {"engines/__init__.py": "from kvtui.load import records\n",
-                                     "load/__init__.py": "", "load/records.py": ""})
+    one_way = _tree(tmp_path / "a", {"runtime/engines/__init__.py": "from kvtui.runtime.load import records\n",
+                                     "runtime/load/__init__.py": "", "runtime/load/records.py": ""})
     assert _check(one_way).returncode == 0
-    both = _tree(tmp_path / "b", {"engines/__init__.py": "from kvtui.load import records\n",
-                                  "load/__init__.py": "", "load/records.py": "import kvtui.engines\n"})
+    both = _tree(tmp_path / "b", {"runtime/engines/__init__.py": "from kvtui.runtime.load import records\n",
+                                  "runtime/load/__init__.py": "", "runtime/load/records.py": "import kvtui.runtime.engines\n"})
     r = _check(both)
-    assert r.returncode == 1 and "import cycle between layers: engines <-> load" in r.stdout
+    assert r.returncode == 1 and "import cycle between layers: runtime.engines <-> runtime.load" in r.stdout
 
 
 def test_a_cycle_inside_one_layer_through_function_imports_is_caught(tmp_path):
     # the shape of commands.run -> commands.tui (launch_tui) -> commands.run (check_leftovers), both deferred
     root = _tree(tmp_path, {
-        "commands/__init__.py": "",
-        "commands/run.py": "def run():\n    from kvtui.commands.tui import launch_tui\n",
-        "commands/tui.py": "def launch_tui():\n    from kvtui.commands.run import check\n",
+        "cli/__init__.py": "",
+        "cli/run.py": "def run():\n    from kvtui.cli.tui import launch_tui\n",
+        "cli/tui.py": "def launch_tui():\n    from kvtui.cli.run import check\n",
     })
     r = _check(root)
     assert r.returncode == 1
-    assert "import cycle between modules: kvtui.commands.run <-> kvtui.commands.tui" in r.stdout
+    assert "import cycle between modules: kvtui.cli.run <-> kvtui.cli.tui" in r.stdout
 
 
 def test_a_type_checking_cycle_counts_and_so_does_one_inside_the_tui(tmp_path):
     typed = _tree(tmp_path / "a", {
-        "load/__init__.py": "", "load/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kvtui.load import b\n",
-        "load/b.py": "from kvtui.load import a\n",
+        "runtime/load/__init__.py": "", "runtime/load/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kvtui.runtime.load import b\n",
+        "runtime/load/b.py": "from kvtui.runtime.load import a\n",
     })
     r = _check(typed)
-    assert r.returncode == 1 and "import cycle between modules: kvtui.load.a <-> kvtui.load.b" in r.stdout
+    assert r.returncode == 1 and "import cycle between modules: kvtui.runtime.load.a <-> kvtui.runtime.load.b" in r.stdout
     tui = _tree(tmp_path / "b", {"tui/__init__.py": "", "tui/a.py": "from kvtui.tui import b\n",
                                  "tui/b.py": "def f():\n    from kvtui.tui import a\n"})
     r = _check(tui)

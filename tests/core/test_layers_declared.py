@@ -21,8 +21,8 @@ def _flat(text: str) -> str:
 
 def test_the_script_reads_the_contract():
     assert DECLARED == declared_layers(ROOT / "pyproject.toml")
-    assert DECLARED[0] == ["cli", "__main__"] and DECLARED[1] == ["tui", "commands"]
-    assert "procs" in DECLARED[-1] and "snapshot" in DECLARED[-1]  # the floor: process bookkeeping, the schema
+    assert DECLARED[0] == ["cli", "__main__"] and DECLARED[1] == ["tui"]
+    assert "runtime.procs" in DECLARED[-1] and "io.snapshot" in DECLARED[-1]  # the floor: process bookkeeping, the schema
     ranks = [LAYERS[names[0]] for names in DECLARED]
     assert ranks == sorted(ranks, reverse=True) and ranks[-1] == 1
 
@@ -57,6 +57,6 @@ def test_structure_md_lists_the_declared_layers_in_order():
 def test_a_layer_missing_from_the_contract_is_read_as_missing(tmp_path: Path):
     p = tmp_path / "pyproject.toml"
     p.write_text('[tool.importlinter]\nroot_package = "kvtui"\n[[tool.importlinter.contracts]]\nname = "x"\n'
-                 'type = "layers"\nlayers = ["kvtui.tui", "kvtui.explore : (kvtui.snapshot)"]\n')
-    assert declared_layers(p) == [["tui"], ["explore", "snapshot"]]
+                 'type = "layers"\nlayers = ["kvtui.tui", "kvtui.explore : (kvtui.io.snapshot)"]\n')
+    assert declared_layers(p) == [["tui"], ["explore", "io.snapshot"]]
     assert one_line(declared_layers(p)) == "tui > floor"

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from kvtui.core.search import make_search
 from kvtui.explore.plan import steps_left
-from kvtui.scenario.schema import Ramp
+from kvtui.io.scenario.schema import Ramp
 
 
 def run(ramp, knee, guess=None):

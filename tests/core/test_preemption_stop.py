@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from kvtui.core.protocol import preemption_decides
-from kvtui.scenario.loader import scenario_from_dict
-from kvtui.telemetry.prom import parse_metrics
-from kvtui.telemetry.replicas import light
+from kvtui.io.scenario.loader import scenario_from_dict
+from kvtui.runtime.telemetry.prom import parse_metrics
+from kvtui.runtime.telemetry.replicas import light
 
 DATA = Path(__file__).resolve().parents[1] / "telemetry" / "data" / "h200-vllm-0.26.0"
 
@@ -77,7 +77,7 @@ def test_a_step_past_the_kv_wall_ends_at_its_first_preemption_with_the_same_verd
     knee with the same verdict at every load as when each step runs its whole window."""
     import kvtui.core.protocol as protocol
     from kvtui.explore.run import Run
-    from kvtui.scenario.schema import Mode
+    from kvtui.io.scenario.schema import Mode
 
     def run(name: str) -> list[dict]:
         sc = _sc(confirm_when="doubt")

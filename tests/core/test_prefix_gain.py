@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_no_prompt_sharing_names_no_gain(tmp_path):
 
 def test_prefix_caching_off_names_no_gain():
     from kvtui.explore.prefix_gain import prefix_gain
-    from kvtui.predict.roofline import Calibration
+    from kvtui.simulator.model.roofline import Calibration
 
     sc = load_scenario("sim-trace", ["server.enable_prefix_caching=false"])
     assert prefix_gain(sc, sc.modes[0], Calibration(), 20.0, None) is None
@@ -87,7 +87,7 @@ def test_a_real_server_gets_both_knees_from_the_simulator():
     against its knee without, never the measured knee against a simulated one."""
     from kvtui.explore.prediction import Target
     from kvtui.explore.prefix_gain import prefix_gain
-    from kvtui.predict.roofline import Calibration
+    from kvtui.simulator.model.roofline import Calibration
 
     sc = load_scenario("sim-trace")
     sc.server.engine = "vllm"

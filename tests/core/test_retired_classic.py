@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli import main
+from kvtui.cli.main import main
 from kvtui.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def test_a_run_given_the_classic_protocol_in_code_is_refused_too(tmp_path):
     """A scenario changed after loading (a bench, a test) cannot measure the retired way either: it
     would measure the continuous way under the classic name."""
     from kvtui.explore.run import Run
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
 
     sc = load_scenario("sim-demo")
     sc.ramp.protocol = "classic"
@@ -51,7 +51,7 @@ def test_a_run_given_the_classic_protocol_in_code_is_refused_too(tmp_path):
 
 
 def test_the_continuous_protocol_is_still_accepted_by_name():
-    from kvtui.scenario.loader import scenario_from_dict
+    from kvtui.io.scenario.loader import scenario_from_dict
 
     assert scenario_from_dict({"ramp": {"protocol": "continuous"}}, source="s.toml").ramp.protocol == "continuous"
 
@@ -60,7 +60,7 @@ def test_a_snapshot_measured_classic_still_runs_whatif_and_calibrate_with_todays
     """What is run from a snapshot (whatif, calibrate) measures with today's protocol, as from one
     written before the field existed; a --set of the retired value is still refused."""
     from kvtui.errors import ScenarioError
-    from kvtui.scenario.loader import scenario_from_snapshot
+    from kvtui.io.scenario.loader import scenario_from_snapshot
 
     assert scenario_from_snapshot({"ramp": {"protocol": "classic"}}).ramp.protocol == "continuous"
     with pytest.raises(ScenarioError, match=r"ramp\.protocol: the classic protocol was retired"):
@@ -68,14 +68,14 @@ def test_a_snapshot_measured_classic_still_runs_whatif_and_calibrate_with_todays
 
 
 def _load(path: Path) -> dict:
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     return load_snapshot(path)
 
 
 def test_a_resume_of_a_snapshot_measured_classic_is_refused_in_one_line(tmp_path, capsys):
     from kvtui.explore.resume_guard import check_resumable, retired_protocol
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
 
     sc = load_scenario("sim-demo").to_dict()
     assert retired_protocol(_load(NEW)) is None
@@ -104,8 +104,8 @@ def test_a_resume_of_a_snapshot_measured_classic_is_refused_in_one_line(tmp_path
 
 def test_an_old_classic_snapshot_still_replays_exports_diffs_and_reevaluates(tmp_path, capsys):
     from kvtui.explore.reevaluate import reevaluate_modes
+    from kvtui.io.scenario.slo_table import slo_of
     from kvtui.report.answer import answer_text
-    from kvtui.scenario.slo_table import slo_of
 
     doc = _load(OLD)
     assert "protocol" not in doc["scenario"]["ramp"]

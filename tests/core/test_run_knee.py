@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from kvtui.explore.run import Run
-from kvtui.load.records import read_records
-from kvtui.scenario import load_scenario
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.records import read_records
+from kvtui.io.scenario import load_scenario
+from kvtui.io.snapshot.file import load_snapshot
 
 from scenario_factory import knee_toml
 

@@ -7,7 +7,7 @@ import pytest
 
 from kvtui import SCENARIOS_DIR
 from kvtui.errors import ScenarioError
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
 
 
 def write(tmp_path, name, text):
@@ -119,8 +119,8 @@ def test_a_snapshots_scenario_reads_back_with_targets_left_unset(tmp_path):
     import json
 
     from kvtui.explore.run import Run
-    from kvtui.scenario import scenario_from_snapshot
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.scenario import scenario_from_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     sc = load_scenario(SCENARIOS_DIR / "h200-llama8b-kvbound.toml", ['server.engine="sim"', 'server.model="llama-3.1-8b"'])
     out = tmp_path / "s.json"

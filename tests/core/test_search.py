@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvtui.core.search import FastSearch, LinearSearch, make_search, ramp_levels
-from kvtui.scenario.schema import Ramp
+from kvtui.io.scenario.schema import Ramp
 
 
 def drive(search, passes):

@@ -9,8 +9,8 @@ import pytest
 
 from kvtui.core.search import FastSearch
 from kvtui.core.settled import settled_reason
-from kvtui.scenario.loader import scenario_from_dict
-from kvtui.scenario.schema import Ramp
+from kvtui.io.scenario.loader import scenario_from_dict
+from kvtui.io.scenario.schema import Ramp
 
 KV = 949_840  # the fp8-w server's KV tokens on the H200 (docs/results/h200-8k512-w.md)
 
@@ -208,7 +208,7 @@ def test_an_offline_run_settles_the_noisy_pass_by_its_watch_with_the_knee_always
     ramp = at_knee[0]["ramp"]
     assert ramp["watched_s"] >= ramp["window_s"] >= 40 and at_knee[0]["sequential"]["max_looks"] == 1
     assert len(out["doubt"]["steps"]) < len(out["always"]["steps"])
-    from kvtui.commands.headless_print import step_line
+    from kvtui.cli.headless_print import step_line
 
     assert f"[watched {ramp['watched_s']:.1f} s of {ramp['window_s']:.1f} s]" in step_line("fp8-w+kv", at_knee[0], [])
 
@@ -221,8 +221,8 @@ def test_every_published_h200_step_run_under_doubt_re_settles_as_it_recorded() -
     confirm_when = "doubt" gets the reason (or None) it recorded live. A change to the rule that would
     have settled (or repeated) a different H200 step fails here. The runs made without "doubt" are
     out: h200-2k256-doubt.json was published as "doubt" and ran "always" (docs/RESULTS.md)."""
-    from kvtui.scenario.loader import scenario_from_snapshot
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.scenario.loader import scenario_from_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     runs = 0
     reasons: list[str] = []
@@ -348,7 +348,7 @@ def test_an_offline_run_pools_the_knee_pass_and_finds_the_same_knee(tmp_path: Pa
     the same knee in more steps. A --resume from a journal written before the fail settled the
     pass settles it again, and measures nothing more."""
     from kvtui.explore.run import Run
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     knees, steps, docs = {}, {}, {}
     for how in ("always", "doubt"):
@@ -371,8 +371,8 @@ def test_an_offline_run_pools_the_knee_pass_and_finds_the_same_knee(tmp_path: Pa
     # offline one measures a cut mode again): the replayed search settles it as the run did
     from kvtui.core.search_seeded import SeededSearch
     from kvtui.explore.resume import Resume
-    from kvtui.scenario.loader import scenario_from_snapshot
-    from kvtui.snapshot.file import SnapshotWriter
+    from kvtui.io.scenario.loader import scenario_from_snapshot
+    from kvtui.io.snapshot.file import SnapshotWriter
 
     cut = load_snapshot(tmp_path / "doubt.json")
     old = cut["modes"][0]
@@ -402,8 +402,8 @@ def test_replayed_on_the_published_h200_verdicts_the_search_is_the_runs_own_and_
     every knee is the same, and the knee passes that pooling settles are not repeated."""
     import importlib.util
 
-    from kvtui.scenario.loader import scenario_from_snapshot
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.scenario.loader import scenario_from_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     spec = importlib.util.spec_from_file_location("replay", Path(__file__).resolve().parents[2] / "scripts"
                                                   / "replay_search_rules.py")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.engines.vllm.cache_facts import engines_in_metrics
-from kvtui.telemetry.types import StartupFacts
+from kvtui.runtime.engines.vllm.cache_facts import engines_in_metrics
+from kvtui.runtime.telemetry.types import StartupFacts
 
 TWO_ENGINES = """\
 # TYPE vllm:cache_config_info gauge

@@ -1,7 +1,7 @@
 """A step's phases (kvtui.core.phases): the rules both transports run, on plain numbers.
 
-The live load generator (kvtui.load.generator) and the simulator's continuous client
-(kvtui.engines.sim.continuous) hand their counts to `StepPhases`; these tests drive it with
+The live load generator (kvtui.runtime.load.generator) and the simulator's continuous client
+(kvtui.simulator.engine.continuous) hand their counts to `StepPhases`; these tests drive it with
 numbers alone, as a virtual clock would: no process, no server, no reading of the time.
 """
 
@@ -176,9 +176,9 @@ def test_the_core_reads_no_clock_and_does_no_io():
                "itertools", "statistics", "copy",
                "random",  # seeded generators only (the bootstrap, the window's subsample)
                "zlib",  # crc32 of a step's name: the bootstrap's seed
-               "json"}  # a record's one line, as text (the file is kvtui.load.records')
+               "json"}  # a record's one line, as text (the file is kvtui.io.records')
     # the scenario's settings and the snapshot's documents: typed data, read, never written
-    typed = {"kvtui.scenario.schema", "kvtui.snapshot.schema"}
+    typed = {"kvtui.io.scenario.schema", "kvtui.io.snapshot.schema"}
     files = sorted((ROOT / "kvtui" / "core").glob("*.py"))
     assert files
     for f in files:
@@ -193,7 +193,7 @@ def test_the_core_reads_no_clock_and_does_no_io():
 def test_both_transports_run_the_core_phases_and_neither_decides_them_itself():
     """The phase rules are written once: each transport builds a StepPhases, and the births cutoff
     is computed nowhere in kvtui/ but the core."""
-    for rel in ("kvtui/load/generator.py", "kvtui/engines/sim/continuous.py"):
+    for rel in ("kvtui/runtime/load/generator.py", "kvtui/simulator/engine/continuous.py"):
         text = (ROOT / rel).read_text(encoding="utf-8")
         assert "StepPhases(PhaseRules(" in text, rel
         assert "* max_window_factor" not in text and "* plan.max_window_factor" not in text, rel  # the old close

@@ -1,4 +1,4 @@
-"""[workload] trace (kvtui/scenario/trace.py, docs/TRACES.md): each layout read by its own columns,
+"""[workload] trace (kvtui/io/scenario/trace.py, docs/TRACES.md): each layout read by its own columns,
 compressed or not, a bad row refused naming FILE:LINE, a window or row range chosen, the summary kept
 in the snapshot, and the replay: request k takes row k's (input, output) pair jointly and its prefix
 blocks, in the prompt factory every protocol draws from (the live load generator, --fast)."""
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from kvtui.errors import ScenarioError, UsageError
-from kvtui.load.workload import PromptFactory, TokenSpace
-from kvtui.scenario.loader import load_scenario
-from kvtui.scenario.trace import TraceSpec, describe, summarize
+from kvtui.io.scenario.loader import load_scenario
+from kvtui.io.scenario.trace import TraceSpec, describe, summarize
+from kvtui.runtime.load.workload import PromptFactory, TokenSpace
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 1500
@@ -148,7 +148,7 @@ def test_each_layout_replays_the_traces_pairs_jointly(tmp_path, layout):
 
 
 def test_fast_simulator_draws_the_same_rows(tmp_path):
-    from kvtui.engines.sim.fastrun import OfflineServer
+    from kvtui.simulator.engine.fastrun import OfflineServer
 
     rows = _pairs(n=300)
     (tmp_path / "mc.jsonl").write_text(_mooncake(rows))
@@ -295,7 +295,7 @@ def test_scenario_fields_are_checked(tmp_path):
 
 
 def test_the_summary_is_printed_first_and_kept_in_the_snapshot(tmp_path):
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     out = tmp_path / "run.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -320,7 +320,7 @@ def test_the_summary_is_printed_first_and_kept_in_the_snapshot(tmp_path):
 
 
 def test_the_simulator_shows_fp8_kv_raising_the_hit_rate_where_the_cache_binds():
-    from kvtui.engines.sim.fastrun import OfflineServer, step_metrics
+    from kvtui.simulator.engine.fastrun import OfflineServer, step_metrics
 
     sc = load_scenario("sim-trace", overrides=["ramp.warmup_s=5", "ramp.window_s=40"])
     hits = {}
@@ -333,7 +333,7 @@ def test_the_simulator_shows_fp8_kv_raising_the_hit_rate_where_the_cache_binds()
 
 
 def test_the_shared_share_stays_bounded_and_says_when_it_is_a_lower_bound(tmp_path, monkeypatch):
-    import kvtui.scenario.trace as tr
+    import kvtui.io.scenario.trace as tr
 
     monkeypatch.setattr(tr, "MAX_SEEN", 3)
     (tmp_path / "s.csv").write_text("timestamp,input_tokens,output_tokens,session_id\n"

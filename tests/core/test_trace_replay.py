@@ -1,5 +1,5 @@
 """`[ramp] load = "trace"` (docs/TRACES.md): an open-loop replay of a trace's own arrival times, each
-step a speed-up factor. One schedule (kvtui.scenario.trace.replay_arrivals) that the simulator's
+step a speed-up factor. One schedule (kvtui.io.scenario.trace.replay_arrivals) that the simulator's
 open-loop step (--fast) and the live load generator both send; the search finds each mode's largest
 factor within the SLO and the answer says it in the user's words, with the GPUs the trace needs at 1×."""
 
@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.load.workload import PromptFactory, TokenSpace
-from kvtui.scenario.loader import load_scenario
-from kvtui.scenario.trace import (
+from kvtui.io.scenario.loader import load_scenario
+from kvtui.io.scenario.trace import (
     TraceSpec,
     aligned_counter,
     replay_arrivals,
@@ -28,6 +27,7 @@ from kvtui.scenario.trace import (
     summarize,
     trace_rate,
 )
+from kvtui.runtime.load.workload import PromptFactory, TokenSpace
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "COLUMNS": "200"}
@@ -125,7 +125,7 @@ def test_the_schedule_replays_the_traces_rate_times_the_factor_and_its_pairs(tmp
 
 
 def test_the_simulators_open_loop_step_sends_the_schedule(tmp_path):
-    from kvtui.engines.sim.fastrun import OfflineServer
+    from kvtui.simulator.engine.fastrun import OfflineServer
 
     rows = _pairs(n=400)
     (tmp_path / "mc.jsonl").write_text(_mooncake(rows))
@@ -187,7 +187,7 @@ def test_a_fast_headless_run_finds_each_modes_speed_up_and_every_export_carries_
 
 
 def test_a_live_run_on_the_simulator_replays_the_trace_open_loop(tmp_path):
-    from kvtui.load.records import read_records
+    from kvtui.io.records import read_records
 
     rows = _pairs(n=600)
     (tmp_path / "t.jsonl").write_text(_own_jsonl(rows))

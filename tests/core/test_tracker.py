@@ -1,4 +1,4 @@
-"""kvtui/procs/tracker.py: the resource tracker the load generator's spawns start is reaped
+"""kvtui/runtime/procs/tracker.py: the resource tracker the load generator's spawns start is reaped
 before kvtui exits (it used to outlive the TUI by a moment: found as a leftover by CI)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 from multiprocessing import resource_tracker
 from pathlib import Path
 
-from kvtui.procs import tracker
+from kvtui.runtime.procs import tracker
 
 
 def _alive(pid: int) -> bool:

@@ -1,8 +1,8 @@
 """The window opens only after every slot has finished a request at the step's load."""
 
 from kvtui.explore.run import Run
-from kvtui.load.records import read_records
-from kvtui.scenario import load_scenario
+from kvtui.io.records import read_records
+from kvtui.io.scenario import load_scenario
 
 from scenario_factory import knee_toml
 

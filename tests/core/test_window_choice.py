@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli import main as kvtui_main
+from kvtui.cli.main import main as kvtui_main
 from kvtui.core.births import SAMPLE_FACTOR
 from kvtui.explore.window_choice import STEP_OVER_WINDOW, TAIL_OVER_E2E, step_s, suggest_window, window_for
-from kvtui.scenario.loader import load_scenario
+from kvtui.io.scenario.loader import load_scenario
 
 
 def test_a_high_load_keeps_the_window_it_has():
@@ -134,7 +134,7 @@ def test_the_window_is_sized_for_the_first_load_above_the_knee_too(tmp_path):
     from kvtui.core.protocol import mean_length, tail_for
     from kvtui.explore.prediction import predict_mode, predicted_at
     from kvtui.explore.window_choice import _duration_at
-    from kvtui.predict.roofline import as_calibration
+    from kvtui.simulator.model.roofline import as_calibration
 
     out = tmp_path / "8k.toml"
     assert kvtui_main(["init", "llama-3.1-8b", "--gpu", "H200", "--prompt", "8192", "--output", "512",

@@ -7,7 +7,7 @@ import pytest
 from kvtui.core.evaluate import StepContext, evaluate_step, reevaluate
 from kvtui.core.record import Record
 from kvtui.core.window_stats import gap_coverage, tail_rule, window_samples, window_tokens
-from kvtui.scenario.schema import Slo
+from kvtui.io.scenario.schema import Slo
 
 
 def rec(i: int, sent: float, ttft: float, gap: float, n: int, phase: str = "window", cut_at: float | None = None,

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvtui.errors import UsageError
-from kvtui.load.workload import (
+from kvtui.io.scenario.schema import Length, Workload
+from kvtui.runtime.load.workload import (
     MARKER_TOKENS,
     Conversation,
     PromptFactory,
@@ -17,7 +18,6 @@ from kvtui.load.workload import (
     request_body,
     sample_length,
 )
-from kvtui.scenario.schema import Length, Workload
 
 SPACE = TokenSpace.synthetic()
 

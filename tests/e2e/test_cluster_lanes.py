@@ -23,8 +23,8 @@ import pytest
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from kvtui.cli import main as cli_main  # noqa: E402
-from kvtui.snapshot.file import load_snapshot  # noqa: E402
+from kvtui.cli.main import main as cli_main  # noqa: E402
+from kvtui.io.snapshot.file import load_snapshot  # noqa: E402
 
 # In the live queue (tests/conftest.py's "rest" group, one test after another on one xdist worker): the
 # lanes' simulators must not share the two cores with another live test, and the one cluster is started once.
@@ -176,10 +176,10 @@ def test_the_live_view_shows_every_lane_in_a_textual_pilot(cluster, tmp_path):
     import asyncio
     import types
 
+    from kvtui.cli.cluster import lane_specs
     from kvtui.cluster import driver
     from kvtui.cluster.view import COLUMNS, LanesView
-    from kvtui.commands.cluster import lane_specs
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
     from kvtui.tui.cluster_view import ClusterApp
 
     c, gpu_nodes = cluster
@@ -267,7 +267,7 @@ def test_a_stopped_or_killed_driver_leaves_no_lane_on_any_node(cluster, tmp_path
 
 
 def test_a_node_lost_mid_lane_is_retried_on_another_and_the_other_lanes_kept(cluster, tmp_path, capsys):
-    from kvtui.commands import cluster as cluster_cmd
+    from kvtui.cli import cluster as cluster_cmd
 
     c, gpu_nodes = cluster
     sp = tmp_path / "clu.toml"
@@ -327,6 +327,6 @@ def _args(address: str, out: Path, overrides: list[str]):
 
 
 def _scenario(sp: Path, overrides: list[str]):
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
 
     return load_scenario(sp, overrides)

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli import main as cli_main
-from kvtui.commands.parallel import lane_env
+from kvtui.cli.main import main as cli_main
+from kvtui.cli.parallel import lane_env
 from kvtui.explore import devices
+from kvtui.io.scenario import load_scenario
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.report.markdown import render_markdown
-from kvtui.scenario import load_scenario
-from kvtui.snapshot.file import load_snapshot
-from kvtui.telemetry import nvml
+from kvtui.runtime.telemetry import nvml
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -318,8 +318,8 @@ def test_chat_prompts_are_as_long_as_built_through_the_real_tokenizer_and_templa
     import threading
 
     transformers = pytest.importorskip("transformers")
-    from kvtui.load.workload import PromptFactory, discover_token_space
-    from kvtui.scenario.schema import Length, Workload
+    from kvtui.io.scenario.schema import Length, Workload
+    from kvtui.runtime.load.workload import PromptFactory, discover_token_space
 
     tok = transformers.AutoTokenizer.from_pretrained(Path(env["KVTUI_MODELS_DIR"]) / "smollm2-135m-instruct")
 

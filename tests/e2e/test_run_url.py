@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from sim_server import serving_sim
 
-from kvtui.cli import main as cli_main
-from kvtui.procs.servers import free_port
+from kvtui.cli.main import main as cli_main
+from kvtui.runtime.procs.servers import free_port
 
 KEY = "url-test-key-8d2f61"
 FAST = ["--set", "ramp.warmup_s=0.3", "--set", "ramp.window_s=1.5", "--set", "ramp.max=8", "--set", "ramp.confirm=false",
@@ -139,7 +139,7 @@ def test_bad_urls_keys_and_models_are_refused_in_one_line(sim, two_models, tmp_p
 
 
 def test_a_served_model_id_becomes_a_valid_mode_name():
-    from kvtui.commands.url_target import mode_name
+    from kvtui.cli.url_target import mode_name
 
     assert mode_name("meta-llama/Llama-3.1-8B-Instruct") == "Llama-3.1-8B-Instruct"
     assert mode_name("/models/my model:v2/") == "my-model-v2"

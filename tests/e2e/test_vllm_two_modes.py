@@ -10,9 +10,9 @@ import pytest
 from vllm_available import missing
 
 from kvtui import SCENARIOS_DIR
-from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
 from kvtui.explore.run import Run
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
+from kvtui.runtime.engines.vllm.cpufeatures import fp8_kv_unsupported
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

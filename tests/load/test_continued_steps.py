@@ -1,4 +1,4 @@
-"""Continuous live steps in the load generator (kvtui.load.generator: hold_at_end, continue_from).
+"""Continuous live steps in the load generator (kvtui.runtime.load.generator: hold_at_end, continue_from).
 
 Real parts: the simulator (`kvtui sim serve`, the physical model of an H200) over loopback HTTP,
 real worker processes. A step of 8 slots ends held; a step of 4 continues from its requests in
@@ -14,10 +14,10 @@ import pytest
 from sim_server import serving_sim
 
 from kvtui.core.record import Record
-from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
-from kvtui.load.protocol import StatusTotals
-from kvtui.load.workload import TokenSpace
-from kvtui.scenario.schema import Length, Workload
+from kvtui.io.scenario.schema import Length, Workload
+from kvtui.runtime.load.generator import LoadGenerator, StepParams, WorkerConfig
+from kvtui.runtime.load.protocol import StatusTotals
+from kvtui.runtime.load.workload import TokenSpace
 
 KEY = "test-key-continued"
 

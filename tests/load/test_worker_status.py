@@ -1,12 +1,12 @@
-"""The workers' status messages, typed (kvtui.load.protocol.WorkerStatus), summed, and read by the
+"""The workers' status messages, typed (kvtui.runtime.load.protocol.WorkerStatus), summed, and read by the
 step's phases and the live look's cohort bound: plain values, no process."""
 
 from __future__ import annotations
 
 import pickle
 
-from kvtui.load.generator import LoadGenerator, StepParams, cohort_bound
-from kvtui.load.protocol import StatusTotals, WorkerStatus, sum_status
+from kvtui.runtime.load.generator import LoadGenerator, StepParams, cohort_bound
+from kvtui.runtime.load.protocol import StatusTotals, WorkerStatus, sum_status
 
 
 def test_statuses_are_summed_over_the_active_workers_only():

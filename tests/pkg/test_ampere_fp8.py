@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.cli import main
-from kvtui.scenario import load_scenario
+from kvtui.cli.main import main
+from kvtui.io.scenario import load_scenario
 
 from pkg_helpers import A100, FakeGpuBox, model_dir
 
@@ -56,11 +56,11 @@ def test_the_prediction_models_weight_only_fp8_and_labels_it():
     """Weight-only on the A100: half the weight bytes read, matmuls no faster than bf16 (a dequant
     on top), so decode gains and a compute-bound prefill does not; on the L4 (Ada) FP8 GEMMs are
     faster. The estimator's notes and the simulator's startup warnings say weight-only."""
-    from kvtui.engines.sim.scheduler import SchedulerSim
-    from kvtui.predict import catalog
-    from kvtui.predict.estimator import estimate_memory
-    from kvtui.predict.roofline import Roofline, load_calibration
-    from kvtui.scenario.schema import Mode, Server
+    from kvtui.io.scenario.schema import Mode, Server
+    from kvtui.simulator.engine.scheduler import SchedulerSim
+    from kvtui.simulator.model import catalog
+    from kvtui.simulator.model.estimator import estimate_memory
+    from kvtui.simulator.model.roofline import Roofline, load_calibration
 
     model, cal = catalog.load_model("llama-3.1-8b"), load_calibration()
 

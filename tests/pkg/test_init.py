@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from kvtui.cli import main
-from kvtui.predict.catalog import MODELS_DIR, bundled_models
-from kvtui.scenario import load_scenario
+from kvtui.cli.main import main
+from kvtui.io.scenario import load_scenario
+from kvtui.simulator.model.catalog import MODELS_DIR, bundled_models
 
 from pkg_helpers import A100, H200, FakeGpuBox, model_dir
 

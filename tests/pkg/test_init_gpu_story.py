@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from kvtui.cli import main
-from kvtui.predict.catalog import MODELS_DIR
-from kvtui.scenario import load_scenario
+from kvtui.cli.main import main
+from kvtui.io.scenario import load_scenario
+from kvtui.simulator.model.catalog import MODELS_DIR
 
 from pkg_helpers import FakeGpuBox
 

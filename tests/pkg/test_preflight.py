@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 
-from kvtui.cli import main
+from kvtui.cli.main import main
 
 from pkg_helpers import A100, H200, ROOT, FakeGpuBox, model_dir
 
@@ -121,8 +121,8 @@ def test_busy_gpu_memory_names_the_process_that_holds_it(tmp_path, gpu_vllm, mon
 
 def test_the_same_gpu_with_room_passes_every_check(tmp_path, gpu_vllm, monkeypatch):
     """The control: memory free, an H200 (9.0), every fp8 mode allowed."""
+    from kvtui.io.scenario import load_scenario
     from kvtui.preflight import run_preflight
-    from kvtui.scenario import load_scenario
 
     FakeGpuBox(monkeypatch, [H200()])
     sc = load_scenario(scenario(tmp_path, model_dir(tmp_path / "m"), modes=("bf16", "fp8-kv", "fp8-w", "fp8-w+kv")))
@@ -151,8 +151,8 @@ def test_fp8_on_a_pre_ampere_gpu(tmp_path, gpu_vllm, monkeypatch, capsys):
 def test_fp8_on_an_ampere_gpu_runs_weight_only_and_says_so(tmp_path, gpu_vllm, monkeypatch):
     """An A100 (8.0) or an A10 (8.6): fp8 weights as W8A16 (FP8 Marlin) and an fp8 KV cache pass the
     pre-flight, each named in its form; a format that needs FP8 tensor cores (modelopt) does not."""
+    from kvtui.io.scenario import load_scenario
     from kvtui.preflight import run_preflight
-    from kvtui.scenario import load_scenario
 
     for gpu in (A100(), {"name": "NVIDIA A10", "total": 22.49, "free": 22.49, "cc": (8, 6), "procs": {}}):
         FakeGpuBox(monkeypatch, [gpu])
@@ -176,8 +176,8 @@ def test_fp8_on_an_ampere_gpu_runs_weight_only_and_says_so(tmp_path, gpu_vllm, m
 
 
 def test_awq_mode_on_a_checkpoint_that_is_not_awq(tmp_path, gpu_vllm, monkeypatch):
+    from kvtui.io.scenario import load_scenario
     from kvtui.preflight import run_preflight
-    from kvtui.scenario import load_scenario
 
     FakeGpuBox(monkeypatch, [H200()])
     p = tmp_path / "awq.toml"
@@ -190,8 +190,8 @@ def test_awq_mode_on_a_checkpoint_that_is_not_awq(tmp_path, gpu_vllm, monkeypatc
 
 
 def test_max_model_len_beyond_the_models_positions(tmp_path, gpu_vllm, monkeypatch):
+    from kvtui.io.scenario import load_scenario
     from kvtui.preflight import run_preflight
-    from kvtui.scenario import load_scenario
 
     FakeGpuBox(monkeypatch, [H200()])
     sc = load_scenario(scenario(tmp_path, model_dir(tmp_path / "m", max_position_embeddings=2048)))
@@ -215,8 +215,8 @@ def test_a_taken_port(tmp_path):
 
 
 def test_preflight_can_be_skipped(tmp_path, monkeypatch):
+    from kvtui.io.scenario import load_scenario
     from kvtui.preflight import gate
-    from kvtui.scenario import load_scenario
 
     sc = load_scenario(scenario(tmp_path, tmp_path / "nope"))
     assert not gate(sc, sc.modes).ok

@@ -4,8 +4,8 @@ offered as a Hugging Face id."""
 
 from __future__ import annotations
 
-from kvtui.cli import main
-from kvtui.scenario import load_scenario
+from kvtui.cli.main import main
+from kvtui.io.scenario import load_scenario
 
 
 def test_init_on_a_bundled_shape_says_it_is_a_simulated_what_if(tmp_path, capsys):

@@ -8,7 +8,7 @@ import asyncio
 import shlex
 import sys
 
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
 from kvtui.tui.app import create_app
 
 from pkg_helpers import model_dir

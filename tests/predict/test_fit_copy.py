@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvtui.predict.fit import FitParam, apply, copy_calibration
-from kvtui.predict.roofline import Calibration
+from kvtui.simulator.model.fit import FitParam, apply, copy_calibration
+from kvtui.simulator.model.roofline import Calibration
 
 
 def test_copy_is_equal_and_its_dicts_are_its_own():

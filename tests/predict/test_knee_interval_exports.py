@@ -12,12 +12,12 @@ import pytest
 
 from kvtui.core.knee_interval import fmt_knee
 from kvtui.explore.run import Run
+from kvtui.io.scenario import load_scenario
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.report.answer import answer_text
 from kvtui.report.csv_export import render_csv
 from kvtui.report.diff import render_diff
 from kvtui.report.markdown import render_markdown
-from kvtui.scenario import load_scenario
-from kvtui.snapshot.file import load_snapshot
 
 
 @pytest.fixture(scope="module")

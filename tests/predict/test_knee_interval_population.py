@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli import main as kvtui_main
+from kvtui.cli.main import main as kvtui_main
 from kvtui.core import knee_interval as ki
-from kvtui.load.records import read_records
-from kvtui.scenario.loader import scenario_from_snapshot
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.records import read_records
+from kvtui.io.scenario.loader import scenario_from_snapshot
+from kvtui.io.snapshot.file import load_snapshot
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 RECORDS = Path(__file__).resolve().parents[1] / "fixtures" / "records"

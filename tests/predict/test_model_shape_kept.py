@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kvtui import DATA_DIR
 from kvtui.explore.prediction import model_config_of, model_from_snapshot
-from kvtui.predict import catalog
+from kvtui.simulator.model import catalog
 
 BUNDLED = DATA_DIR / "models" / "llama-3.1-8b.json"
 

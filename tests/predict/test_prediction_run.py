@@ -17,17 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli import main
+from kvtui.cli.main import main
 from kvtui.core.search import LinearSearch
 from kvtui.explore.prediction import PREDICT_SALT
 from kvtui.explore.refit import REFIT_PARAMS
 from kvtui.explore.run import Run
-from kvtui.predict import fit
-from kvtui.predict.calibration_file import calibration_toml, read_calibration
+from kvtui.io.scenario import load_scenario
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.report.answer import answer_text
 from kvtui.report.markdown import render_markdown
-from kvtui.scenario import load_scenario
-from kvtui.snapshot.file import load_snapshot
+from kvtui.simulator.model import fit
+from kvtui.simulator.model.calibration_file import calibration_toml, read_calibration
 
 SLOW = [0.7, 0.7, 0.7]
 CHEAP = ["ramp.window_s=4", "ramp.warmup_s=1", "workload.prompt_tokens=1024", "workload.output_tokens=48", "ramp.max=48"]  # cheap steps

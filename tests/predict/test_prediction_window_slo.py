@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvtui.engines.sim.fastrun import OfflineServer
 from kvtui.explore.prediction import PREDICT_SALT, Simulator
-from kvtui.predict.calibration_file import read_calibration
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
+from kvtui.simulator.engine.fastrun import OfflineServer
+from kvtui.simulator.model.calibration_file import read_calibration
 
 # judged by TTFT and ITL only (no TPOT or E2E: the window alone decides), cheap steps
 WINDOW_SLO = """

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kvtui.core.search import FastSearch, LinearSearch
 from kvtui.core.search_seeded import SeededSearch
 from kvtui.explore.plan import replayed
-from kvtui.scenario.schema import Ramp
+from kvtui.io.scenario.schema import Ramp
 
 
 def drive(search, knee, refit):

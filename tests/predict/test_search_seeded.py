@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from kvtui.core.search import FastSearch, LinearSearch
 from kvtui.core.search_seeded import SeededSearch, choose_search
-from kvtui.scenario.schema import Ramp
+from kvtui.io.scenario.schema import Ramp
 
 
 def drive(search, passes):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sim_server import serving_sim
 
-from kvtui.engines.base import Endpoint
+from kvtui.runtime.engines.base import Endpoint
 
 KEY = "test-key-harness-123"
 TASK = """task: {name}

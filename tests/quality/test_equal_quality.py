@@ -136,7 +136,7 @@ def test_needle_items_hide_several_keys_and_ask_for_one():
 
 def test_suite_fields_are_validated_with_their_names(tmp_path):
     from kvtui.errors import ScenarioError
-    from kvtui.scenario.loader import load_scenario
+    from kvtui.io.scenario.loader import load_scenario
 
     f = tmp_path / "s.toml"
     f.write_text('[quality]\nenabled = true\nsuites = ["gsm8k", "bad name", "gsm8k", "passkey"]\n'

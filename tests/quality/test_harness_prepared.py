@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 import pytest
 
+from kvtui.io.scenario.loader import load_scenario
 from kvtui.quality.harness import HarnessSession, harness_env, run_suites, spec_for
 from kvtui.quality.harness_worker import STOPPED
-from kvtui.scenario.loader import load_scenario
 
 pytest.importorskip("lm_eval")
 pytestmark = pytest.mark.slow

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import pytest
 
+from kvtui.io.scenario.loader import load_scenario
 from kvtui.quality.harness import run_suites
-from kvtui.scenario.loader import load_scenario
 
 pytest.importorskip("lm_eval")
 pytestmark = pytest.mark.slow

@@ -146,7 +146,7 @@ def test_user_task_file_loads_and_every_problem_names_file_and_line(tmp_path):
 
 def test_scenario_quality_fields_are_validated(tmp_path):
     from kvtui.errors import ScenarioError
-    from kvtui.scenario.loader import load_scenario
+    from kvtui.io.scenario.loader import load_scenario
 
     f = tmp_path / "s.toml"
     f.write_text('[quality]\nenabled = true\ntasks = ["passkey", "trivia"]\nitems = -1\nlengths = [32]\n'

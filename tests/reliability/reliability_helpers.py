@@ -201,7 +201,7 @@ class Headless:
 
     def trackers_left(self) -> list[tuple[int, str]]:
         """multiprocessing resource trackers of this run still alive, looked for at once (no grace):
-        kvtui reaps its own before it exits (kvtui/procs/tracker.py)."""
+        kvtui reaps its own before it exits (kvtui/runtime/procs/tracker.py)."""
         return [(pid, cmd) for pid, cmd in tagged(self.tag) if "multiprocessing.resource_tracker" in cmd]
 
     def leftovers(self, grace_s: float = 5.0) -> list[tuple[int, str]]:
@@ -345,7 +345,7 @@ def liar_request(url: str, answer: dict, prompt_len: int, max_tokens: int):
     import asyncio
 
     from kvtui.core.record import Record
-    from kvtui.load.client import StreamClient, stream_request
+    from kvtui.runtime.load.client import StreamClient, stream_request
 
     httpx.post(url + "/_answer", json=answer, timeout=5, trust_env=False).raise_for_status()
 

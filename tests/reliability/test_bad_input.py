@@ -29,11 +29,11 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli import main as cli_main
+from kvtui.cli.main import main as cli_main
 from kvtui.core.search import MAX_CONFIRM_ROUNDS, make_search, ramp_levels
 from kvtui.errors import ScenarioError, UsageError
-from kvtui.scenario import load_scenario
-from kvtui.scenario.schema import (
+from kvtui.io.scenario import load_scenario
+from kvtui.io.scenario.schema import (
     APIS,
     ARRIVALS,
     DISTS,
@@ -48,7 +48,7 @@ from kvtui.scenario.schema import (
     Server,
     Workload,
 )
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.snapshot.file import load_snapshot
 
 # KVTUI_FUZZ_EXAMPLES=5000 for a longer hunt; CI runs the default.
 FUZZ = settings(max_examples=int(os.environ.get("KVTUI_FUZZ_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli import main
+from kvtui.cli.main import main
 
 
 def _dataset(path: Path, mb: int) -> int:
@@ -26,7 +26,7 @@ def test_a_dataset_is_read_with_bounded_memory(tmp_path):
     """A 300 MB dataset (under the 2 GiB cap) ended in a MemoryError: the whole text, its lines and
     every row's dict were held at once, in every load worker. A row now costs its offset and
     length; the peak stays a few MB whatever the file's size (here 20 MB)."""
-    from kvtui.scenario import dataset as ds
+    from kvtui.io.scenario import dataset as ds
 
     p = tmp_path / "big.jsonl"
     n = _dataset(p, 20)
@@ -61,7 +61,7 @@ def test_a_sparse_2gb_dataset_is_refused_at_its_first_line_without_reading_it(tm
         f.truncate(2_000_000_000)
     sc = tmp_path / "ds.toml"
     sc.write_text(f'name = "ds"\n[server]\nengine = "sim"\n[[modes]]\nname = "a"\n[workload]\ndataset = "{sparse}"\n')
-    from kvtui.scenario import dataset as ds
+    from kvtui.io.scenario import dataset as ds
 
     ds._SCANS.clear()
     tracemalloc.start()

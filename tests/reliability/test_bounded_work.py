@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.snapshot.file import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 LONG = """
@@ -88,7 +88,7 @@ def test_sigterm_during_a_long_fast_run_exits_130_with_the_snapshot_finalised(tm
     assert len(steps) >= 2 and len(steps) < 3000 * 2  # stopped, not run to its end
 
 
-# -- one step's own bound and the stop inside it (kvtui.engines.sim.budget) ---------------------
+# -- one step's own bound and the stop inside it (kvtui.simulator.engine.budget) ---------------------
 
 ONE_LONG_STEP = """
 name = "day"
@@ -162,7 +162,7 @@ def test_min_samples_past_the_bound_is_refused_on_the_live_simulator_too(tmp_pat
 
 
 def test_the_budget_ends_a_step_on_the_stop_and_on_each_bound() -> None:
-    from kvtui.engines.sim.budget import STOPPED, StepBudget, refusal
+    from kvtui.simulator.engine.budget import STOPPED, StepBudget, refusal
 
     calls = {"n": 0}
 

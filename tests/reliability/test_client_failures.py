@@ -17,12 +17,12 @@ import time
 
 import pytest
 
-from kvtui.load.protocol import StepSpec, WorkerConfig
-from kvtui.load.records import read_records
-from kvtui.load.worker import _Worker
-from kvtui.load.workload import TokenSpace
-from kvtui.scenario.schema import Length, Workload
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.records import read_records
+from kvtui.io.scenario.schema import Length, Workload
+from kvtui.io.snapshot.file import load_snapshot
+from kvtui.runtime.load.protocol import StepSpec, WorkerConfig
+from kvtui.runtime.load.worker import _Worker
+from kvtui.runtime.load.workload import TokenSpace
 
 from reliability_helpers import cmdline, descendants, external_scenario, headless, wait_until
 

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli import main
+from kvtui.cli.main import main
 from kvtui.core.record import Record
 from kvtui.errors import UsageError
-from kvtui.load.records import Damaged, read_records, write_records
-from kvtui.snapshot.file import SnapshotWriter, load_journal
+from kvtui.io.records import Damaged, read_records, write_records
+from kvtui.io.snapshot.file import SnapshotWriter, load_journal
 
 from reliability_helpers import headless
 
@@ -119,7 +119,7 @@ def test_commands_read_a_journal_cut_inside_a_character(tmp_path, capsys):
 
 
 def test_replay_reevaluation_counts_damaged_records(tmp_path):
-    from kvtui.scenario.schema import Slo
+    from kvtui.io.scenario.schema import Slo
     from kvtui.tui.state import reevaluate_modes
 
     p = _records(tmp_path)
@@ -136,7 +136,7 @@ def test_resume_from_a_damaged_journal(tmp_path, runs, knee_path):
     runs.append(first)
     assert first.wait() == 0
     # Make it an unfinished run's journal: the snapshot gone, the journal rebuilt and damaged.
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     doc = load_snapshot(first.out)
     j = first.out.with_name(first.out.name + ".journal")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.snapshot.file import load_journal, load_snapshot
+from kvtui.io.snapshot.file import load_journal, load_snapshot
 
 from reliability_helpers import headless, journal_steps, wait_until
 

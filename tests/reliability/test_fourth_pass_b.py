@@ -83,7 +83,7 @@ def test_resume_refuses_a_mode_name_with_controls(tmp_path):
 
 
 async def test_the_replay_app_shows_no_control_of_the_file(tmp_path):
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
     from kvtui.tui.app import make_app
     from kvtui.tui.options import AppOptions
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.load.records import read_records
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.records import read_records
+from kvtui.io.snapshot.file import load_snapshot
 
 from reliability_helpers import external_scenario, headless
 

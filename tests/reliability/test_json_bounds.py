@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kvtui import safeio
-from kvtui.cli import main
-from kvtui.load.records import record_from_line
+from kvtui.cli.main import main
+from kvtui.io.records import record_from_line
 
 MiB = 1 << 20
 
@@ -124,7 +124,7 @@ def test_a_100_mb_string_is_refused_not_a_hang(tmp_path, reader, cut) -> None:
 
 @pytest.mark.parametrize("payload", [nested(200_000, "list"), nested(100, "dict"), '"' + "y" * (2 * MiB) + '"'])
 def test_a_journal_line_past_the_bounds_is_a_damaged_line_not_a_crash(tmp_path, payload) -> None:
-    from kvtui.snapshot.file import load_journal
+    from kvtui.io.snapshot.file import load_journal
 
     j = tmp_path / "r.json.journal"
     head = json.dumps({"event": "header", "t": 0, "data": {"schema": "kvtui.snapshot/1"}})
@@ -156,7 +156,7 @@ def test_a_calibration_nested_past_tomllib_is_one_line(tmp_path, text) -> None:
     rc, err = cli("whatif", tmp_path / "nope.json", "--calibration", p)  # the snapshot is missing: which first?
     assert rc == 2 and "Traceback" not in err
     from kvtui.errors import UsageError
-    from kvtui.predict.calibration_file import read_calibration
+    from kvtui.simulator.model.calibration_file import read_calibration
 
     with pytest.raises(UsageError, match=str(p)):
         read_calibration(p)
@@ -194,7 +194,7 @@ def test_a_number_kvtui_never_writes_is_one_line_exit_2_for_every_reader(tmp_pat
 
 @pytest.mark.parametrize("literal", NUMBERS)
 def test_such_a_number_in_a_journal_line_or_a_record_is_a_damaged_line(tmp_path, literal) -> None:
-    from kvtui.snapshot.file import load_journal
+    from kvtui.io.snapshot.file import load_journal
 
     j = tmp_path / "r.json.journal"
     head = json.dumps({"event": "header", "t": 0, "data": {"schema": "kvtui.snapshot/1"}})

@@ -12,7 +12,7 @@ import threading
 import time
 
 from kvtui.explore.run import Run
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
 
 from reliability_helpers import KNEE, descendants
 

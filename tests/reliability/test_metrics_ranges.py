@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvtui.telemetry.prom import _COUNTERS, _GAUGES, _HISTOGRAMS, COUNTER_FIELDS, GAUGE_FIELDS, parse_metrics
-from kvtui.telemetry.prom_windows import window_delta
+from kvtui.runtime.telemetry.prom import _COUNTERS, _GAUGES, _HISTOGRAMS, COUNTER_FIELDS, GAUGE_FIELDS, parse_metrics
+from kvtui.runtime.telemetry.prom_windows import window_delta
 
 GOOD = {"kv_usage": 0.5, "running": 3.0, "waiting": 1.0}
 BASE_COUNTERS = {f: 10.0 for f in COUNTER_FIELDS}
@@ -110,7 +110,7 @@ def test_a_step_carries_the_out_of_range_flag_and_no_kv_figure() -> None:
 
 def test_the_headless_step_line_says_which_metrics_were_out_of_range() -> None:
     """The flag is shown where the step is read (issue 30 item 6), not only stored."""
-    from kvtui.commands.headless_print import step_line
+    from kvtui.cli.headless_print import step_line
 
     pct = {"n": 10, "p50": 1.0, "p95": 2.0, "p99": 3.0}
     step = {"load": 4, "requests": 10, "output_tok_s": 100.0, "passed": True, "errors": 0, "error_rate": 0.0,

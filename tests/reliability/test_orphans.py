@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.procs import leftovers, watchdog
+from kvtui.runtime.procs import leftovers, watchdog
 
 from reliability_helpers import headless, journal_steps, tagged, wait_until
 from scenario_factory import knee_toml
@@ -37,7 +37,7 @@ def test_kill_9_mid_step_leaves_no_server_and_no_load_worker(tmp_path, knee_path
     kids = tagged(h.tag)
     servers = [p for p, cmd in kids if "sim serve" in cmd]
     workers = [p for p, cmd in kids if "multiprocessing" in cmd and "resource_tracker" not in cmd]
-    dogs = [p for p, cmd in kids if "kvtui.procs.watchdog" in cmd]
+    dogs = [p for p, cmd in kids if "kvtui.runtime.procs.watchdog" in cmd]
     assert servers and workers and len(dogs) == 1, kids
     entry = Path(env["KVTUI_STATE_DIR"]) / "procs" / f"{h.proc.pid}.json"
     doc = json.loads(entry.read_text())
@@ -52,7 +52,7 @@ def test_kill_9_mid_step_leaves_no_server_and_no_load_worker(tmp_path, knee_path
 
 STUCK = r"""
 import os, signal, subprocess, sys, time
-from kvtui.procs import reaper
+from kvtui.runtime.procs import reaper
 # A server that ignores SIGTERM (the watchdog must escalate) and a child of it that left the group.
 code = "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
        "subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(600)']); time.sleep(600)"
@@ -87,7 +87,7 @@ def test_watchdog_escalates_and_finds_processes_that_left_the_group(tmp_path):
 
 LEAVER = r"""
 import os, subprocess, sys, time
-from kvtui.procs import reaper
+from kvtui.runtime.procs import reaper
 env = {**os.environ, **reaper.server_env()}
 victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True, env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -157,7 +157,7 @@ def test_a_pid_reused_by_another_process_is_never_signalled(tmp_path, monkeypatc
 
 STALE = r"""
 import json, os, signal, subprocess, sys, time
-from kvtui.procs import reaper, watchdog
+from kvtui.runtime.procs import reaper, watchdog
 env = {**os.environ, **reaper.server_env()}
 def sleeper(tagged):
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True,

@@ -105,8 +105,8 @@ def test_a_journal_write_that_fails_stops_the_run_without_a_traceback(tmp_path):
     snapshot written and naming the failure."""
     from kvtui.explore import events as ev
     from kvtui.explore.run import Run
-    from kvtui.scenario import load_scenario
-    from kvtui.scenario.defaults import demo_scenario_path
+    from kvtui.io.scenario import load_scenario
+    from kvtui.io.scenario.defaults import demo_scenario_path
 
     holder: dict = {}
 

@@ -1,4 +1,4 @@
-"""Every numeric scenario field has a sane range (kvtui/scenario/schema.py RANGES).
+"""Every numeric scenario field has a sane range (kvtui/io/scenario/schema.py RANGES).
 
 Property: each field at its bounds is not refused for its range; beyond them (just past,
 far past, 1e300) the run is refused with exit 2, one `FILE:LINE: field: …` line naming it,
@@ -15,11 +15,11 @@ from contextlib import redirect_stderr, redirect_stdout
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli import main as cli_main
+from kvtui.cli.main import main as cli_main
 from kvtui.errors import ScenarioError
-from kvtui.procs import reaper
-from kvtui.scenario import load_scenario
-from kvtui.scenario.schema import RANGES
+from kvtui.io.scenario import load_scenario
+from kvtui.io.scenario.schema import RANGES
+from kvtui.runtime.procs import reaper
 
 KEYS = sorted(RANGES)
 INT_FIELDS = {"seed", "max_model_len", "kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens",
@@ -135,7 +135,7 @@ def test_every_numeric_field_of_the_schema_has_a_range():
     import dataclasses
     import typing
 
-    from kvtui.scenario import schema
+    from kvtui.io.scenario import schema
 
     missing = []
     for section, cls in (("", schema.Scenario), ("server", schema.Server), ("workload", schema.Workload),

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli import main
+from kvtui.cli.main import main
 from kvtui.errors import UsageError
 from kvtui.explore.resume_guard import check_resumable, mode_problem
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.snapshot.file import load_snapshot
 
 SCENARIO = """
 name = "guard"
@@ -126,7 +126,7 @@ def _set(step: dict, dotted: str, value) -> None:
 def test_impossible_figures_in_a_resumed_snapshot_are_refused(base, bad, where) -> None:
     sc, snap = base
     doc = load_snapshot(snap)
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
 
     field, value = bad
     doc = copy.deepcopy(doc)
@@ -176,7 +176,7 @@ def test_resume_of_a_parallel_run_killed_before_its_join_finds_its_lanes(base, t
 # -- figures that contradict each other, counts that are no counts, another engine --------------
 
 def _guard(sc: Path, doc: dict) -> str:
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
 
     with pytest.raises(UsageError) as e:
         check_resumable(load_scenario(sc).to_dict(), [doc])

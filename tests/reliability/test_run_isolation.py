@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli import main
-from kvtui.load.records import read_records
-from kvtui.snapshot.file import load_snapshot
+from kvtui.cli.main import main
+from kvtui.io.records import read_records
+from kvtui.io.snapshot.file import load_snapshot
 
 from reliability_helpers import headless, tagged, wait_until
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.snapshot.file import load_snapshot
 
 from reliability_helpers import cmdline, headless, journal_steps, tagged, wait_until
 

@@ -18,9 +18,9 @@ import uuid
 import pytest
 
 from kvtui.explore.run import Run
-from kvtui.load.records import read_records
-from kvtui.scenario import load_scenario
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.records import read_records
+from kvtui.io.scenario import load_scenario
+from kvtui.io.snapshot.file import load_snapshot
 
 from reliability_helpers import TAG_ENV, cmdline, headless, journal_steps, tagged, wait_until
 

@@ -65,8 +65,8 @@ def test_thousands_of_modes_stop_promptly_with_a_bounded_stop_line(tmp_path):
     line names a few modes and counts the rest."""
     from kvtui.explore import events as ev
     from kvtui.explore.run import Run
+    from kvtui.io.scenario import load_scenario
     from kvtui.report.outcome import stopped_line
-    from kvtui.scenario import load_scenario
 
     p = tmp_path / "many.toml"
     p.write_text('name = "many"\n[server]\nengine = "sim"\n' + "".join(f'[[modes]]\nname = "m{i}"\n' for i in range(3000))

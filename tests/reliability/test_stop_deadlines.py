@@ -22,8 +22,8 @@ from reliability_helpers import external_scenario, headless, runs  # noqa: F401
 def _fast_run_stopped_at(tmp_path: Path, event_type: type, resume=None, out: str = "cut.json"):
     from kvtui.explore import events as ev  # noqa: F401
     from kvtui.explore.run import Run
-    from kvtui.scenario import load_scenario
-    from kvtui.scenario.defaults import demo_scenario_path
+    from kvtui.io.scenario import load_scenario
+    from kvtui.io.scenario.defaults import demo_scenario_path
 
     sc = load_scenario(str(demo_scenario_path()), [])
     holder: dict = {}
@@ -54,7 +54,7 @@ def test_a_stop_in_a_modes_start_is_no_verdict_and_resume_runs_it_again(tmp_path
     assert "did not finish" in text and "no load met" not in text, text
     assert f"cut short: {first['name']}" in (stopped_line(doc) or "")
     # --resume runs the cut mode again (it is not kept as a finished one)
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     prev = load_snapshot(tmp_path / "cut.json")
     again = _fast_run_stopped_at(tmp_path, type(None), resume=prev, out="again.json")
@@ -66,9 +66,9 @@ def test_a_stop_in_a_modes_start_is_no_verdict_and_resume_runs_it_again(tmp_path
 def test_preflight_fails_a_model_build_whose_extras_are_missing(tmp_path, monkeypatch):
     """A real-model scenario passed pre-flight ("ok … the first mode builds it") and every mode
     then failed: building the model needs kvtui[real]. Now the pre-flight says so and fails."""
+    from kvtui.io.scenario import load_scenario
     from kvtui.models import build
     from kvtui.preflight import Preflight, _check_models
-    from kvtui.scenario import load_scenario
 
     monkeypatch.setenv("KVTUI_MODELS_DIR", str(tmp_path / "models"))  # nothing built there
     if not build.missing_converters():  # this interpreter has kvtui[real]: take one away
@@ -170,8 +170,8 @@ def test_a_trickled_metrics_scrape_and_tokenize_probe_end_at_their_deadline():
     """The /metrics scrape (timeout 1 s) and the token-space discovery's /tokenize probes hold a
     whole-answer deadline too (bounds of seconds against hours of trickle: bounded work, not an
     SLO; the exact cuts are proven on a virtual clock in test_virtual_deadlines.py)."""
-    from kvtui.load.workload import discover_token_space
-    from kvtui.telemetry.prom import MetricsScraper
+    from kvtui.runtime.load.workload import discover_token_space
+    from kvtui.runtime.telemetry.prom import MetricsScraper
 
     srv = Trickler(0.2, "headers")
     try:

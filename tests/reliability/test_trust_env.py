@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvtui.errors import ScenarioError
-from kvtui.scenario import load_scenario
-from kvtui.scenario.checks import owned_flag
-from kvtui.scenario.schema import hijacks
+from kvtui.io.scenario import load_scenario
+from kvtui.io.scenario.checks import owned_flag
+from kvtui.io.scenario.schema import hijacks
 
 BASE = '''name = "t"
 [server]
@@ -134,7 +134,7 @@ STILL_TUNING = ["VLLM_ATTENTION_BACKEND", "VLLM_WORKER_MULTIPROC_METHOD", "VLLM_
 
 @pytest.mark.parametrize("name", PROGRAMS + LISTENING)
 def test_programs_helpers_home_caches_and_listening_need_allow_env(tmp_path, name) -> None:
-    from kvtui.scenario.schema import listens
+    from kvtui.io.scenario.schema import listens
 
     assert hijacks(name) or listens(name), name
     with pytest.raises(ScenarioError) as e:
@@ -152,7 +152,7 @@ def test_more_tuning_knobs_still_pass(tmp_path, name) -> None:
        word=st.sampled_from(["CC", "CXX", "CFLAGS", "ASKPASS", "HOME", "CACHE", "BIN", "HOST", "IP", "PORT", "ADDR"]),
        post=st.sampled_from(["", "_X", "_NEW"]))
 def test_a_new_variable_naming_a_program_a_home_a_cache_or_an_address_is_caught(pre, word, post) -> None:
-    from kvtui.scenario.schema import listens
+    from kvtui.io.scenario.schema import listens
 
     name = pre + word + post
     assert hijacks(name) or listens(name), name
@@ -168,7 +168,7 @@ CODE_FLAGS_SEEN = ["--trust-remote-code", "--tool-parser-plugin", "--reasoning-p
                                                  .map(lambda t: (f[:t[0]].replace("-", "_").replace("__", "--", 1)
                                                                  if t[1] else f[:t[0]]) + t[2])))
 def test_every_spelling_of_a_code_loading_flag_is_caught(arg) -> None:
-    from kvtui.scenario.checks import code_flag
+    from kvtui.io.scenario.checks import code_flag
 
     assert code_flag(arg), arg
 

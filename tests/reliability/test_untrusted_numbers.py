@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kvtui.core.record import ERROR_CLASSES, RECORD_FLAGS, Record
-from kvtui.load.client import MAX_EVENT_BYTES, StreamClient, stream_request
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.snapshot.file import load_snapshot
+from kvtui.runtime.load.client import MAX_EVENT_BYTES, StreamClient, stream_request
 
 from reliability_helpers import external_scenario, headless, liar_request
 

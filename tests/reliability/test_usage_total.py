@@ -5,7 +5,7 @@ inconsistent, every record is the true figure or a named error or flag — never
 Cases named in the issue: `text: null` in every chunk; usage.prompt_tokens null without a
 completion count; usage.completion_tokens above what was streamed (1.75x the chunks) although it
 equals max_tokens with finish_reason "length": past what the stream accounts for
-(kvtui.load.client.streamed_tokens_bound: chunks, their pace, the text's words) it is flagged
+(kvtui.runtime.load.client.streamed_tokens_bound: chunks, their pace, the text's words) it is flagged
 `usage_mismatch` and not kept as the figure."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kvtui.core.record import ERROR_CLASSES, RECORD_FLAGS, Record
-from kvtui.load.client import (
+from kvtui.runtime.load.client import (
     MAX_TIMED_TOKENS_PER_CHUNK,
     STREAMED_SLACK,
     StreamClient,

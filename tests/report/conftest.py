@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from kvtui.explore.run import Run
-from kvtui.scenario import load_scenario
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.scenario import load_scenario
+from kvtui.io.snapshot.file import load_snapshot
 
 from scenario_factory import knee_toml
 

@@ -9,9 +9,9 @@ import lzma
 import pytest
 
 from kvtui.errors import UsageError
-from kvtui.load.records_cols import decode_lines, encode, same_records
+from kvtui.io.records_cols import decode_lines, encode, same_records
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.report.archive import same_window_tokens, step_windows
-from kvtui.snapshot.file import load_snapshot
 
 
 def _rec(i: int, phase: str, t_first: float, itl: list[float], step: int = 0) -> str:

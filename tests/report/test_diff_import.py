@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from kvtui.errors import UsageError
+from kvtui.io.scenario import load_scenario
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.report.diff import compare_docs, render_diff
 from kvtui.report.export import render
 from kvtui.report.importers import ENGINE, import_vllm_bench
-from kvtui.scenario import load_scenario
-from kvtui.snapshot.file import load_snapshot
 
 DATA = Path(__file__).with_name("data")
 BENCH = sorted(DATA.glob("*_c*.json"))
@@ -125,7 +125,7 @@ def test_diff_across_gpus_and_versions_shows_ratios_and_what_differs(tmp_path):
     assert "GPU: ['NVIDIA H200'] → ['NVIDIA H100']" in comp["differences"]
     assert "server version: 0.26.0 → 0.27.0" in comp["differences"]
     pa, pb = tmp_path / "a.json", tmp_path / "b.json"
-    from kvtui.snapshot.file import dumps
+    from kvtui.io.snapshot.file import dumps
 
     pa.write_text(dumps(a))
     pb.write_text(dumps(b))
@@ -137,7 +137,7 @@ def test_diff_across_gpus_and_versions_shows_ratios_and_what_differs(tmp_path):
 def test_diff_names_a_changed_mode_setting_on_the_real_h200_runs():
     """The H200 session's AWQ mode ran first with float16 activations (crashed), then bfloat16:
     a diff of the two snapshots must not call them the same settings."""
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     root = Path(__file__).resolve().parents[2] / "docs" / "results"
     a, b = load_snapshot(root / "h200-v2-b.json"), load_snapshot(root / "h200-v2-d.json")

@@ -141,8 +141,8 @@ SIM_SHAPES = {"/tmp/model8b": "llama-3.1-8b", "/tmp/model8b-awq": "llama-3.1-8b-
 
 def sim_shapes(argv: list[str]) -> list[str]:
     """--set changes that give a shipped scenario's GPU-box model paths their bundled shapes."""
+    from kvtui.io.scenario import load_scenario
     from kvtui.paths import find_scenario
-    from kvtui.scenario import load_scenario
 
     target = next((a for a in argv[1:] if not a.startswith("-") and "=" not in a), None)
     if target is None:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from kvtui.io.snapshot.file import dumps, load_snapshot
 from kvtui.report.export import render
-from kvtui.snapshot.file import dumps, load_snapshot
 
 
 def kvtui(*args, timeout=120, cwd=None):

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from kvtui import SCENARIOS_DIR
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.report.compare import PEAK_MARGIN, compare_modes, knee_steps, peak_steps
 from kvtui.report.markdown import render_markdown
 from kvtui.report.text import comparison_rows
-from kvtui.snapshot.file import load_snapshot
 from kvtui.tui.state import best_load
 
 KVB = Path(__file__).parents[2] / "docs/results/h200-kvb.json"
@@ -103,9 +103,9 @@ def test_a_step_cut_short_counts_in_no_figure():
 def test_the_headless_mode_line_names_the_fastest_load_when_it_is_not_the_knee(kvb):
     import io
 
-    from kvtui.commands.run import HeadlessPrinter
+    from kvtui.cli.run import HeadlessPrinter
     from kvtui.explore.events import ModeFinished
-    from kvtui.scenario.loader import load_scenario
+    from kvtui.io.scenario.loader import load_scenario
 
     sc = load_scenario(SCENARIOS_DIR / "h200-llama8b-kvbound.toml")
     out = io.StringIO()

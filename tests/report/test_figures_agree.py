@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.report.figures import comparison
 from kvtui.report.text import COMPARISON_HEADERS, figure_cell, fmt_pct, fmt_rate_at
-from kvtui.snapshot.file import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 ENERGY = ROOT / "docs" / "results" / "h200-kvb.json"  # five modes, each with J/token
@@ -192,7 +192,7 @@ def test_kvtui_diff_of_two_runs_gives_each_energy_change_against_the_same_mode()
 
 
 def test_the_svg_export_of_the_answer_screen_shows_every_figure_as_computed(run):
-    from kvtui.commands.export import render
+    from kvtui.cli.export import render
 
     want = _expected(run)
     svg = render(run, "svg", width=200, height=60)

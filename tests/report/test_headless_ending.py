@@ -8,9 +8,9 @@ import os
 import subprocess
 import sys
 
-from kvtui.commands.headless_print import answer_json
+from kvtui.cli.headless_print import answer_json
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.report.fit_table import fit
-from kvtui.snapshot.file import load_snapshot
 
 
 def _run(tmp_path, *args, columns=80):

@@ -14,7 +14,7 @@ import pytest
 from kvtui import SCENARIOS_DIR
 from kvtui.explore import events
 from kvtui.explore.run import Run
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def floor_doc(tmp_path_factory):
 
 
 def test_an_unbounded_knee_reads_at_least_in_the_answer_headless_and_json(floor_doc):
-    from kvtui.commands.headless_print import answer_json
+    from kvtui.cli.headless_print import answer_json
     from kvtui.report.answer import answer_text, build_answer, headline
 
     doc, out = floor_doc
@@ -95,7 +95,7 @@ async def test_an_unbounded_knee_reads_at_least_on_the_answer_screen_and_in_its_
 
 
 def test_a_run_stopped_before_any_step_finished_says_so(tmp_path):
-    from kvtui.commands.headless_print import answer_json
+    from kvtui.cli.headless_print import answer_json
     from kvtui.report.answer import answer_text, build_answer, headline
     from kvtui.report.markdown import render_markdown
 
@@ -116,7 +116,7 @@ def test_a_run_stopped_before_any_step_finished_says_so(tmp_path):
 
 
 def test_every_markdown_caveat_is_in_every_answer(floor_doc):
-    from kvtui.commands.headless_print import answer_json
+    from kvtui.cli.headless_print import answer_json
     from kvtui.report.answer import answer_text, build_answer
     from kvtui.report.text import caveats
 
@@ -133,9 +133,9 @@ def test_every_markdown_caveat_is_in_every_answer(floor_doc):
 def test_the_simulators_extrapolations_are_caveats():
     import dataclasses
 
-    from kvtui.engines.sim.scheduler import extrapolations
-    from kvtui.predict.catalog import load_gpu, load_model
-    from kvtui.predict.roofline import as_calibration
+    from kvtui.simulator.engine.scheduler import extrapolations
+    from kvtui.simulator.model.catalog import load_gpu, load_model
+    from kvtui.simulator.model.roofline import as_calibration
 
     cal = as_calibration(None)
     said = " | ".join(extrapolations(load_model("deepseek-v2-lite"), load_gpu("H100"), cal))

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.engines.base import Endpoint
 from kvtui.explore.quality import SKIP_DUMMY, SKIP_SIM, collect_outputs, compare_quality, quality_prompts
-from kvtui.load.workload import TokenSpace
-from kvtui.procs.servers import ServerProcess, free_port
+from kvtui.io.scenario import load_scenario
 from kvtui.report.compare import compare_modes
 from kvtui.report.export import render
 from kvtui.report.text import comparison_rows
-from kvtui.scenario import load_scenario
+from kvtui.runtime.engines.base import Endpoint
+from kvtui.runtime.load.workload import TokenSpace
+from kvtui.runtime.procs.servers import ServerProcess, free_port
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The compact archive of a records file gives back exactly the records (kvtui/load/records_cols.py)."""
+"""The compact archive of a records file gives back exactly the records (kvtui/io/records_cols.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvtui.load.records import read_records
-from kvtui.load.records_cols import cols_path, decode_lines, encode, main
+from kvtui.io.records import read_records
+from kvtui.io.records_cols import cols_path, decode_lines, encode, main
 
 
 @settings(max_examples=40, deadline=None)
@@ -44,7 +44,7 @@ def test_an_archive_whose_body_is_not_an_object_is_refused_by_name():
 
     import pytest
 
-    from kvtui.load.records_cols import SCHEMA
+    from kvtui.io.records_cols import SCHEMA
 
     body = b"[1, 2]"
     head = json.dumps({"schema": SCHEMA, "records": 0, "exact": 0, "coarse": 0, "body_bytes": len(body)}).encode()

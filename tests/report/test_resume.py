@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from kvtui.load.records import read_records
-from kvtui.snapshot.file import load_journal, load_snapshot
+from kvtui.io.records import read_records
+from kvtui.io.snapshot.file import load_journal, load_snapshot
 
 from scenario_factory import knee_toml
 
@@ -166,7 +166,7 @@ def test_resume_from_several_snapshots_retries_failed_and_changed_modes(tmp_path
     scenario since) and a mode measured under other settings are run again, not kept; the
     finished modes of two separate runs join in one snapshot."""
     from kvtui.explore.run import Run
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
 
     sp = tmp_path / "picky.toml"
     sp.write_text(PICKY)
@@ -222,8 +222,8 @@ def test_modes_run_in_parallel_on_two_gpus_join_and_say_which_device(tmp_path):
     The two runs are the simulator's (no GPU here); their "ran_on" is set as kvtui writes it
     on a GPU host (see telemetry.nvml.gpu_inventory), since the join only reads the snapshots."""
     from kvtui.explore.run import Run
+    from kvtui.io.scenario import load_scenario
     from kvtui.report.markdown import render_markdown
-    from kvtui.scenario import load_scenario
 
     sp = tmp_path / "picky.toml"
     sp.write_text(PICKY)
@@ -254,7 +254,7 @@ def test_resume_warns_of_a_changed_section_but_not_of_a_key_an_older_kvtui_did_n
     """The H200 snapshots of 2026-11-29/30 predate [slo] max_preemptions_per_request: resuming
     them under the same scenario must not claim the SLO changed; a real change must be named."""
     from kvtui.explore.run import Run
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
 
     sp = tmp_path / "picky.toml"
     sp.write_text(PICKY)
@@ -283,8 +283,8 @@ def test_a_mode_continued_on_another_device_says_where_its_first_steps_ran(tmp_p
     """The H200 sessions of 2026-11-30: a mode cut on one machine's GPU 1 was finished on another
     machine. The continued mode keeps the earlier device (continued.ran_on) beside its own."""
     from kvtui.explore.run import Run
-    from kvtui.scenario import load_scenario
-    from kvtui.snapshot.file import ran_on_devices
+    from kvtui.io.scenario import load_scenario
+    from kvtui.io.snapshot.file import ran_on_devices
 
     sp = tmp_path / "kill.toml"
     # ITL, not TPOT: a step ends once its window requests have their first tokens, so some are cut

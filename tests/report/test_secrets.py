@@ -6,9 +6,9 @@ import importlib.util
 import subprocess
 import sys
 
-from kvtui.commands.export import render  # every format, the SVG dashboard too
+from kvtui.cli.export import render  # every format, the SVG dashboard too
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.secrets import scrub, scrub_text
-from kvtui.snapshot.file import load_snapshot
 
 FORMATS = ["json", "md", "csv"] + (["svg"] if importlib.util.find_spec("kvtui.tui.svg") else [])
 

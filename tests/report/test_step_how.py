@@ -10,7 +10,7 @@ import lzma
 from pathlib import Path
 from types import SimpleNamespace
 
-from kvtui.commands.headless_print import step_line
+from kvtui.cli.headless_print import step_line
 from kvtui.report.text import step_how, step_row
 from kvtui.tui.steptable import StepTable
 

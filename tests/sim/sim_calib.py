@@ -7,11 +7,11 @@ import re
 import tomllib
 from pathlib import Path
 
-from kvtui.engines.sim.fast import bench_serve
-from kvtui.engines.sim.scheduler import SchedulerSim
-from kvtui.predict.catalog import load_gpu, load_model
-from kvtui.predict.roofline import DEFAULT_CALIBRATION
-from kvtui.scenario.schema import Mode, Server
+from kvtui.io.scenario.schema import Mode, Server
+from kvtui.simulator.engine.fast import bench_serve
+from kvtui.simulator.engine.scheduler import SchedulerSim
+from kvtui.simulator.model.catalog import load_gpu, load_model
+from kvtui.simulator.model.roofline import DEFAULT_CALIBRATION
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "bench" / "data" / "h200-vllm-0.26.0"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvtui.commands.estimate import pair_order
+from kvtui.cli.estimate import pair_order
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -118,7 +118,7 @@ def test_fp8_kv_removes_the_preemptions_at_c512(sweeps):
 def test_clean_c512_time_series_like_the_measured_one():
     """Measured every 8 s during a-noprefix c=512: KV usage 0.91-1.0 from ~25 s on, about
     385-418 running and ~94-122 waiting (KV-bound, not 512), preemptions in bursts."""
-    from kvtui.engines.sim.fast import bench_serve
+    from kvtui.simulator.engine.fast import bench_serve
 
     s = calib.sched("a", prefix=False)
     bench_serve(s, 16, 16, calib.ISL, 32, None, id_prefix="w")

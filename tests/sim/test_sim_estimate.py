@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from kvtui.cli import main
+from kvtui.cli.main import main
 from kvtui.errors import UsageError
-from kvtui.predict.catalog import bundled_models, gpu_names, load_gpu, load_model
-from kvtui.predict.estimator import estimate_memory, resolve_settings
-from kvtui.predict.roofline import weight_bytes
+from kvtui.simulator.model.catalog import bundled_models, gpu_names, load_gpu, load_model
+from kvtui.simulator.model.estimator import estimate_memory, resolve_settings
+from kvtui.simulator.model.roofline import weight_bytes
 
 
 def test_llama_8b_is_the_calibration_shape():
@@ -101,9 +101,9 @@ def test_awq_marlin_mode_is_int4_weights_near_the_h200_measurement(quantization)
     --kv-cache-dtype fp8, AWQ group 128): vLLM 0.26 measured 5.49 GiB of weights and 1,949,744 KV
     tokens (docs/results/h200-v2-d.json). The simulator maps it to int4 weights + fp8 KV and lands
     at 5.38 GiB (-2 %: the int4 format is a prior, not fitted) and within 0.2 % on the KV tokens."""
-    from kvtui.engines.sim.scheduler import SchedulerSim
-    from kvtui.predict.roofline import load_calibration
-    from kvtui.scenario.schema import Mode, Server
+    from kvtui.io.scenario.schema import Mode, Server
+    from kvtui.simulator.engine.scheduler import SchedulerSim
+    from kvtui.simulator.model.roofline import load_calibration
 
     mode = Mode("awq-int4+fp8-kv", dtype="bfloat16", kv_cache_dtype="fp8", quantization=quantization)
     assert mode.weights == "int4"

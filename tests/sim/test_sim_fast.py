@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.engines.sim.fast import bench_serve, percentile, simulate_step
-from kvtui.engines.sim.scheduler import SchedulerSim, SimConfigError, SimRequest, peak_chunk_rate
-from kvtui.predict.catalog import load_gpu, load_model
-from kvtui.scenario.schema import Mode, Scenario, Server
+from kvtui.io.scenario.schema import Mode, Scenario, Server
+from kvtui.simulator.engine.fast import bench_serve, percentile, simulate_step
+from kvtui.simulator.engine.scheduler import SchedulerSim, SimConfigError, SimRequest, peak_chunk_rate
+from kvtui.simulator.model.catalog import load_gpu, load_model
 
 M8B, H200 = load_model("llama-3.1-8b"), load_gpu("H200")
 

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from kvtui.core.evaluate import StepContext, evaluate_step
-from kvtui.engines.sim.fast import simulate_step
-from kvtui.engines.sim.scheduler import SchedulerSim
-from kvtui.predict.catalog import load_gpu, load_model
-from kvtui.predict.roofline import DEFAULT_CALIBRATION
-from kvtui.scenario.schema import Mode, Server, Slo
+from kvtui.io.scenario.schema import Mode, Server, Slo
+from kvtui.simulator.engine.fast import simulate_step
+from kvtui.simulator.engine.scheduler import SchedulerSim
+from kvtui.simulator.model.catalog import load_gpu, load_model
+from kvtui.simulator.model.roofline import DEFAULT_CALIBRATION
 
 DATA = json.loads((Path(__file__).parent / "data" / "h200_abc_run.json").read_text())
 CLIENT = tomllib.loads(DEFAULT_CALIBRATION.read_text())["replay_client"]

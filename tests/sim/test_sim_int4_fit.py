@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.predict.roofline import load_calibration
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.snapshot.file import load_snapshot
+from kvtui.simulator.model.roofline import load_calibration
 
 ROOT = Path(__file__).resolve().parents[2]
 MODE = "awq-int4+fp8-kv"

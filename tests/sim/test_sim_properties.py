@@ -8,12 +8,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kvtui.engines.sim.fast import simulate_step
-from kvtui.engines.sim.scheduler import SchedulerSim, SimRequest
-from kvtui.predict.catalog import bundled_models, gpu_names, load_gpu, load_model
-from kvtui.predict.estimator import estimate_memory, resolve_settings
-from kvtui.predict.roofline import Calibration, load_calibration
-from kvtui.scenario.schema import Mode, Server
+from kvtui.io.scenario.schema import Mode, Server
+from kvtui.simulator.engine.fast import simulate_step
+from kvtui.simulator.engine.scheduler import SchedulerSim, SimRequest
+from kvtui.simulator.model.catalog import bundled_models, gpu_names, load_gpu, load_model
+from kvtui.simulator.model.estimator import estimate_memory, resolve_settings
+from kvtui.simulator.model.roofline import Calibration, load_calibration
 
 TINY = load_model("tiny-llama")
 H200 = load_gpu("H200")

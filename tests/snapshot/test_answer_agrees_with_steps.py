@@ -17,9 +17,9 @@ from published import SNAPSHOTS, snapshot_path  # noqa: E402
 @pytest.mark.parametrize("xz", SNAPSHOTS, ids=lambda p: p.name)
 def test_the_answers_limit_is_the_steps_label(xz):
     from kvtui.core.evaluate import LIMIT_WORDS
+    from kvtui.io.snapshot.file import load_snapshot
     from kvtui.report.answer import build_answer
     from kvtui.report.text import limit_cell
-    from kvtui.snapshot.file import load_snapshot
 
     doc = load_snapshot(snapshot_path(xz))
     ans = build_answer(doc)

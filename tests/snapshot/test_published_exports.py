@@ -3,7 +3,7 @@ plain-text answer of `kvtui replay` on a dumb terminal; and `kvtui diff` (text a
 run against the next.
 
 The exports' digests in data/exports.sha256.json were written from the tree before the snapshot
-schema (kvtui/snapshot/) and the one place for figures (kvtui/report/figures.py) existed; the diffs'
+schema (kvtui/io/snapshot/) and the one place for figures (kvtui/report/figures.py) existed; the diffs'
 after `kvtui diff` showed J/token (it showed "—"). A change in any of them fails here. To re-pin after a deliberate change of an export:
 
     PYTHONPATH=$PWD python tests/snapshot/test_published_exports.py --write
@@ -26,9 +26,9 @@ FORMATS = ("md", "csv", "json", "answer")
 
 
 def _exports(xz: Path) -> dict[str, str]:
+    from kvtui.io.snapshot.file import load_snapshot
     from kvtui.report.answer import answer_text
     from kvtui.report.export import render
-    from kvtui.snapshot.file import load_snapshot
 
     doc = load_snapshot(snapshot_path(xz))
     out = {fmt: render(doc, fmt) for fmt in ("md", "csv", "json")}
@@ -56,8 +56,8 @@ PAIRS = list(zip(PUBLISHED, PUBLISHED[1:]))
 
 
 def _diffs(a: Path, b: Path) -> dict[str, str]:
+    from kvtui.io.snapshot.file import load_snapshot
     from kvtui.report.diff import display_name, render_diff
-    from kvtui.snapshot.file import load_snapshot
 
     da, db = load_snapshot(snapshot_path(a)), load_snapshot(snapshot_path(b))
     names = {"title_a": display_name(snapshot_path(a)), "title_b": display_name(snapshot_path(b))}

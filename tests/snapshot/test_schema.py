@@ -1,4 +1,4 @@
-"""The snapshot schema (kvtui/snapshot/schema.py): every published snapshot round-trips byte for byte,
+"""The snapshot schema (kvtui/io/snapshot/schema.py): every published snapshot round-trips byte for byte,
 and a snapshot of another version (unknown keys, odd values) comes back as it was."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from published import ROOT, SNAPSHOTS, fresh_demo_run, snapshot_path  # noqa: E402
 
-from kvtui.snapshot.document import SchemaError
-from kvtui.snapshot.file import _decode, dumps, load_snapshot
-from kvtui.snapshot.schema import SCHEMA, Mode, Run, Step, read_run
+from kvtui.io.snapshot.document import SchemaError
+from kvtui.io.snapshot.file import _decode, dumps, load_snapshot
+from kvtui.io.snapshot.schema import SCHEMA, Mode, Run, Step, read_run
 
 
 def _serialise_like(text: str, doc: dict) -> str:
@@ -97,10 +97,10 @@ def test_a_step_that_is_not_an_object_is_a_one_line_error():
 
 
 def test_the_committed_snapshot_docs_are_generated_from_the_schema():
-    from kvtui.snapshot.docs import render
+    from kvtui.io.snapshot.docs import render
 
     assert (ROOT / "docs" / "SNAPSHOT.md").read_text(encoding="utf-8") == render(), \
-        "docs/SNAPSHOT.md is stale: python -m kvtui.snapshot.docs docs/SNAPSHOT.md"
+        "docs/SNAPSHOT.md is stale: python -m kvtui.io.snapshot.docs docs/SNAPSHOT.md"
 
 
 def test_a_view_reads_the_same_fields_without_copying():

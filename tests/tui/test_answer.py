@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from kvtui import PROJECT_ROOT
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.report.answer import build_answer, headline
 from kvtui.report.energy import mode_j_per_token, step_j_per_token
-from kvtui.snapshot.file import load_snapshot
 from kvtui.tui.answer import AnswerScreen
 from kvtui.tui.app import create_app
 from kvtui.tui.dialogs import HelpScreen

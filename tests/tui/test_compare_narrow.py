@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import DataTable
 
 from kvtui import PROJECT_ROOT
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.tui.app import create_app
 from kvtui.tui.compare_screen import CompareScreen, ellipsis, short_names
 

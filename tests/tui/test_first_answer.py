@@ -10,16 +10,16 @@ import time
 from kvtui import SCENARIOS_DIR
 from kvtui.explore import events
 from kvtui.explore.run import Run
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
 
 
 def test_kvtui_with_no_arguments_opens_the_demo_offline(monkeypatch):
-    import kvtui.commands.tui as tui_cmd
-    from kvtui.cli import main
+    import kvtui.cli.tui as tui_cmd
+    from kvtui.cli.main import main
 
     seen: list[dict] = []
     monkeypatch.setattr(tui_cmd, "launch_tui", lambda scenario, **kw: seen.append(dict(kw, scenario=scenario)) or 0)
-    monkeypatch.setattr("kvtui.commands.launch_checks.check_leftovers", lambda args: None)
+    monkeypatch.setattr("kvtui.cli.launch_checks.check_leftovers", lambda args: None)
     assert main([]) == 0
     assert seen[-1]["fast"] is True and seen[-1]["autostart"] is True and seen[-1]["scenario"].name == "sim-demo"
     assert main(["--live"]) == 0

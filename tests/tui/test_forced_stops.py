@@ -1,6 +1,6 @@
 """The TUI's forced stops (issue 29 item 4): q twice mid-run, a stop during a hung engine start, and a
 SIGHUP whose run does not stop within its grace. All three once reached an import of a function
-that no longer existed (`kvtui.engines.procs.kill_all`): a traceback instead of a stop.
+that no longer existed (`kvtui.runtime.engines.procs.kill_all`): a traceback instead of a stop.
 
 The engine here is a real process that will not stop politely: a "vLLM" (KVTUI_VLLM_LAUNCHER)
 that ignores SIGINT and SIGTERM and never answers /health, with a stop_timeout_s of 10 minutes,
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from kvtui import PROJECT_ROOT
-from kvtui.snapshot.file import load_snapshot, paths_for
+from kvtui.io.snapshot.file import load_snapshot, paths_for
 from kvtui.tui.app import create_app
 
 from tui_helpers import descendants, screen_text, wait_for_exit, wait_until

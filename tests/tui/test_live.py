@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.tui.app import create_app
 from kvtui.tui.screens import DashboardScreen, SetupScreen, SloScreen
 from kvtui.tui.widgets import StepTable
@@ -159,7 +159,7 @@ async def test_quit_mid_run_stops_server_and_load_generator(knee_scenario, tmp_p
 
 
 async def test_setup_screen_validates_then_starts(knee_path, tmp_path):
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
 
     before = descendants()
     app = create_app(load_scenario(knee_path), out=tmp_path / "setup.json")
@@ -204,7 +204,7 @@ time.sleep(600)  # never healthy: a start that takes minutes
 async def test_quit_while_the_engine_starts_stops_it(tmp_path, monkeypatch, key):
     """vLLM takes minutes to start and does not listen meanwhile: quit (q, or Ctrl-C, which a
     terminal in raw mode delivers as a key, not SIGINT) stops it after a short grace."""
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
 
     fake = tmp_path / "fake_vllm.py"
     fake.write_text(FAKE_VLLM)
@@ -231,7 +231,7 @@ async def test_the_tok_s_chart_equals_the_table_for_the_same_step(knee_path, tmp
     """The simulator fast-forwarded ×4: the server's counters tick per wall second, the table's
     figures are modelled. The chart shows modelled tok/s over modelled seconds, as the table does
     (before, it showed the wall rate: ×4 here, ×8 in the demo)."""
-    from kvtui.scenario import load_scenario
+    from kvtui.io.scenario import load_scenario
     from kvtui.tui.charts import TokChart, time_scale
 
     p = tmp_path / "ff.toml"

@@ -12,7 +12,7 @@ from kvtui import SCENARIOS_DIR
 from kvtui.clock import PacedClock, VirtualClock
 from kvtui.explore import events as ev
 from kvtui.explore.run import Run
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
 
 DEMO = SCENARIOS_DIR / "sim-demo.toml"
 

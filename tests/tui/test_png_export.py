@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kvtui.cli import main
+from kvtui.cli.main import main
 
 
 def need_cairo() -> None:

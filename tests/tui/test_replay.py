@@ -7,7 +7,7 @@ import math
 import pytest
 from textual.filter import Monochrome, NoColor
 
-from kvtui.snapshot.file import load_snapshot
+from kvtui.io.snapshot.file import load_snapshot
 from kvtui.tui.app import create_app
 from kvtui.tui.charts import Chart
 from kvtui.tui.screens import DashboardScreen, SloScreen
@@ -154,7 +154,7 @@ async def test_theme_files_cycle_key_and_charts_follow(frozen_doc):
 
 
 def test_unknown_theme_is_a_usage_error():
-    from kvtui.commands.tui import check_theme
+    from kvtui.cli.tui import check_theme
     from kvtui.errors import UsageError
 
     with pytest.raises(UsageError, match="no such theme"):

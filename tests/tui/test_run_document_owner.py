@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from kvtui.explore.run import Run
+from kvtui.io.scenario import load_scenario
 from kvtui.report.answer import build_answer
 from kvtui.report.text import comparison_table
-from kvtui.scenario import load_scenario
 from kvtui.tui.state import RunState
 
 ROOT = Path(__file__).resolve().parents[2] / "kvtui"

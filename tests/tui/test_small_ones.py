@@ -21,7 +21,7 @@ def _step(**kw):
 
 
 def test_a_step_line_fits_80_columns_on_one_line():
-    from kvtui.commands.headless_print import step_line
+    from kvtui.cli.headless_print import step_line
 
     targets = [("ttft", "p95", 3000.0), ("tpot", "p95", 150.0)]
     full = step_line("awq-int4+fp8-kv", _step(), targets)
@@ -61,8 +61,8 @@ async def test_the_slo_dialog_opens_on_its_first_field(tmp_path):
     from textual.widgets import Input
 
     from kvtui.explore.run import Run
-    from kvtui.scenario import load_scenario
-    from kvtui.scenario.schema import Slo
+    from kvtui.io.scenario import load_scenario
+    from kvtui.io.scenario.schema import Slo
     from kvtui.tui.app import create_app
     from kvtui.tui.slo_form import SloScreen
 
@@ -84,10 +84,10 @@ def test_whole_number_ticks():
 
 
 async def test_an_svg_export_footer_never_says_no_path(tmp_path):
-    from kvtui.commands.export import render_svg
+    from kvtui.cli.export import render_svg
     from kvtui.explore.run import Run
+    from kvtui.io.scenario import load_scenario
     from kvtui.report.export import render
-    from kvtui.scenario import load_scenario
 
     sc = load_scenario(SCENARIOS_DIR / "sim-demo.toml", ["ramp.max=12"])
     doc = Run(sc, tmp_path / "s.json", fast=True).run()

@@ -34,7 +34,7 @@ def test_dashboard_replay_mid_run_with_log(snap_compare, frozen_doc):
 # -- issue 20: the answer (a replay opens on it), the comparison, the dashboard at three sizes, NO_COLOR --
 def _h200_doc():
     from kvtui import PROJECT_ROOT
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     doc = load_snapshot(PROJECT_ROOT / "docs" / "results" / "h200-v2.json")
     doc.pop("_path", None)  # no machine-specific path in the picture

@@ -3,7 +3,7 @@ no two-GPU machine was lent)."""
 
 from kvtui import SCENARIOS_DIR
 from kvtui.explore.run import Run
-from kvtui.scenario import load_scenario
+from kvtui.io.scenario import load_scenario
 from kvtui.tui.svg import render_dashboard_svg
 
 

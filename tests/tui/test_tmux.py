@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kvtui import PROJECT_ROOT
-from kvtui.scenario.defaults import demo_scenario_path
+from kvtui.io.scenario.defaults import demo_scenario_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
 
@@ -156,7 +156,7 @@ def test_tmux_dropped_session_stops_the_run(tmux_factory, knee_path, tmp_path):
     while t.tagged_processes() and time.monotonic() < end:
         time.sleep(0.3)
     assert t.tagged_processes() == []
-    from kvtui.snapshot.file import load_snapshot
+    from kvtui.io.snapshot.file import load_snapshot
 
     doc = load_snapshot(out)
     assert doc["run"]["stop_reason"] == "stopped by SIGHUP" and "load_warnings" not in doc

@@ -1,5 +1,5 @@
 """The TUI's own structure and its small pure parts (issue 17, 20): no import cycle inside tui/, no
-import of commands/, one key table behind the bindings and the help, legends that fit without a cut word."""
+import of cli/, one key table behind the bindings and the help, legends that fit without a cut word."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def tui_graph() -> dict[str, set[str]]:
 
 def test_no_import_cycle_inside_tui_and_no_import_of_commands():
     graph = tui_graph()
-    assert not [(a, b) for a, bs in graph.items() for b in bs if b.startswith("kvtui.commands")]
+    assert not [(a, b) for a, bs in graph.items() for b in bs if b.startswith("kvtui.cli")]
     assert not find_cycle(graph)
 
 

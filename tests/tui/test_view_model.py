@@ -76,7 +76,7 @@ def test_options_hand_the_app_a_loaded_snapshot_whether_given_a_path_or_a_docume
     # from unresolved options kept the path where a document was expected; mypy found it)
     import json
 
-    from kvtui.snapshot.schema import SCHEMA
+    from kvtui.io.snapshot.schema import SCHEMA
 
     doc = {"schema": SCHEMA, "modes": [], "scenario": {"name": "x"}}
     p = tmp_path / "run.json"

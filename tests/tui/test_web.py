@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from kvtui.procs.servers import free_port
+from kvtui.runtime.procs.servers import free_port
 
 from tui_helpers import descendants
 

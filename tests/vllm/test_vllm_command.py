@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from kvtui.engines.vllm import command as launcher
-from kvtui.engines.vllm.command import FORM_API_SERVER, FORM_CLI, FORM_SCRIPT, build_command, resolve_launcher
-from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.errors import EngineError
-from kvtui.procs.servers import free_port
-from kvtui.scenario.schema import Mode, Scenario, Server
+from kvtui.io.scenario.schema import Mode, Scenario, Server
+from kvtui.runtime.engines.vllm import command as launcher
+from kvtui.runtime.engines.vllm.command import FORM_API_SERVER, FORM_CLI, FORM_SCRIPT, build_command, resolve_launcher
+from kvtui.runtime.engines.vllm.launcher import VllmEngine
+from kvtui.runtime.procs.servers import free_port
 
 API = (FORM_API_SERVER, ["py", "-m", "vllm.entrypoints.openai.api_server"])
 CLI = (FORM_CLI, ["python3", "-m", "vllm.entrypoints.cli.main", "serve"])
@@ -147,7 +147,7 @@ def compile_factors():
 
 
 def test_a_vllm_that_hashes_its_api_key_into_the_compile_cache_is_told_the_key_through_stdin():
-    from kvtui.engines.vllm.command import KEY_FROM_STDIN, api_key_in_compile_hash
+    from kvtui.runtime.engines.vllm.command import KEY_FROM_STDIN, api_key_in_compile_hash
 
     assert api_key_in_compile_hash(ENVS_026) is True
     assert api_key_in_compile_hash(ENVS_026.replace('"NO_COLOR",', '"NO_COLOR",\n        "VLLM_API_KEY",')) is False
@@ -161,7 +161,7 @@ def test_a_vllm_that_hashes_its_api_key_into_the_compile_cache_is_told_the_key_t
 
 
 def test_the_installed_vllm_says_whether_it_hashes_the_key():
-    from kvtui.engines.vllm.command import api_key_in_compile_hash, vllm_envs_source
+    from kvtui.runtime.engines.vllm.command import api_key_in_compile_hash, vllm_envs_source
 
     src = vllm_envs_source()
     if not src:
@@ -171,7 +171,7 @@ def test_the_installed_vllm_says_whether_it_hashes_the_key():
 
 
 def test_a_script_launcher_reads_its_interpreter_from_the_shebang(tmp_path):
-    from kvtui.engines.vllm.command import KEY_FROM_STDIN, key_from_stdin_prefix
+    from kvtui.runtime.engines.vllm.command import KEY_FROM_STDIN, key_from_stdin_prefix
 
     script = tmp_path / "vllm"
     script.write_text(f"#!{sys.executable}\nimport sys\n", encoding="utf-8")
@@ -193,7 +193,7 @@ def test_the_stdin_launch_hands_the_key_to_the_module_and_to_nobody_else(tmp_pat
     import os
     import subprocess
 
-    from kvtui.engines.vllm.command import key_from_stdin_prefix
+    from kvtui.runtime.engines.vllm.command import key_from_stdin_prefix
 
     (tmp_path / "fake_entry.py").write_text(
         "import json, os, sys\n"
@@ -219,7 +219,7 @@ def test_the_key_from_stdin_reaches_an_api_key_option_whatever_its_first_charact
     with "-" one start in 64, and after a separate `--api-key` such a key read as an option (vLLM
     0.26 on the H200: "argument --api-key: expected at least one argument"). A real interpreter runs
     the snippet on a module that parses `--api-key` as vLLM's CLI does (nargs "+")."""
-    from kvtui.engines.vllm.command import KEY_FROM_STDIN
+    from kvtui.runtime.engines.vllm.command import KEY_FROM_STDIN
 
     (tmp_path / "fake_serve.py").write_text(
         "import argparse\n"

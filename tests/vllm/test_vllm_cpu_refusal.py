@@ -12,11 +12,11 @@ import importlib.metadata
 
 import pytest
 
-from kvtui.engines.vllm import cpufeatures
-from kvtui.engines.vllm.cpufeatures import ENV_PRECHECK, launch_refusal
-from kvtui.engines.vllm.launcher import VllmEngine
 from kvtui.errors import EngineError
-from kvtui.scenario.schema import Mode
+from kvtui.io.scenario.schema import Mode
+from kvtui.runtime.engines.vllm import cpufeatures
+from kvtui.runtime.engines.vllm.cpufeatures import ENV_PRECHECK, launch_refusal
+from kvtui.runtime.engines.vllm.launcher import VllmEngine
 
 from vllmtest_helpers import tiny_scenario
 
@@ -80,8 +80,8 @@ def test_the_engine_refuses_it_without_starting_a_process(no_avx512, refusing_bu
 
 
 def test_the_pre_flight_says_it_first_as_a_warning_and_names_the_modes_that_run(no_avx512, refusing_build, tmp_path):
+    from kvtui.io.scenario.schema import Scenario, Server
     from kvtui.preflight import run_preflight
-    from kvtui.scenario.schema import Scenario, Server
 
     model = tmp_path / "m"
     model.mkdir()

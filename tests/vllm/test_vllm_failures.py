@@ -7,8 +7,9 @@ import signal
 
 import pytest
 
-from kvtui.engines.vllm import failures
-from kvtui.engines.vllm.failures import (
+from kvtui.errors import EngineError
+from kvtui.runtime.engines.vllm import failures
+from kvtui.runtime.engines.vllm.failures import (
     BAD_FLAG,
     BAD_MODEL,
     CRASHED,
@@ -22,7 +23,6 @@ from kvtui.engines.vllm.failures import (
     describe_exit,
     find_cause,
 )
-from kvtui.errors import EngineError
 
 from vllmtest_helpers import read_log
 

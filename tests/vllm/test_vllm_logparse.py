@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.engines.base import StartupFacts
-from kvtui.engines.vllm.logparse import (
+from kvtui.runtime.engines.base import StartupFacts
+from kvtui.runtime.engines.vllm.logparse import (
     API_SERVER,
     CUDA_GRAPHS,
     ENGINE_INIT,

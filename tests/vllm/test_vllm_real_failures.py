@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from kvtui.engines.vllm.launcher import VllmEngine
-from kvtui.engines.vllm.logparse import PHASES
 from kvtui.errors import EngineError, RunAborted
-from kvtui.procs import reaper
-from kvtui.scenario.schema import Mode
+from kvtui.io.scenario.schema import Mode
+from kvtui.runtime.engines.vllm.launcher import VllmEngine
+from kvtui.runtime.engines.vllm.logparse import PHASES
+from kvtui.runtime.procs import reaper
 
 from vllmtest_helpers import proc_in_group, tiny_scenario
 

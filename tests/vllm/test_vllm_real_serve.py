@@ -18,14 +18,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvtui.cli import main as cli_main
-from kvtui.engines.base import Endpoint
-from kvtui.engines.vllm.cpufeatures import fp8_kv_unsupported
-from kvtui.engines.vllm.launcher import VllmEngine
-from kvtui.engines.vllm.logparse import LOADING_WEIGHTS, PHASES, PROFILING_KV, READY, STARTING, UNCALIBRATED_FP8
+from kvtui.cli.main import main as cli_main
 from kvtui.errors import EngineError
-from kvtui.procs import reaper
-from kvtui.scenario.schema import Mode
+from kvtui.io.scenario.schema import Mode
+from kvtui.runtime.engines.base import Endpoint
+from kvtui.runtime.engines.vllm.cpufeatures import fp8_kv_unsupported
+from kvtui.runtime.engines.vllm.launcher import VllmEngine
+from kvtui.runtime.engines.vllm.logparse import LOADING_WEIGHTS, PHASES, PROFILING_KV, READY, STARTING, UNCALIBRATED_FP8
+from kvtui.runtime.procs import reaper
 
 from vllmtest_helpers import KV_BYTES, proc_in_group, tiny_scenario
 
@@ -59,7 +59,7 @@ def servers(require_vllm, tiny_model):
     started: dict[str, Started] = {}
     engines = {name: VllmEngine() for name in MODES}
     # The fp8 server is told its key through stdin, the path kvtui takes for a vLLM that hashes
-    # VLLM_API_KEY into its compile cache (0.26: kvtui.engines.vllm.command.api_key_in_compile_hash).
+    # VLLM_API_KEY into its compile cache (0.26: kvtui.runtime.engines.vllm.command.api_key_in_compile_hash).
     engines["fp8"]._key_hashed = True
 
     def run(name: str) -> Started:
@@ -95,7 +95,7 @@ def test_ready_endpoint(servers):
 
 
 def test_a_server_told_its_key_through_stdin_requires_it_and_shows_it_nowhere(servers):
-    from kvtui.engines.vllm.command import KEY_FROM_STDIN_SHOWN
+    from kvtui.runtime.engines.vllm.command import KEY_FROM_STDIN_SHOWN
 
     s = servers["fp8"]
     ep = s.endpoint
@@ -215,10 +215,10 @@ def test_two_vllm_servers_as_replicas(servers):
     goes to one of them (least in flight) and says which; their /metrics merge bucket by bucket."""
     from dataclasses import asdict
 
-    from kvtui.load.generator import LoadGenerator, StepParams, WorkerConfig
-    from kvtui.load.workload import discover_token_space
-    from kvtui.scenario.schema import Length, Workload
-    from kvtui.telemetry.replicas import ReplicaScrapers, replicas_delta
+    from kvtui.io.scenario.schema import Length, Workload
+    from kvtui.runtime.load.generator import LoadGenerator, StepParams, WorkerConfig
+    from kvtui.runtime.load.workload import discover_token_space
+    from kvtui.runtime.telemetry.replicas import ReplicaScrapers, replicas_delta
 
     a, b = servers["auto"].endpoint, servers["fp8"].endpoint
     assert a.headers() != b.headers()
@@ -260,7 +260,7 @@ def test_data_parallel_server_sums_its_engines_and_labels_each(servers):
     both engines' (each logs and labels its own cache), /metrics names each engine, both serve."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from kvtui.telemetry.prom import MetricsScraper
+    from kvtui.runtime.telemetry.prom import MetricsScraper
 
     dp, one = servers["victim"], servers["auto"]
     assert "--data-parallel-size" in dp.lines[0] and "--data-parallel-size" not in one.lines[0]

@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from kvtui.procs import reaper
+from kvtui.runtime.procs import reaper
 
 from vllmtest_helpers import proc_in_group
 
 CHILD = r"""
 import os, signal, subprocess, sys, time
-from kvtui.procs import reaper
+from kvtui.runtime.procs import reaper
 # A login session's default, or nohup's (the test runner may itself run under nohup).
 signal.signal(signal.SIGHUP, signal.SIG_IGN if sys.argv[1] == "nohup" else signal.SIG_DFL)
 victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
@@ -83,7 +83,7 @@ def test_normal_exit_kills_registered_groups():
 
 def test_without_handlers_sigterm_still_leaves_nothing():
     """Python's default SIGTERM skips atexit (what install_signal_handlers() is for); since issue 18
-    the watchdog stops the group anyway: kvtui's death closes its pipe (kvtui/procs/watchdog.py)."""
+    the watchdog stops the group anyway: kvtui's death closes its pipe (kvtui/runtime/procs/watchdog.py)."""
     p, victim = _run("none")
     try:
         p.send_signal(signal.SIGTERM)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from kvtui.engines.vllm.shapedummy import build, main
-from kvtui.predict.catalog import load_model
+from kvtui.runtime.engines.vllm.shapedummy import build, main
+from kvtui.simulator.model.catalog import load_model
 
 
 def test_deepseek_v2_lite_directory_has_mla_moe_and_vllm_fields(tmp_path):

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from kvtui.engines.vllm.tinymodel import TinyModelSpec, build, weight_shapes
+from kvtui.runtime.engines.vllm.tinymodel import TinyModelSpec, build, weight_shapes
 
 
 def read_safetensors_header(path):
@@ -94,7 +94,7 @@ def test_weights_without_numpy_are_valid_too(tmp_path, monkeypatch):
 
 def test_cli(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "kvtui.engines.vllm.tinymodel", str(tmp_path / "m"), "--layers", "2", "--kv-heads", "1", "--no-weights"],
+        [sys.executable, "-m", "kvtui.runtime.engines.vllm.tinymodel", str(tmp_path / "m"), "--layers", "2", "--kv-heads", "1", "--no-weights"],
         capture_output=True,
         text=True,
     )
@@ -102,7 +102,7 @@ def test_cli(tmp_path):
     assert "2 layers, 1 KV heads x 64" in r.stdout and "--load-format dummy" in r.stdout
     assert json.loads((tmp_path / "m" / "config.json").read_text())["num_key_value_heads"] == 1
     bad = subprocess.run(
-        [sys.executable, "-m", "kvtui.engines.vllm.tinymodel", str(tmp_path / "x"), "--heads", "3", "--kv-heads", "2"],
+        [sys.executable, "-m", "kvtui.runtime.engines.vllm.tinymodel", str(tmp_path / "x"), "--heads", "3", "--kv-heads", "2"],
         capture_output=True,
         text=True,
     )

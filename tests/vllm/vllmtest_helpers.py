@@ -6,7 +6,7 @@ from pathlib import Path
 
 from vllm_available import missing
 
-from kvtui.scenario.schema import Scenario, Server
+from kvtui.io.scenario.schema import Scenario, Server
 
 DATA = Path(__file__).parent / "data"
 KV_BYTES = 50_000_000  # the KV budget of the real-vLLM tests (24,320 tokens of the tiny model)

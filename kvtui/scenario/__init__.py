@@ -1,9 +1,0 @@
-"""Scenario files: schema, defaults, validation with file/line/field errors."""
-
-from kvtui.scenario.loader import load_scenario, parse_override, scenario_from_dict, scenario_from_snapshot
-from kvtui.scenario.schema import Cost, Length, Mode, Quality, Ramp, Scenario, Server, Slo, Workload
-
-__all__ = [
-    "Cost", "Length", "Mode", "Quality", "Ramp", "Scenario", "Server", "Slo", "Workload",
-    "load_scenario", "parse_override", "scenario_from_dict", "scenario_from_snapshot",
-]
