@@ -11,4 +11,6 @@
 
 The pattern check of `kvtui.explore.quality` stays as the quick smoke test for broken kernels;
 agreement with the baseline's greedy outputs and logprobs comes from it.
+
+Imports: the floor only (kvtui.runtime.procs and kvtui.io.snapshot are part of it).
 """

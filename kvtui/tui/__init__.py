@@ -10,4 +10,7 @@ and the tests.
     widgets.py      header, status line, log pane, step slider; steptable.py, gpupanel.py
     themes.py       themes/*.toml as Textual themes plus chart colours
     svg.py          render_dashboard_svg(doc, width, height, theme, mode, step, view)
+
+Imports: everything below it (report, explore, the runtime, io, core, the floor) and Textual, which
+only it and the command line may import; never kvtui.cli.
 """

@@ -60,3 +60,17 @@ def test_a_layer_missing_from_the_contract_is_read_as_missing(tmp_path: Path):
                  'type = "layers"\nlayers = ["kvtui.tui", "kvtui.explore : (kvtui.io.snapshot)"]\n')
     assert declared_layers(p) == [["tui"], ["explore", "io.snapshot"]]
     assert one_line(declared_layers(p)) == "tui > floor"
+
+
+def test_every_package_says_its_job_and_what_it_may_import():
+    """Issue 46 item 5: each folder keeps a docstring saying its job and what it may import."""
+    import ast
+
+    missing = []
+    for init in sorted((ROOT / "kvtui").rglob("__init__.py")):
+        if init.parent.name == "__pycache__" or init.parent == ROOT / "kvtui":
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        if len(doc) < 80 or "import" not in doc.lower():
+            missing.append(str(init.relative_to(ROOT)))
+    assert not missing, f"a package without a docstring that says its job and what it may import: {missing}"
