@@ -67,7 +67,7 @@ def test_markdown_report_reads_well(three_modes):
     assert md.count("SIMULATED") >= 6
     assert "prefix-cache hit rate at the knee" in md
     # Charts as text: one bar per mode, the SLO marked.
-    assert "TPOT p90 by load (│ = SLO 50 ms)" in md and "█" in md
+    assert "TPOT p90 by load (│ = SLO 75 ms)" in md and "█" in md
     # Markdown tables have as many cells per row as headers.
     for block in md.split("\n\n"):
         lines = [l for l in block.splitlines() if l.startswith("| ")]

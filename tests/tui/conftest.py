@@ -20,14 +20,17 @@ def unpack_frozen(where: Path) -> Path:
         (where / name).write_bytes(lzma.decompress((DATA / f"{name}.xz").read_bytes()))
     return where / FROZEN.name
 
-# The simulator's knee model: a decode step takes 20 ms with ≤ 4 running requests, 40 ms above,
-# so TPOT p95 ≤ 30 ms holds up to 4 and the fast search ends on 4 in four short steps.
+# The simulator's knee model: a decode step takes 10 ms with ≤ 4 running requests, 100 ms above,
+# so TPOT p95 ≤ 60 ms holds up to 4 and the fast search ends on 4 in four short steps. The margins
+# are wide on purpose: a starved host adds its delay to every token the client times, and a verdict
+# moves only after 50 ms of it below the knee (40 ms against the re-evaluated SLO of 150 above it).
+# With 20/40 ms and a 30 ms target (10 ms of margin) a busy CI host moved the knee.
 KNEE = """
 name = "knee-tui"
 [server]
 engine = "sim"
 max_model_len = 2048
-extra_args = ["--knee", "4", "--knee-tpot-ms", "20", "--knee-slowdown", "2"]
+extra_args = ["--knee", "4", "--knee-tpot-ms", "10", "--knee-slowdown", "10"]
 [workload]
 prompt_tokens = 64
 output_tokens = 16
@@ -40,7 +43,7 @@ confirm = false
 warmup_s = 0.3
 window_s = 1
 [slo]
-tpot_p95_ms = 30
+tpot_p95_ms = 60
 """
 
 
