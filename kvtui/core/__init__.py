@@ -9,6 +9,8 @@ are tested in milliseconds on plain numbers (tests/core/test_step_phases.py).
 
 - phases.py: a step's phases (warm-up, window, held tail, end), for every transport;
 - slots.py: which slots a closed loop starts (the stagger) and retires first (a step down);
+- arrivals.py: an open loop's gaps between sends (poisson, bursty, constant), for the live workers
+  and the simulator alike;
 - looks.py: when the sequential test looks at a window, and what a decided look records;
 - drain.py: when a drained server is idle and still (the scrapes a live transport hands it);
 - births.py: the "births" tail rule's cutoff (which window requests TPOT and E2E count);

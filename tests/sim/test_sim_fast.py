@@ -228,3 +228,24 @@ def test_peak_chunk_rate_for_slow_motion():
     assert 1000 < r < 200_000
     sc.ramp.max = 8
     assert peak_chunk_rate(sc, sc.modes[0]) < r
+
+
+@pytest.mark.parametrize("arrival", ["constant", "bursty"])
+def test_open_loop_spaces_its_sends_as_ramp_arrival_says(arrival):
+    """The simulator's open loop draws its gaps as the live workers do (kvtui.core.arrivals): before, it
+    drew Poisson gaps whatever `ramp.arrival` said."""
+    rate = 20.0
+    res = simulate_step(sched(), lengths, rate, False, warmup_s=1.0, window_s=10.0, seed=5, mode_name="m",
+                        step_index=0, arrival=arrival, burst_size=4)
+    check_records(res, rate)
+    sent = sorted(r.t_intended for r in res.records)
+    gaps = [b - a for a, b in zip(sent, sent[1:])]
+    assert len(gaps) > 100
+    if arrival == "constant":
+        assert all(g == pytest.approx(1 / rate) for g in gaps)
+    else:  # bursts of 4 sent together, the bursts 4 / rate apart on average
+        assert sum(1 for g in gaps if g == 0) == pytest.approx(len(gaps) * 3 / 4, abs=4)
+        assert (sent[-1] - sent[0]) / len(gaps) == pytest.approx(1 / rate, rel=0.25)
+    poisson = simulate_step(sched(), lengths, rate, False, warmup_s=1.0, window_s=10.0, seed=5, mode_name="m",
+                            step_index=0)
+    assert [r.t_intended for r in poisson.records] != [r.t_intended for r in res.records]

@@ -19,6 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 from kvtui import clock
+from kvtui.core.arrivals import ArrivalGaps
 from kvtui.core.record import Record
 from kvtui.core.slots import retire_order, stagger_at, tokens_left
 from kvtui.runtime.load.protocol import STATUS_EVERY, StepSpec, WorkerConfig, WorkerStatus
@@ -333,14 +334,9 @@ class _Worker:
         assert spec is not None
         t = clock.monotonic()
         k = 0
+        gaps = ArrivalGaps(spec.arrival, rate, spec.burst_size, rng)  # the simulator's open loop draws the same
         while not self.stopping:
-            if spec.arrival == "constant":
-                gap = 1.0 / rate
-            elif spec.arrival == "bursty":
-                gap = rng.expovariate(rate / spec.burst_size) if k % spec.burst_size == 0 else 0.0
-            else:
-                gap = rng.expovariate(rate)
-            t += gap
+            t += gaps.next()
             k += 1
             if not await self._send_at(t, k, self.next_counter):
                 break

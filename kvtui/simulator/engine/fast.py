@@ -29,6 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
+from kvtui.core.arrivals import ArrivalGaps
 from kvtui.core.phases import PhaseRules, Progress, StepPhases
 from kvtui.core.record import Record
 from kvtui.core.slots import stagger_at
@@ -120,6 +121,8 @@ def simulate_step(
     send_delay: Callable[[int], float] | None = None,
     budget: StepBudget | None = None,
     arrivals: Iterable[tuple[float, int]] | None = None,
+    arrival: str = "poisson",
+    burst_size: int = 8,
 ) -> FastStepResult:
     """Simulate one load step from an idle server, its tail held until every window request has
     finished. `load` = concurrency (closed) or req/s (open). A run measures an open loop's (rate)
@@ -146,7 +149,10 @@ def simulate_step(
 
     arrivals: open loop, a trace replay's schedule (kvtui.io.scenario.trace.replay_arrivals) as
     (seconds after the step began, counter offset) pairs, read as far as the step goes, in place
-    of the seeded Poisson arrivals; request counter_start + k samples the trace's row."""
+    of the seeded arrivals; request counter_start + k samples the trace's row.
+
+    arrival, burst_size: an open loop's spacing (`ramp.arrival`: poisson, bursty or constant), the
+    gaps drawn by kvtui.core.arrivals as the live workers draw theirs."""
     budget = budget if budget is not None else StepBudget()
     s = sched_factory if isinstance(sched_factory, SchedulerSim) else sched_factory()
     rng = random.Random((seed * 1_000_003 + step_index) & 0xFFFFFFFF)
@@ -177,7 +183,8 @@ def simulate_step(
             if nxt is not None:
                 heapq.heappush(sends, (t0 + nxt[0], -2 - nxt[1]))
         else:
-            heapq.heappush(sends, (t0 + rng.expovariate(load), -1))
+            gaps = ArrivalGaps(arrival, load, burst_size, rng)
+            heapq.heappush(sends, (t0 + gaps.next(), -1))
     fe = s.cal.frontend_s_per_request
     ingest: deque = deque()  # (time it reaches the engine, SimRequest, record, slot), in order
     fe_free = t0
@@ -252,7 +259,7 @@ def simulate_step(
                 counter = counter_start + (-2 - slot)
                 slot = -1
             elif not closed:
-                heapq.heappush(sends, (t + rng.expovariate(load), -1))
+                heapq.heappush(sends, (t + gaps.next(), -1))
             send(t, slot)
         admit(s.now)
         if phases.phase != "warmup":

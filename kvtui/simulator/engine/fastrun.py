@@ -137,14 +137,15 @@ class OfflineServer:
         res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, 0, sc.seed, mode_name,
                             index,
                             id_prefix=f"{self.salt:08x}-", counter_start=counter, request_timeout_s=r.request_timeout_s,
-                            budget=StepBudget(self.halt), arrivals=arrivals())
+                            budget=StepBudget(self.halt), arrivals=arrivals(), arrival=r.arrival,
+                            burst_size=r.burst_size)
         if not res.ended and len(res.window_records()) < need:
             # Too few samples for the SLO's percentiles: the real run extends its window; here, re-run by count.
             res = simulate_step(self.sched, self._sample, load, closed, r.warmup_s, r.window_s, need, sc.seed,
                                 mode_name,
                                 index, id_prefix=f"{self.salt:08x}-", counter_start=counter,
                                 request_timeout_s=r.request_timeout_s, budget=StepBudget(self.halt),
-                                arrivals=arrivals())
+                                arrivals=arrivals(), arrival=r.arrival, burst_size=r.burst_size)
         return res
 
     def plan(self, load: float, need: int, drain_why: str | None, tail: str, test: Any, ramp: Any = None,
