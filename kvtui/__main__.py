@@ -1,3 +1,3 @@
-from kvtui.cli.main import main
+from kvtui.cli import main
 
 raise SystemExit(main())

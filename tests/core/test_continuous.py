@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli.main import main as kvtui_main
+from kvtui.cli.entry import main as kvtui_main
 from kvtui.explore.run import Run
 from kvtui.io.scenario.loader import load_scenario
 from kvtui.io.scenario.schema import Scenario

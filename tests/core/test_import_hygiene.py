@@ -21,7 +21,7 @@ mod = importlib.import_module(target)
 if hasattr(mod, "__path__"):  # a package: every module in it
     for info in pkgutil.walk_packages(mod.__path__, target + "."):
         importlib.import_module(info.name)
-if target == "kvtui.cli.main":
+if target == "kvtui.cli.entry":
     mod.build_parser()  # every command's add_parser
 ui = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.argv[2])))
 print(json.dumps(ui))
@@ -35,7 +35,7 @@ def _ui_modules_after_importing(target: str) -> list[str]:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("target", ["kvtui.explore", "kvtui.report", "kvtui.cli.main", "kvtui.runtime.engines", "kvtui.runtime.load",
+@pytest.mark.parametrize("target", ["kvtui.explore", "kvtui.report", "kvtui.cli.entry", "kvtui.runtime.engines", "kvtui.runtime.load",
                                     "kvtui.runtime.telemetry", "kvtui.io.scenario"])
 def test_no_textual_outside_the_tui(target):
     assert _ui_modules_after_importing(target) == []

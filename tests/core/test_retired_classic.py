@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli.main import main as kvtui_main
+from kvtui.cli.entry import main as kvtui_main
 from kvtui.core.births import SAMPLE_FACTOR
 from kvtui.explore.window_choice import STEP_OVER_WINDOW, TAIL_OVER_E2E, step_s, suggest_window, window_for
 from kvtui.io.scenario.loader import load_scenario

@@ -23,7 +23,7 @@ import pytest
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from kvtui.cli.main import main as cli_main  # noqa: E402
+from kvtui.cli.entry import main as cli_main  # noqa: E402
 from kvtui.io.snapshot.file import load_snapshot  # noqa: E402
 
 # In the live queue (tests/conftest.py's "rest" group, one test after another on one xdist worker): the

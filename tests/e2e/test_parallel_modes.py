@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli.main import main as cli_main
+from kvtui.cli.entry import main as cli_main
 from kvtui.cli.parallel import lane_env
 from kvtui.explore import devices
 from kvtui.io.scenario import load_scenario

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sim_server import serving_sim
 
-from kvtui.cli.main import main as cli_main
+from kvtui.cli.entry import main as cli_main
 from kvtui.runtime.procs.servers import free_port
 
 KEY = "url-test-key-8d2f61"

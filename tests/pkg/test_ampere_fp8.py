@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.io.scenario import load_scenario
 
 from pkg_helpers import A100, FakeGpuBox, model_dir

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.io.scenario import load_scenario
 from kvtui.simulator.model.catalog import MODELS_DIR, bundled_models
 

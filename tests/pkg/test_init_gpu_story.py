@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.io.scenario import load_scenario
 from kvtui.simulator.model.catalog import MODELS_DIR
 

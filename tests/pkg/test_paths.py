@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from kvtui import paths
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.errors import ScenarioError
 from kvtui.io.scenario import load_scenario
 
@@ -88,7 +88,7 @@ def test_version_names_the_vllm_it_would_launch(tmp_path):
     except Exception:
         assert "vLLM" in second
     # no vLLM import for --version: the same process does not load torch
-    r = subprocess.run([sys.executable, "-c", "import sys; from kvtui.cli.main import main\ntry: main(['--version'])\n"
+    r = subprocess.run([sys.executable, "-c", "import sys; from kvtui.cli.entry import main\ntry: main(['--version'])\n"
                         "except SystemExit: pass\nprint('torch' in sys.modules, 'vllm' in sys.modules)"],
                        capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert r.stdout.strip().endswith("False False"), r.stdout + r.stderr

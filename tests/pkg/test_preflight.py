@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 
 from pkg_helpers import A100, H200, ROOT, FakeGpuBox, model_dir
 

@@ -4,7 +4,7 @@ offered as a Hugging Face id."""
 
 from __future__ import annotations
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.io.scenario import load_scenario
 
 

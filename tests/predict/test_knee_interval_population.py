@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli.main import main as kvtui_main
+from kvtui.cli.entry import main as kvtui_main
 from kvtui.core import knee_interval as ki
 from kvtui.io.records import read_records
 from kvtui.io.scenario.loader import scenario_from_snapshot

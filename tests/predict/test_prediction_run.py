@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.core.search import LinearSearch
 from kvtui.explore.prediction import PREDICT_SALT
 from kvtui.explore.refit import REFIT_PARAMS

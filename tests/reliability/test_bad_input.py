@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli.main import main as cli_main
+from kvtui.cli.entry import main as cli_main
 from kvtui.core.search import MAX_CONFIRM_ROUNDS, make_search, ramp_levels
 from kvtui.errors import ScenarioError, UsageError
 from kvtui.io.scenario import load_scenario

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 
 
 def _dataset(path: Path, mb: int) -> int:

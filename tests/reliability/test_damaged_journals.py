@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.core.record import Record
 from kvtui.errors import UsageError
 from kvtui.io.records import Damaged, read_records, write_records

@@ -1,7 +1,7 @@
 """Hostile or careless input, issue 18: one line and exit 2 (never a traceback), nothing started,
 nothing written outside runs/, no terminal escape printed, no interpreter hijack by default.
 
-Most cases run the real command in-process (`kvtui.cli.main.main`) and check its stderr; runs that
+Most cases run the real command in-process (`kvtui.cli.entry.main`) and check its stderr; runs that
 must start a server use the real headless command with the simulator.
 """
 
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli.main import main as cli_main
+from kvtui.cli.entry import main as cli_main
 from kvtui.cli.run import default_out, file_stem
 from kvtui.io.snapshot.file import load_snapshot
 from kvtui.runtime.procs import reaper

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kvtui import safeio
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.io.records import record_from_line
 
 MiB = 1 << 20

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvtui import safeio
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.errors import UsageError
 
 ROOT = os.geteuid() == 0

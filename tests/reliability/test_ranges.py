@@ -15,7 +15,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli.main import main as cli_main
+from kvtui.cli.entry import main as cli_main
 from kvtui.errors import ScenarioError
 from kvtui.io.scenario import load_scenario
 from kvtui.io.scenario.schema import RANGES

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.errors import UsageError
 from kvtui.explore.resume_guard import check_resumable, mode_problem
 from kvtui.io.snapshot.file import load_snapshot

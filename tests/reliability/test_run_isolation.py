@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.io.records import read_records
 from kvtui.io.snapshot.file import load_snapshot
 

@@ -120,7 +120,7 @@ def buggy(*a, **k):
         raise RuntimeError("injected fault in evaluate_step")
     return real(*a, **k)
 run_mod.evaluate_step = buggy
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -240,7 +240,7 @@ def buggy(self, *a, **k):
         raise MemoryError("injected into the telemetry thread")
     return real(self, *a, **k)
 run_mod.TelemetryLoop._row = buggy
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 sys.exit(main(sys.argv[1:]))
 """
 

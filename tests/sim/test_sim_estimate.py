@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 from kvtui.errors import UsageError
 from kvtui.simulator.model.catalog import bundled_models, gpu_names, load_gpu, load_model
 from kvtui.simulator.model.estimator import estimate_memory, resolve_settings

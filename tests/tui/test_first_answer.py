@@ -15,7 +15,7 @@ from kvtui.io.scenario import load_scenario
 
 def test_kvtui_with_no_arguments_opens_the_demo_offline(monkeypatch):
     import kvtui.cli.tui as tui_cmd
-    from kvtui.cli.main import main
+    from kvtui.cli.entry import main
 
     seen: list[dict] = []
     monkeypatch.setattr(tui_cmd, "launch_tui", lambda scenario, **kw: seen.append(dict(kw, scenario=scenario)) or 0)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kvtui.cli.main import main
+from kvtui.cli.entry import main
 
 
 def need_cairo() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvtui.cli.main import main as cli_main
+from kvtui.cli.entry import main as cli_main
 from kvtui.io.snapshot.file import load_snapshot
 from kvtui.tui.app import create_app
 from kvtui.tui.screens import DashboardScreen

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvtui.cli.main import main as cli_main
+from kvtui.cli.entry import main as cli_main
 from kvtui.errors import EngineError
 from kvtui.io.scenario.schema import Mode
 from kvtui.runtime.engines.base import Endpoint
