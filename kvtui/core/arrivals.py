@@ -37,6 +37,8 @@ class ArrivalGaps:
         # own schedule (kvtui.io.scenario.trace.replay_arrivals), and is spaced as Poisson without one.
         if self.kind not in ARRIVALS:
             self.kind = "poisson"
+        if self.kind == "bursty" and not self.burst_size >= 1:  # the scenario's range refuses it first
+            raise ValueError(f"a bursty open loop needs burst_size >= 1, got {self.burst_size!r}")
 
     def next(self) -> float:
         k = self.sent
@@ -44,6 +46,6 @@ class ArrivalGaps:
         if self.kind == "constant":
             return 1.0 / self.rate
         if self.kind == "bursty":
-            b = max(1, int(self.burst_size))
+            b = int(self.burst_size)
             return self.rng.expovariate(self.rate / b) if k % b == 0 else 0.0
         return self.rng.expovariate(self.rate)

@@ -35,3 +35,5 @@ def test_a_kind_without_gaps_of_its_own_is_poisson_and_a_rate_must_be_positive()
     assert _draw("trace", 4.0, 8, 2, 10) == _draw("poisson", 4.0, 8, 2, 10)
     with pytest.raises(ValueError, match="rate > 0"):
         ArrivalGaps("poisson", 0.0, 8, random.Random(0))
+    with pytest.raises(ValueError, match="burst_size >= 1"):
+        ArrivalGaps("bursty", 4.0, 0, random.Random(0))
