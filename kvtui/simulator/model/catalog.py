@@ -20,9 +20,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kvtui import DATA_DIR
 from kvtui.errors import UsageError
 
-DATA = Path(__file__).resolve().parents[2] / "data"  # kvtui/data
+DATA = DATA_DIR  # the package data, wherever this module sits in the tree
 MODELS_DIR = DATA / "models"
 GPUS_FILE = DATA / "gpus.toml"
 
